@@ -1,0 +1,45 @@
+# Every target a newcomer needs. `make demo` and `make test` work on a fresh machine.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint format typecheck bench synth deploy schemas clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --upgrade --quiet pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP) ## create .venv with the project and dev tools
+
+demo: $(STAMP) ## analyze the bundled sample dataset offline and print where the report is
+	$(BIN)/iterate analyze samples/orders.csv --out out/demo
+
+test: $(STAMP) ## run the whole test suite
+	$(BIN)/pytest -n 2 -q
+
+lint: $(STAMP) ## ruff + mypy
+	$(BIN)/ruff check layers functions infra tests scripts
+	$(BIN)/ruff format --check layers functions infra tests scripts
+	$(BIN)/mypy
+
+format: $(STAMP)
+	$(BIN)/ruff format layers functions infra tests scripts
+	$(BIN)/ruff check --fix layers functions infra tests scripts
+
+bench: $(STAMP) ## 1M-row benchmark: iterate analyze vs a bare pyarrow read; sandbox overhead
+	$(BIN)/python scripts/bench.py
+
+schemas: $(STAMP) ## export the JSON Schemas of the contracts
+	$(BIN)/python -m iterate.contracts.export layers/iterate/schemas
+
+synth: $(STAMP) ## synthesize the CDK app into cdk.out/ (no Docker, no cdk CLI)
+	$(BIN)/python infra/app.py
+
+deploy: synth ## deploy to a real account (needs credentials and the pinned CDK CLI)
+	npx --yes aws-cdk@2.1100.0 deploy --app cdk.out --require-approval never
+
+clean:
+	rm -rf $(VENV) cdk.out out bench/data bench/out

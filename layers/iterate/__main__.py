@@ -1,0 +1,7 @@
+"""`python -m iterate` runs the command line."""
+
+import sys
+
+from iterate.cli import main
+
+sys.exit(main())

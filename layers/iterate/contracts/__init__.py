@@ -1,0 +1,60 @@
+"""Versioned pydantic contracts: the shapes every step, file, API body and LLM answer must have."""
+
+from iterate.contracts.analysis import (
+    ISSUE_TYPES,
+    AnalysisResult,
+    Category,
+    Evidence,
+    EvidenceExample,
+    Issue,
+    Mode,
+    RunMetadata,
+    Severity,
+    TokenUsage,
+)
+from iterate.contracts.base import SCHEMA_VERSION, Contract
+from iterate.contracts.followup import FixAction, FollowupTurn, SmartFixFollowup, SmartFixOption
+from iterate.contracts.investigation import CodeInvestigation, StopReason
+from iterate.contracts.profile import (
+    ColumnProfile,
+    DatasetProfile,
+    DateStats,
+    DuplicateStats,
+    FunctionalDependency,
+    LengthStats,
+    NumericStats,
+    ValueCount,
+)
+from iterate.contracts.understanding import ColumnSummary, DatasetSummary, DatasetUnderstanding
+
+__all__ = [
+    "ISSUE_TYPES",
+    "SCHEMA_VERSION",
+    "AnalysisResult",
+    "Category",
+    "CodeInvestigation",
+    "ColumnProfile",
+    "ColumnSummary",
+    "Contract",
+    "DatasetProfile",
+    "DatasetSummary",
+    "DatasetUnderstanding",
+    "DateStats",
+    "DuplicateStats",
+    "Evidence",
+    "EvidenceExample",
+    "FixAction",
+    "FollowupTurn",
+    "FunctionalDependency",
+    "Issue",
+    "LengthStats",
+    "Mode",
+    "NumericStats",
+    "RunMetadata",
+    "Severity",
+    "SmartFixFollowup",
+    "SmartFixOption",
+    "StopReason",
+    "TokenUsage",
+    "ValueCount",
+]

@@ -1,0 +1,108 @@
+"""AnalysisResult and Issue: what a run found (field names kept from the original design)."""
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from iterate.contracts.base import SCHEMA_VERSION, Contract
+from iterate.contracts.investigation import CodeInvestigation
+
+Severity = Literal["low", "medium", "high"]
+Category = Literal["quick_fixes", "smart_fixes"]
+Mode = Literal["offline", "llm", "degraded"]
+
+# The issue types the detectors produce; an LLM may add hypotheses of other types.
+ISSUE_TYPES = (
+    "missing_values",
+    "disguised_missing",
+    "duplicate_rows",
+    "near_duplicate_rows",
+    "mixed_types",
+    "format_violation",
+    "unit_in_number",
+    "inconsistent_category",
+    "numeric_outlier",
+    "out_of_domain",
+    "dependency_violation",
+    "merged_columns",
+    "encoding_damage",
+    "stray_whitespace",
+    "constant_column",
+    "all_unique_column",
+    "ragged_rows",
+    "blank_header",
+)
+
+
+class EvidenceExample(Contract):
+    """One affected cell: where it is, what it holds and, when the detector knows, what was expected."""
+
+    row: int = Field(ge=0, description="0-based data row of the input (header excluded)")
+    column: str
+    value: str
+    expected: str | None = None
+    note: str | None = None
+
+
+class Evidence(Contract):
+    """Counts and examples computed by code from the data; never copied from LLM text."""
+
+    affectedCells: int = Field(ge=0)
+    affectedRows: int = Field(ge=0)
+    affectedShare: float = Field(ge=0.0, le=1.0, description="affected rows / all rows")
+    examples: list[EvidenceExample] = Field(default_factory=list)
+    stats: dict[str, Any] = Field(default_factory=dict)
+
+
+class Issue(Contract):
+    id: str
+    type: str
+    severity: Severity
+    description: str
+    affectedColumns: list[str]
+    suggestedAction: str
+    category: Category
+    affectedRows: int | None = None
+    temporalPattern: str | None = None
+    evidence: Evidence | None = None
+    investigation: CodeInvestigation | None = None
+    status: Literal["confirmed", "hypothesis", "unconfirmed"] = "confirmed"
+    source: Literal["detector", "llm"] = "detector"
+    detector: str | None = None
+    businessImpact: str | None = None
+
+
+class TokenUsage(Contract):
+    inputTokens: int = 0
+    outputTokens: int = 0
+    cacheReadTokens: int = 0
+    cacheWriteTokens: int = 0
+    calls: int = 0
+    costUsd: float = 0.0
+
+
+class RunMetadata(Contract):
+    runId: str
+    datasetName: str
+    sourceFile: str
+    contentHash: str
+    rowCount: int
+    columnCount: int
+    startedAt: str
+    durationMs: float
+    engineVersion: str
+    instructions: str | None = None
+    degradedReasons: list[str] = Field(default_factory=list)
+    usage: dict[str, TokenUsage] = Field(default_factory=dict, description="per agent, plus 'total'")
+    timingsMs: dict[str, float] = Field(default_factory=dict)
+    model: str | None = None
+
+
+class AnalysisResult(Contract):
+    mode: Mode
+    schemaVersion: str = SCHEMA_VERSION
+    issues: list[Issue]
+    summary: str
+    completedAt: str
+    run: RunMetadata | None = None
+    severityCounts: dict[str, int] = Field(default_factory=dict)

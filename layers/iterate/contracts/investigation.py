@@ -1,0 +1,20 @@
+"""CodeInvestigation: code run in the sandbox to prove an issue, and what came back."""
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from iterate.contracts.base import Contract
+
+StopReason = Literal["policy", "timeout", "memory", "output_size", "crash", "error", "invalid_output"]
+
+
+class CodeInvestigation(Contract):
+    code: str
+    success: bool
+    output: Any = None
+    error: str | None = None
+    execution_time_ms: float | None = None
+    stopped: StopReason | None = Field(default=None, description="why the sandbox stopped the code, if it did")
+    attempts: int = Field(default=1, ge=1)
+    source: Literal["template", "llm"] = "template"

@@ -1,0 +1,82 @@
+"""DatasetProfile: statistics of every column and of the dataset, computed without an LLM."""
+
+from pydantic import Field
+
+from iterate.contracts.base import SCHEMA_VERSION, Contract
+
+
+class ValueCount(Contract):
+    value: str
+    count: int
+
+
+class NumericStats(Contract):
+    count: int
+    min: float
+    max: float
+    mean: float
+    std: float
+    median: float
+    mad: float = Field(description="median absolute deviation")
+    q1: float
+    q3: float
+
+
+class DateStats(Contract):
+    count: int
+    min: str
+    max: str
+    formats: list[ValueCount] = Field(default_factory=list)
+
+
+class LengthStats(Contract):
+    min: int
+    max: int
+    mean: float
+
+
+class ColumnProfile(Contract):
+    name: str
+    index: int
+    semanticType: str = Field(description="integer, decimal, boolean, date, datetime, categorical, text, "
+                              "identifier, email, phone, postal_code, url, quantity, currency, percent, empty")
+    dataType: str = Field(description="coarse type for clients: string|numeric|date|categorical|boolean")
+    format: str | None = Field(default=None, description="date format, unit or currency symbol when known")
+    count: int
+    missing: int
+    disguisedMissing: int
+    distinct: int
+    distinctRatio: float
+    uniqueRatio: float = Field(description="values seen exactly once / non-missing values")
+    topValues: list[ValueCount] = Field(default_factory=list)
+    patterns: list[ValueCount] = Field(default_factory=list)
+    length: LengthStats | None = None
+    numeric: NumericStats | None = None
+    dates: DateStats | None = None
+
+
+class DuplicateStats(Contract):
+    exactRows: int = Field(description="rows that repeat an earlier row exactly")
+    exactGroups: int
+    nearRows: int = Field(description="rows equal to another after normalising case, spaces and punctuation")
+
+
+class FunctionalDependency(Contract):
+    lhs: list[str]
+    rhs: str
+    confidence: float = Field(description="share of rows that agree with their group's majority value")
+    violatingRows: int
+
+
+class DatasetProfile(Contract):
+    schemaVersion: str = SCHEMA_VERSION
+    name: str
+    rowCount: int
+    columnCount: int
+    contentHash: str
+    nullMarker: str = Field(description="the token this dataset uses for a missing value ('' if blank)")
+    columns: list[ColumnProfile]
+    duplicates: DuplicateStats
+    candidateKeys: list[list[str]] = Field(default_factory=list)
+    functionalDependencies: list[FunctionalDependency] = Field(default_factory=list)
+    readNotes: list[str] = Field(default_factory=list, description="what the reader repaired or noticed")

@@ -1,0 +1,59 @@
+"""Settings: one model, validated from the environment on first use (never at import)."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # LLM
+    anthropic_api_key: str | None = Field(default=None, repr=False)
+    anthropic_secret_arn: str | None = None  # on AWS the key comes from Secrets Manager
+    anthropic_base_url: str | None = None
+    model: str = "claude-sonnet-4-5"
+    llm_timeout_s: float = 60.0
+    llm_max_retries: int = 4
+    # Sandbox
+    sandbox_timeout_s: float = 30.0
+    sandbox_memory_mb: int = 8192
+    sandbox_max_output_bytes: int = 1_000_000
+    investigation_workers: int = 2
+    investigation_max_attempts: int = 3
+    # AWS
+    bucket: str | None = None
+    table: str | None = None
+    event_bus: str = "default"
+    sandbox_function: str | None = None
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+        e = os.environ if env is None else env
+        raw = {
+            "anthropic_api_key": e.get("ANTHROPIC_API_KEY") or None,
+            "anthropic_secret_arn": e.get("ITERATE_ANTHROPIC_SECRET_ARN") or None,
+            "anthropic_base_url": e.get("ANTHROPIC_BASE_URL") or None,
+            "model": e.get("ITERATE_MODEL"),
+            "llm_timeout_s": e.get("ITERATE_LLM_TIMEOUT_S"),
+            "llm_max_retries": e.get("ITERATE_LLM_MAX_RETRIES"),
+            "sandbox_timeout_s": e.get("ITERATE_SANDBOX_TIMEOUT_S"),
+            "sandbox_memory_mb": e.get("ITERATE_SANDBOX_MEMORY_MB"),
+            "sandbox_max_output_bytes": e.get("ITERATE_SANDBOX_MAX_OUTPUT_BYTES"),
+            "investigation_workers": e.get("ITERATE_INVESTIGATION_WORKERS"),
+            "investigation_max_attempts": e.get("ITERATE_INVESTIGATION_MAX_ATTEMPTS"),
+            "bucket": e.get("ITERATE_BUCKET"),
+            "table": e.get("ITERATE_TABLE"),
+            "event_bus": e.get("ITERATE_EVENT_BUS"),
+            "sandbox_function": e.get("ITERATE_SANDBOX_FUNCTION"),
+        }
+        return cls.model_validate({k: v for k, v in raw.items() if v is not None})
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once on first use."""
+    return Settings.from_env()

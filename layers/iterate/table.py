@@ -1,0 +1,125 @@
+"""The in-memory dataset: every column kept as text, dictionary-encoded so work scales with distinct values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class ReadProblem:
+    """Something the reader repaired instead of refusing the file (ragged row, blank header, ...)."""
+
+    kind: str  # "ragged_row" | "blank_header" | "duplicate_header" | ...
+    line: int | None  # 1-based physical line in the file, when known
+    row: int | None  # 0-based data row, when the row was kept
+    column: str | None
+    detail: str
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    path: str
+    format: str  # csv | tsv | parquet | jsonl | xlsx
+    encoding: str | None = None
+    delimiter: str | None = None
+    compression: str | None = None
+    size_bytes: int = 0
+    content_hash: str = ""
+
+
+class Column:
+    """One column: its text values as a pyarrow array and a dictionary encoding (codes → uniques, counts)."""
+
+    def __init__(self, name: str, index: int, values: pa.Array) -> None:
+        self.name = name
+        self.index = index
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        if values.type != pa.string() and values.type != pa.large_string():
+            values = pc.cast(values, pa.string())
+        # Nulls only come from readers of typed formats (Parquet, JSON); as text they are blanks.
+        self.values: pa.Array = pc.fill_null(values, "") if values.null_count else values
+        encoded = pc.dictionary_encode(self.values)
+        self.codes: np.ndarray = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        self.dictionary: pa.Array = encoded.dictionary
+        self.counts: np.ndarray = np.bincount(self.codes, minlength=len(self.dictionary))
+
+    @cached_property
+    def uniques(self) -> list[str]:
+        """Distinct values in first-seen order; position i has count counts[i]."""
+        return self.dictionary.to_pylist()
+
+    @property
+    def n_unique(self) -> int:
+        return len(self.dictionary)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def rows_of(self, unique_ids: np.ndarray | list[int]) -> np.ndarray:
+        """0-based rows whose value is one of the given dictionary positions."""
+        mask = np.zeros(self.n_unique, dtype=bool)
+        mask[np.asarray(unique_ids, dtype=np.int64)] = True
+        return np.flatnonzero(mask[self.codes])
+
+    def value(self, row: int) -> str:
+        return self.uniques[int(self.codes[row])]
+
+
+@dataclass
+class Table:
+    """A dataset read as text: the name of each column as written, values never typed at read time."""
+
+    name: str
+    columns: list[Column]
+    n_rows: int
+    source: SourceInfo
+    problems: list[ReadProblem] = field(default_factory=list)
+
+    @classmethod
+    def from_arrow(
+        cls,
+        table: pa.Table,
+        *,
+        name: str,
+        source: SourceInfo,
+        problems: list[ReadProblem] | None = None,
+        names: list[str] | None = None,
+    ) -> Table:
+        """Wrap a pyarrow table of text columns; `names` overrides the (possibly deduplicated) names."""
+        names = names or table.column_names
+        columns = [Column(n, i, table.column(i)) for i, n in enumerate(names)]
+        return cls(name=name, columns=columns, n_rows=table.num_rows, source=source, problems=problems or [])
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def to_arrow(self) -> pa.Table:
+        return pa.table({f"{c.index}": c.values for c in self.columns}).rename_columns(self.column_names)
+
+    def to_pandas(self) -> pd.DataFrame:
+        """All columns as Python strings (object dtype), names as in the file."""
+        import pandas as pd
+
+        data = {c.name: c.values.to_numpy(zero_copy_only=False) for c in self.columns}
+        frame = pd.DataFrame(data) if len(set(self.column_names)) == len(self.columns) else None
+        if frame is None:  # duplicate names: build positionally
+            frame = pd.DataFrame({i: c.values.to_numpy(zero_copy_only=False) for i, c in enumerate(self.columns)})
+            frame.columns = self.column_names
+        return frame
