@@ -1,0 +1,46 @@
+"""Value shapes: a value's character classes (letters → a/A, digits → 9), computed on a column's dictionary."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# Missing-value tokens recognised anywhere (compared after strip + casefold).
+MISSING_TOKENS = frozenset(
+    {"", "n/a", "na", "nan", "null", "none", "nil", "-", "--", "?", "empty", "missing", "#n/a", "n.a.", "undefined"}
+)
+
+
+def shape_of(value: str, *, collapse: bool = True, keep_case: bool = False) -> str:
+    """The shape of one value, e.g. `12.0 oz` → `9.9 a`, `al_pn-3b` → `a_a-9a` (runs collapsed)."""
+    return str(shapes(pa.array([value], pa.string()), collapse=collapse, keep_case=keep_case)[0].as_py())
+
+
+def shapes(values: pa.Array, *, collapse: bool = True, keep_case: bool = False) -> pa.Array:
+    """Vectorised shapes of a string array (usually a column's dictionary of distinct values).
+
+    collapse: a run of letters or digits becomes one symbol (`35233` → `9`); otherwise one symbol per character
+    (`35233` → `99999`), which keeps lengths. keep_case: upper-case letters → `A`, lower-case → `a`.
+    Whitespace runs become one space; other characters (punctuation, symbols) are kept as they are.
+    """
+    plus = "+" if collapse else ""
+    s = values
+    if keep_case:
+        s = pc.replace_substring_regex(s, pattern=rf"\p{{Lu}}{plus}", replacement="A")
+        s = pc.replace_substring_regex(s, pattern=rf"[\p{{Ll}}\p{{Lt}}\p{{Lm}}\p{{Lo}}]{plus}", replacement="a")
+    else:
+        s = pc.replace_substring_regex(s, pattern=rf"\p{{L}}{plus}", replacement="a")
+    s = pc.replace_substring_regex(s, pattern=rf"\p{{Nd}}{plus}", replacement="9")
+    s = pc.replace_substring_regex(s, pattern=r"\s+", replacement=" ")
+    return s
+
+
+def digit_masked(values: pa.Array) -> pa.Array:
+    """Digit runs replaced by `#`, everything else kept: `619 paxienxs` → `# paxienxs` (for typo checks on units)."""
+    return pc.replace_substring_regex(values, pattern=r"\p{Nd}+", replacement="#")
+
+
+def missing_mask(values: pa.Array, tokens: frozenset[str] = MISSING_TOKENS) -> pa.Array:
+    """True where a value is blank or a missing-value token (after strip and casefold)."""
+    folded = pc.utf8_lower(pc.utf8_trim_whitespace(values))
+    return pc.is_in(folded, value_set=pa.array(sorted(tokens), pa.string()))
