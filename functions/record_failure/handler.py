@@ -1,0 +1,26 @@
+"""RecordFailure: the run becomes FAILED with the caught error's class and reason; completion event."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from iterate.aws import steps
+from iterate.aws.deps import AwsDeps, build_deps
+from iterate.aws.observability import logger, metrics, tracer
+from iterate.aws.payloads import FailureInput
+
+
+@lru_cache(maxsize=1)
+def _deps() -> AwsDeps:
+    return build_deps()
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    payload = FailureInput.model_validate(event)
+    return steps.record_failure(payload, _deps(), execution_id=payload.executionId).model_dump(mode="json")

@@ -1,0 +1,52 @@
+"""The AWS-only settings a function needs (table, bucket, state machine, scheduler), read on first use."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict
+
+
+class MissingConfigError(RuntimeError):
+    """A function was deployed without an environment variable it needs."""
+
+
+class AwsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bucket: str | None = None
+    table: str | None = None
+    event_bus: str = "default"
+    state_machine_arn: str | None = None
+    scheduler_role_arn: str | None = None
+    schedule_group: str = "default"
+    anthropic_secret_arn: str | None = None
+    presign_expiry_s: int = 900
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> AwsConfig:
+        e = os.environ if env is None else env
+        raw = {
+            "bucket": e.get("ITERATE_BUCKET"),
+            "table": e.get("ITERATE_TABLE"),
+            "event_bus": e.get("ITERATE_EVENT_BUS"),
+            "state_machine_arn": e.get("ITERATE_STATE_MACHINE_ARN"),
+            "scheduler_role_arn": e.get("ITERATE_SCHEDULER_ROLE_ARN"),
+            "schedule_group": e.get("ITERATE_SCHEDULE_GROUP"),
+            "anthropic_secret_arn": e.get("ITERATE_ANTHROPIC_SECRET_ARN"),
+            "presign_expiry_s": e.get("ITERATE_PRESIGN_EXPIRY_S"),
+        }
+        return cls.model_validate({k: v for k, v in raw.items() if v})
+
+    def need(self, name: str) -> str:
+        """The named setting, or a clear error naming the missing environment variable."""
+        value = getattr(self, name)
+        if not value:
+            raise MissingConfigError(f"ITERATE_{name.upper()} is not set for this function")
+        return str(value)
+
+
+@lru_cache(maxsize=1)
+def get_aws_config() -> AwsConfig:
+    return AwsConfig.from_env()

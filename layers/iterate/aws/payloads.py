@@ -1,0 +1,212 @@
+"""Step payloads of the state machine: what each Lambda receives and returns (S3 keys, never data)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from iterate.contracts import CodeInvestigation
+from iterate.contracts.base import Contract
+
+Trigger = Literal["s3", "api", "schedule"]
+UPLOADS_PREFIX = "uploads/"
+
+
+class InvalidUploadKeyError(ValueError):
+    """An object outside `uploads/<owner>/<dataset>/<file>`: it cannot be attributed to an owner."""
+
+
+class S3ObjectRef(Contract):
+    bucket: str
+    key: str
+    versionId: str | None = None
+
+
+# --- what starts a run --------------------------------------------------------------------------
+
+
+class _AwsEvent(BaseModel):
+    # AWS owns these shapes and adds fields over time: unknown fields are ignored, not refused.
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class _Bucket(_AwsEvent):
+    name: str
+
+
+class _Object(_AwsEvent):
+    key: str
+    size: int | None = None
+    etag: str | None = None
+    version_id: str | None = Field(default=None, alias="version-id")
+
+
+class ObjectCreatedDetail(_AwsEvent):
+    bucket: _Bucket
+    object: _Object
+
+
+class ObjectCreatedEvent(_AwsEvent):
+    """The EventBridge "Object Created" event S3 sends, delivered unchanged to the state machine."""
+
+    id: str
+    detail_type: Literal["Object Created"] = Field(alias="detail-type")
+    source: Literal["aws.s3"]
+    time: str | None = None
+    detail: ObjectCreatedDetail
+
+    def upload(self) -> S3ObjectRef:
+        return S3ObjectRef(
+            bucket=self.detail.bucket.name,
+            key=self.detail.object.key,
+            versionId=self.detail.object.version_id,
+        )
+
+
+class StartRunRequest(Contract):
+    """Execution input written by the API or an EventBridge schedule (the run id is chosen by the caller)."""
+
+    trigger: Literal["api", "schedule"]
+    owner: str = Field(min_length=1)
+    datasetId: str = Field(min_length=1)
+    runId: str | None = None
+    source: S3ObjectRef | None = Field(default=None, description="None: the dataset's latest upload")
+    instructions: str | None = Field(default=None, max_length=4000)
+
+
+def parse_upload_key(key: str) -> tuple[str, str, str]:
+    """`uploads/<owner>/<dataset>/<file>` → (owner, dataset, file); anything else is refused."""
+    parts = key.split("/")
+    if len(parts) < 4 or parts[0] + "/" != UPLOADS_PREFIX or not all(parts[1:]):
+        raise InvalidUploadKeyError(f"upload key must be uploads/<owner>/<dataset>/<file>: {key!r}")
+    return parts[1], parts[2], "/".join(parts[3:])
+
+
+def run_id_for_object(obj: S3ObjectRef) -> str:
+    """A deterministic run id for an S3-triggered run: the same object version always maps to the same id."""
+    digest = hashlib.sha256(f"{obj.bucket}/{obj.key}#{obj.versionId or 'null'}".encode()).hexdigest()
+    return f"r{digest[:24]}"
+
+
+# --- the run as it flows through the states -----------------------------------------------------
+
+
+class RunState(Contract):
+    """Everything a step needs to find a run's files and records; carried in every step's input."""
+
+    runId: str
+    owner: str
+    datasetId: str
+    trigger: Trigger
+    bucket: str = Field(description="the artifacts bucket")
+    prefix: str = Field(description="artifacts/<owner>/<dataset>/<run>/")
+    source: S3ObjectRef
+    startedAt: str
+    instructions: str | None = None
+
+
+def artifacts_prefix(owner: str, dataset_id: str, run_id: str) -> str:
+    return f"artifacts/{owner}/{dataset_id}/{run_id}/"
+
+
+class ProfileInput(Contract):
+    trigger: dict[str, Any] = Field(description="the execution input: an S3 event or a StartRunRequest")
+    executionId: str = Field(
+        description="$$.Execution.Id: tells a retry of this execution from a duplicate event"
+    )
+
+
+class ProfileOutput(Contract):
+    duplicate: bool = False
+    duplicateOf: str | None = None
+    run: RunState | None = None
+    summary: dict[str, Any] = Field(default_factory=dict)
+
+
+class StepInput(Contract):
+    run: RunState
+
+
+class StepOutput(Contract):
+    step: str
+    summary: dict[str, Any] = Field(default_factory=dict)
+
+
+class AnalyzeOutput(Contract):
+    issueIds: list[str]
+    count: int
+
+
+# --- the investigation loop inside the Map ------------------------------------------------------
+
+
+class SandboxDataset(Contract):
+    presigned_url: str
+
+
+class SandboxRequest(Contract):
+    """The sandbox function's event: the code and a presigned GET for exactly this run's data.parquet."""
+
+    code: str
+    dataset: SandboxDataset
+    timeout_s: float
+
+
+class GenerateCodeInput(Contract):
+    action: Literal["generate"]
+    run: RunState
+    issueId: str
+
+
+class GenerateCodeOutput(Contract):
+    stop: bool
+    attempt: int = Field(ge=0, description="1-based number of the attempt this code is for; 0 when stopping")
+    sandboxRequest: SandboxRequest | None = None
+
+
+class SandboxFailure(Contract):
+    """What a Catch puts in the state when the sandbox function itself failed (crash, timeout, throttle)."""
+
+    Error: str
+    Cause: str | None = None
+
+
+class RecordAttemptInput(Contract):
+    action: Literal["record"]
+    run: RunState
+    issueId: str
+    attempt: int = Field(ge=1)
+    sandboxResult: CodeInvestigation | SandboxFailure
+
+
+class RecordAttemptOutput(Contract):
+    finished: bool
+    success: bool
+    attempts: int
+
+
+class ReportOutput(Contract):
+    runId: str
+    status: Literal["SUCCEEDED"]
+    mode: str
+    issueCount: int
+    severityCounts: dict[str, int]
+
+
+class StateError(Contract):
+    Error: str
+    Cause: str | None = None
+
+
+class FailureInput(Contract):
+    state: dict[str, Any] = Field(description="the state at the failure, with the caught error under 'error'")
+    executionId: str
+
+
+class FailureOutput(Contract):
+    runId: str | None
+    status: Literal["FAILED", "CANCELLED", "SUCCEEDED"]
+    error: str
+    reason: str

@@ -1,0 +1,534 @@
+"""The state machine's steps as services: parse nothing, call the engine, keep DynamoDB and S3 in step."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from iterate.aws.deps import AwsDeps
+from iterate.aws.observability import logger, metrics
+from iterate.aws.payloads import (
+    AnalyzeOutput,
+    FailureInput,
+    FailureOutput,
+    GenerateCodeInput,
+    GenerateCodeOutput,
+    ObjectCreatedEvent,
+    ProfileInput,
+    ProfileOutput,
+    RecordAttemptInput,
+    RecordAttemptOutput,
+    ReportOutput,
+    RunState,
+    S3ObjectRef,
+    SandboxDataset,
+    SandboxFailure,
+    SandboxRequest,
+    StartRunRequest,
+    StateError,
+    StepInput,
+    StepOutput,
+    artifacts_prefix,
+    parse_upload_key,
+    run_id_for_object,
+)
+from iterate.aws.secrets import settings_with_secret
+from iterate.contracts import CodeInvestigation
+from iterate.settings import Settings
+from iterate.storage.dynamo import TERMINAL, DynamoRunRepository, RunTransitionError
+from iterate.storage.s3 import S3ArtifactStore
+
+# Share of the progress bar each step owns (percent from, to).
+STEP_SPANS: dict[str, tuple[int, int]] = {
+    "profile": (0, 15),
+    "understand": (15, 30),
+    "analyze": (30, 45),
+    "investigate": (45, 90),
+    "report": (90, 100),
+}
+COMPLETION_DETAIL_TYPE = "Iterate Run Completed"
+EVENT_SOURCE = "iterate"
+
+
+class DatasetNotFoundError(LookupError):
+    """A run was asked for a dataset this owner does not have, or one with no upload yet."""
+
+
+class CompletionEventError(RuntimeError):
+    """EventBridge refused the completion event (retried by the state machine)."""
+
+
+class StateMachineSandbox:
+    """On AWS the sandbox runs as the Map's RunInSandbox state; a step calling it directly is a wiring bug."""
+
+    def run(self, code: str, data: Any, *, timeout_s: float | None = None) -> CodeInvestigation:
+        raise RuntimeError("on AWS, investigation code runs in the state machine's RunInSandbox state")
+
+
+def _now_iso(deps: AwsDeps) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deps.clock()))
+
+
+def _jsonable(value: Any) -> Any:
+    """A step summary of any shape (pydantic model, dataclass, dict) as plain JSON values."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return json.loads(json.dumps(dataclasses.asdict(value), default=str))
+    if value is None:
+        return {}
+    return json.loads(json.dumps(value, default=str))
+
+
+def repository(deps: AwsDeps, owner: str) -> DynamoRunRepository:
+    return DynamoRunRepository(deps.dynamo_table(), owner, clock=deps.clock)
+
+
+def artifact_store(deps: AwsDeps, run: RunState) -> S3ArtifactStore:
+    return S3ArtifactStore(deps.s3_client(), run.bucket, run.prefix)
+
+
+def _build_agents(deps: AwsDeps, settings: Settings) -> Any:
+    if deps.agents_factory is not None:
+        return deps.agents_factory(settings)
+    from iterate.agents import build_agents  # lazily: the LLM stack is only paid for where it is used
+
+    return build_agents(settings)
+
+
+def _progress_callback(
+    repo: DynamoRunRepository, run_id: str, step: str
+) -> Callable[[str, int, int, str], None]:
+    low, high = STEP_SPANS[step]
+
+    def report(sub_step: str, done: int, total: int, message: str) -> None:
+        share = (done / total) if total else 0.0
+        try:
+            repo.update_progress(run_id, step=step, percent=int(low + (high - low) * share), message=message)
+        except RunTransitionError:
+            # A cancelled run stops taking progress; the step itself will be refused at its next transition.
+            logger.info("progress not recorded: run no longer live", sub_step=sub_step)
+
+    return report
+
+
+def _usage_of(agents: Any) -> tuple[dict[str, Any], list[str]]:
+    """The step's total token usage and degraded reasons, as the agents bundle reports them."""
+    usage_fn = getattr(agents, "usage", None)
+    total: dict[str, Any] = {}
+    if callable(usage_fn):
+        per_agent = usage_fn() or {}
+        raw = per_agent.get("total")
+        total = _jsonable(raw) if raw is not None else {}
+    return total, list(getattr(agents, "degraded_reasons", []) or [])
+
+
+@contextmanager
+def running_step(deps: AwsDeps, run: RunState, step: str, *, llm: bool = False) -> Iterator[Any]:
+    """The engine's RunContext for one step; records progress, timing, token usage and log keys around it."""
+    from iterate.pipeline import RunContext  # the engine; imported here so payload parsing stays light
+
+    logger.append_keys(run_id=run.runId, dataset_id=run.datasetId, owner=run.owner, step=step)
+    repo = repository(deps, run.owner)
+    settings = settings_with_secret(deps.settings, provider=deps.secret_provider) if llm else deps.settings
+    agents = _build_agents(deps, settings)
+    progress = _progress_callback(repo, run.runId, step)
+    ctx = RunContext(
+        run_id=run.runId,
+        store=artifact_store(deps, run),
+        agents=agents,
+        sandbox=StateMachineSandbox(),
+        settings=settings,
+        instructions=run.instructions,
+        repo=repo,
+        progress=progress,
+    )
+    progress(step, 0, 1, f"{step} started")
+    started = time.perf_counter()
+    yield ctx
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    repo.record_timing(run.runId, step, elapsed_ms)
+    metrics.add_metric(name=f"{step}DurationMs", unit="Milliseconds", value=elapsed_ms)
+    if llm:
+        usage, degraded = _usage_of(agents)
+        if usage or degraded:
+            repo.add_usage(run.runId, step, usage, degraded)
+        logger.info("step usage", tokens=usage, degraded=degraded, mode=getattr(agents, "mode", None))
+
+
+# --- ProfileDataset --------------------------------------------------------------------------------
+
+
+def _is_s3_event(trigger: dict[str, Any]) -> bool:
+    return trigger.get("source") == "aws.s3" or "detail-type" in trigger
+
+
+def run_for_trigger(deps: AwsDeps, trigger: dict[str, Any]) -> tuple[RunState, str | None]:
+    """The run an execution input describes, plus the upload's file name; no AWS writes."""
+    bucket = deps.config.need("bucket")
+    started = _now_iso(deps)
+    if _is_s3_event(trigger):
+        source = ObjectCreatedEvent.model_validate(trigger).upload()
+        owner, dataset_id, file_name = parse_upload_key(source.key)
+        run_id, kind, instructions = run_id_for_object(source), "s3", None
+    else:
+        request = StartRunRequest.model_validate(trigger)
+        owner, dataset_id = request.owner, request.datasetId
+        found = request.source
+        if found is None:
+            dataset = repository(deps, owner).get_dataset(dataset_id)
+            if not dataset or not dataset.get("latestUpload"):
+                raise DatasetNotFoundError(f"dataset {dataset_id} has no upload to analyse")
+            found = S3ObjectRef.model_validate(dataset["latestUpload"])
+        source = found
+        file_name = source.key.rsplit("/", 1)[-1]
+        run_id = request.runId or f"r{uuid.uuid4().hex[:24]}"
+        kind, instructions = request.trigger, request.instructions
+    run = RunState(
+        runId=run_id,
+        owner=owner,
+        datasetId=dataset_id,
+        trigger=kind,  # type: ignore[arg-type]
+        bucket=bucket,
+        prefix=artifacts_prefix(owner, dataset_id, run_id),
+        source=source,
+        startedAt=started,
+        instructions=instructions,
+    )
+    return run, file_name
+
+
+def _start_run(repo: DynamoRunRepository, run: RunState, execution_id: str) -> None:
+    """Create the run as RUNNING, or move the API's QUEUED record to RUNNING; a retried step passes through."""
+    record = {
+        "runId": run.runId,
+        "datasetId": run.datasetId,
+        "status": "RUNNING",
+        "trigger": run.trigger,
+        "source": run.source.model_dump(mode="json"),
+        "startedAt": run.startedAt,
+        "artifactsPrefix": run.prefix,
+        "executionId": execution_id,
+        "instructions": run.instructions,
+        "progress": {"step": "profile", "percent": 0, "message": "queued"},
+    }
+    try:
+        repo.create_run(record)
+        return
+    except RunTransitionError:
+        existing = repo.require_run(run.runId)
+    if existing["status"] == "QUEUED":
+        repo.transition(run.runId, from_status="QUEUED", to_status="RUNNING", executionId=execution_id)
+    elif existing["status"] != "RUNNING":
+        raise RunTransitionError(f"run {run.runId} is {existing['status']}; it cannot start")
+
+
+def profile(payload: ProfileInput, deps: AwsDeps, *, execution_id: str) -> ProfileOutput:
+    """Claim the upload (one run per object version), create the run, download and profile the file."""
+    from iterate import pipeline
+
+    run, file_name = run_for_trigger(deps, payload.trigger)
+    repo = repository(deps, run.owner)
+    logger.append_keys(run_id=run.runId, dataset_id=run.datasetId, owner=run.owner)
+    if run.trigger == "s3":
+        earlier = repo.claim_object(
+            run.source.bucket, run.source.key, run.source.versionId, run.runId, execution_id=execution_id
+        )
+        if earlier is not None:
+            logger.info("duplicate upload event: run already started", duplicate_of=earlier)
+            metrics.add_metric(name="DuplicateUploads", unit="Count", value=1)
+            return ProfileOutput(duplicate=True, duplicateOf=earlier)
+        repo.record_upload(run.datasetId, run.source.model_dump(mode="json"))
+    _start_run(repo, run, execution_id)
+    work = Path(tempfile.mkdtemp(prefix="iterate-", dir=deps.work_dir))
+    try:
+        local = work / (file_name or "upload")
+        extra = {"VersionId": run.source.versionId} if run.source.versionId else None
+        deps.s3_client().download_file(run.source.bucket, run.source.key, str(local), ExtraArgs=extra)
+        with running_step(deps, run, "profile") as ctx:
+            summary = pipeline.profile_step(ctx, local, dataset_name=file_name or run.datasetId)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return ProfileOutput(run=run, summary=_jsonable(summary))
+
+
+# --- UnderstandDataset / AnalyzeDataset -----------------------------------------------------------
+
+
+def understand(payload: StepInput, deps: AwsDeps) -> StepOutput:
+    from iterate import pipeline
+
+    with running_step(deps, payload.run, "understand", llm=True) as ctx:
+        summary = pipeline.understand_step(ctx)
+    return StepOutput(step="understand", summary=_jsonable(summary))
+
+
+def analyze(payload: StepInput, deps: AwsDeps) -> AnalyzeOutput:
+    from iterate import pipeline
+
+    with running_step(deps, payload.run, "analyze", llm=True) as ctx:
+        issue_ids = list(pipeline.analyze_step(ctx))
+    repository(deps, payload.run.owner).set_run_fields(
+        payload.run.runId, investigationsTotal=len(issue_ids), investigationsDone=0
+    )
+    return AnalyzeOutput(issueIds=issue_ids, count=len(issue_ids))
+
+
+# --- the investigation loop -----------------------------------------------------------------------
+
+
+def _attempts_key(issue_id: str) -> str:
+    return f"investigations/{issue_id}.attempts.json"
+
+
+def _load_attempts(store: S3ArtifactStore, issue_id: str) -> dict[str, Any]:
+    if not store.exists(_attempts_key(issue_id)):
+        return {"attempts": [], "pending": None}
+    data: dict[str, Any] = json.loads(store.get_bytes(_attempts_key(issue_id)))
+    return data
+
+
+def _save_attempts(store: S3ArtifactStore, issue_id: str, state: dict[str, Any]) -> None:
+    store.put_bytes(_attempts_key(issue_id), json.dumps(state).encode(), content_type="application/json")
+
+
+def _finish_investigation(
+    deps: AwsDeps, run: RunState, ctx: Any, issue_id: str, final: CodeInvestigation
+) -> None:
+    from iterate import pipeline
+
+    pipeline.record_investigation_step(ctx, issue_id, final)
+    metrics.add_metric(
+        name="InvestigationSucceeded" if final.success else "InvestigationFailed", unit="Count", value=1
+    )
+    repo = repository(deps, run.owner)
+    done, total = repo.count_investigation(run.runId)
+    _progress_callback(repo, run.runId, "investigate")(
+        "investigate", done, max(total, done), f"{done}/{total} investigated"
+    )
+
+
+def generate_code(payload: GenerateCodeInput, deps: AwsDeps) -> GenerateCodeOutput:
+    """The next attempt's code for one issue, with a presigned GET of this run's data for the sandbox."""
+    from iterate import pipeline
+
+    run = payload.run
+    logger.append_keys(issue_id=payload.issueId)
+    with running_step(deps, run, "investigate", llm=True) as ctx:
+        store: S3ArtifactStore = ctx.store
+        state = _load_attempts(store, payload.issueId)
+        attempts = [CodeInvestigation.model_validate(a) for a in state["attempts"]]
+        code = None
+        if len(attempts) < ctx.settings.investigation_max_attempts:
+            code = pipeline.generate_code_step(ctx, payload.issueId, attempts)
+        if code is None:
+            if attempts and not state.get("finished"):
+                # The generator gave up: the last failed attempt is what the report shows, with its reason.
+                _finish_investigation(deps, run, ctx, payload.issueId, attempts[-1])
+                state["finished"] = True
+                _save_attempts(store, payload.issueId, state)
+            elif not attempts:
+                repo = repository(deps, run.owner)
+                done, total = repo.count_investigation(run.runId)
+                _progress_callback(repo, run.runId, "investigate")(
+                    "investigate", done, max(total, done), "no code"
+                )
+            return GenerateCodeOutput(stop=True, attempt=0)
+        attempt = len(attempts) + 1
+        state["pending"] = {"attempt": attempt, "code": code}
+        _save_attempts(store, payload.issueId, state)
+        url = store.presigned_get("data.parquet", expires_s=deps.config.presign_expiry_s)
+    return GenerateCodeOutput(
+        stop=False,
+        attempt=attempt,
+        sandboxRequest=SandboxRequest(
+            code=code, dataset=SandboxDataset(presigned_url=url), timeout_s=deps.settings.sandbox_timeout_s
+        ),
+    )
+
+
+def _failure_text(failure: SandboxFailure) -> str:
+    """`Error: message` from a Catch's Cause (Lambda puts a JSON document with errorMessage there)."""
+    message = failure.Cause or ""
+    try:
+        cause = json.loads(message)
+        if isinstance(cause, dict):
+            message = str(cause.get("errorMessage") or message)
+    except (json.JSONDecodeError, TypeError):
+        pass
+    return f"{failure.Error}: {message}"[:2000] if message else failure.Error
+
+
+def record_attempt(payload: RecordAttemptInput, deps: AwsDeps) -> RecordAttemptOutput:
+    """Keep one sandbox outcome; finish the investigation on success or when the attempts are spent."""
+    run = payload.run
+    logger.append_keys(issue_id=payload.issueId)
+    with running_step(deps, run, "investigate") as ctx:
+        store: S3ArtifactStore = ctx.store
+        state = _load_attempts(store, payload.issueId)
+        attempts = [CodeInvestigation.model_validate(a) for a in state["attempts"]]
+        if len(attempts) >= payload.attempt:  # a retried RecordAttempt: already kept
+            kept = attempts[payload.attempt - 1]
+            finished = bool(state.get("finished"))
+            return RecordAttemptOutput(finished=finished, success=kept.success, attempts=len(attempts))
+        pending = state.get("pending") or {}
+        code = str(pending.get("code", "")) if pending.get("attempt") == payload.attempt else ""
+        result = payload.sandboxResult
+        if isinstance(result, SandboxFailure):
+            outcome = CodeInvestigation(
+                code=code,
+                success=False,
+                error=_failure_text(result),
+                stopped="crash",
+                attempts=payload.attempt,
+            )
+        else:
+            outcome = result.model_copy(update={"attempts": payload.attempt, "code": result.code or code})
+        attempts.append(outcome)
+        finished = outcome.success or len(attempts) >= ctx.settings.investigation_max_attempts
+        state = {
+            "attempts": [a.model_dump(mode="json") for a in attempts],
+            "pending": None,
+            "finished": finished,
+        }
+        _save_attempts(store, payload.issueId, state)
+        if finished:
+            _finish_investigation(deps, run, ctx, payload.issueId, outcome)
+    return RecordAttemptOutput(finished=finished, success=outcome.success, attempts=len(attempts))
+
+
+# --- ReportRun / RecordFailure --------------------------------------------------------------------
+
+
+def publish_completion(deps: AwsDeps, detail: dict[str, Any]) -> None:
+    response = deps.events_client().put_events(
+        Entries=[
+            {
+                "Source": EVENT_SOURCE,
+                "DetailType": COMPLETION_DETAIL_TYPE,
+                "Detail": json.dumps(detail, default=str),
+                "EventBusName": deps.config.event_bus,
+            }
+        ]
+    )
+    if response.get("FailedEntryCount"):
+        raise CompletionEventError(f"completion event refused: {response.get('Entries')}")
+
+
+def report(payload: StepInput, deps: AwsDeps) -> ReportOutput:
+    """Merge everything into analysis.json and report.html, store the issues, mark the run SUCCEEDED."""
+    from iterate import pipeline
+
+    run = payload.run
+    repo = repository(deps, run.owner)
+    with running_step(deps, run, "report") as ctx:
+        result = pipeline.report_step(ctx, started_at=run.startedAt)
+    record = repo.require_run(run.runId)
+    # Each Lambda sees only its own LLM calls: a fallback in any earlier step makes the whole run degraded.
+    degraded = list(record.get("degradedReasons") or [])
+    mode = "degraded" if degraded else result.mode
+    counts = {k: int(v) for k, v in (result.severityCounts or {}).items()}
+    issues = [issue.model_dump(mode="json") for issue in result.issues]
+    repo.put_issues(run.runId, issues)
+    if record["status"] == "SUCCEEDED":
+        # A retry after the status was already written (e.g. EventBridge refused the event): do not redo it.
+        logger.info("run already marked succeeded; re-announcing")
+    else:
+        repo.transition(
+            run.runId,
+            from_status="RUNNING",
+            to_status="SUCCEEDED",
+            mode=mode,
+            severityCounts=counts,
+            issueCount=len(issues),
+            completedAt=result.completedAt,
+            reportKey=f"{run.prefix}report.html",
+            analysisKey=f"{run.prefix}analysis.json",
+            progress={"step": "report", "percent": 100, "message": "done"},
+        )
+    publish_completion(
+        deps,
+        {
+            "runId": run.runId,
+            "owner": run.owner,
+            "datasetId": run.datasetId,
+            "trigger": run.trigger,
+            "status": "SUCCEEDED",
+            "outcome": "degraded" if mode == "degraded" else "succeeded",
+            "mode": mode,
+            "issueCount": len(issues),
+            "severityCounts": counts,
+        },
+    )
+    metrics.add_metric(name="RunsSucceeded", unit="Count", value=1)
+    return ReportOutput(
+        runId=run.runId, status="SUCCEEDED", mode=mode, issueCount=len(issues), severityCounts=counts
+    )
+
+
+def _reason(error: StateError) -> str:
+    return _failure_text(SandboxFailure(Error=error.Error, Cause=error.Cause))
+
+
+def record_failure(payload: FailureInput, deps: AwsDeps, *, execution_id: str) -> FailureOutput:
+    """Mark the run FAILED with the caught error's class and message, and announce it. Uploads are untouched."""
+    state = dict(payload.state)
+    error = StateError.model_validate(state.pop("error", None) or {"Error": "Unknown", "Cause": None})
+    reason = _reason(error)
+    try:
+        run = RunState.model_validate(state["run"]) if state.get("run") else run_for_trigger(deps, state)[0]
+    except (ValidationError, ValueError, DatasetNotFoundError) as exc:
+        # The input itself could not be attributed to an owner: nothing to mark, but say why in the logs.
+        logger.error("failure without an attributable run", error=error.Error, reason=reason, detail=str(exc))
+        metrics.add_metric(name="RunsFailed", unit="Count", value=1)
+        return FailureOutput(runId=None, status="FAILED", error=error.Error, reason=reason)
+    logger.append_keys(run_id=run.runId, dataset_id=run.datasetId, owner=run.owner)
+    repo = repository(deps, run.owner)
+    existing = repo.get_run(run.runId)
+    fields = {"error": error.Error, "reason": reason, "completedAt": _now_iso(deps)}
+    status = "FAILED"
+    if existing is None:
+        repo.create_run(
+            {
+                "runId": run.runId,
+                "datasetId": run.datasetId,
+                "status": "FAILED",
+                "trigger": run.trigger,
+                "source": run.source.model_dump(mode="json"),
+                "startedAt": run.startedAt,
+                "executionId": execution_id,
+                **fields,
+            }
+        )
+    elif existing["status"] in TERMINAL:
+        status = existing["status"]  # cancelled (or already failed): keep what the user or a retry decided
+    else:
+        repo.transition(run.runId, from_status=existing["status"], to_status="FAILED", **fields)
+    logger.error("run failed", error=error.Error, reason=reason)
+    metrics.add_metric(name="RunsFailed", unit="Count", value=1)
+    publish_completion(
+        deps,
+        {
+            "runId": run.runId,
+            "owner": run.owner,
+            "datasetId": run.datasetId,
+            "trigger": run.trigger,
+            "status": status,
+            "outcome": "failed",
+            "mode": (existing or {}).get("mode"),
+            "error": error.Error,
+            "reason": reason,
+            "severityCounts": {},
+        },
+    )
+    return FailureOutput(runId=run.runId, status=status, error=error.Error, reason=reason)
