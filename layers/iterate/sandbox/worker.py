@@ -1,0 +1,667 @@
+"""Sandbox worker: runs one untrusted investigation in a fresh, locked-down process (a script, never imported)."""
+
+# Started by LocalSandbox as `python -I -B worker.py` with an empty environment. It reads its job (JSON) on
+# stdin, the dataset arrives as an inherited read-only file descriptor, and the verdict goes to another
+# inherited descriptor. Only the standard library, pyarrow and pandas are used here: the engine (`iterate`)
+# is not importable inside the jail and must not be.
+#
+# Layers, each meant to hold when the others are bypassed:
+#   1. namespaces (when the OS allows): new network (no interfaces), PID (the code is not pid 1 and every
+#      process it starts dies with it), mount (a tmpfs root holding read-only binds of the interpreter and
+#      system libraries only, a fresh /proc, a throwaway writable work dir); then every capability dropped.
+#   2. resource limits: CPU seconds, address space, file size, open files, processes, no core dumps.
+#   3. an audit hook refusing processes, sockets, file access outside the interpreter, ctypes, pickles,
+#      frame and gc introspection, dynamic code from pandas' expression engine, limit changes.
+#   4. restricted builtins for the user code: no open/eval/exec/compile, an import allowlist, attribute
+#      helpers that refuse private names, no class creation.
+
+import contextlib
+import json
+import math
+import os
+import resource
+import signal
+import sys
+import time
+import traceback
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_MOVE = 8192
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAPBSET_DROP = 24
+SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
+CODE_NAME = "<investigation>"
+EXIT_SIGNAL_BASE = 128
+
+ALLOWED_IMPORTS = {
+    "pandas",
+    "numpy",
+    "json",
+    "math",
+    "re",
+    "datetime",
+    "statistics",
+    "collections",
+    "itertools",
+    "decimal",
+    "difflib",
+    "string",
+    "unicodedata",
+}
+
+# Audit events refused outright once the untrusted code runs (prefix match).
+DENIED_EVENT_PREFIXES = (
+    "socket.",
+    "subprocess.",
+    "_posixsubprocess",
+    "os.system",
+    "os.exec",
+    "os.spawn",
+    "os.posix_spawn",
+    "os.fork",
+    "os.forkpty",
+    "os.kill",
+    "os.killpg",
+    "os.remove",
+    "os.rename",
+    "os.rmdir",
+    "os.mkdir",
+    "os.symlink",
+    "os.link",
+    "os.truncate",
+    "os.chmod",
+    "os.chown",
+    "os.lchown",
+    "os.chflags",
+    "os.utime",
+    "os.chdir",
+    "os.putenv",
+    "os.unsetenv",
+    "os.setxattr",
+    "os.removexattr",
+    "os.getxattr",
+    "os.listxattr",
+    "os.walk",
+    "os.fwalk",
+    "os.startfile",
+    "glob.",
+    "shutil.",
+    "ctypes.",
+    "pty.",
+    "resource.",
+    "signal.",
+    "sys._current_frames",
+    "sys._current_exceptions",
+    "sys.settrace",
+    "sys.setprofile",
+    "sys.addaudithook",
+    "sys.monitoring",
+    "gc.",
+    "code.__new__",
+    "function.__new__",
+    "marshal.",
+    "pickle.",
+    "urllib.",
+    "http.",
+    "ftplib.",
+    "smtplib.",
+    "poplib.",
+    "imaplib.",
+    "nntplib.",
+    "telnetlib.",
+    "webbrowser.",
+    "mmap.",
+    "sqlite3.",
+    "tempfile.",
+    "fcntl.",
+    "syslog.",
+    "builtins.input",
+    "builtins.breakpoint",
+    "cpython.",
+)
+# Modules whose import is refused at run time, whoever asks (pandas imports none of these lazily).
+DENIED_MODULES = {
+    "ctypes",
+    "_ctypes",
+    "subprocess",
+    "_posixsubprocess",
+    "socket",
+    "_socket",
+    "ssl",
+    "_ssl",
+    "multiprocessing",
+    "_multiprocessing",
+    "pty",
+    "urllib",
+    "http",
+    "ftplib",
+    "smtplib",
+    "webbrowser",
+    "asyncio",
+    "mmap",
+    "fcntl",
+    "pdb",
+    "code",
+    "codeop",
+    "runpy",
+    "sqlite3",
+}
+
+
+class SandboxViolation(PermissionError):
+    """Raised inside the jail when the runtime guard refuses an action."""
+
+
+class OutputTooLarge(Exception):
+    """Printed output went past the cap."""
+
+
+class CappedWriter:
+    """Stands in for sys.stdout: keeps what is printed, up to a cap."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.parts: list[str] = []
+        self.size = 0
+
+    def write(self, text: str) -> int:
+        text = str(text)
+        self.size += len(text)
+        if self.size > self.cap:
+            raise OutputTooLarge(f"printed output exceeded {self.cap} characters")
+        self.parts.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        return None
+
+    def getvalue(self) -> str:
+        return "".join(self.parts)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Layer 1: namespaces, a minimal root, no capabilities
+
+
+def _libc():  # type: ignore[no-untyped-def]
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        import ctypes
+
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(libc, source, target, fstype, flags, data=None) -> None:  # type: ignore[no-untyped-def]
+    enc = [None if v is None else v.encode() for v in (source, target, fstype, data)]
+    _check(libc.mount(enc[0], enc[1], enc[2], flags, enc[3]), f"mount {target}")
+
+
+def _bind_readonly(libc, path: str, newroot: str) -> None:  # type: ignore[no-untyped-def]
+    target = newroot + path
+    if os.path.islink(path):
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        if not os.path.lexists(target):
+            os.symlink(os.readlink(path), target)
+        return
+    if not os.path.exists(path):
+        return
+    if os.path.isdir(path):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "a"):
+            pass
+    _mount(libc, path, target, None, MS_BIND | MS_REC)
+    _mount(libc, None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def build_jail(libc, job: dict) -> None:  # type: ignore[no-untyped-def]
+    """In a fresh mount namespace: a tmpfs root with read-only binds of what Python needs, then chroot."""
+    _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
+    newroot = job["jail_root"]
+    os.makedirs(newroot, exist_ok=True)
+    _mount(libc, "tmpfs", newroot, "tmpfs", MS_NOSUID | MS_NODEV, f"size={job['scratch_mb']}m,mode=755")
+    for path in [
+        "/usr",
+        "/lib",
+        "/lib64",
+        "/bin",
+        "/etc/ld.so.cache",
+        "/etc/localtime",
+        *job["python_paths"],
+    ]:
+        _bind_readonly(libc, path, newroot)
+    for dev in ("null", "zero", "urandom", "random"):
+        _bind_readonly(libc, f"/dev/{dev}", newroot)
+    os.makedirs(newroot + "/proc", exist_ok=True)
+    _mount(libc, "proc", newroot + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    os.makedirs(newroot + "/work", exist_ok=True)
+    os.makedirs(newroot + "/tmp", exist_ok=True)
+    os.chdir(newroot)
+    _mount(libc, newroot, "/", None, MS_MOVE)
+    os.chroot(".")
+    os.chdir("/work")
+
+
+def drop_capabilities(libc) -> None:  # type: ignore[no-untyped-def]
+    """No new privileges and an empty capability set: root in the jail can no longer mount or chroot."""
+    import ctypes
+    import platform
+
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    for cap in range(64):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    number = SYS_CAPSET.get(platform.machine())
+    if number is None:
+        return
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [
+            ("effective", ctypes.c_uint32),
+            ("permitted", ctypes.c_uint32),
+            ("inheritable", ctypes.c_uint32),
+        ]
+
+    header = Header(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (Data * 2)()
+    _check(libc.syscall(number, ctypes.byref(header), ctypes.byref(data)), "capset")
+
+
+def reap_as_init(child: int) -> int:
+    """Pid 1 of the namespace: reap everything, return the investigation process's status."""
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            return EXIT_SIGNAL_BASE + signal.SIGKILL
+        if pid == child:
+            if os.WIFSIGNALED(status):
+                return EXIT_SIGNAL_BASE + os.WTERMSIG(status)
+            return os.WEXITSTATUS(status)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Layer 2-4: limits, audit hook, restricted builtins
+
+
+def _user_frame_calling() -> bool:
+    """True when the frame that triggered the current audit event is the investigation code itself."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename in (__file__, "<frozen importlib._bootstrap>"):
+        frame = frame.f_back  # type: ignore[assignment]
+    return frame is not None and frame.f_code.co_filename == CODE_NAME
+
+
+def _stack_has(fragment: str) -> bool:
+    frame = sys._getframe(2)
+    while frame is not None:
+        if fragment in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+def make_audit_hook(read_prefixes: tuple[str, ...], violations: list[str]):  # type: ignore[no-untyped-def]
+    """An audit hook (active once `arm()` is called) that refuses what the static policy should have caught."""
+    state = {"armed": False, "busy": False}
+
+    def deny(event: str, detail: str = "") -> None:
+        message = f"{event} refused by the sandbox" + (f" ({detail})" if detail else "")
+        if len(violations) < 20:
+            violations.append(message)
+        raise SandboxViolation(message)
+
+    def readable(path: object) -> bool:
+        if isinstance(path, bytes):
+            path = path.decode("utf-8", "replace")
+        if not isinstance(path, str):
+            return False
+        real = os.path.realpath(path)
+        return any(real == p or real.startswith(p + os.sep) for p in read_prefixes)
+
+    def hook(event: str, args: tuple) -> None:
+        if not state["armed"] or state["busy"]:
+            return
+        state["busy"] = True
+        try:
+            if event.startswith(DENIED_EVENT_PREFIXES):
+                deny(event)
+            elif event == "open":
+                path, mode, flags = ((*tuple(args), None, None, None))[:3]
+                writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                    isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+                )
+                if writing or not readable(path):
+                    deny(event, str(path)[:200])
+            elif event in ("os.listdir", "os.scandir"):
+                if not readable(args[0] if args else "."):
+                    deny(event, str(args[0] if args else ".")[:200])
+            elif event == "import":
+                name = str(args[0]) if args else ""
+                if name.split(".")[0] in DENIED_MODULES:
+                    deny(event, name)
+            elif event in ("sys._getframe", "object.__getattr__", "object.__setattr__", "object.__delattr__"):
+                # pandas walks frames to place its warnings; only the investigation code is refused.
+                if _user_frame_calling():
+                    deny(event, str(args[-1]) if args else "")
+            elif event in ("compile", "exec") and (
+                # Library code may build small functions (namedtuple); user code and pandas' expression
+                # engine (pd.eval, DataFrame.query/eval) may not.
+                _user_frame_calling() or _stack_has("pandas/core/computation")
+            ):
+                deny(event)
+        finally:
+            state["busy"] = False
+
+    def arm() -> None:
+        state["armed"] = True
+
+    return hook, arm
+
+
+def restricted_builtins(violations: list[str]) -> dict:
+    import builtins
+
+    real_import = builtins.__import__
+    safe = dict(vars(builtins))
+
+    def refusing(name: str):  # type: ignore[no-untyped-def]
+        def refused(*args, **kwargs):  # type: ignore[no-untyped-def]
+            refuse(f"{name}()")
+
+        return refused
+
+    for name in (
+        "eval",
+        "exec",
+        "compile",
+        "open",
+        "input",
+        "breakpoint",
+        "help",
+        "exit",
+        "quit",
+        "globals",
+        "locals",
+        "vars",
+        "dir",
+        "memoryview",
+        "__build_class__",
+        "__loader__",
+        "__spec__",
+        "copyright",
+        "credits",
+        "license",
+    ):
+        # A stub rather than a missing name, so the refusal is reported as such and not as a NameError.
+        safe[name] = refusing(name)
+    for name in ("__loader__", "__spec__", "copyright", "credits", "license"):
+        safe.pop(name, None)
+
+    def refuse(what: str) -> None:
+        message = f"{what} refused by the sandbox"
+        if len(violations) < 20:
+            violations.append(message)
+        raise SandboxViolation(message)
+
+    def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):  # type: ignore[no-untyped-def]
+        top = name.split(".")[0]
+        if level or top not in ALLOWED_IMPORTS:
+            refuse(f"import of {name!r}")
+        for item in fromlist or ():
+            if str(item).startswith("_"):
+                refuse(f"import of {name}.{item}")
+        return real_import(name, globals, locals, fromlist, level)
+
+    def safe_name(name: object) -> str:
+        if not isinstance(name, str) or name.startswith("_"):
+            refuse(f"attribute access to {name!r}")
+        return name  # type: ignore[return-value]
+
+    _missing = object()
+
+    def safe_getattr(obj, name, default=_missing):  # type: ignore[no-untyped-def]
+        name = safe_name(name)
+        return getattr(obj, name) if default is _missing else getattr(obj, name, default)
+
+    def safe_hasattr(obj, name):  # type: ignore[no-untyped-def]
+        return hasattr(obj, safe_name(name))
+
+    def safe_setattr(obj, name, value):  # type: ignore[no-untyped-def]
+        return setattr(obj, safe_name(name), value)
+
+    def safe_delattr(obj, name):  # type: ignore[no-untyped-def]
+        return delattr(obj, safe_name(name))
+
+    safe.update(
+        __import__=guarded_import,
+        getattr=safe_getattr,
+        hasattr=safe_hasattr,
+        setattr=safe_setattr,
+        delattr=safe_delattr,
+    )
+    return safe
+
+
+def set_limits(job: dict) -> None:
+    cpu = math.ceil(job["timeout_s"]) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    # Address space: what the loaded interpreter and dataset already reserve, plus the memory budget.
+    with open("/proc/self/statm") as statm:
+        baseline = int(statm.read().split()[0]) * resource.getpagesize()
+    limit = baseline + job["memory_mb"] * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    fsize = job["max_output_bytes"] * 2 + 65536
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NPROC, (job["max_processes"], job["max_processes"]))
+
+
+def _jsonable(value: object, depth: int = 0) -> object:
+    """Plain JSON values; numpy scalars and arrays converted, NaN and infinities to None."""
+    import numpy as np
+
+    if depth > 50:
+        raise ValueError("result nested too deeply")
+    if isinstance(value, dict):
+        return {str(_jsonable(k, depth + 1)): _jsonable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v, depth + 1) for v in value]
+    if isinstance(value, np.ndarray):
+        return [_jsonable(v, depth + 1) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool) or value is None or isinstance(value, int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    raise TypeError(f"result contains a {type(value).__name__}, which is not JSON-serialisable")
+
+
+def load_frame(fd: int):  # type: ignore[no-untyped-def]
+    """The dataset as a DataFrame of text columns, nulls as empty strings, from the inherited descriptor."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    with os.fdopen(fd, "rb") as handle:
+        table = pq.read_table(handle, use_threads=False)
+    columns = []
+    for column in table.columns:
+        if column.type != pa.string() and column.type != pa.large_string():
+            column = pc.cast(column, pa.string())
+        columns.append(pc.fill_null(column, ""))
+    frame = pa.table(columns, names=[f"c{i}" for i in range(len(columns))]).to_pandas()
+    frame.columns = table.column_names
+    return frame
+
+
+def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
+    """Load, lock down, run the code and write the verdict. Returns the process exit code."""
+    started = time.perf_counter()
+    violations: list[str] = []
+    verdict: dict = {"success": False, "output": None, "error": None, "stopped": None}
+    try:
+        import numpy as np
+        import pandas as pd
+
+        for name in ALLOWED_IMPORTS:
+            __import__(name)
+        frame = load_frame(job["data_fd"])
+        code = compile(job["code"], CODE_NAME, "exec")
+    except SyntaxError as exc:
+        verdict.update(error=f"SyntaxError: {exc.msg} (line {exc.lineno})", stopped="error")
+        return _finish(result_fd, verdict, violations, isolation, started)
+    except Exception as exc:  # the dataset or the interpreter failed before any untrusted code ran
+        verdict.update(error=f"sandbox setup failed: {type(exc).__name__}: {exc}", stopped="crash")
+        return _finish(result_fd, verdict, violations, isolation, started)
+
+    read_prefixes = tuple(os.path.realpath(p) for p in job["python_paths"])
+    hook, arm = make_audit_hook(read_prefixes, violations)
+    user_globals = {
+        "__builtins__": restricted_builtins(violations),
+        "__name__": "__investigation__",
+        "df": frame,
+        "pd": pd,
+        "np": np,
+        "json": json,
+        "result": None,
+    }
+    captured = CappedWriter(job["max_output_bytes"])
+    set_limits(job)
+    sys.addaudithook(hook)
+    sys.stdout = captured  # type: ignore[assignment]
+    arm()
+    try:
+        exec(code, user_globals)
+        verdict.update(_collect(user_globals.get("result"), captured.getvalue(), job["max_output_bytes"]))
+    except OutputTooLarge as exc:
+        verdict.update(error=str(exc), stopped="output_size")
+    except MemoryError:
+        verdict.update(error="MemoryError: the code ran out of its memory budget", stopped="memory")
+    except SandboxViolation as exc:
+        verdict.update(error=str(exc), stopped="policy")
+    except BaseException as exc:
+        verdict.update(error=_user_traceback(exc), stopped="error")
+    finally:
+        sys.stdout = sys.__stdout__
+    if violations and verdict.get("stopped") != "policy":
+        # The code caught the refusal and carried on: still a policy stop.
+        verdict.update(success=False, stopped="policy", error="; ".join(violations[:5]))
+    return _finish(result_fd, verdict, violations, isolation, started)
+
+
+def _collect(result: object, printed: str, cap: int) -> dict:
+    if result is None:
+        text = printed.strip()
+        if not text:
+            return {
+                "error": "the code neither set `result` nor printed a JSON object",
+                "stopped": "invalid_output",
+            }
+        try:
+            result = json.loads(text)
+        except ValueError:
+            return {"error": "printed output is not exactly one JSON object", "stopped": "invalid_output"}
+    if not isinstance(result, dict):
+        return {"error": f"result must be a dict, got {type(result).__name__}", "stopped": "invalid_output"}
+    try:
+        output = _jsonable(result)
+        size = len(json.dumps(output))
+    except (TypeError, ValueError, RecursionError) as exc:
+        return {"error": f"result is not JSON-serialisable: {exc}", "stopped": "invalid_output"}
+    if size > cap:
+        return {"error": f"result is {size} bytes, over the {cap}-byte cap", "stopped": "output_size"}
+    return {"success": True, "output": output}
+
+
+def _user_traceback(exc: BaseException) -> str:
+    # lookup_lines=False: reading source lines would open files, which the armed audit hook refuses.
+    summary = traceback.StackSummary.extract(traceback.walk_tb(exc.__traceback__), lookup_lines=False)
+    frames = [f for f in summary if f.filename == CODE_NAME]
+    where = f" (line {frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}"[:2000] + where
+
+
+def _finish(result_fd: int, verdict: dict, violations: list[str], isolation: dict, started: float) -> int:
+    verdict["violations"] = violations[:20]
+    verdict["isolation"] = isolation
+    verdict["elapsed_ms"] = (time.perf_counter() - started) * 1000
+    data = json.dumps(verdict).encode()
+    view = memoryview(data)
+    while view:
+        written = os.write(result_fd, view)
+        view = view[written:]
+    return 0
+
+
+def main() -> int:
+    job = json.loads(sys.stdin.read())
+    result_fd = job["result_fd"]
+    isolation = {"network": "audit_hook", "filesystem": "audit_hook", "pid_namespace": False}
+    if job.get("namespaces"):
+        libc = _libc()
+        if libc.unshare(CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID) == 0:
+            init = os.fork()
+            if init:
+                # Outside the namespaces: wait for its pid 1 and pass its status on.
+                _, status = os.waitpid(init, 0)
+                return (
+                    EXIT_SIGNAL_BASE + os.WTERMSIG(status)
+                    if os.WIFSIGNALED(status)
+                    else os.WEXITSTATUS(status)
+                )
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            try:
+                build_jail(libc, job)
+                isolation = {"network": "namespace", "filesystem": "jail", "pid_namespace": True}
+            except OSError as exc:
+                isolation = {
+                    "network": "namespace",
+                    "filesystem": f"audit_hook ({exc})",
+                    "pid_namespace": True,
+                }
+            child = os.fork()
+            if child:
+                os._exit(reap_as_init(child))
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            try:
+                drop_capabilities(libc)
+                isolation["capabilities"] = "dropped"
+            except OSError as exc:
+                isolation["capabilities"] = f"kept ({exc})"
+            os._exit(run_investigation(job, isolation, result_fd))
+        isolation["namespaces_refused"] = os.strerror(__import__("ctypes").get_errno())
+    else:
+        libc = None
+    if job.get("workdir"):
+        os.chdir(job["workdir"])
+    if libc is not None:
+        libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    return run_investigation(job, isolation, result_fd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
