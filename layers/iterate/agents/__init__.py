@@ -1,0 +1,283 @@
+"""The agents a run uses: Claude when a key is set, each step falling back to its offline twin on any failure."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from iterate.contracts import (
+    CodeInvestigation,
+    DatasetProfile,
+    DatasetUnderstanding,
+    FixAction,
+    FollowupTurn,
+    Issue,
+    SmartFixFollowup,
+    TokenUsage,
+)
+from iterate.ports import (
+    Agents,
+    AnalysisAgent,
+    AnalysisDraft,
+    FollowupAgent,
+    InvestigationAgent,
+    UnderstandingAgent,
+)
+from iterate.settings import Settings
+
+log = logging.getLogger("iterate.agents")
+T = TypeVar("T")
+
+
+@dataclass
+class RunAgents(Agents):
+    """Agents plus what the report needs about them: the model, token usage, and how each step went."""
+
+    model: str | None = None
+    usage_source: Callable[[], dict[str, TokenUsage]] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def usage(self) -> dict[str, TokenUsage]:
+        """Token usage per agent plus "total" (empty offline)."""
+        return self.usage_source() if self.usage_source else {"total": TokenUsage()}
+
+    def fell_back(self, step: str, exc: BaseException) -> None:
+        reason = getattr(exc, "reason", "unexpected_error")
+        with self._lock:
+            self.mode = "degraded"
+            self.degraded_reasons.append(f"{step}: {reason} ({type(exc).__name__}: {str(exc)[:200]})")
+
+
+class _Guard:
+    """Runs the Claude call; any failure (after the adapter's retries) runs the offline twin instead."""
+
+    def __init__(self, bundle: RunAgents, step: str) -> None:
+        self.bundle = bundle
+        self.step = step
+
+    def __call__(self, primary: Callable[[], T], fallback: Callable[[], T]) -> T:
+        try:
+            return primary()
+        except Exception as exc:  # LLM down, slow, rate-limited or talking nonsense: never fail the run
+            log.warning(
+                "llm step fell back to offline", extra={"step": self.step, "error": type(exc).__name__}
+            )
+            self.bundle.fell_back(self.step, exc)
+            return fallback()
+
+
+class _Lazy:
+    """An offline twin imported on first use: an LLM Lambda that never falls back never loads it."""
+
+    def __init__(self, module: str, name: str, instance: Any = None) -> None:
+        self.module, self.name, self._instance = module, name, instance
+
+    def get(self) -> Any:
+        if self._instance is None:
+            self._instance = getattr(importlib.import_module(self.module), self.name)()
+        return self._instance
+
+
+class FallbackUnderstanding:
+    def __init__(self, primary: UnderstandingAgent, offline: _Lazy, guard: _Guard) -> None:
+        self.primary, self.offline, self.guard = primary, offline, guard
+
+    def understand(self, profile: DatasetProfile, *, instructions: str | None = None) -> DatasetUnderstanding:
+        return self.guard(
+            lambda: self.primary.understand(profile, instructions=instructions),
+            lambda: self.offline.get().understand(profile, instructions=instructions),
+        )
+
+
+class FallbackAnalysis:
+    def __init__(self, primary: AnalysisAgent, offline: _Lazy, guard: _Guard) -> None:
+        self.primary, self.offline, self.guard = primary, offline, guard
+
+    def analyze(
+        self,
+        candidates: list[Issue],
+        *,
+        profile: DatasetProfile,
+        understanding: DatasetUnderstanding,
+        instructions: str | None = None,
+        previous_issues: list[Issue] | None = None,
+    ) -> AnalysisDraft:
+        kwargs: dict[str, Any] = {
+            "profile": profile,
+            "understanding": understanding,
+            "instructions": instructions,
+            "previous_issues": previous_issues,
+        }
+        return self.guard(
+            lambda: self.primary.analyze(candidates, **kwargs),
+            lambda: self.offline.get().analyze(candidates, **kwargs),
+        )
+
+
+class FallbackInvestigation:
+    def __init__(self, primary: InvestigationAgent, offline: _Lazy, guard: _Guard) -> None:
+        self.primary, self.offline, self.guard = primary, offline, guard
+
+    def write_code(self, issue: Issue, *, profile: DatasetProfile, attempts: list[CodeInvestigation]) -> str:
+        return self.guard(
+            lambda: self.primary.write_code(issue, profile=profile, attempts=attempts),
+            lambda: self.offline.get().write_code(issue, profile=profile, attempts=attempts),
+        )
+
+
+class FallbackFollowup:
+    def __init__(self, primary: FollowupAgent, offline: _Lazy, guard: _Guard) -> None:
+        self.primary, self.offline, self.guard = primary, offline, guard
+
+    def next_question(self, issue: Issue, history: list[FollowupTurn]) -> SmartFixFollowup:
+        return self.guard(
+            lambda: self.primary.next_question(issue, history),
+            lambda: self.offline.get().next_question(issue, history),
+        )
+
+
+OFFLINE = {
+    "understanding": ("iterate.agents.offline.understanding", "OfflineUnderstandingAgent"),
+    "analysis": ("iterate.agents.offline.analysis", "OfflineAnalysisAgent"),
+    "investigation": ("iterate.agents.offline.investigation", "OfflineInvestigationAgent"),
+    "followup": ("iterate.agents.offline.followup", "OfflineFollowupAgent"),
+}
+
+
+def _twins(offline: Agents | None) -> dict[str, _Lazy]:
+    return {
+        step: _Lazy(module, name, getattr(offline, step) if offline is not None else None)
+        for step, (module, name) in OFFLINE.items()
+    }
+
+
+def build_agents(
+    settings: Settings,
+    *,
+    llm: Any = None,
+    cache_dir: str | Path | None = None,
+    observers: Iterable[Any] = (),
+    offline: Agents | None = None,
+) -> RunAgents:
+    """Offline agents when there is no key and no injected `llm`; otherwise Claude agents, each guarded so a
+    failure falls back to its offline twin for that call and marks the run degraded.
+
+    llm: an `iterate.llm.LLM` (tests inject an AnthropicLLM pointed at a fake server, or any fake).
+    cache_dir: where answers are cached by dataset content, agent, prompt version and instructions
+        (default: in memory, for the life of this process).
+    observers: `iterate.llm.observers.Observer`s (structured logs, metrics).
+    offline: the offline twins (default: the engine's offline agents, imported when first needed).
+    """
+    twins = _twins(offline)
+    if llm is None and not settings.anthropic_api_key:
+        return RunAgents(
+            understanding=twins["understanding"].get(),
+            analysis=twins["analysis"].get(),
+            investigation=twins["investigation"].get(),
+            followup=twins["followup"].get(),
+            mode="offline",
+        )
+    from iterate.agents.claude import (
+        ClaudeAnalysisAgent,
+        ClaudeFollowupAgent,
+        ClaudeInvestigationAgent,
+        ClaudeUnderstandingAgent,
+    )
+    from iterate.llm.cache import DirectoryCache, MemoryCache, ResponseCache
+    from iterate.llm.observers import Observers
+    from iterate.llm.session import LLMSession
+
+    hooks = Observers(observers)
+    if llm is None:
+        from iterate.llm.anthropic import AnthropicLLM
+
+        llm = AnthropicLLM(
+            api_key=settings.anthropic_api_key or "",
+            model=settings.model,
+            base_url=settings.anthropic_base_url,
+            timeout_s=settings.llm_timeout_s,
+            max_retries=settings.llm_max_retries,
+            observers=hooks,
+        )
+    cache: ResponseCache = DirectoryCache(cache_dir) if cache_dir is not None else MemoryCache()
+    session = LLMSession(llm, cache=cache, observers=hooks)
+    understanding = ClaudeUnderstandingAgent(session)
+    analysis = ClaudeAnalysisAgent(session)
+    investigation = ClaudeInvestigationAgent(session)
+    followup = ClaudeFollowupAgent(session)
+    bundle = RunAgents(
+        understanding=understanding,
+        analysis=analysis,
+        investigation=investigation,
+        followup=followup,
+        mode="llm",
+        model=llm.model,
+        usage_source=session.meter.snapshot,
+    )
+    bundle.understanding = FallbackUnderstanding(
+        understanding, twins["understanding"], _Guard(bundle, "understanding")
+    )
+    bundle.analysis = FallbackAnalysis(analysis, twins["analysis"], _Guard(bundle, "analysis"))
+    bundle.investigation = FallbackInvestigation(
+        investigation, twins["investigation"], _Guard(bundle, "investigation")
+    )
+    bundle.followup = FallbackFollowup(followup, twins["followup"], _Guard(bundle, "followup"))
+    return bundle
+
+
+class FollowupError(ValueError):
+    """The answer does not fit the conversation (no pending question, or not one of its option keys)."""
+
+
+@dataclass
+class FollowupStep:
+    """Where a follow-up conversation stands: the question to show, or the fix action it ended with."""
+
+    history: list[FollowupTurn]
+    question: SmartFixFollowup | None = None
+    action: FixAction | None = None
+
+
+def _terminal(history: list[FollowupTurn]) -> FixAction | None:
+    if not history or history[-1].answer is None:
+        return None
+    last = history[-1]
+    action = (last.question.onResponse or {}).get(last.answer or "") or FixAction(action="keep")
+    return None if action.action == "ask_next" else action
+
+
+def followup(
+    agent: FollowupAgent, issue: Issue, history: list[FollowupTurn], answer: str | None = None
+) -> FollowupStep:
+    """One step of the follow-up conversation (the engine function behind the CLI and the API).
+
+    Without `answer`: the pending question (asked now if there is none), or the action the conversation
+    ended with. With `answer`: records it for the pending question and returns the next question, or the
+    resulting fix action. Raises FollowupError for an answer that is not one of the pending options.
+    """
+    turns = list(history)
+    if answer is None:
+        done = _terminal(turns)
+        if done is not None:
+            return FollowupStep(turns, action=done)
+        if turns and turns[-1].answer is None:
+            return FollowupStep(turns, question=turns[-1].question)
+        question = agent.next_question(issue, turns)
+        return FollowupStep([*turns, FollowupTurn(question=question)], question=question)
+    if not turns or turns[-1].answer is not None:
+        raise FollowupError("there is no question waiting for an answer")
+    pending = turns[-1].question
+    keys = [o.key for o in pending.options]
+    if answer not in keys:
+        raise FollowupError(f"answer must be one of: {', '.join(keys)}")
+    turns[-1] = FollowupTurn(question=pending, answer=answer)
+    done = _terminal(turns)
+    if done is not None:
+        return FollowupStep(turns, action=done)
+    question = agent.next_question(issue, turns)
+    return FollowupStep([*turns, FollowupTurn(question=question)], question=question)
