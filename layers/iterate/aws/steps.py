@@ -158,7 +158,7 @@ def running_step(deps: AwsDeps, run: RunState, step: str, *, llm: bool = False) 
     yield ctx
     elapsed_ms = (time.perf_counter() - started) * 1000
     repo.record_timing(run.runId, step, elapsed_ms)
-    metrics.add_metric(name=f"{step}DurationMs", unit="Milliseconds", value=elapsed_ms)
+    metrics.add_metric(name=f"{step.title()}DurationMs", unit="Milliseconds", value=elapsed_ms)
     if llm:
         usage, degraded = _usage_of(agents)
         if usage or degraded:

@@ -1,0 +1,1 @@
+"""The REST API: request/response models, owner-scoped routes, and the exported OpenAPI document."""

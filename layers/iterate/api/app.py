@@ -1,0 +1,366 @@
+"""The REST API's routes: every read and write is keyed by the caller's Cognito `sub`; other owners' ids are 404."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError, UnauthorizedError
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+
+from iterate.api.models import (
+    CreateDatasetRequest,
+    CreateDatasetResponse,
+    Dataset,
+    DatasetDetail,
+    DatasetList,
+    FollowupRequest,
+    FollowupResponse,
+    IssueItem,
+    IssueList,
+    ReportLink,
+    Run,
+    Schedule,
+    ScheduleRequest,
+    StartRunBody,
+    UploadTarget,
+)
+from iterate.aws.deps import AwsDeps
+from iterate.aws.payloads import S3ObjectRef, StartRunRequest
+from iterate.contracts import FollowupTurn, Issue, SmartFixFollowup
+from iterate.storage.dynamo import TERMINAL, DynamoRunRepository, RunTransitionError
+
+DepsProvider = Callable[[], AwsDeps]
+PRESIGN_UPLOAD_S = 900
+
+
+class ConflictError(Exception):
+    """The resource exists but is not in a state that allows the request (e.g. cancelling a finished run)."""
+
+
+def owner_of(app: APIGatewayRestResolver) -> str:
+    """The caller: the Cognito user pool authorizer's `sub` claim. Nothing else identifies an owner."""
+    claims = app.current_event.request_context.authorizer.claims or {}
+    sub = claims.get("sub")
+    if not sub or not isinstance(sub, str):
+        raise UnauthorizedError("no authenticated user on this request")
+    return sub
+
+
+def split_issue_ref(issue_ref: str) -> tuple[str, str]:
+    run_id, sep, issue_id = issue_ref.partition(".")
+    if not sep or not run_id or not issue_id:
+        raise NotFoundError(f"issue {issue_ref} not found")
+    return run_id, issue_id
+
+
+def _run_view(record: dict[str, Any]) -> Run:
+    keep = set(Run.model_fields)
+    data = {k: v for k, v in record.items() if k in keep and v is not None}
+    data.setdefault("trigger", "s3")
+    return Run.model_validate(data)
+
+
+def _dataset_view(record: dict[str, Any], schedule: dict[str, Any] | None = None) -> Dataset:
+    keep = set(Dataset.model_fields)
+    data = {k: v for k, v in record.items() if k in keep and v is not None}
+    data.setdefault("name", record["datasetId"])
+    if schedule:
+        data["schedule"] = schedule
+    return Dataset.model_validate(data)
+
+
+def schedule_name(owner: str, dataset_id: str) -> str:
+    # Scheduler names are ≤ 64 chars of [0-9A-Za-z-_.]: hash the owner rather than trusting its characters.
+    return f"iterate-{hashlib.sha256(owner.encode()).hexdigest()[:16]}-{dataset_id}"[:64]
+
+
+def _clear_validation_errors(exc: RequestValidationError) -> Response[Any]:
+    errors = []
+    for err in exc.errors():
+        location = ".".join(str(part) for part in err.get("loc", ()))
+        errors.append({"field": location, "problem": err.get("msg") or err.get("type", "invalid")})
+    malformed = any(err.get("type") == "json_invalid" for err in exc.errors())
+    body = {
+        "message": "the request body is not valid JSON" if malformed else "the request is not valid",
+        "errors": errors,
+    }
+    return Response(
+        status_code=400 if malformed else 422, content_type=content_types.APPLICATION_JSON, body=body
+    )
+
+
+def create_app(
+    get_deps: DepsProvider, *, core: bool = True, followup: bool = False
+) -> APIGatewayRestResolver:
+    """The resolver with the core routes (functions/api) and/or the follow-up route (functions/followup)."""
+    app = APIGatewayRestResolver(enable_validation=True)
+    app.exception_handler(RequestValidationError)(_clear_validation_errors)
+
+    @app.exception_handler(ConflictError)
+    def _conflict(exc: ConflictError) -> Response[Any]:
+        return Response(
+            status_code=409, content_type=content_types.APPLICATION_JSON, body={"message": str(exc)}
+        )
+
+    def repo() -> DynamoRunRepository:
+        deps = get_deps()
+        return DynamoRunRepository(deps.dynamo_table(), owner_of(app), clock=deps.clock)
+
+    def require_run(run_id: str) -> dict[str, Any]:
+        record = repo().get_run(run_id)
+        if record is None:
+            raise NotFoundError(f"run {run_id} not found")
+        return record
+
+    def require_dataset(dataset_id: str) -> dict[str, Any]:
+        record = repo().get_dataset(dataset_id)
+        if record is None:
+            raise NotFoundError(f"dataset {dataset_id} not found")
+        return record
+
+    if core:
+        _register_core(app, get_deps, repo, require_run, require_dataset)
+    if followup:
+        _register_followup(app, get_deps, repo)
+    return app
+
+
+def _register_core(
+    app: APIGatewayRestResolver,
+    get_deps: DepsProvider,
+    repo: Callable[[], DynamoRunRepository],
+    require_run: Callable[[str], dict[str, Any]],
+    require_dataset: Callable[[str], dict[str, Any]],
+) -> None:
+    @app.post("/datasets", summary="Create a dataset and get a presigned URL to upload its file")
+    def create_dataset(body: CreateDatasetRequest) -> tuple[CreateDatasetResponse, int]:
+        deps = get_deps()
+        owner = owner_of(app)
+        dataset_id = f"d{uuid.uuid4().hex[:16]}"
+        key = f"uploads/{owner}/{dataset_id}/{body.fileName}"
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deps.clock()))
+        record = {"datasetId": dataset_id, "name": body.name, "createdAt": now, "uploadKey": key}
+        repo().put_dataset(record)
+        url = deps.s3_client().generate_presigned_url(
+            "put_object",
+            Params={"Bucket": deps.config.need("bucket"), "Key": key},
+            ExpiresIn=PRESIGN_UPLOAD_S,
+        )
+        upload = UploadTarget(url=url, key=key, expiresIn=PRESIGN_UPLOAD_S)
+        return CreateDatasetResponse(dataset=_dataset_view(record), upload=upload), 201
+
+    @app.get("/datasets", summary="List the caller's datasets")
+    def list_datasets() -> DatasetList:
+        return DatasetList(datasets=[_dataset_view(d) for d in repo().list_datasets()])
+
+    @app.get("/datasets/<dataset_id>", summary="One dataset with its runs, newest first")
+    def get_dataset(dataset_id: str) -> DatasetDetail:
+        record = require_dataset(dataset_id)
+        r = repo()
+        runs = [_run_view(run) for run in r.list_runs(dataset_id)]
+        return DatasetDetail(dataset=_dataset_view(record, r.get_schedule(dataset_id)), runs=runs)
+
+    @app.post("/datasets/<dataset_id>/runs", summary="Re-analyse the dataset's latest upload")
+    def start_run(dataset_id: str, body: StartRunBody) -> tuple[Run, int]:
+        deps = get_deps()
+        owner = owner_of(app)
+        record = require_dataset(dataset_id)
+        if not record.get("latestUpload"):
+            raise ConflictError(
+                f"dataset {dataset_id} has no upload yet: PUT the file to its upload URL first"
+            )
+        run_id = f"r{uuid.uuid4().hex[:24]}"
+        source = S3ObjectRef.model_validate(record["latestUpload"])
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deps.clock()))
+        r = repo()
+        r.create_run(
+            {
+                "runId": run_id,
+                "datasetId": dataset_id,
+                "status": "QUEUED",
+                "trigger": "api",
+                "startedAt": now,
+                "instructions": body.instructions,
+                "source": source.model_dump(mode="json"),
+                "progress": {"step": "queued", "percent": 0, "message": "waiting to start"},
+            }
+        )
+        request = StartRunRequest(
+            trigger="api",
+            owner=owner,
+            datasetId=dataset_id,
+            runId=run_id,
+            source=source,
+            instructions=body.instructions,
+        )
+        execution = deps.sfn_client().start_execution(
+            stateMachineArn=deps.config.need("state_machine_arn"),
+            name=run_id,
+            input=request.model_dump_json(),
+        )
+        r.set_run_fields(run_id, executionArn=execution["executionArn"])
+        return _run_view(r.require_run(run_id)), 202
+
+    @app.get("/runs/<run_id>", summary="A run's status and progress")
+    def get_run(run_id: str) -> Run:
+        return _run_view(require_run(run_id))
+
+    @app.delete("/runs/<run_id>", summary="Cancel a queued or running run")
+    def cancel_run(run_id: str) -> Run:
+        deps = get_deps()
+        record = require_run(run_id)
+        if record["status"] in TERMINAL:
+            raise ConflictError(f"run {run_id} already ended ({record['status']})")
+        r = repo()
+        try:
+            r.transition(
+                run_id, from_status=record["status"], to_status="CANCELLED", reason="cancelled by the owner"
+            )
+        except RunTransitionError as exc:
+            raise ConflictError(f"run {run_id} changed status meanwhile; try again") from exc
+        execution_arn = record.get("executionArn") or record.get("executionId")
+        if execution_arn:
+            deps.sfn_client().stop_execution(
+                executionArn=execution_arn, error="RunCancelled", cause="cancelled by the owner"
+            )
+        return _run_view(r.require_run(run_id))
+
+    @app.get("/runs/<run_id>/issues", summary="The issues a run found")
+    def list_issues(run_id: str) -> IssueList:
+        require_run(run_id)
+        issues = [
+            IssueItem(issueRef=f"{run_id}.{issue['id']}", issue=Issue.model_validate(issue))
+            for issue in repo().list_issues(run_id)
+        ]
+        return IssueList(runId=run_id, issues=issues)
+
+    @app.get("/runs/<run_id>/report", summary="A short-lived link to the run's HTML report")
+    def report_link(run_id: str) -> ReportLink:
+        deps = get_deps()
+        record = require_run(run_id)
+        if record["status"] != "SUCCEEDED" or not record.get("reportKey"):
+            raise ConflictError(f"run {run_id} has no report yet ({record['status']})")
+        expires = deps.config.presign_expiry_s
+        url = deps.s3_client().generate_presigned_url(
+            "get_object",
+            Params={"Bucket": deps.config.need("bucket"), "Key": record["reportKey"]},
+            ExpiresIn=expires,
+        )
+        return ReportLink(runId=run_id, url=url, expiresIn=expires)
+
+    @app.put("/datasets/<dataset_id>/schedule", summary="Re-analyse the dataset on a schedule")
+    def put_schedule(dataset_id: str, body: ScheduleRequest) -> Schedule:
+        deps = get_deps()
+        owner = owner_of(app)
+        require_dataset(dataset_id)
+        name = schedule_name(owner, dataset_id)
+        # No source: each scheduled run analyses the dataset's latest upload at the time it fires.
+        request = StartRunRequest(
+            trigger="schedule", owner=owner, datasetId=dataset_id, instructions=body.instructions
+        )
+        spec = {
+            "Name": name,
+            "GroupName": deps.config.schedule_group,
+            "ScheduleExpression": body.expression,
+            "ScheduleExpressionTimezone": body.timezone,
+            "FlexibleTimeWindow": {"Mode": "OFF"},
+            "Target": {
+                "Arn": deps.config.need("state_machine_arn"),
+                "RoleArn": deps.config.need("scheduler_role_arn"),
+                "Input": request.model_dump_json(exclude_none=True),
+                "RetryPolicy": {"MaximumRetryAttempts": 3, "MaximumEventAgeInSeconds": 3600},
+            },
+            "State": "ENABLED",
+        }
+        scheduler = deps.scheduler_client()
+        r = repo()
+        if r.get_schedule(dataset_id):
+            scheduler.update_schedule(**spec)
+        else:
+            scheduler.create_schedule(**spec)
+        schedule = Schedule(
+            datasetId=dataset_id,
+            expression=body.expression,
+            timezone=body.timezone,
+            scheduleName=name,
+            instructions=body.instructions,
+        )
+        r.put_schedule(dataset_id, schedule.model_dump(mode="json"))
+        return schedule
+
+    @app.delete("/datasets/<dataset_id>/schedule", summary="Stop the dataset's scheduled runs")
+    def delete_schedule(dataset_id: str) -> Response[Any]:
+        deps = get_deps()
+        require_dataset(dataset_id)
+        r = repo()
+        existing = r.get_schedule(dataset_id)
+        if not existing:
+            raise NotFoundError(f"dataset {dataset_id} has no schedule")
+        deps.scheduler_client().delete_schedule(
+            Name=existing["scheduleName"], GroupName=deps.config.schedule_group
+        )
+        r.delete_schedule(dataset_id)
+        return Response(status_code=204, body="")
+
+
+def _register_followup(
+    app: APIGatewayRestResolver, get_deps: DepsProvider, repo: Callable[[], DynamoRunRepository]
+) -> None:
+    @app.post(
+        "/issues/<issue_ref>/followup", summary="Answer the open question of a smart fix, get the next one"
+    )
+    def followup(issue_ref: str, body: FollowupRequest) -> FollowupResponse:
+        from iterate.aws.secrets import settings_with_secret
+
+        run_id, issue_id = split_issue_ref(issue_ref)
+        r = repo()
+        raw_issue = r.get_issue(run_id, issue_id)
+        if raw_issue is None:
+            raise NotFoundError(f"issue {issue_ref} not found")
+        issue = Issue.model_validate(raw_issue)
+        turns = r.list_followups(issue_ref)
+        history = [
+            FollowupTurn(question=SmartFixFollowup.model_validate(t["question"]), answer=t.get("answer"))
+            for t in turns
+        ]
+        open_turn = len(history) - 1 if history and history[-1].answer is None else None
+        if body.answer is not None:
+            if open_turn is None:
+                raise ConflictError("there is no open question to answer; POST without an answer to get one")
+            question = history[open_turn].question
+            keys = [o.key for o in question.options]
+            if body.answer not in keys:
+                raise ConflictError(f"answer must be one of {keys}")
+            try:
+                r.answer_followup(issue_ref, open_turn, body.answer)
+            except RunTransitionError as exc:
+                raise ConflictError("this question was answered meanwhile") from exc
+            history[open_turn] = FollowupTurn(question=question, answer=body.answer)
+            action = (question.onResponse or {}).get(body.answer)
+            if action is not None and action.action != "ask_next":
+                return FollowupResponse(issueRef=issue_ref, turn=open_turn, action=action, done=True)
+        elif open_turn is not None:
+            return FollowupResponse(
+                issueRef=issue_ref, turn=open_turn, question=history[open_turn].question, done=False
+            )
+        deps = get_deps()
+        settings = settings_with_secret(deps.settings, provider=deps.secret_provider)
+        if deps.agents_factory is not None:
+            agents = deps.agents_factory(settings)
+        else:
+            from iterate.agents import build_agents
+
+            agents = build_agents(settings)
+        question = agents.followup.next_question(issue, history)
+        turn = len(history)
+        try:
+            r.put_followup(issue_ref, turn, {"question": json.loads(question.model_dump_json())})
+        except RunTransitionError as exc:
+            raise ConflictError("another answer moved this conversation on; fetch it again") from exc
+        return FollowupResponse(issueRef=issue_ref, turn=turn, question=question, done=False)

@@ -1,0 +1,134 @@
+"""API request and response bodies: what callers send and get back (unknown fields refused)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from iterate.contracts import FixAction, Issue, SmartFixFollowup
+from iterate.contracts.base import Contract
+
+RunStatus = Literal["QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
+# Formats the engine reads; the extension picks the reader, so the upload's name must carry one of them.
+FILE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.(csv|tsv|txt|parquet|jsonl|json|xlsx)$"
+
+
+class CreateDatasetRequest(Contract):
+    name: str = Field(min_length=1, max_length=200, description="a label for people")
+    fileName: str = Field(pattern=FILE_NAME_PATTERN, description="the file to upload, e.g. orders.csv")
+
+
+class UploadTarget(Contract):
+    url: str = Field(description="presigned PUT URL; upload the file body with this exact URL")
+    method: Literal["PUT"] = "PUT"
+    key: str
+    expiresIn: int
+
+
+class Dataset(Contract):
+    datasetId: str
+    name: str
+    createdAt: str | None = None
+    updatedAt: str | None = None
+    uploadKey: str | None = None
+    latestUpload: dict[str, Any] | None = None
+    schedule: dict[str, Any] | None = None
+
+
+class CreateDatasetResponse(Contract):
+    dataset: Dataset
+    upload: UploadTarget
+
+
+class DatasetList(Contract):
+    datasets: list[Dataset]
+
+
+class Progress(Contract):
+    step: str
+    percent: int = Field(ge=0, le=100)
+    message: str = ""
+
+
+class Run(Contract):
+    runId: str
+    datasetId: str
+    status: RunStatus
+    trigger: str
+    progress: Progress | None = None
+    mode: str | None = None
+    startedAt: str | None = None
+    completedAt: str | None = None
+    instructions: str | None = None
+    error: str | None = None
+    reason: str | None = None
+    issueCount: int | None = None
+    severityCounts: dict[str, int] = Field(default_factory=dict)
+    usage: dict[str, int] = Field(default_factory=dict)
+    costUsd: float | None = None
+    timingsMs: dict[str, float] = Field(default_factory=dict)
+    degradedReasons: list[str] = Field(default_factory=list)
+
+
+class DatasetDetail(Contract):
+    dataset: Dataset
+    runs: list[Run]
+
+
+class StartRunBody(Contract):
+    instructions: str | None = Field(
+        default=None, max_length=4000, description="what to look at or ignore, in plain words"
+    )
+
+
+class IssueItem(Contract):
+    issueRef: str = Field(description="<runId>.<issueId>: the id the follow-up route takes")
+    issue: Issue
+
+
+class IssueList(Contract):
+    runId: str
+    issues: list[IssueItem]
+
+
+class ReportLink(Contract):
+    runId: str
+    url: str
+    expiresIn: int
+
+
+class FollowupRequest(Contract):
+    answer: str | None = Field(
+        default=None, min_length=1, max_length=64, description="the option key chosen for the open question"
+    )
+
+
+class FollowupResponse(Contract):
+    issueRef: str
+    turn: int = Field(description="0-based index of the question now open (or last answered)")
+    question: SmartFixFollowup | None = Field(default=None, description="the open question, if any")
+    action: FixAction | None = Field(default=None, description="what the last answer decided")
+    done: bool
+
+
+class ScheduleRequest(Contract):
+    expression: str = Field(
+        pattern=r"^(rate\(\d+ (minute|minutes|hour|hours|day|days)\)|cron\([^)]{9,100}\))$",
+        description="EventBridge Scheduler expression, e.g. rate(1 day) or cron(0 6 * * ? *)",
+    )
+    timezone: str = Field(default="UTC", max_length=64)
+    instructions: str | None = Field(default=None, max_length=4000)
+
+
+class Schedule(Contract):
+    datasetId: str
+    expression: str
+    timezone: str
+    scheduleName: str
+    instructions: str | None = None
+
+
+class ErrorBody(Contract):
+    message: str
+    errors: list[dict[str, Any]] = Field(default_factory=list)

@@ -1,0 +1,296 @@
+"""Moto world for the runtime tests: bucket, table, bus, state machine, and Lambda invokes routed in-process."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+from unittest import mock
+
+REPO = Path(__file__).resolve().parents[2]
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+BUCKET = "iterate-test-artifacts"
+TABLE = "iterate-test"
+FUNCTIONS = ("profile", "understand", "analyze", "investigate", "sandbox", "report", "record_failure")
+PLACEHOLDER = {
+    "profile": "ProfileFunctionArn",
+    "understand": "UnderstandFunctionArn",
+    "analyze": "AnalyzeFunctionArn",
+    "investigate": "InvestigateFunctionArn",
+    "sandbox": "SandboxFunctionArn",
+    "report": "ReportFunctionArn",
+    "record_failure": "RecordFailureFunctionArn",
+}
+MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+
+
+def load_handler(name: str) -> ModuleType:
+    """functions/<name>/handler.py as a module of its own (every handler file has the same name)."""
+    module_name = f"iterate_fn_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, REPO / "functions" / name / "handler.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def base_env(monkeypatch: Any, **extra: str) -> None:
+    """Environment of a deployed function, pointing at the moto resources; no LLM key (offline agents)."""
+    env = {
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SECURITY_TOKEN": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "ITERATE_BUCKET": BUCKET,
+        "ITERATE_TABLE": TABLE,
+        "ITERATE_EVENT_BUS": "default",
+        "POWERTOOLS_SERVICE_NAME": "iterate",
+        "POWERTOOLS_METRICS_NAMESPACE": "Iterate",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+        "POWERTOOLS_DEV": "false",
+        **extra,
+    }
+    for key in ("ANTHROPIC_API_KEY", "ITERATE_ANTHROPIC_SECRET_ARN", "ANTHROPIC_BASE_URL", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+
+def reset_caches() -> None:
+    """Every per-container cache, so each test's functions start cold against its own moto world."""
+    from iterate.aws import clients
+    from iterate.aws.config import get_aws_config
+    from iterate.settings import get_settings
+
+    clients.reset()
+    get_aws_config.cache_clear()
+    get_settings.cache_clear()
+    for name in (*FUNCTIONS, "api", "followup"):
+        module = sys.modules.get(f"iterate_fn_{name}")
+        deps = getattr(module, "_deps", None)
+        if deps is not None:
+            deps.cache_clear()
+
+
+def create_resources(*, versioned: bool = True) -> dict[str, Any]:
+    """The bucket (versioned), the single table (GSI1, TTL) and the clients tests use to look at them."""
+    import boto3
+
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket=BUCKET)
+    if versioned:
+        s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    ddb.create_table(
+        TableName=TABLE,
+        BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[
+            {"AttributeName": n, "AttributeType": "S"} for n in ("PK", "SK", "GSI1PK", "GSI1SK")
+        ],
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "GSI1",
+                "KeySchema": [
+                    {"AttributeName": "GSI1PK", "KeyType": "HASH"},
+                    {"AttributeName": "GSI1SK", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+    )
+    ddb.update_time_to_live(
+        TableName=TABLE, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiresAt"}
+    )
+    table = boto3.resource("dynamodb", region_name=REGION).Table(TABLE)
+    return {"s3": s3, "ddb": ddb, "table": table}
+
+
+def capture_events() -> tuple[Any, str]:
+    """A rule on the default bus sending every Iterate completion event to an SQS queue tests can read."""
+    import boto3
+
+    sqs = boto3.client("sqs", region_name=REGION)
+    queue_url = sqs.create_queue(QueueName="iterate-completions")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    events = boto3.client("events", region_name=REGION)
+    events.put_rule(
+        Name="iterate-completed",
+        EventPattern=json.dumps({"source": ["iterate"], "detail-type": ["Iterate Run Completed"]}),
+    )
+    events.put_targets(Rule="iterate-completed", Targets=[{"Id": "q", "Arn": queue_arn}])
+    return sqs, queue_url
+
+
+def received_events(sqs: Any, queue_url: str) -> list[dict[str, Any]]:
+    messages = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get(
+        "Messages", []
+    )
+    return [json.loads(m["Body"]) for m in messages]
+
+
+def object_created_event(
+    bucket: str, key: str, version_id: str | None, *, event_id: str = "e-1"
+) -> dict[str, Any]:
+    """The EventBridge event S3 emits for an upload (the shape AWS documents for "Object Created")."""
+    detail_object: dict[str, Any] = {"key": key, "size": 1, "etag": "x", "sequencer": "0"}
+    if version_id:
+        detail_object["version-id"] = version_id
+    return {
+        "version": "0",
+        "id": event_id,
+        "detail-type": "Object Created",
+        "source": "aws.s3",
+        "account": ACCOUNT,
+        "time": "2026-11-22T00:00:00Z",
+        "region": REGION,
+        "resources": [f"arn:aws:s3:::{bucket}"],
+        "detail": {
+            "version": "0",
+            "bucket": {"name": bucket},
+            "object": detail_object,
+            "request-id": "r",
+            "requester": ACCOUNT,
+            "source-ip-address": "10.0.0.1",
+            "reason": "PutObject",
+        },
+    }
+
+
+# --- Lambda invokes → the real handlers, in-process -----------------------------------------------
+
+
+class FakeContext:
+    """The parts of the Lambda context Powertools reads."""
+
+    def __init__(self, name: str) -> None:
+        self.function_name = name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
+        self.memory_limit_in_mb = 1024
+        self.aws_request_id = "req-1"
+        self.log_group_name = f"/aws/lambda/{name}"
+        self.log_stream_name = "stream"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+@contextmanager
+def route_lambdas(overrides: dict[str, Handler] | None = None) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+    """Patch moto's docker-less Lambda backend so invoking `iterate-<name>` runs functions/<name>/handler.py.
+
+    An exception becomes Lambda's unhandled-error payload (errorType = class name), which is exactly what the
+    state machine's Retry/Catch route on. Yields the list of (function, event) calls for assertions.
+    """
+    from moto.awslambda_simple.models import LambdaSimpleBackend
+
+    calls: list[tuple[str, dict[str, Any]]] = []
+    handlers: dict[str, Handler] = dict(overrides or {})
+
+    def invoke(
+        self: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
+    ) -> bytes:
+        name = function_name.rsplit(":", 1)[-1].removeprefix("iterate-")
+        event = json.loads(body) if body else {}
+        calls.append((name, event))
+        handler = handlers.get(name) or load_handler(name).lambda_handler
+        try:
+            result = handler(event, FakeContext(f"iterate-{name}"))
+        except Exception as exc:
+            response_headers["x-amz-function-error"] = "Unhandled"
+            return json.dumps(
+                {
+                    "errorType": type(exc).__name__,
+                    "errorMessage": str(exc),
+                    "stackTrace": traceback.format_exception(exc)[-3:],
+                }
+            ).encode()
+        return json.dumps(result).encode()
+
+    with mock.patch.object(LambdaSimpleBackend, "invoke", invoke):
+        yield calls
+
+
+def create_state_machine(asl_path: Path | None = None) -> str:
+    """The real ASL with CDK's placeholders substituted by moto function ARNs; returns the machine's ARN."""
+    import io
+    import zipfile
+
+    import boto3
+
+    iam = boto3.client("iam", region_name=REGION)
+    role_arn = iam.create_role(
+        RoleName="iterate-test-role",
+        AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": []}),
+    )["Role"]["Arn"]
+    zipped = io.BytesIO()
+    with zipfile.ZipFile(zipped, "w") as zf:
+        zf.writestr("handler.py", "def lambda_handler(event, context):\n    return event\n")
+    lam = boto3.client("lambda", region_name=REGION)
+    text = (asl_path or REPO / "statemachine" / "analysis.asl.json").read_text()
+    for name in FUNCTIONS:
+        arn = lam.create_function(
+            FunctionName=f"iterate-{name}",
+            Runtime="python3.12",
+            Role=role_arn,
+            Handler="handler.lambda_handler",
+            Code={"ZipFile": zipped.getvalue()},
+        )["FunctionArn"]
+        text = text.replace("${" + PLACEHOLDER[name] + "}", arn)
+    assert "${" not in text, "every placeholder in the ASL must be substituted"
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    return str(
+        sfn.create_state_machine(name="iterate-analysis", definition=text, roleArn=role_arn)[
+            "stateMachineArn"
+        ]
+    )
+
+
+def run_execution(
+    sfn: Any, machine_arn: str, payload: dict[str, Any], *, timeout_s: float = 120
+) -> dict[str, Any]:
+    """Start an execution and wait for it to end; returns describe_execution."""
+    # EventBridge and the API name executions uniquely; moto would otherwise name every one "None".
+    name = f"exec-{uuid.uuid4().hex[:12]}"
+    arn = sfn.start_execution(stateMachineArn=machine_arn, name=name, input=json.dumps(payload))[
+        "executionArn"
+    ]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        described = sfn.describe_execution(executionArn=arn)
+        if described["status"] != "RUNNING":
+            return dict(described)
+        time.sleep(0.05)
+    raise TimeoutError(f"execution {arn} still running after {timeout_s} s")
+
+
+def history(sfn: Any, execution_arn: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"executionArn": execution_arn, "maxResults": 1000}
+    while True:
+        page = sfn.get_execution_history(**kwargs)
+        events.extend(page["events"])
+        if not page.get("nextToken"):
+            return events
+        kwargs["nextToken"] = page["nextToken"]
