@@ -1,0 +1,1 @@
+"""The CDK app for Iterate: one stack composed of constructs per concern."""

@@ -1,0 +1,1 @@
+"""Constructs per concern: storage, network, layers, functions, orchestration, triggers, api, monitoring."""

@@ -1,0 +1,314 @@
+"""Every Lambda function from one factory: a spec per function, each with its own role, log group and grants."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aws_cdk import Duration, RemovalPolicy, Size
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from infra.constructs.layers import ARCHITECTURE, RUNTIME, LayersConstruct
+from infra.constructs.network import SandboxNetworkConstruct
+from infra.constructs.storage import ARTIFACTS, UPLOADS, VERSIONS, StorageConstruct
+from infra.nag import acknowledge, acknowledge_wildcard
+
+HANDLER = "handler.lambda_handler"
+CODE_EXCLUDES = ["__pycache__", "*.pyc", "tests", ".pytest_cache"]
+# API Gateway gives up on an integration after 29 s; a function behind it should stop first.
+API_TIMEOUT_S = 28
+
+
+class MissingFunctionError(RuntimeError):
+    """A function in FUNCTION_SPECS has no `functions/<name>/handler.py` to package."""
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """What differs between functions: code folder, layers, sizing and the narrow access each one needs."""
+
+    name: str
+    description: str
+    layers: tuple[str, ...]
+    memory_mb: int
+    timeout_s: int
+    s3_read: tuple[str, ...] = ()
+    s3_write: tuple[str, ...] = ()
+    table: bool = True
+    llm: bool = False  # may read the Anthropic key secret
+    events: bool = False  # puts the run-completion event on the default bus
+    sandbox: bool = False  # isolated VPC, no AWS permissions, no table/bucket settings
+    ephemeral_mb: int = 512
+    in_state_machine: bool = True
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pascal(self) -> str:
+        return "".join(part.capitalize() for part in self.name.split("_"))
+
+    @property
+    def asl_placeholder(self) -> str | None:
+        """The `${…}` name the ASL uses for this function's ARN (the contract with the runtime engineer)."""
+        return f"{self.pascal}FunctionArn" if self.in_state_machine else None
+
+
+PIPELINE = ("powertools", "iterate")
+FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
+    FunctionSpec(
+        "profile",
+        "Claims the upload, creates the run, reads the file once and profiles it",
+        ("data", *PIPELINE),
+        memory_mb=4096,
+        timeout_s=600,
+        s3_read=(UPLOADS, ARTIFACTS),
+        s3_write=(ARTIFACTS,),
+        ephemeral_mb=4096,  # the source file is downloaded to /tmp before pyarrow reads it
+    ),
+    FunctionSpec(
+        "understand",
+        "Understanding agent: business description of the dataset and its columns",
+        ("llm", *PIPELINE),
+        memory_mb=512,
+        timeout_s=300,
+        s3_read=(ARTIFACTS,),
+        s3_write=(ARTIFACTS,),
+        llm=True,
+    ),
+    FunctionSpec(
+        "analyze",
+        "Analysis agent: detector candidates and understanding into issues to investigate",
+        ("llm", *PIPELINE),
+        memory_mb=1024,
+        timeout_s=300,
+        s3_read=(ARTIFACTS,),
+        s3_write=(ARTIFACTS,),
+        llm=True,
+    ),
+    FunctionSpec(
+        "investigate",
+        "Investigation agent: writes code per hypothesis, presigns the data for the sandbox, records results",
+        ("data", "llm", *PIPELINE),
+        memory_mb=1024,
+        timeout_s=300,
+        s3_read=(ARTIFACTS,),  # also what its presigned GET for data.parquet is signed with
+        s3_write=(ARTIFACTS,),
+        llm=True,
+    ),
+    FunctionSpec(
+        "sandbox",
+        "Runs untrusted investigation code; reaches only a presigned GET for one run's data.parquet",
+        ("data", *PIPELINE),
+        memory_mb=2048,
+        timeout_s=60,
+        table=False,
+        sandbox=True,
+    ),
+    FunctionSpec(
+        "report",
+        "Merges the investigations into analysis.json, report.html and flags; emits the completion event",
+        ("data", *PIPELINE),
+        memory_mb=2048,
+        timeout_s=600,
+        s3_read=(ARTIFACTS,),
+        s3_write=(ARTIFACTS,),
+        events=True,
+        ephemeral_mb=2048,
+    ),
+    FunctionSpec(
+        "record_failure",
+        "Marks a run FAILED with its reason and emits the completion event; never touches uploads/",
+        ("core", *PIPELINE),
+        memory_mb=256,
+        timeout_s=60,
+        s3_read=(ARTIFACTS,),
+        s3_write=(ARTIFACTS,),
+        events=True,
+    ),
+    FunctionSpec(
+        "followup",
+        "Follow-up conversation on a smart-fix issue (API route); fixes write a new dataset version",
+        ("llm", *PIPELINE),
+        memory_mb=1024,
+        timeout_s=API_TIMEOUT_S,
+        s3_read=(UPLOADS, ARTIFACTS, VERSIONS),
+        s3_write=(VERSIONS,),
+        llm=True,
+        in_state_machine=False,
+    ),
+    FunctionSpec(
+        "api",
+        "REST API: datasets, presigned uploads, runs, issues, reports, schedules (scoped to the caller)",
+        ("core", *PIPELINE),
+        memory_mb=512,
+        timeout_s=API_TIMEOUT_S,
+        s3_read=(ARTIFACTS,),  # presigned report links
+        s3_write=(UPLOADS,),  # presigned upload URLs: the only writer of uploads/ is the caller's PUT
+        in_state_machine=False,
+    ),
+)
+
+
+def function_code_dir(functions_dir: Path, name: str) -> Path:
+    return functions_dir / name
+
+
+class FunctionsConstruct(Construct):
+    """Builds every function in `specs` the same way; what differs lives in its FunctionSpec."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        specs: tuple[FunctionSpec, ...],
+        functions_dir: Path,
+        layers: LayersConstruct,
+        storage: StorageConstruct,
+        network: SandboxNetworkConstruct,
+        anthropic_secret: secretsmanager.ISecret,
+        log_retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+        sandbox_reserved_concurrency: int | None,
+        sandbox_code_timeout_s: int,
+        placeholder_code: Path | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.specs = {s.name: s for s in specs}
+        self.functions: dict[str, lambda_.Function] = {}
+        self.roles: dict[str, iam.Role] = {}
+        default_bus = events.EventBus.from_event_bus_name(self, "DefaultBus", "default")
+        for spec in specs:
+            code_dir = function_code_dir(functions_dir, spec.name)
+            if not (code_dir / "handler.py").is_file():
+                if placeholder_code is None:
+                    raise MissingFunctionError(
+                        f"{code_dir / 'handler.py'} is missing; every function needs one"
+                    )
+                code_dir = placeholder_code
+            role = iam.Role(
+                self,
+                f"{spec.pascal}Role",
+                assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                description=f"Iterate {spec.name} function (its own role: least privilege per step)",
+            )
+            log_group = logs.LogGroup(
+                self, f"{spec.pascal}Logs", retention=log_retention, removal_policy=removal_policy
+            )
+            env = {
+                "POWERTOOLS_SERVICE_NAME": "iterate",
+                "POWERTOOLS_METRICS_NAMESPACE": "Iterate",
+                "POWERTOOLS_LOG_LEVEL": "INFO",
+                **spec.extra_env,
+            }
+            if not spec.sandbox:
+                env["ITERATE_BUCKET"] = storage.bucket.bucket_name
+            if spec.table:
+                env["ITERATE_TABLE"] = storage.table.table_name
+            if spec.llm:
+                env["ITERATE_ANTHROPIC_SECRET_ARN"] = anthropic_secret.secret_arn
+            if spec.events:
+                env["ITERATE_EVENT_BUS"] = "default"
+            if spec.sandbox or spec.name == "investigate":
+                env["ITERATE_SANDBOX_TIMEOUT_S"] = str(sandbox_code_timeout_s)
+
+            vpc_props: dict[str, object] = {}
+            if spec.sandbox:
+                vpc_props = {
+                    "vpc": network.vpc,
+                    "vpc_subnets": ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED),
+                    "security_groups": [network.sandbox_sg],
+                    "reserved_concurrent_executions": sandbox_reserved_concurrency,
+                }
+            fn = lambda_.Function(
+                self,
+                spec.pascal,
+                description=spec.description,
+                runtime=RUNTIME,
+                architecture=ARCHITECTURE,
+                handler=HANDLER,
+                code=lambda_.Code.from_asset(str(code_dir), exclude=CODE_EXCLUDES),
+                layers=layers.get(spec.layers),
+                memory_size=spec.memory_mb,
+                timeout=Duration.seconds(spec.timeout_s),
+                ephemeral_storage_size=Size.mebibytes(spec.ephemeral_mb),
+                environment=env,
+                role=role,
+                log_group=log_group,
+                # The sandbox gets no X-Ray permissions either: its role must hold nothing but ENI management.
+                tracing=lambda_.Tracing.DISABLED if spec.sandbox else lambda_.Tracing.ACTIVE,
+                **vpc_props,  # type: ignore[arg-type]
+            )
+            self.functions[spec.name] = fn
+            self.roles[spec.name] = role
+            self._grant(spec, role, storage, anthropic_secret, default_bus)
+            self._acknowledge(spec, role, fn, storage)
+
+    @staticmethod
+    def _grant(
+        spec: FunctionSpec,
+        role: iam.Role,
+        storage: StorageConstruct,
+        secret: secretsmanager.ISecret,
+        default_bus: events.IEventBus,
+    ) -> None:
+        for prefix in spec.s3_read:
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["s3:GetObject", "s3:GetObjectVersion"], resources=[storage.objects(prefix)]
+                )
+            )
+        if spec.s3_read:
+            # Without ListBucket a missing key reads as AccessDenied instead of NoSuchKey.
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["s3:ListBucket"],
+                    resources=[storage.bucket.bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in spec.s3_read]}},
+                )
+            )
+        for prefix in spec.s3_write:
+            role.add_to_policy(
+                iam.PolicyStatement(actions=["s3:PutObject"], resources=[storage.objects(prefix)])
+            )
+        if spec.table:
+            storage.table.grant_read_write_data(role)
+        if spec.llm:
+            secret.grant_read(role)
+        if spec.events:
+            default_bus.grant_put_events_to(role)
+
+    @staticmethod
+    def _acknowledge(
+        spec: FunctionSpec, role: iam.Role, fn: lambda_.Function, storage: StorageConstruct
+    ) -> None:
+        for prefix in sorted({*spec.s3_read, *spec.s3_write}):
+            acknowledge_wildcard(
+                role,
+                storage.objects(prefix),
+                f"Objects under {prefix} are keyed by owner/dataset/run, known only at run time; the grant "
+                "is limited to that prefix and to object-level get/put actions.",
+            )
+        if spec.table:
+            acknowledge_wildcard(
+                role,
+                f"{storage.table.table_arn}/index/*",
+                "Queries on the table's GSI1 (lookups by run id and by upload object version).",
+            )
+        if not spec.sandbox:
+            acknowledge(
+                role,
+                "AwsSolutions-IAM5[Resource::*]",
+                "xray:PutTraceSegments/PutTelemetryRecords (active tracing) have no resource-level permissions.",
+            )
+        acknowledge(
+            fn,
+            "AwsSolutions-L1",
+            "Python 3.12 on purpose: the layers are built for cp312 (pip --python-version 3.12); moving the "
+            "runtime means rebuilding and re-measuring them together.",
+        )

@@ -1,0 +1,67 @@
+"""Network for the sandbox: a VPC with isolated subnets only and an S3 gateway endpoint that can only read."""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+
+class SandboxNetworkConstruct(Construct):
+    """No NAT, no internet gateway: the sandbox's only way out is GetObject on the artifacts prefix."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        bucket: s3.IBucket,
+        readable_prefix: str,
+        log_retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            max_azs=2,
+            nat_gateways=0,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(
+                    name="sandbox", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=24
+                )
+            ],
+        )
+        flow_logs = logs.LogGroup(self, "FlowLogs", retention=log_retention, removal_policy=removal_policy)
+        self.vpc.add_flow_log(
+            "FlowLog",
+            destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs),
+            traffic_type=ec2.FlowLogTrafficType.ALL,
+        )
+        self.s3_endpoint = self.vpc.add_gateway_endpoint(
+            "S3",
+            service=ec2.GatewayVpcEndpointAwsService.S3,
+            subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)],
+        )
+        # Adding a statement replaces the endpoint's default allow-all policy. The sandbox holds only a presigned
+        # GET URL for its run's data.parquet; this keeps stolen credentials or other buckets unreachable anyway.
+        self.s3_endpoint.add_to_policy(
+            iam.PolicyStatement(
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:GetObject"],
+                resources=[bucket.arn_for_objects(f"{readable_prefix}*")],
+            )
+        )
+        self.sandbox_sg = ec2.SecurityGroup(
+            self,
+            "SandboxSg",
+            vpc=self.vpc,
+            description="Sandbox Lambda: no inbound; HTTPS out, which only the S3 gateway endpoint can route",
+            allow_all_outbound=False,
+        )
+        # Isolated subnets have no route to the internet; the S3 prefix-list id is regional and cannot be
+        # resolved at synth without an AWS call, so egress is 443 to anywhere and the route table does the rest.
+        self.sandbox_sg.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "S3 via the gateway endpoint")

@@ -1,0 +1,195 @@
+"""Orchestration: the state machine from statemachine/analysis.asl.json, its substitutions, logs and grants."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import ArnFormat, Aws, RemovalPolicy, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from infra.nag import acknowledge, acknowledge_wildcard
+
+PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
+
+
+class AslError(ValueError):
+    """The ASL file is missing, is not JSON, or uses a placeholder the stack cannot fill."""
+
+
+def load_asl(path: Path) -> dict[str, Any]:
+    """The ASL document; a missing or invalid file is an error, never a silent fallback."""
+    if not path.is_file():
+        raise AslError(f"state machine definition not found: {path}")
+    try:
+        doc: dict[str, Any] = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise AslError(f"{path} is not valid JSON: {exc}") from exc
+    return doc
+
+
+def placeholders(text: str) -> set[str]:
+    """Every `${Name}` the definition uses."""
+    return set(PLACEHOLDER.findall(text))
+
+
+def iter_states(states: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every state, including those nested in Map item processors and Parallel branches."""
+    for name, state in states.items():
+        yield name, state
+        processor = state.get("ItemProcessor") or state.get("Iterator")
+        if processor:
+            yield from iter_states(processor["States"])
+        for branch in state.get("Branches", []):
+            yield from iter_states(branch["States"])
+
+
+def uses_distributed_map(doc: Mapping[str, Any]) -> bool:
+    return any(
+        (s.get("ItemProcessor") or {}).get("ProcessorConfig", {}).get("Mode") == "DISTRIBUTED"
+        for _, s in iter_states(doc["States"])
+    )
+
+
+def service_integrations(doc: Mapping[str, Any]) -> set[str]:
+    """`dynamodb:updateItem`, `events:putEvents`, … for every optimized integration a Task uses."""
+    found = set()
+    for _, state in iter_states(doc["States"]):
+        resource = state.get("Resource", "")
+        if state.get("Type") == "Task" and resource.startswith("arn:aws:states:::"):
+            found.add(resource.removeprefix("arn:aws:states:::").split(".")[0])
+    return found
+
+
+class OrchestrationConstruct(Construct):
+    """The Standard state machine; every `${…}` in the ASL must map to a value here or synth fails."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        asl_path: Path,
+        functions: Mapping[str, lambda_.IFunction],
+        table: dynamodb.ITable,
+        bucket_name: str,
+        log_retention: logs.RetentionDays,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        doc = load_asl(asl_path)
+        text = asl_path.read_text()
+        stack = Stack.of(self)
+        # A fixed name lets the role grant the distributed Map's child executions without a dependency cycle
+        # (role policy → state machine ARN → role).
+        self.state_machine_name = f"{stack.stack_name}-Analysis"
+        known: dict[str, str] = {
+            **{placeholder: fn.function_arn for placeholder, fn in functions.items()},
+            "TableName": table.table_name,
+            "TableArn": table.table_arn,
+            "BucketName": bucket_name,
+            "EventBusName": "default",
+            "StateMachineName": self.state_machine_name,
+        }
+        used = placeholders(text)
+        unknown = sorted(used - known.keys())
+        if unknown:
+            raise AslError(
+                f"{asl_path.name} uses placeholders the stack does not provide: {', '.join(unknown)}"
+            )
+        # Only the names the ASL uses: Fn::Sub with unused variables is noise cfn-lint warns about.
+        self.substitutions = {name: known[name] for name in sorted(used)}
+
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            # The vendedlogs prefix keeps the log-group resource policy small (AWS guidance for Step Functions).
+            log_group_name=f"/aws/vendedlogs/states/{self.state_machine_name}",
+            retention=log_retention,
+            removal_policy=removal_policy,
+        )
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            state_machine_name=self.state_machine_name,
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            definition_body=sfn.DefinitionBody.from_file(str(asl_path)),
+            definition_substitutions=self.substitutions,
+            logs=sfn.LogOptions(
+                destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
+            ),
+            tracing_enabled=True,
+        )
+        role = self.state_machine.role
+        for placeholder, fn in functions.items():
+            if placeholder in used:
+                fn.grant_invoke(role)
+                acknowledge_wildcard(
+                    role,
+                    f"{fn.function_arn}:*",
+                    "Invoke on the function's versions and aliases (grant_invoke), one function per statement.",
+                )
+        integrations = service_integrations(doc)
+        if any(i.startswith("dynamodb:") for i in integrations):
+            table.grant_read_write_data(role)
+        if any(i.startswith("events:") for i in integrations):
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["events:PutEvents"],
+                    resources=[
+                        stack.format_arn(service="events", resource="event-bus", resource_name="default")
+                    ],
+                )
+            )
+        self.distributed_map = uses_distributed_map(doc)
+        if self.distributed_map:
+            self._grant_child_executions(role)
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Step Functions log delivery (logs:*LogDelivery, DescribeLogGroups…) and X-Ray trace submission "
+            "have no resource-level permissions.",
+        )
+
+    def _grant_child_executions(self, role: iam.IRole) -> None:
+        stack = Stack.of(self)
+        name = self.state_machine_name
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["states:StartExecution"],
+                resources=[
+                    stack.format_arn(
+                        service="states",
+                        resource="stateMachine",
+                        resource_name=name,
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
+            )
+        )
+        child_executions = f"arn:{Aws.PARTITION}:states:{Aws.REGION}:{Aws.ACCOUNT_ID}:execution:{name}/*"
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["states:DescribeExecution", "states:StopExecution"], resources=[child_executions]
+            )
+        )
+        acknowledge_wildcard(
+            role,
+            child_executions,
+            "The distributed Map's child executions are named by Step Functions at run time "
+            "(<machine>/<map run>:<id>); the grant is limited to this state machine's children.",
+        )
+
+    def execution_arn_pattern(self) -> str:
+        """Every execution of this state machine (the API describes and cancels runs by execution ARN)."""
+        return (
+            f"arn:{Aws.PARTITION}:states:{Aws.REGION}:{Aws.ACCOUNT_ID}:execution:{self.state_machine_name}:*"
+        )

@@ -1,0 +1,112 @@
+"""Ways in besides the API: the S3 Object Created rule (straight to Step Functions) and the schedule group."""
+
+from __future__ import annotations
+
+from aws_cdk import Aws, Duration, Stack
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from infra.constructs.storage import UPLOADS
+from infra.nag import acknowledge
+
+
+def upload_event_input() -> events.RuleTargetInput:
+    """The execution input: the S3 event reduced to what a run needs, in the event's own shape.
+
+    The runtime parses it with `iterate.aws.payloads.ObjectCreatedEvent` (the unchanged event shape), so the
+    transformer keeps the field names and drops the rest (requester, source IP) from execution history.
+    """
+    return events.RuleTargetInput.from_object(
+        {
+            "id": events.EventField.from_path("$.id"),
+            "detail-type": "Object Created",
+            "source": "aws.s3",
+            "time": events.EventField.time,
+            "detail": {
+                "bucket": {"name": events.EventField.from_path("$.detail.bucket.name")},
+                "object": {
+                    "key": events.EventField.from_path("$.detail.object.key"),
+                    "size": events.EventField.from_path("$.detail.object.size"),
+                    "etag": events.EventField.from_path("$.detail.object.etag"),
+                    "version-id": events.EventField.from_path("$.detail.object.version-id"),
+                    "sequencer": events.EventField.from_path("$.detail.object.sequencer"),
+                },
+            },
+        }
+    )
+
+
+class TriggersConstruct(Construct):
+    """EventBridge rule → state machine (no glue Lambda), its DLQ, and the Scheduler group and role."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        bucket: s3.IBucket,
+        state_machine: sfn.IStateMachine,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        # Events EventBridge could not deliver to Step Functions (throttling, permissions) land here.
+        self.dlq = sqs.Queue(
+            self,
+            "UploadEventsDlq",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        acknowledge(
+            self.dlq,
+            "AwsSolutions-SQS3",
+            "This queue is itself the dead-letter queue of the upload rule's target.",
+        )
+        self.upload_rule = events.Rule(
+            self,
+            "UploadCreated",
+            description="S3 Object Created under uploads/ starts an analysis run",
+            event_pattern=events.EventPattern(
+                source=["aws.s3"],
+                detail_type=["Object Created"],
+                detail={
+                    "bucket": {"name": [bucket.bucket_name]},
+                    "object": {"key": [{"prefix": UPLOADS}]},
+                },
+            ),
+        )
+        self.upload_rule.add_target(
+            targets.SfnStateMachine(
+                state_machine,
+                input=upload_event_input(),
+                dead_letter_queue=self.dlq,
+                retry_attempts=8,
+                max_event_age=Duration.hours(2),
+            )
+        )
+
+        self.schedule_group = scheduler.ScheduleGroup(self, "Schedules")
+        # The role each per-dataset schedule (created by the API function) assumes to start a re-analysis run.
+        self.scheduler_role = iam.Role(
+            self,
+            "SchedulerRole",
+            assumed_by=iam.ServicePrincipal(
+                "scheduler.amazonaws.com",
+                conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+            ),
+            description="EventBridge Scheduler: start Iterate re-analysis runs",
+        )
+        state_machine.grant_start_execution(self.scheduler_role)
+
+    def schedule_arn_pattern(self) -> str:
+        """Every schedule in the group (schedules are named per dataset at run time)."""
+        return Stack.of(self).format_arn(
+            service="scheduler",
+            resource="schedule",
+            resource_name=f"{self.schedule_group.schedule_group_name}/*",
+        )

@@ -1,0 +1,181 @@
+"""The Iterate stack: composes the constructs per concern and wires the few cross-concern grants."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import CfnOutput, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+from pydantic import BaseModel, ConfigDict, Field
+
+from infra.assets import REPO, BuiltLayer
+from infra.constructs.api import ApiConstruct
+from infra.constructs.functions import FUNCTION_SPECS, FunctionsConstruct
+from infra.constructs.layers import LayersConstruct
+from infra.constructs.monitoring import MonitoringConstruct
+from infra.constructs.network import SandboxNetworkConstruct
+from infra.constructs.orchestration import OrchestrationConstruct
+from infra.constructs.storage import ARTIFACTS, StorageConstruct
+from infra.constructs.triggers import TriggersConstruct
+from infra.nag import acknowledge, acknowledge_wildcard
+
+
+class StackConfig(BaseModel):
+    """Deployment knobs, read from the app's context (`-c iterate:…` or App(context=…))."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    asl_path: Path = REPO / "statemachine" / "analysis.asl.json"
+    functions_dir: Path = REPO / "functions"
+    # Keep data on `cdk destroy` by default; a throwaway dev stack may choose DESTROY.
+    retain_data: bool = True
+    log_retention_days: int = 30
+    # Caps what hostile investigation code can burn; needs 10 of the account's unreserved concurrency.
+    sandbox_reserved_concurrency: int | None = Field(default=10, ge=1)
+    sandbox_code_timeout_s: int = Field(default=30, ge=1, le=55)  # < the sandbox Lambda's 60 s
+    # Template tests only: functions whose handler.py is missing are packaged from this placeholder dir.
+    placeholder_code: Path | None = None
+
+
+class IterateStack(Stack):
+    """Storage, network, layers, functions, orchestration, triggers, API and monitoring in one stack."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: StackConfig,
+        layer_assets: dict[str, BuiltLayer],
+        **kwargs: object,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
+        removal = RemovalPolicy.RETAIN if config.retain_data else RemovalPolicy.DESTROY
+        retention = _retention(config.log_retention_days)
+
+        self.storage = StorageConstruct(self, "Storage", removal_policy=removal)
+        self.network = SandboxNetworkConstruct(
+            self,
+            "SandboxNetwork",
+            bucket=self.storage.bucket,
+            readable_prefix=ARTIFACTS,
+            log_retention=retention,
+            removal_policy=removal,
+        )
+        self.anthropic_secret = secretsmanager.Secret(
+            self,
+            "AnthropicApiKey",
+            description="Anthropic API key for Iterate's agents; set its value after the first deploy. "
+            "Without it the agents run offline.",
+        )
+        acknowledge(
+            self.anthropic_secret,
+            "AwsSolutions-SMG4",
+            "A third-party API key: Secrets Manager cannot rotate it; it is rotated in the Anthropic "
+            "console and updated here (functions re-read it within 5 minutes).",
+        )
+        self.layers = LayersConstruct(self, "Layers", assets=layer_assets)
+        self.functions = FunctionsConstruct(
+            self,
+            "Functions",
+            specs=FUNCTION_SPECS,
+            functions_dir=config.functions_dir,
+            layers=self.layers,
+            storage=self.storage,
+            network=self.network,
+            anthropic_secret=self.anthropic_secret,
+            log_retention=retention,
+            removal_policy=removal,
+            sandbox_reserved_concurrency=config.sandbox_reserved_concurrency,
+            sandbox_code_timeout_s=config.sandbox_code_timeout_s,
+            placeholder_code=config.placeholder_code,
+        )
+        fns = self.functions.functions
+        self.orchestration = OrchestrationConstruct(
+            self,
+            "Orchestration",
+            asl_path=config.asl_path,
+            functions={
+                spec.asl_placeholder: fns[spec.name]
+                for spec in FUNCTION_SPECS
+                if spec.asl_placeholder is not None
+            },
+            table=self.storage.table,
+            bucket_name=self.storage.bucket.bucket_name,
+            log_retention=retention,
+            removal_policy=removal,
+        )
+        state_machine = self.orchestration.state_machine
+        self.triggers = TriggersConstruct(
+            self, "Triggers", bucket=self.storage.bucket, state_machine=state_machine
+        )
+        self._wire_api_function()
+        self.api = ApiConstruct(
+            self,
+            "Api",
+            functions={"api": fns["api"], "followup": fns["followup"]},
+            log_retention=retention,
+            removal_policy=removal,
+        )
+        self.monitoring = MonitoringConstruct(
+            self, "Monitoring", state_machine=state_machine, dlq=self.triggers.dlq, functions=dict(fns)
+        )
+        for name, value in {
+            "BucketName": self.storage.bucket.bucket_name,
+            "TableName": self.storage.table.table_name,
+            "StateMachineArn": state_machine.state_machine_arn,
+            "ApiUrl": self.api.api.url,
+            "UserPoolId": self.api.user_pool.user_pool_id,
+            "UserPoolClientId": self.api.client.user_pool_client_id,
+            "AnthropicSecretArn": self.anthropic_secret.secret_arn,
+        }.items():
+            CfnOutput(self, name, value=value)
+
+    def _wire_api_function(self) -> None:
+        """The API starts/cancels runs and manages per-dataset schedules."""
+        api_fn = self.functions.functions["api"]
+        api_role = self.functions.roles["api"]
+        sm = self.orchestration.state_machine
+        triggers = self.triggers
+        api_fn.add_environment("ITERATE_STATE_MACHINE_ARN", sm.state_machine_arn)
+        api_fn.add_environment("ITERATE_SCHEDULER_ROLE_ARN", triggers.scheduler_role.role_arn)
+        api_fn.add_environment("ITERATE_SCHEDULE_GROUP", triggers.schedule_group.schedule_group_name)
+        sm.grant_start_execution(api_role)
+        executions = self.orchestration.execution_arn_pattern()
+        api_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["states:DescribeExecution", "states:StopExecution"], resources=[executions]
+            )
+        )
+        acknowledge_wildcard(
+            api_role,
+            executions,
+            "Polling and cancelling runs: execution names are chosen per run; limited to this state machine.",
+        )
+        api_role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "scheduler:CreateSchedule",
+                    "scheduler:UpdateSchedule",
+                    "scheduler:DeleteSchedule",
+                    "scheduler:GetSchedule",
+                ],
+                resources=[triggers.schedule_arn_pattern()],
+            )
+        )
+        acknowledge_wildcard(
+            api_role,
+            triggers.schedule_arn_pattern(),
+            "One schedule per dataset, named at run time; limited to Iterate's own schedule group.",
+        )
+        triggers.scheduler_role.grant_pass_role(api_role)
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    for value in logs.RetentionDays:
+        if value.value == days if isinstance(value.value, int) else False:
+            return value
+    return logs.RetentionDays.ONE_MONTH
