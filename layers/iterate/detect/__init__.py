@@ -1,0 +1,162 @@
+"""Deterministic detectors: every finding carries its cells and the parameters code needs to re-check it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow.compute as pc
+
+from iterate.detect.context import ColumnFacts, dataset_null_marker, facts_for, to_float
+from iterate.detect.dependencies import Dependency, Judgement, detect_dependency_violations
+from iterate.detect.findings import Finding
+from iterate.detect.formats import detect_date_formats, detect_shape_violations, detect_units
+from iterate.detect.missing import detect_missing
+from iterate.detect.rows import detect_column_shape, detect_duplicates, detect_merged_columns
+from iterate.detect.text import detect_encoding, detect_outliers, detect_whitespace
+from iterate.detect.typos import detect_typos
+from iterate.table import Table
+
+__all__ = ["Detection", "Finding", "detect"]
+
+
+@dataclass
+class Detection:
+    findings: list[Finding]
+    null_marker: str
+    dependencies: list[Dependency]
+    facts: list[ColumnFacts]
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def _is_measure(f: ColumnFacts) -> bool:
+    """A numeric column holding quantities, not codes: fractional values or integers of varying width."""
+    present = np.flatnonzero(f.present & (f.counts > 0))
+    if present.size < 10 or f.n_present_unique > 0.9 * f.n_present:
+        return False
+    d = pc.utf8_trim_whitespace(f.column.dictionary.take(present))
+    nums = to_float(d)
+    ok = ~np.isnan(nums)
+    if f.counts[present][ok].sum() < 0.9 * f.n_present:
+        return False
+    lengths = np.asarray(pc.utf8_length(d).to_numpy(zero_copy_only=False))[ok]
+    weights = f.counts[present][ok]
+    fractional = bool((nums[ok] != np.round(nums[ok])).any())
+    width_share = np.bincount(lengths, weights=weights).max() / weights.sum()
+    return fractional or width_share < 0.9
+
+
+def _read_findings(table: Table) -> list[Finding]:
+    out: list[Finding] = []
+    ragged = [p for p in table.problems if p.kind == "ragged_row" and p.row is not None]
+    if ragged:
+        rows = np.array(sorted({p.row for p in ragged if p.row is not None}), dtype=np.int64)
+        out.append(
+            Finding(
+                type="ragged_rows",
+                columns=table.column_names,
+                rows=rows,
+                cols=np.full(rows.size, -1),
+                title="Rows with the wrong number of fields",
+                description=f"{rows.size:,} rows have more or fewer fields than the header (first at line "
+                f"{ragged[0].line}); their values may sit in the wrong columns.",
+                suggested_action="Re-export the file with consistent quoting, or fix these rows at the source.",
+                category="smart_fixes",
+                detector="reader",
+                stats={"rows": rows[:500].tolist(), "lines": [p.line for p in ragged[:500]]},
+                flag=False,
+                row_level=True,
+                key="read:ragged",
+            )
+        )
+    blank = [p for p in table.problems if p.kind in {"blank_header", "duplicate_header"}]
+    for p in blank:
+        col = p.column or ""
+        idx = table.column_names.index(col) if col in table.column_names else -1
+        out.append(
+            Finding(
+                type="blank_header" if p.kind == "blank_header" else "format_violation",
+                columns=[col],
+                rows=np.array([], dtype=np.int64),
+                cols=np.array([], dtype=np.int64),
+                title=("A column without a name" if p.kind == "blank_header" else f"Two columns named {col}"),
+                description=p.detail,
+                suggested_action="Give every column a unique, meaningful name in the header row.",
+                category="quick_fixes",
+                detector="reader",
+                stats={"column": col, "index": idx},
+                flag=False,
+                key=f"read:{p.kind}:{idx}",
+            )
+        )
+    return out
+
+
+# Spelling findings yield to the dependencies: a rare spelling that every row of its entity repeats
+# (a small state among many rows of a big one) is that entity's value, not a typo.
+VETOED = {"inconsistent_category"}
+
+
+def _veto_consistent(f: Finding, judgements: dict[int, Judgement]) -> Finding:
+    if f.type not in VETOED or not f.flag or not f.n_cells:
+        return f
+    col = int(f.cols[0])
+    judgement = judgements.get(col)
+    if judgement is None:
+        return f
+    keep = ~judgement.consistent(f.rows)
+    if keep.all():
+        return f
+    f.rows, f.cols = f.rows[keep], f.cols[keep]
+    if f.expected is not None:
+        f.expected = [e for e, k in zip(f.expected, keep.tolist(), strict=True) if k]
+    f.stats["consistent_with_dependencies"] = int((~keep).sum())
+    return f
+
+
+def detect(table: Table) -> Detection:
+    """Run every detector over the table; findings are in a stable order (by detector, then column)."""
+    timings: dict[str, float] = {}
+
+    def timed(name: str, start: float) -> None:
+        timings[name] = timings.get(name, 0.0) + (time.perf_counter() - start) * 1000
+
+    t = time.perf_counter()
+    null_marker = dataset_null_marker(table)
+    facts = facts_for(table, null_marker)
+    n = table.n_rows
+    findings: list[Finding] = _read_findings(table)
+    timed("setup", t)
+
+    t = time.perf_counter()
+    findings += detect_missing(facts, n)
+    timed("missing", t)
+    for f in facts:
+        if f.column.n_unique <= 1:
+            continue
+        t = time.perf_counter()
+        for found in (detect_units(f), detect_shape_violations(f), detect_date_formats(f)):
+            if found is not None:
+                findings.append(found)
+        timed("formats", t)
+        t = time.perf_counter()
+        findings += detect_typos(f)
+        timed("typos", t)
+        t = time.perf_counter()
+        for found in (detect_whitespace(f), detect_encoding(f), detect_outliers(f, is_measure=_is_measure(f))):
+            if found is not None:
+                findings.append(found)
+        timed("text", t)
+    t = time.perf_counter()
+    fd_findings, deps, judgements = detect_dependency_violations(facts, n)
+    findings = [_veto_consistent(f, judgements) for f in findings]
+    findings = [f for f in findings if not f.flag or f.n_cells or f.type not in VETOED]
+    findings += fd_findings
+    timed("dependencies", t)
+    t = time.perf_counter()
+    findings += detect_merged_columns(facts, n)
+    findings += detect_duplicates(table, facts)
+    findings += detect_column_shape(facts, n)
+    timed("rows", t)
+    return Detection(findings, null_marker, deps, facts, timings)

@@ -1,0 +1,149 @@
+"""Per-column facts the detectors share, computed once on each column's distinct values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from iterate.profile.shapes import MISSING_TOKENS, digit_masked, shapes
+from iterate.table import Column, Table
+
+# Above this many distinct values a column is treated as free text or an identifier: no pairwise work on it.
+MAX_PAIRWISE_UNIQUES = 20_000
+
+
+_FLOAT = r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$"
+
+
+def to_float(values: pa.Array) -> np.ndarray:
+    """Floats of plain numeric strings, NaN elsewhere (vectorised: no Python loop over values)."""
+    ok = pc.match_substring_regex(values, pattern=_FLOAT)
+    out = np.full(len(values), np.nan)
+    idx = np.flatnonzero(np.asarray(ok.to_numpy(zero_copy_only=False), dtype=bool))
+    if idx.size:
+        out[idx] = pc.cast(values.take(pa.array(idx)), pa.float64()).to_numpy(zero_copy_only=False)
+    return out
+
+
+def _encode(values: pa.Array) -> tuple[np.ndarray, list[str]]:
+    enc = pc.dictionary_encode(values)
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary.to_pylist()
+
+
+@dataclass
+class ColumnFacts:
+    """Dictionary-level facts of one column; arrays are indexed by the column's dictionary position."""
+
+    column: Column
+    null_marker: str
+
+    @property
+    def name(self) -> str:
+        return self.column.name
+
+    @property
+    def index(self) -> int:
+        return self.column.index
+
+    @property
+    def counts(self) -> np.ndarray:
+        return self.column.counts
+
+    @cached_property
+    def folded(self) -> pa.Array:
+        return pc.utf8_lower(pc.utf8_trim_whitespace(self.column.dictionary))
+
+    @cached_property
+    def is_blank(self) -> np.ndarray:
+        return np.asarray(pc.equal(self.folded, "").to_numpy(zero_copy_only=False), dtype=bool)
+
+    @cached_property
+    def is_missing(self) -> np.ndarray:
+        """Blank, the dataset's null marker, or any missing-value token."""
+        tokens = pa.array(sorted(MISSING_TOKENS | {self.null_marker.strip().lower()}), pa.string())
+        return np.asarray(pc.is_in(self.folded, value_set=tokens).to_numpy(zero_copy_only=False), dtype=bool)
+
+    @cached_property
+    def is_null_marker(self) -> np.ndarray:
+        """Missing written the dataset's own way (blank, or its placeholder when it has no blanks)."""
+        marker = np.asarray(pc.equal(self.folded, self.null_marker.strip().lower()).to_numpy(zero_copy_only=False))
+        return self.is_blank | marker.astype(bool)
+
+    @cached_property
+    def present(self) -> np.ndarray:
+        return ~self.is_missing
+
+    @cached_property
+    def n_present(self) -> int:
+        return int(self.counts[self.present].sum())
+
+    @cached_property
+    def n_present_unique(self) -> int:
+        return int(self.present.sum())
+
+    @cached_property
+    def shape_codes(self) -> tuple[np.ndarray, list[str]]:
+        """Compact, case-insensitive shape per distinct value: codes and the shape strings."""
+        return _encode(shapes(self.column.dictionary))
+
+    @cached_property
+    def coarse_shape_codes(self) -> tuple[np.ndarray, list[str]]:
+        """Shapes with word runs merged (`9 a a a` → `9 a`): an address keeps one shape however many words."""
+        fine = shapes(self.column.dictionary)
+        return _encode(pc.replace_substring_regex(fine, pattern=r"a(?: a)+", replacement="a"))
+
+    @cached_property
+    def masked_codes(self) -> tuple[np.ndarray, list[str]]:
+        """Digit runs masked (`619 patients` → `# patients`): codes and masked strings."""
+        return _encode(digit_masked(self.column.dictionary))
+
+    @cached_property
+    def has_letter(self) -> np.ndarray:
+        return np.asarray(
+            pc.match_substring_regex(self.column.dictionary, pattern=r"\p{L}").to_numpy(zero_copy_only=False),
+            dtype=bool,
+        )
+
+    @cached_property
+    def has_digit(self) -> np.ndarray:
+        return np.asarray(
+            pc.match_substring_regex(self.column.dictionary, pattern=r"\p{Nd}").to_numpy(zero_copy_only=False),
+            dtype=bool,
+        )
+
+    @property
+    def pairwise_ok(self) -> bool:
+        return self.column.n_unique <= MAX_PAIRWISE_UNIQUES
+
+
+def dataset_null_marker(table: Table) -> str:
+    """The dataset's own way to write a missing value: blank when it has blanks, else its most used placeholder."""
+    token_counts: dict[str, int] = {}
+    blanks = 0
+    for col in table.columns:
+        folded = pc.utf8_lower(pc.utf8_trim_whitespace(col.dictionary))
+        hit = np.flatnonzero(
+            np.asarray(
+                pc.is_in(folded, value_set=pa.array(sorted(MISSING_TOKENS), pa.string())).to_numpy(
+                    zero_copy_only=False
+                ),
+                dtype=bool,
+            )
+        )
+        for i in hit:
+            tok = col.uniques[i].strip()
+            if tok == "":
+                blanks += int(col.counts[i])
+            else:
+                token_counts[tok] = token_counts.get(tok, 0) + int(col.counts[i])
+    if blanks or not token_counts:
+        return ""
+    return max(token_counts.items(), key=lambda kv: kv[1])[0]
+
+
+def facts_for(table: Table, null_marker: str) -> list[ColumnFacts]:
+    return [ColumnFacts(c, null_marker) for c in table.columns]

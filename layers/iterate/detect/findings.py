@@ -1,0 +1,57 @@
+"""Finding: one detector result with its flagged cells, before it becomes an Issue contract."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from iterate.contracts import Category
+
+
+@dataclass
+class Finding:
+    """Cells a detector believes hold a wrong (or absent) value, with the parameters that let code re-check it.
+
+    rows/cols are parallel arrays: 0-based data row and column position of each affected cell. `expected`
+    (optional, parallel) is the value the detector would put there. `flag` says whether the cells go to
+    flags.csv: True for wrong values; False for facts about a column or a row (a missing value written the
+    dataset's own way, a duplicate row, a constant column), which are reported but are not wrong cells.
+    """
+
+    type: str
+    columns: list[str]
+    rows: np.ndarray
+    cols: np.ndarray
+    title: str
+    description: str
+    suggested_action: str
+    category: Category
+    detector: str
+    stats: dict[str, Any] = field(default_factory=dict)
+    expected: list[str | None] | None = None
+    flag: bool = True
+    row_level: bool = False  # affects whole rows (duplicates): affectedRows counts rows, not cells
+    blocks_analysis: bool = False
+    key: str = ""  # stable identity within a run, used to build the issue id
+
+    def __post_init__(self) -> None:
+        self.rows = np.asarray(self.rows, dtype=np.int64)
+        self.cols = np.asarray(self.cols, dtype=np.int64)
+        if self.rows.shape != self.cols.shape:
+            raise ValueError("rows and cols must be parallel arrays")
+
+    @property
+    def n_cells(self) -> int:
+        return int(self.rows.size)
+
+    @property
+    def n_rows(self) -> int:
+        return int(np.unique(self.rows).size)
+
+
+def cells(rows: np.ndarray, col_index: int) -> tuple[np.ndarray, np.ndarray]:
+    """Parallel (rows, cols) arrays for cells of one column."""
+    rows = np.asarray(rows, dtype=np.int64)
+    return rows, np.full(rows.shape, col_index, dtype=np.int64)

@@ -1,0 +1,206 @@
+"""Format detectors: values whose shape breaks the column's pattern, numbers carrying units, mixed date formats."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow.compute as pc
+
+from iterate.detect.context import ColumnFacts
+from iterate.detect.findings import Finding, cells
+
+# A number, optionally with a currency sign before it and a unit or percent sign after it.
+NUM_UNIT = (
+    r"^\s*(?P<pre>[$€£¥]?)\s*(?P<num>[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|[-+]?\.\d+)"
+    r"\s*(?P<unit>[^\d\s](?:[^\d]*[^\d\s])?)?\s*$"
+)
+NUMERIC_SHAPES = {"9", "9.9", "-9", "-9.9", ".9", "+9", "9,9", "9,9.9"}
+
+# Shares that decide what counts as a pattern and what breaks it.
+STRUCTURED_COVERAGE = 0.95  # the top shapes must cover this share of the values ...
+STRUCTURED_MAX_SHAPES = 4  # ... with at most this many shapes
+RARE_SHAPE_SHARE = 0.03  # a shape used by at most this share of the values breaks the pattern
+WORDS_ONLY = re.compile(r"^a(?: a)*$")  # word shapes: categories and names, whose rare shapes are legitimate
+UNIT_SPELLING_SHARE = 0.02  # a unit spelling used by at least this share is a real representation
+QUANTITY_SHARE = 0.9  # at least this share of values parse as number (+ unit) for a quantity column
+
+
+def _regex_from_shapes(shapes: list[str]) -> str:
+    """A regex that a value fully matches when its compact shape is one of `shapes`."""
+    parts = []
+    for s in shapes:
+        out = []
+        for ch in s:
+            if ch == "a":
+                out.append(r"[^\W\d_]+")
+            elif ch == "9":
+                out.append(r"\d+")
+            elif ch == " ":
+                out.append(r"\s+")
+            else:
+                out.append(re.escape(ch))
+        parts.append("".join(out))
+    return "^(?:" + "|".join(parts) + ")$"
+
+
+def detect_shape_violations(f: ColumnFacts) -> Finding | None:
+    """Values whose shape is rare in a column where a few shapes cover nearly everything."""
+    present = f.present & (f.counts > 0)
+    n = f.n_present
+    if n < 20:
+        return None
+    codes, shape_text = f.coarse_shape_codes
+    weights = np.bincount(codes[present], weights=f.counts[present], minlength=len(shape_text))
+    order = np.argsort(-weights, kind="stable")
+    top = order[:STRUCTURED_MAX_SHAPES]
+    top = top[weights[top] > RARE_SHAPE_SHARE * n]
+    if top.size == 0 or weights[top].sum() < STRUCTURED_COVERAGE * n:
+        return None
+    if WORDS_ONLY.match(shape_text[order[0]]):
+        return None  # names and categories: their rare shapes are legitimate (typos are found elsewhere)
+    rare_shapes = (weights > 0) & (weights <= RARE_SHAPE_SHARE * n) & (weights * 10 < weights[order[0]])
+    bad = present & rare_shapes[codes]
+    if not bad.any():
+        return None
+    ids = np.flatnonzero(bad)
+    rows, cols = cells(f.column.rows_of(ids), f.index)
+    dominant = [shape_text[i] for i in top]
+    numeric = all(s in NUMERIC_SHAPES for s in dominant)
+    text_in_numbers = numeric and bool(f.has_letter[ids].any())
+    kind = "mixed_types" if text_in_numbers else "format_violation"
+    examples = ", ".join(repr(f.column.uniques[i]) for i in ids[:4])
+    pattern_desc = " or ".join(f"'{s}'" for s in dominant)
+    return Finding(
+        type=kind,
+        columns=[f.name],
+        rows=rows,
+        cols=cols,
+        title=(f"Text in the numeric column {f.name}" if kind == "mixed_types" else f"Values breaking the pattern of {f.name}"),
+        description=(
+            f"{rows.size:,} values in '{f.name}' do not follow the column's pattern ({pattern_desc}, where 9 is a "
+            f"run of digits and a a run of letters), which {weights[top].sum() / n:.1%} of its values follow; "
+            f"for example {examples}."
+        ),
+        suggested_action="Correct these values at the source or re-key them in the column's format; values that "
+        "cannot be recovered should be set to missing.",
+        category="smart_fixes" if kind == "mixed_types" else "quick_fixes",
+        detector="shape",
+        stats={
+            "column": f.name,
+            "expected_regex": _regex_from_shapes(dominant),
+            "missing_markers": sorted({f.column.uniques[i] for i in np.flatnonzero(f.is_missing & (f.counts > 0))}),
+            "dominant_shapes": dominant,
+        },
+        key=f"shape:{f.name}",
+    )
+
+
+def detect_units(f: ColumnFacts) -> Finding | None:
+    """A quantity column whose values carry units (or currency, or %) written in more than one way."""
+    present = f.present & (f.counts > 0)
+    n = f.n_present
+    if n < 20:
+        return None
+    parsed = pc.extract_regex(f.column.dictionary, pattern=NUM_UNIT)
+    matched = np.asarray(pc.is_valid(parsed).to_numpy(zero_copy_only=False), dtype=bool) & present
+    if f.counts[matched].sum() < QUANTITY_SHARE * n:
+        return None
+    pre = pc.fill_null(pc.struct_field(parsed, "pre"), "")
+    unit = pc.fill_null(pc.struct_field(parsed, "unit"), "")
+    spelling = pc.utf8_lower(pc.binary_join_element_wise(pre, unit, "|"))
+    enc = pc.dictionary_encode(spelling)
+    scodes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    stext = enc.dictionary.to_pylist()
+    weights = np.bincount(scodes[matched], weights=f.counts[matched], minlength=len(stext))
+    real = [i for i in range(len(stext)) if weights[i] >= UNIT_SPELLING_SHARE * n]
+    if len(real) < 2:
+        return None
+    plain = stext.index("|") if "|" in stext else -1
+    bad = matched & (scodes != plain)
+    # Rare spellings are typos, not representations: the shape and spelling detectors report them.
+    bad &= np.isin(scodes, real)
+    if not bad.any():
+        return None
+    ids = np.flatnonzero(bad)
+    rows, cols = cells(f.column.rows_of(ids), f.index)
+    nums = pc.struct_field(parsed, "num").to_pylist()
+    expected_by_id = {int(i): nums[i].replace(",", "") for i in ids}
+    expected = [expected_by_id[int(f.column.codes[r])] for r in rows]
+    spell = sorted({stext[i].strip("|").replace("|", " ").strip() for i in real if i != plain})
+    return Finding(
+        type="unit_in_number",
+        columns=[f.name],
+        rows=rows,
+        cols=cols,
+        title=f"Numbers written with units in {f.name}",
+        description=(
+            f"{rows.size:,} values in '{f.name}' carry a unit or sign next to the number "
+            f"({', '.join(repr(s) for s in spell)}), and the column writes it in {len(real)} different ways; "
+            "they cannot be summed or compared until the number is separated from the unit."
+        ),
+        suggested_action="Keep only the number in this column (and put the unit in the column name), "
+        "e.g. '12.0 oz' → 12.0.",
+        category="quick_fixes",
+        detector="units",
+        stats={"column": f.name, "bad_values": sorted({f.column.uniques[i] for i in ids})[:500], "units": spell},
+        expected=expected,
+        key=f"units:{f.name}",
+    )
+
+
+DATE_FORMATS = (
+    "%Y-%m-%d", "%Y/%m/%d", "%d/%m/%Y", "%m/%d/%Y", "%d-%m-%Y", "%m-%d-%Y", "%d.%m.%Y", "%Y%m%d",
+    "%d %b %Y", "%b %d, %Y", "%B %d, %Y", "%d %B %Y", "%m/%d/%y", "%d/%m/%y",
+    "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%m/%d/%Y %H:%M",
+)  # fmt: skip
+DATE_SHAPE = re.compile(r"^(?:9[-/. ]9[-/. ]9|9 a 9|a 9, 9|9|9-9-9a9:9:9|9-9-9 9:9(?::9)?|9/9/9 9:9)$")
+
+
+def detect_date_formats(f: ColumnFacts) -> Finding | None:
+    """A date column written in several formats: the minority formats are flagged."""
+    present = np.flatnonzero(f.present & (f.counts > 0))
+    if f.n_present < 20 or present.size > 50_000:
+        return None
+    codes, shape_text = f.shape_codes
+    if not any(DATE_SHAPE.match(shape_text[codes[i]]) for i in present[:50]):
+        return None
+    import pandas as pd
+
+    values = pd.Series([f.column.uniques[i].strip() for i in present])
+    fmt_of = np.full(present.size, -1)
+    for k, fmt in enumerate(DATE_FORMATS):
+        todo = fmt_of < 0
+        if not todo.any():
+            break
+        ok = pd.to_datetime(values[todo], format=fmt, errors="coerce").notna().to_numpy()
+        fmt_of[np.flatnonzero(todo)[ok]] = k
+    weights = np.bincount(fmt_of[fmt_of >= 0], weights=f.counts[present][fmt_of >= 0], minlength=len(DATE_FORMATS))
+    if weights.sum() < 0.9 * f.n_present or (weights > 0).sum() < 2:
+        return None
+    # Ambiguous day/month values fit several formats: assign them to the dominant one when they fit it.
+    main = int(np.argmax(weights))
+    main_ok = pd.to_datetime(values, format=DATE_FORMATS[main], errors="coerce").notna().to_numpy()
+    bad_local = (fmt_of >= 0) & ~main_ok
+    if not bad_local.any():
+        return None
+    ids = present[bad_local]
+    rows, cols = cells(f.column.rows_of(ids), f.index)
+    others = sorted({DATE_FORMATS[k] for k in fmt_of[bad_local]})
+    return Finding(
+        type="format_violation",
+        columns=[f.name],
+        rows=rows,
+        cols=cols,
+        title=f"Dates in several formats in {f.name}",
+        description=(
+            f"'{f.name}' writes most dates as {DATE_FORMATS[main]}, but {rows.size:,} values use "
+            f"{', '.join(others)}; day and month may be read the wrong way round."
+        ),
+        suggested_action=f"Rewrite every date in one format ({DATE_FORMATS[main]} or ISO 8601).",
+        category="quick_fixes",
+        detector="dates",
+        stats={"column": f.name, "bad_values": sorted({f.column.uniques[i] for i in ids})[:500],
+               "main_format": DATE_FORMATS[main], "other_formats": others},
+        key=f"dates:{f.name}",
+    )

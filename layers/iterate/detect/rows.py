@@ -1,0 +1,183 @@
+"""Row and column level findings: duplicate rows, constant and all-unique columns, merged columns."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from iterate.detect.context import ColumnFacts
+from iterate.detect.findings import Finding, cells
+from iterate.table import Table
+
+_NORMALISE = re.compile(r"[^\w]+", re.UNICODE)
+
+
+def _row_keys(code_columns: list[np.ndarray], n_rows: int) -> np.ndarray:
+    """One int64 id per distinct row, from per-column codes (hash-combined, then exactly re-checked by unique)."""
+    if not code_columns:
+        return np.zeros(n_rows, dtype=np.int64)
+    stacked = np.stack(code_columns, axis=1)
+    _, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64)
+
+
+def _later_copies(keys: np.ndarray) -> np.ndarray:
+    """Rows that repeat an earlier row with the same key."""
+    _, first = np.unique(keys, return_index=True)
+    is_first = np.zeros(keys.size, dtype=bool)
+    is_first[first] = True
+    return np.flatnonzero(~is_first)
+
+
+def detect_duplicates(table: Table, facts: list[ColumnFacts]) -> list[Finding]:
+    n = table.n_rows
+    if n < 2:
+        return []
+    out: list[Finding] = []
+    exact_keys = _row_keys([c.codes for c in table.columns], n)
+    exact = _later_copies(exact_keys)
+    all_cols = table.column_names
+    if exact.size:
+        groups = int(np.unique(exact_keys[exact]).size)
+        out.append(
+            Finding(
+                type="duplicate_rows",
+                columns=all_cols,
+                rows=exact,
+                cols=np.full(exact.size, -1),
+                title="Exact duplicate rows",
+                description=f"{exact.size:,} rows repeat an earlier row exactly ({groups:,} distinct rows repeated).",
+                suggested_action="Remove the repeated rows, unless the source really records the same event twice.",
+                category="quick_fixes",
+                detector="duplicates",
+                stats={"columns": all_cols, "groups": groups},
+                flag=False,
+                row_level=True,
+                key="duplicates:exact",
+            )
+        )
+    # Near duplicates: equal after case, spacing and punctuation are normalised, but not exactly equal.
+    norm_codes = []
+    for f in facts:
+        normal = pc.utf8_trim_whitespace(
+            pc.replace_substring_regex(pc.utf8_lower(f.column.dictionary), pattern=r"[^\w]+", replacement=" ")
+        )
+        enc = pc.dictionary_encode(normal)
+        per_unique = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        norm_codes.append(per_unique[f.column.codes])
+    near_keys = _row_keys(norm_codes, n)
+    near = np.setdiff1d(_later_copies(near_keys), exact, assume_unique=True)
+    if near.size:
+        out.append(
+            Finding(
+                type="near_duplicate_rows",
+                columns=all_cols,
+                rows=near,
+                cols=np.full(near.size, -1),
+                title="Rows that duplicate others except for case, spacing or punctuation",
+                description=f"{near.size:,} rows equal an earlier row once case, spacing and punctuation are ignored.",
+                suggested_action="Review and merge these rows; standardise the text fields that differ.",
+                category="smart_fixes",
+                detector="duplicates",
+                stats={"columns": all_cols},
+                flag=False,
+                row_level=True,
+                key="duplicates:near",
+            )
+        )
+    return out
+
+
+def detect_column_shape(facts: list[ColumnFacts], n_rows: int) -> list[Finding]:
+    """Constant and entirely-missing columns, and columns whose every value is different."""
+    out: list[Finding] = []
+    if n_rows < 2:
+        return out
+    for f in facts:
+        used = f.counts > 0
+        if int(used.sum()) == 1:
+            value = f.column.uniques[int(np.flatnonzero(used)[0])]
+            empty = bool(f.is_missing[used].all())
+            out.append(
+                Finding(
+                    type="constant_column",
+                    columns=[f.name],
+                    rows=np.arange(n_rows),
+                    cols=np.full(n_rows, f.index),
+                    title=f"{f.name} is {'always empty' if empty else 'constant'}",
+                    description=(
+                        f"Every row of '{f.name}' holds "
+                        + ("no value" if empty else f"the same value '{value}'")
+                        + ": the column carries no information."
+                    ),
+                    suggested_action="Drop the column, or fill it from the source if it should hold data.",
+                    category="quick_fixes",
+                    detector="columns",
+                    stats={"column": f.name},
+                    flag=False,
+                    key=f"constant:{f.name}",
+                )
+            )
+        elif f.n_present == n_rows and f.column.n_unique == n_rows and n_rows >= 50 and not f.has_letter.all():
+            # All-unique is expected of an identifier; only worth reporting when the values look like measures.
+            continue
+    return out
+
+
+def detect_merged_columns(facts: list[ColumnFacts], n_rows: int) -> list[Finding]:
+    """A value of column B glued onto column A in rows where B is empty (`Gary IN` in city, state blank)."""
+    out: list[Finding] = []
+    for fb in facts:
+        b_missing_rows = fb.is_missing[fb.column.codes]
+        n_missing = int(b_missing_rows.sum())
+        if n_missing == 0 or n_missing > 0.5 * n_rows or not fb.pairwise_ok:
+            continue
+        frequent_b = [fb.column.uniques[i].strip() for i in np.flatnonzero((fb.counts >= 2) & fb.present)]
+        frequent_b = [v for v in frequent_b if v]
+        if not frequent_b or max(len(v) for v in frequent_b) > 40:
+            continue
+        b_values = pa.array(frequent_b, pa.string())
+        for fa in facts:
+            if fa.index == fb.index or not fa.pairwise_ok:
+                continue
+            rows = np.flatnonzero(b_missing_rows)
+            a_codes = fa.column.codes[rows]
+            ids, inv = np.unique(a_codes, return_inverse=True)
+            texts = pa.array([fa.column.uniques[i] for i in ids], pa.string())
+            tail = pc.utf8_trim_whitespace(pc.replace_substring_regex(texts, pattern=r"^.*\s", replacement=""))
+            head = pc.utf8_trim_whitespace(pc.replace_substring_regex(texts, pattern=r"\S+\s*$", replacement=""))
+            has_space = np.asarray(pc.match_substring_regex(texts, pattern=r"\S\s+\S").to_numpy(zero_copy_only=False))
+            is_b = np.asarray(pc.is_in(tail, value_set=b_values).to_numpy(zero_copy_only=False), dtype=bool)
+            hit = has_space & is_b
+            if hit.sum() == 0 or hit[inv].sum() < max(3, 0.5 * rows.size):
+                continue
+            hit_rows = rows[hit[inv]]
+            heads = head.to_pylist()
+            tails = tail.to_pylist()
+            a_rows, a_cols = cells(hit_rows, fa.index)
+            b_rows, b_cols = cells(hit_rows, fb.index)
+            expected_a = [heads[int(k)] for k in inv[hit[inv]]]
+            expected_b = [tails[int(k)] for k in inv[hit[inv]]]
+            out.append(
+                Finding(
+                    type="merged_columns",
+                    columns=[fa.name, fb.name],
+                    rows=np.concatenate([a_rows, b_rows]),
+                    cols=np.concatenate([a_cols, b_cols]),
+                    title=f"{fb.name} written inside {fa.name}",
+                    description=(
+                        f"In {hit_rows.size:,} rows '{fb.name}' is empty and its value is glued to the end of "
+                        f"'{fa.name}' instead (e.g. '{fa.column.value(int(hit_rows[0]))}')."
+                    ),
+                    suggested_action=f"Split the trailing value off '{fa.name}' and move it into '{fb.name}'.",
+                    category="quick_fixes",
+                    detector="merged",
+                    stats={"column": fa.name, "other": fb.name},
+                    expected=expected_a + expected_b,
+                    key=f"merged:{fa.name}:{fb.name}",
+                )
+            )
+    return out

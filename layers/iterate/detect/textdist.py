@@ -1,0 +1,101 @@
+"""Bounded edit distances and a deletion index for finding near-identical spellings fast."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+
+def bounded_distance(a: str, b: str, k: int) -> int | None:
+    """Optimal-string-alignment (Damerau) distance between a and b if it is at most k, else None."""
+    if a == b:
+        return 0
+    la, lb = len(a), len(b)
+    if abs(la - lb) > k:
+        return None
+    if la > lb:
+        a, b, la, lb = b, a, lb, la
+    big = k + 1
+    prev2: list[int] = []
+    prev = list(range(lb + 1))
+    for i in range(1, la + 1):
+        cur = [big] * (lb + 1)
+        cur[0] = i
+        lo, hi = max(1, i - k), min(lb, i + k)
+        row_min = cur[0] if lo == 1 else big
+        ai = a[i - 1]
+        for j in range(lo, hi + 1):
+            cost = 0 if ai == b[j - 1] else 1
+            v = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and ai == b[j - 2] and a[i - 2] == b[j - 1]:
+                v = min(v, prev2[j - 2] + 1)
+            cur[j] = v
+            if v < row_min:
+                row_min = v
+        if row_min > k:
+            return None
+        prev2, prev = prev, cur
+    d = prev[lb]
+    return d if d <= k else None
+
+
+def deletes1(s: str) -> set[str]:
+    """The string itself and every string one deletion away: two spellings one edit apart share one of these."""
+    out = {s}
+    for i in range(len(s)):
+        out.add(s[:i] + s[i + 1 :])
+    return out
+
+
+class DeletionIndex:
+    """Finds indexed strings within one edit (insert, delete, substitute, transpose) of a query."""
+
+    def __init__(self, items: Iterable[tuple[int, str]]) -> None:
+        self._by_key: dict[str, list[int]] = defaultdict(list)
+        self._text: dict[int, str] = {}
+        for ident, text in items:
+            self._text[ident] = text
+            for d in deletes1(text):
+                self._by_key[d].append(ident)
+
+    def near(self, query: str) -> set[int]:
+        found: set[int] = set()
+        for d in deletes1(query):
+            ids = self._by_key.get(d)
+            if ids:
+                found.update(ids)
+        return {i for i in found if bounded_distance(query, self._text[i], 1) is not None}
+
+
+def qgrams(s: str, q: int = 3) -> set[str]:
+    padded = f"\x02{s}\x03"
+    return {padded[i : i + q] for i in range(max(1, len(padded) - q + 1))}
+
+
+def _token_budget(length: int) -> int:
+    return 2 if length >= 8 else 1
+
+
+def plausible_typo(variant: str, reference: str) -> bool:
+    """Whether `variant` reads as a mistyped `reference`: every changed word is changed only a little.
+
+    Two different names that share most words ('Abita Brewing Company' / 'Uinta Brewing Company') fail: the
+    word that differs is a different word, not a slip of the keyboard.
+    """
+    if " ".join(variant.casefold().split()) == " ".join(reference.casefold().split()):
+        return True
+    va, rb = variant.split(), reference.split()
+    if len(va) == len(rb):
+        changed = 0
+        for a, b in zip(va, rb, strict=True):
+            if a == b:
+                continue
+            changed += 1
+            if bounded_distance(a, b, _token_budget(max(len(a), len(b)))) is None:
+                return False
+        return changed > 0
+    # Words merged or split (a space lost or typed as a letter): compare the whole strings.
+    if abs(len(va) - len(rb)) <= 2:
+        k = 1 if max(len(variant), len(reference)) < 9 else 2
+        return bounded_distance(variant, reference, k) is not None
+    return False

@@ -1,0 +1,176 @@
+"""Inconsistent spellings: rare values one small edit (or only case/spacing) away from a much more frequent one."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from iterate.detect.context import ColumnFacts
+from iterate.detect.findings import Finding, cells
+from iterate.detect.textdist import DeletionIndex, bounded_distance, plausible_typo, qgrams
+
+MIN_FREQUENT = 3  # a value must be seen this often to be a reference spelling
+_PUNCT = re.compile(r"[\s\W_]+", re.UNICODE)
+
+
+def _min_ratio(length: int) -> float:
+    """How much more frequent the reference must be: short spellings sit close together legitimately."""
+    if length <= 3:
+        return 20.0
+    if length <= 5:
+        return 8.0
+    return 3.0
+
+
+def _max_edits(length: int) -> int:
+    if length >= 20:
+        return 3
+    if length >= 9:
+        return 2
+    return 1
+
+
+def _normal(s: str) -> str:
+    return " ".join(s.casefold().split())
+
+
+def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict[int, int]:
+    """Map rare value index → reference value index for spellings that look like typos of the reference."""
+    order = np.argsort(-counts, kind="stable")
+    frequent = [int(i) for i in order if counts[i] >= MIN_FREQUENT]
+    if not frequent:
+        return {}
+    top_share = counts[order[0]] / max(n_present, 1)
+    result: dict[int, int] = {}
+    index = DeletionIndex((i, values[i]) for i in frequent)
+
+    def explained(i: int) -> bool:
+        """A frequent value that is itself a variant of a much more frequent one."""
+        need = _min_ratio(len(values[i])) * counts[i]
+        return any(j != i and counts[j] >= need and plausible_typo(values[i], values[j]) for j in index.near(values[i]))
+
+    # A vocabulary whose legitimate values sit one edit apart (N/S CLARK ST, ami-1/ami-2) makes one edit
+    # weak evidence: there the reference must be far more frequent before a variant counts as a typo.
+    legit = [i for i in frequent if not explained(i)]
+    legit_set = set(legit)
+    close_peers = sum(1 for i in legit if any(j != i and j in legit_set for j in index.near(values[i])))
+    density_factor = 5.0 if close_peers >= max(2, 0.1 * len(legit)) else 1.0
+    # 1. Same after case and spacing normalisation.
+    by_norm: dict[str, int] = {}
+    for i in order:
+        by_norm.setdefault(_normal(values[i]), int(i))
+    for i in range(len(values)):
+        ref = by_norm[_normal(values[i])]
+        if ref != i and counts[ref] >= 2 * counts[i]:
+            result[i] = ref
+    # 2. One edit away (substitution, insertion, deletion, transposition): the deletion index over references.
+    # 3. A few edits away for longer values: q-gram candidates, then a bounded distance.
+    grams = {i: qgrams(values[i]) for i in frequent if len(values[i]) >= 9}
+    by_gram: dict[str, list[int]] = {}
+    for i, gs in grams.items():
+        for g in gs:
+            by_gram.setdefault(g, []).append(i)
+    for i in range(len(values)):
+        if i in result or counts[i] == 0:
+            continue
+        v = values[i]
+        length = len(v)
+        if length < 1:
+            continue
+        need = _min_ratio(length) * density_factor * counts[i]
+        if length <= 3 and top_share < 0.5:
+            continue  # short codes (states, sizes) are dense: one edit apart is normal for them
+        best, best_count = -1, 0.0
+        for j in index.near(v):
+            if j != i and counts[j] >= need and counts[j] > best_count and plausible_typo(v, values[j]):
+                best, best_count = j, counts[j]
+        if best < 0 and length >= 9:
+            gs = qgrams(v)
+            tally: dict[int, int] = {}
+            for g in gs:
+                for j in by_gram.get(g, ()):
+                    tally[j] = tally.get(j, 0) + 1
+            k = _max_edits(length)
+            for j, shared in tally.items():
+                if j == i or counts[j] < need or shared < len(gs) * 0.5:
+                    continue
+                if (
+                    counts[j] > best_count
+                    and bounded_distance(v, values[j], k) is not None
+                    and plausible_typo(v, values[j])
+                ):
+                    best, best_count = j, counts[j]
+        if best >= 0:
+            result[i] = best
+    return result
+
+
+def detect_typos(f: ColumnFacts) -> list[Finding]:
+    """Inconsistent spellings of the same value, on the values and on their digit-masked forms."""
+    if not f.pairwise_ok or f.n_present < 20:
+        return []
+    out: list[Finding] = []
+    present = f.present & (f.counts > 0)
+    uniques = f.column.uniques
+    lettered = present & f.has_letter
+    # Values with digits are compared on their digit-masked form only: 37 vs 38 patients is not a typo.
+    ids = np.flatnonzero(lettered & ~f.has_digit)
+    if ids.size >= 2:
+        mapping = find_variants([uniques[i] for i in ids], f.counts[ids], f.n_present)
+        pairs = {int(ids[a]): int(ids[b]) for a, b in mapping.items()}
+        if pairs:
+            out.append(_finding(f, pairs, masked=False))
+    # Digit-masked: "619 paxienxs" against "# patients" seen hundreds of times.
+    mcodes, mtext = f.masked_codes
+    m_counts = np.bincount(mcodes[lettered], weights=f.counts[lettered], minlength=len(mtext))
+    has_digit_mask = np.array(["#" in t for t in mtext], dtype=bool)
+    m_ids = np.flatnonzero((m_counts > 0) & has_digit_mask)
+    # Only where masking digits reveals a template (`# patients`), not where it merely blurs values (addresses).
+    n_digit_values = int((lettered & f.has_digit).sum())
+    if m_ids.size >= 2 and m_counts[m_ids].sum() >= 0.5 * f.n_present and m_ids.size <= 0.25 * n_digit_values:
+        mapping = find_variants([mtext[i] for i in m_ids], m_counts[m_ids], f.n_present)
+        bad_masks = {int(m_ids[a]): int(m_ids[b]) for a, b in mapping.items()}
+        already = set()
+        for fd in out:
+            already |= set(fd.stats["canonical"])
+        pairs = {}
+        for u in np.flatnonzero(lettered):
+            ref = bad_masks.get(int(mcodes[u]))
+            if ref is not None and uniques[u] not in already:
+                pairs[int(u)] = -1 - ref  # negative: a masked reference
+        if pairs:
+            out.append(_finding(f, pairs, masked=True, masked_text=mtext))
+    return out
+
+
+def _finding(f: ColumnFacts, pairs: dict[int, int], *, masked: bool, masked_text: list[str] | None = None) -> Finding:
+    uniques = f.column.uniques
+
+    def ref_text(ref: int) -> str:
+        return masked_text[-1 - ref] if ref < 0 and masked_text is not None else uniques[ref]
+
+    ids = np.array(sorted(pairs), dtype=np.int64)
+    rows, cols = cells(f.column.rows_of(ids), f.index)
+    canonical = {uniques[i]: ref_text(pairs[i]) for i in pairs}
+    expected = None if masked else [canonical[uniques[int(f.column.codes[r])]] for r in rows]
+    shown = "; ".join(f"'{k}' → '{v}'" for k, v in list(canonical.items())[:4])
+    what = "unit or label text" if masked else "spellings"
+    return Finding(
+        type="inconsistent_category",
+        columns=[f.name],
+        rows=rows,
+        cols=cols,
+        title=f"Inconsistent {what} in {f.name}",
+        description=(
+            f"{rows.size:,} values in '{f.name}' ({len(canonical):,} distinct) look like misspellings or "
+            f"variants of far more frequent values: {shown}."
+        ),
+        suggested_action="Map each variant to its standard spelling (the frequent value) and prevent free "
+        "typing of this field at the source.",
+        category="smart_fixes",
+        detector="typos-masked" if masked else "typos",
+        stats={"column": f.name, "bad_values": sorted(canonical)[:500], "canonical": dict(list(canonical.items())[:500])},
+        expected=expected,
+        key=f"typos{'-masked' if masked else ''}:{f.name}",
+    )
