@@ -102,7 +102,6 @@ BANNED_ATTRIBUTES = frozenset(
         "eval",
         "query",
         "exec",
-        "compile",
         "system",
         "popen",
         "spawn",

@@ -514,7 +514,10 @@ def load_frame(fd: int):  # type: ignore[no-untyped-def]
             column = pc.cast(column, pa.string())
         columns.append(pc.fill_null(column, ""))
     frame = pa.table(columns, names=[f"c{i}" for i in range(len(columns))]).to_pandas()
-    frame.columns = table.column_names
+    # iterate.io.write_parquet_text keeps the names as written (repeats included) in this metadata key.
+    metadata = table.schema.metadata or {}
+    names = json.loads(metadata[b"iterate.names"]) if b"iterate.names" in metadata else table.column_names
+    frame.columns = names if len(names) == len(columns) else table.column_names
     return frame
 
 

@@ -1,0 +1,239 @@
+"""The investigation loop: generate code, run it in the sandbox, validate, feed failures back, attach evidence."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal
+
+from iterate.contracts import CodeInvestigation, DatasetProfile, Evidence, EvidenceExample, Issue
+from iterate.ports import DatasetRef, InvestigationAgent, Sandbox
+
+# Issues the reader produced while repairing the file: the loaded frame cannot show them again.
+READ_LEVEL_TYPES = frozenset({"ragged_rows", "blank_header"})
+
+
+class GenerationFailed(Exception):
+    """The agent could not write code for this attempt (its message is fed into the failed investigation)."""
+
+
+def supports(issue: Issue, agent: InvestigationAgent) -> bool:
+    """Whether this issue gets an investigation: not read-level, and the agent says it can write the code."""
+    if issue.type in READ_LEVEL_TYPES:
+        return False
+    check: Callable[[Issue], bool] | None = getattr(agent, "supports", None)
+    return True if check is None else bool(check(issue))
+
+
+def _source(agent: InvestigationAgent) -> Literal["template", "llm"]:
+    return "template" if getattr(agent, "source", "llm") == "template" else "llm"
+
+
+def stop_reason(attempts: list[CodeInvestigation], max_attempts: int) -> str | None:
+    """Why no further attempt should be made, or None to try again."""
+    if attempts and attempts[-1].success:
+        return "succeeded"
+    if len(attempts) >= max_attempts:
+        return f"gave up after {len(attempts)} attempts"
+    if len(attempts) >= 2 and attempts[-1].error and attempts[-1].error == attempts[-2].error:
+        return "the same error repeated"
+    return None
+
+
+def next_code(
+    issue: Issue,
+    attempts: list[CodeInvestigation],
+    *,
+    agent: InvestigationAgent,
+    profile: DatasetProfile,
+    max_attempts: int = 3,
+) -> str | None:
+    """Code for the next attempt, or None to stop (success, attempts spent, or code/error repeating).
+
+    The step-wise form of the loop for the AWS Map state (GenerateCode → RunInSandbox → Choice).
+    Raises GenerationFailed when the agent itself fails.
+    """
+    if stop_reason(attempts, max_attempts) is not None:
+        return None
+    try:
+        code = agent.write_code(issue, profile=profile, attempts=list(attempts))
+    except Exception as exc:  # an agent failure ends this investigation, never the run
+        raise GenerationFailed(f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(code, str) or not code.strip():
+        raise GenerationFailed("the agent returned no code")
+    if any(code.strip() == a.code.strip() for a in attempts):
+        return None
+    return code
+
+
+def validate(investigation: CodeInvestigation) -> CodeInvestigation:
+    """A sandbox success counts only when the output is a dict with an integer `affected_rows` ≥ 0."""
+    if not investigation.success:
+        return investigation
+    output = investigation.output
+    problem = None
+    if not isinstance(output, dict):
+        problem = f"output must be a JSON object, got {type(output).__name__}"
+    else:
+        rows = output.get("affected_rows")
+        if isinstance(rows, bool) or not isinstance(rows, int):
+            problem = "output must contain an integer `affected_rows`"
+        elif rows < 0:
+            problem = "`affected_rows` must be ≥ 0"
+    if problem is None:
+        return investigation
+    return investigation.model_copy(update={"success": False, "stopped": "invalid_output", "error": problem})
+
+
+def investigate_issue(
+    issue: Issue,
+    *,
+    agent: InvestigationAgent,
+    sandbox: Sandbox,
+    data: DatasetRef,
+    profile: DatasetProfile,
+    max_attempts: int = 3,
+    timeout_s: float | None = None,
+) -> CodeInvestigation:
+    """Generate → run → validate, feeding failures back, for at most `max_attempts` attempts."""
+    source = _source(agent)
+    attempts: list[CodeInvestigation] = []
+    ended = ""
+    while True:
+        try:
+            code = next_code(issue, attempts, agent=agent, profile=profile, max_attempts=max_attempts)
+        except GenerationFailed as exc:
+            ended = f"the code generator failed: {exc}"
+            break
+        if code is None:
+            reason = stop_reason(attempts, max_attempts)
+            ended = reason or "the generator repeated the same code"
+            break
+        run = sandbox.run(code, data, timeout_s=timeout_s)
+        attempts.append(validate(run).model_copy(update={"attempts": len(attempts) + 1, "source": source}))
+        if attempts[-1].success:
+            return attempts[-1]
+    if not attempts:
+        return CodeInvestigation(
+            code="", success=False, error=ended, stopped="error", attempts=1, source=source
+        )
+    last = attempts[-1]
+    error = f"{last.error or 'failed'} (stopped retrying: {ended})"
+    return last.model_copy(update={"error": error})
+
+
+def _examples(raw: Any) -> list[EvidenceExample]:
+    examples: list[EvidenceExample] = []
+    for item in raw if isinstance(raw, list) else []:
+        if not isinstance(item, dict):
+            continue
+        try:
+            examples.append(
+                EvidenceExample(row=int(item["row"]), column=str(item["column"]), value=str(item["value"]))
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+        if len(examples) == 10:
+            break
+    return examples
+
+
+def _share(output: dict[str, Any]) -> float:
+    share = output.get("share")
+    if isinstance(share, int | float) and not isinstance(share, bool) and 0.0 <= float(share) <= 1.0:
+        return float(share)
+    return 0.0
+
+
+def confirm(issue: Issue, investigation: CodeInvestigation | None) -> Issue:
+    """Attach the investigation and set the status the recomputed numbers justify.
+
+    Detector issues are confirmed when the code recomputes the same affected row count, and unconfirmed
+    (both numbers kept) when it disagrees. An LLM hypothesis without a detector count is confirmed when
+    the code finds affected rows, and then takes its numbers from the code's output. A failed
+    investigation leaves the status alone and says why it failed.
+    """
+    if investigation is None:
+        return issue
+    if not investigation.success:
+        update: dict[str, Any] = {"investigation": investigation}
+        if issue.evidence is not None:
+            stats = {**issue.evidence.stats, "investigation_failed": investigation.error or "failed"}
+            update["evidence"] = issue.evidence.model_copy(update={"stats": stats})
+        return issue.model_copy(update=update)
+    output = investigation.output if isinstance(investigation.output, dict) else {}
+    recomputed = int(output.get("affected_rows", 0))
+    claimed = issue.affectedRows
+    if claimed is None and issue.evidence is not None and issue.source == "detector":
+        claimed = issue.evidence.affectedRows
+    if claimed is None:
+        if recomputed <= 0:
+            return issue.model_copy(update={"investigation": investigation, "status": "unconfirmed"})
+        cells = output.get("affected_cells")
+        evidence = Evidence(
+            affectedRows=recomputed,
+            affectedCells=cells
+            if isinstance(cells, int) and not isinstance(cells, bool) and cells >= 0
+            else recomputed,
+            affectedShare=_share(output),
+            examples=_examples(output.get("examples")),
+            stats={"investigation_affected_rows": recomputed},
+        )
+        return issue.model_copy(
+            update={
+                "investigation": investigation,
+                "status": "confirmed",
+                "affectedRows": recomputed,
+                "evidence": evidence,
+            }
+        )
+    status = "confirmed" if recomputed == claimed else "unconfirmed"
+    update = {"investigation": investigation, "status": status}
+    if issue.evidence is not None:
+        stats = {**issue.evidence.stats, "investigation_affected_rows": recomputed}
+        if status == "unconfirmed":
+            stats["detector_affected_rows"] = claimed
+        update["evidence"] = issue.evidence.model_copy(update={"stats": stats})
+    return issue.model_copy(update=update)
+
+
+def investigate_all(
+    issues: list[Issue],
+    *,
+    agent: InvestigationAgent,
+    sandbox: Sandbox,
+    data: DatasetRef,
+    profile: DatasetProfile,
+    workers: int = 2,
+    max_attempts: int = 3,
+    timeout_s: float | None = None,
+) -> list[Issue]:
+    """Investigate every supported issue, `workers` at a time, in the order given; never raises for one issue.
+
+    Threads are enough to drive the local sandbox: each investigation runs in its own process.
+    """
+
+    def one(issue: Issue) -> Issue:
+        if not supports(issue, agent):
+            return issue
+        try:
+            found = investigate_issue(
+                issue,
+                agent=agent,
+                sandbox=sandbox,
+                data=data,
+                profile=profile,
+                max_attempts=max_attempts,
+                timeout_s=timeout_s,
+            )
+        except Exception as exc:  # the sandbox adapter itself failed: this issue only
+            found = CodeInvestigation(
+                code="",
+                success=False,
+                error=f"investigation failed: {type(exc).__name__}: {exc}",
+                stopped="crash",
+            )
+        return confirm(issue, found)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="investigate") as pool:
+        return list(pool.map(one, issues))
