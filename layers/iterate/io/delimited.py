@@ -1,0 +1,474 @@
+"""CSV/TSV: sniff the dialect on a small head with the csv module, then let multithreaded pyarrow read it all as text."""
+
+from __future__ import annotations
+
+import _csv
+import csv
+import io
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from iterate.io.detect import legacy_encoding
+from iterate.io.errors import DatasetReadError
+from iterate.io.header import internal_names, normalize_header
+from iterate.table import ReadProblem
+
+DELIMITERS = (",", "\t", ";", "|")
+_SNIFF_RECORDS = 200
+# More ragged rows than this share of all rows means the file was misread, not that a few rows are bad.
+RAGGED_LIMIT = 0.10
+_SEP_LINE = re.compile(r"^sep=(.)$")
+
+
+@dataclass(frozen=True)
+class Dialect:
+    delimiter: str
+    quotechar: str | None  # None: quotes are ordinary characters
+
+
+@dataclass
+class TextSource:
+    """The text file: what pyarrow reads (a path or decompressed bytes) and, lazily, its whole text as UTF-8."""
+
+    path: Path
+    encoding: str  # Python codec name
+    data: bytes | None = None  # decompressed content when the file was compressed
+    _utf8: bytes | None = field(default=None, repr=False)
+
+    def pyarrow_input(self) -> str | pa.Buffer:
+        return pa.py_buffer(self.data) if self.data is not None else str(self.path)
+
+    def raw(self) -> bytes:
+        return self.data if self.data is not None else self.path.read_bytes()
+
+    def utf8(self) -> bytes:
+        """The whole content as UTF-8 bytes, for locating lines; only needed when something went wrong."""
+        if self._utf8 is None:
+            raw = self.raw()
+            self._utf8 = (
+                raw if self.encoding in ("utf-8", "utf-8-sig") else raw.decode(self.encoding).encode()
+            )
+        return self._utf8
+
+
+@dataclass
+class DelimitedResult:
+    table: pa.Table
+    names: list[str]
+    problems: list[ReadProblem]
+    dialect: Dialect
+    encoding: str
+
+
+def sniff_dialect(head: str, *, complete: bool, prefer_tab: bool = False) -> Dialect:
+    """The delimiter (and quote character) that splits the head into the most consistent rows."""
+    best: tuple[tuple[float, ...], Dialect] | None = None
+    quotechars: list[str | None] = ['"']
+    if '"' not in head and "'" in head:
+        quotechars.append("'")
+    order = ("\t", ",", ";", "|") if prefer_tab else DELIMITERS
+    for rank, delimiter in enumerate(order):
+        for qrank, quotechar in enumerate(quotechars):
+            counts = _field_counts(head, Dialect(delimiter, quotechar), complete=complete)
+            if not counts:
+                continue
+            width, rows = counts[0], counts[1:]
+            consistency = sum(1 for c in rows if c == width) / len(rows) if rows else 1.0
+            # Single quotes only win by being strictly more consistent (apostrophes are common in text).
+            key = (float(width > 1), round(consistency, 2), float(width), -qrank, -rank)
+            if best is None or key > best[0]:
+                best = (key, Dialect(delimiter, quotechar))
+    return best[1] if best else Dialect(",", '"')
+
+
+def _reader(text: str, dialect: Dialect) -> _csv.Reader:
+    if dialect.quotechar is None:
+        return csv.reader(io.StringIO(text, newline=""), delimiter=dialect.delimiter, quoting=csv.QUOTE_NONE)
+    return csv.reader(io.StringIO(text, newline=""), delimiter=dialect.delimiter, quotechar=dialect.quotechar)
+
+
+def _field_counts(head: str, dialect: Dialect, *, complete: bool) -> list[int]:
+    counts: list[int] = []
+    try:
+        for record in _reader(head, dialect):
+            if record:
+                counts.append(len(record))
+            if len(counts) > _SNIFF_RECORDS:
+                break
+    except csv.Error:
+        pass  # an unterminated quote in the head: score what parsed
+    if not complete and len(counts) > 2:
+        counts.pop()  # the head may end in the middle of a record
+    return counts
+
+
+@dataclass(frozen=True)
+class Header:
+    fields: list[str]
+    lines: int  # physical lines up to and including the header (leading blank lines count)
+    dialect: Dialect
+
+
+def read_header(head: str, dialect: Dialect) -> Header | None:
+    """The first non-blank record; None when the head has none."""
+    reader = _reader(head, dialect)
+    try:
+        for record in reader:
+            if not record:
+                continue
+            return Header(record, reader.line_num, dialect)
+    except csv.Error:
+        return None
+    return None
+
+
+def _after_sep_line(head: str, dialect: Dialect) -> Header | None:
+    reader = _reader(head, dialect)
+    seen_sep = False
+    for record in reader:
+        if not record:
+            continue
+        if not seen_sep:
+            seen_sep = True
+            continue
+        return Header(record, reader.line_num, dialect)
+    return None
+
+
+def read_delimited(source: TextSource, head: str, *, complete: bool, prefer_tab: bool) -> DelimitedResult:
+    """Read every value as text; pad or fold ragged rows and record them; refuse what cannot be a table."""
+    path = source.path
+    sep_line = _SEP_LINE.match(head.split("\n", 1)[0].rstrip("\r"))
+    if sep_line:  # Excel's "sep=;" first line names the delimiter
+        dialect = Dialect(sep_line.group(1), '"')
+        header = _after_sep_line(head, dialect)
+    else:
+        dialect = sniff_dialect(head, complete=complete, prefer_tab=prefer_tab)
+        header = read_header(head, dialect)
+    if header is None:
+        raise DatasetReadError(
+            path, "has no header row", "the first line must name the columns; add it or re-export"
+        )
+    dialect = header.dialect
+    names, problems = normalize_header(header.fields, line=header.lines)
+    width = len(names)
+
+    encoding = source.encoding
+    try:
+        table, invalid = _read(source, dialect, width, header.lines, encoding)
+    except _InvalidUtf8:
+        raw = source.raw()
+        encoding = legacy_encoding(raw)
+        problems.append(_encoding_problem(raw, encoding))
+        source.encoding = encoding
+        table, invalid = _read(source, dialect, width, header.lines, encoding)
+
+    if table.num_rows:
+        _check_last_row_quote(source, table, dialect)
+    if invalid:
+        _check_unterminated(source, invalid[-1][1], dialect)
+        total = table.num_rows + len(invalid)
+        if len(invalid) >= 2 and len(invalid) > RAGGED_LIMIT * total:
+            _raise_too_ragged(source, dialect, width, header.lines, len(invalid), total)
+        table, ragged = _repair_ragged(source, table, dialect, names, header.lines)
+        problems.extend(ragged)
+    if table.num_rows == 0:
+        raise DatasetReadError(
+            path,
+            "has a header but no data rows",
+            "add the data rows or upload the complete export",
+            line=header.lines,
+        )
+    return DelimitedResult(table, names, problems, dialect, encoding)
+
+
+class _InvalidUtf8(Exception):
+    pass
+
+
+def _options(
+    dialect: Dialect,
+    width: int,
+    skip: int,
+    encoding: str,
+    *,
+    threads: bool,
+    handler: Callable[[pacsv.InvalidRow], str],
+    columns: list[str] | None = None,
+) -> dict[str, object]:
+    column_names = internal_names(width)
+    return {
+        "read_options": pacsv.ReadOptions(
+            use_threads=threads,
+            skip_rows=skip,
+            column_names=column_names,
+            encoding="utf8" if encoding in ("utf-8", "utf-8-sig") else encoding,
+        ),
+        "parse_options": pacsv.ParseOptions(
+            delimiter=dialect.delimiter,
+            quote_char=dialect.quotechar or False,
+            double_quote=True,
+            escape_char=False,
+            # Without this, the parallel chunker may split a quoted value that holds a newline.
+            newlines_in_values=True,
+            ignore_empty_lines=True,
+            invalid_row_handler=handler,
+        ),
+        "convert_options": pacsv.ConvertOptions(
+            column_types=dict.fromkeys(column_names, pa.string()),
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+            null_values=[],
+            true_values=[],
+            false_values=[],
+            check_utf8=True,
+            include_columns=columns,
+        ),
+    }
+
+
+def _read(
+    source: TextSource, dialect: Dialect, width: int, skip: int, encoding: str
+) -> tuple[pa.Table, list[tuple[int, str]]]:
+    invalid: list[tuple[int, str]] = []
+
+    def collect(row: pacsv.InvalidRow) -> str:
+        invalid.append((row.actual_columns, row.text))
+        return "skip"
+
+    options = _options(dialect, width, skip, encoding, threads=True, handler=collect)
+    try:
+        table = pacsv.read_csv(source.pyarrow_input(), **options)  # type: ignore[arg-type]
+    except pa.ArrowInvalid as exc:
+        if "invalid UTF8" in str(exc) and encoding in ("utf-8", "utf-8-sig"):
+            raise _InvalidUtf8 from exc
+        raise DatasetReadError(
+            source.path,
+            f"could not be parsed as delimited text ({_first_line(exc)})",
+            "check it is a CSV/TSV file and re-export it",
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise DatasetReadError(
+            source.path,
+            f"is not valid {encoding} text ({exc.reason})",
+            "re-save it as UTF-8",
+        ) from exc
+    return table, invalid
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _encoding_problem(raw: bytes, encoding: str) -> ReadProblem:
+    try:
+        raw.decode("utf-8")
+        line = None
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+    return ReadProblem(
+        kind="encoding",
+        line=line,
+        row=None,
+        column=None,
+        detail=f"the file is not valid UTF-8 from line {line}; it was read as {encoding}",
+    )
+
+
+class _Lines:
+    """Physical line numbers of byte offsets in the file's UTF-8 text."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        eol = 10 if b"\n" in data else 13  # old Mac files end lines with \r only
+        self.eol = bytes([eol])
+        self.ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == eol)
+
+    def line_of(self, offset: int) -> int:
+        return int(np.searchsorted(self.ends, offset, side="left")) + 1
+
+    def start_of(self, line: int) -> int:
+        if line <= 1:
+            return 0
+        if line - 2 >= len(self.ends):
+            return len(self.data)
+        return int(self.ends[line - 2]) + 1
+
+    def find_record(self, text: str, at_least_line: int) -> int | None:
+        """Line where a record with this text starts, searching from the earliest line it could be on."""
+        needle = text.encode()
+        start = self.start_of(at_least_line)
+        while True:
+            i = self.data.find(needle, start)
+            if i < 0:
+                return None
+            if i == 0 or self.data[i - 1 : i] in (b"\n", b"\r"):
+                return self.line_of(i)
+            start = i + 1
+
+
+def _numbered_invalid_rows(
+    source: TextSource, dialect: Dialect, width: int, skip: int, *, stop_at_first: bool
+) -> list[tuple[int, int, str]]:
+    """(1-based record number counting skipped lines, field count, text) of invalid rows; serial, so numbered."""
+    rows: list[tuple[int, int, str]] = []
+
+    def collect(row: pacsv.InvalidRow) -> str:
+        rows.append((row.number if row.number is not None else -1, row.actual_columns, row.text))
+        return "error" if stop_at_first else "skip"
+
+    options = _options(
+        dialect, width, skip, source.encoding, threads=False, handler=collect, columns=internal_names(1)
+    )
+    try:
+        pacsv.read_csv(source.pyarrow_input(), **options)  # type: ignore[arg-type]
+    except pa.ArrowInvalid:
+        if not (stop_at_first and rows):
+            raise
+    return rows
+
+
+def _raise_too_ragged(
+    source: TextSource, dialect: Dialect, width: int, skip: int, ragged: int, total: int
+) -> None:
+    number, actual, text = _numbered_invalid_rows(source, dialect, width, skip, stop_at_first=True)[0]
+    data_row = number - skip - 1
+    line = _Lines(source.utf8()).find_record(text, skip + 1 + data_row)
+    shown = "tab" if dialect.delimiter == "\t" else f"'{dialect.delimiter}'"
+    raise DatasetReadError(
+        source.path,
+        f"row has {actual} fields but the header has {width}, and {ragged} of {total} rows"
+        f" ({100 * ragged / total:.0f}%) are like that when split on {shown}",
+        "quote values that contain the delimiter, or re-export the file with one consistent delimiter",
+        line=line,
+    )
+
+
+def _split(text: str, dialect: Dialect) -> list[str]:
+    fields: list[str] = []
+    try:
+        for record in _reader(text, dialect):
+            if fields and record:
+                fields[-1] += "\n" + record[0]
+                fields.extend(record[1:])
+            else:
+                fields.extend(record)
+    except csv.Error:
+        fields = text.split(dialect.delimiter)
+    return fields
+
+
+def _repair_ragged(
+    source: TextSource, table: pa.Table, dialect: Dialect, names: list[str], skip: int
+) -> tuple[pa.Table, list[ReadProblem]]:
+    """Put ragged rows back where they were: short rows padded with "", extra fields folded into the last column."""
+    width = len(names)
+    numbered = _numbered_invalid_rows(source, dialect, width, skip, stop_at_first=False)
+    lines = _Lines(source.utf8())
+    problems: list[ReadProblem] = []
+    fixed: list[list[str]] = [[] for _ in range(width)]
+    positions: list[int] = []
+    line = skip + 1
+    for number, actual, text in numbered:
+        data_row = number - skip - 1
+        found = lines.find_record(text, max(line, skip + 1 + data_row))
+        line = found if found is not None else skip + 1 + data_row
+        fields = _split(text, dialect)
+        if len(fields) < width:
+            detail = (
+                f"row has {actual} fields but the header has {width};"
+                f" the missing {width - len(fields)} value(s) were left blank"
+            )
+            fields = fields + [""] * (width - len(fields))
+        else:
+            detail = (
+                f"row has {actual} fields but the header has {width}; the extra {len(fields) - width} field(s)"
+                f" were kept at the end of the last column '{names[-1]}', joined with {dialect.delimiter!r}"
+            )
+            fields = [*fields[: width - 1], dialect.delimiter.join(fields[width - 1 :])]
+        for i, value in enumerate(fields):
+            fixed[i].append(value)
+        positions.append(data_row)
+        problems.append(ReadProblem(kind="ragged_row", line=line, row=data_row, column=None, detail=detail))
+
+    total = table.num_rows + len(positions)
+    pos = np.asarray(positions, dtype=np.int64)
+    if len(np.unique(pos)) != len(pos) or (len(pos) and (pos.min() < 0 or pos.max() >= total)):
+        raise DatasetReadError(  # pyarrow numbered rows we cannot place: refuse rather than misplace
+            source.path,
+            "has ragged rows that could not be placed back in order",
+            "fix the rows with the wrong number of fields and upload again",
+            line=problems[0].line if problems else None,
+        )
+    is_fixed = np.zeros(total, dtype=bool)
+    is_fixed[pos] = True
+    order = np.empty(total, dtype=np.int64)
+    order[~is_fixed] = np.arange(table.num_rows)
+    order[pos] = table.num_rows + np.arange(len(pos))
+    extra = pa.table([pa.array(col, pa.string()) for col in fixed], names=table.column_names)
+    combined = pa.concat_tables([table, extra]).take(pa.array(order))
+    return combined, problems
+
+
+def _unclosed_quote(text: str, dialect: Dialect) -> int | None:
+    """Offset of a quote that opens a field and is never closed, parsing like pyarrow does."""
+    q, d = dialect.quotechar, dialect.delimiter
+    if q is None:
+        return None
+    i, n, field_start, opened = 0, len(text), True, None
+    while i < n:
+        ch = text[i]
+        if opened is not None:
+            if ch == q:
+                if i + 1 < n and text[i + 1] == q:
+                    i += 2
+                    continue
+                opened = None
+        elif field_start and ch == q:
+            opened = i
+        field_start = ch in (d, "\n", "\r") and opened is None
+        i += 1
+    return opened
+
+
+def _raise_unterminated(source: TextSource, quote_offset: int) -> None:
+    lines = _Lines(source.utf8())
+    raise DatasetReadError(
+        source.path,
+        "a quoted value starts here and its closing quote is missing, so the rest of the file ran into it",
+        "add the closing quote (or remove the stray one), or upload the complete file if it was cut off",
+        line=lines.line_of(quote_offset),
+    )
+
+
+def _check_unterminated(source: TextSource, last_invalid_text: str, dialect: Dialect) -> None:
+    """An open quote at the end of the file swallows the rest: pyarrow then reports one short last row."""
+    opened = _unclosed_quote(last_invalid_text, dialect)
+    if opened is None:
+        return
+    data = source.utf8()
+    tail = last_invalid_text.encode().rstrip(b"\r\n")
+    if data.rstrip(b"\r\n").endswith(tail):
+        start = len(data.rstrip(b"\r\n")) - len(tail)
+        _raise_unterminated(source, start + len(last_invalid_text[:opened].encode()))
+
+
+def _check_last_row_quote(source: TextSource, table: pa.Table, dialect: Dialect) -> None:
+    """An open quote in the last column swallows the rest of the file into a value that still 'fits'."""
+    if dialect.quotechar is None:
+        return
+    last = table.slice(table.num_rows - 1, 1).to_pylist()[0]
+    suspects = [v for v in last.values() if "\n" in v or "\r" in v]
+    if not suspects:
+        return
+    data = source.utf8()
+    value = suspects[-1].encode()
+    start = len(data) - len(value)
+    if start > 0 and data.endswith(value) and data[start - 1 : start] == dialect.quotechar.encode():
+        _raise_unterminated(source, start - 1)

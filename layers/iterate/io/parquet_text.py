@@ -1,0 +1,59 @@
+"""The dataset as all-text Parquet for the sandbox: names as written survive, even when they repeat."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from iterate.table import Table
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+NAMES_KEY = b"iterate.names"
+
+
+def unique_names(names: list[str]) -> list[str]:
+    """Names made unique with a `__<n>` suffix on repeats ("id", "id" -> "id", "id__2")."""
+    used: set[str] = set()
+    result: list[str] = []
+    for name in names:
+        candidate, n = name, 1
+        while candidate in used:
+            n += 1
+            candidate = f"{name}__{n}"
+        used.add(candidate)
+        result.append(candidate)
+    return result
+
+
+def write_parquet_text(table: Table, path: str | Path) -> Path:
+    """Write every column as a non-null string column; the names as written are kept in the file metadata."""
+    path = Path(path)
+    names = table.column_names
+    stored = unique_names(names)
+    arrays = [c.values.cast(pa.string()) for c in table.columns]
+    schema = pa.schema([pa.field(n, pa.string(), nullable=False) for n in stored]).with_metadata(
+        {NAMES_KEY: json.dumps(names, ensure_ascii=False).encode()}
+    )
+    pq.write_table(pa.Table.from_arrays(arrays, schema=schema), path, compression="zstd")
+    return path
+
+
+def read_parquet_text(path: str | Path) -> pd.DataFrame:
+    """The DataFrame investigation code sees as `df`: names as written, every value a str, blanks as ""."""
+    table = pq.read_table(path)
+    metadata = table.schema.metadata or {}
+    names = json.loads(metadata[NAMES_KEY]) if NAMES_KEY in metadata else table.column_names
+    arrays = []
+    for column in table.columns:
+        if column.type != pa.string() and column.type != pa.large_string():
+            column = column.cast(pa.string())
+        arrays.append(column.fill_null("") if column.null_count else column)
+    frame = pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(arrays))]).to_pandas()
+    frame.columns = names
+    return frame

@@ -1,0 +1,292 @@
+"""read_table: any supported file in, a text Table out (or one clear DatasetReadError); the file is never modified."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import json
+import lzma
+import zlib
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from iterate.io.delimited import TextSource, read_delimited
+from iterate.io.detect import (
+    HEAD_BYTES,
+    SUPPORTED,
+    check_text,
+    legacy_encoding,
+    sniff_compression,
+    sniff_container,
+    sniff_text_encoding,
+    unsupported_extension,
+)
+from iterate.io.errors import DatasetReadError
+from iterate.io.header import normalize_header
+from iterate.io.jsonl import read_json_records
+from iterate.io.typed import read_parquet, read_xlsx
+from iterate.table import ReadProblem, SourceInfo, Table
+
+_CHUNK = 8 * 1024 * 1024
+_JSON_SUFFIXES = {".jsonl", ".ndjson", ".json"}
+_TAB_SUFFIXES = {".tsv", ".tab"}
+_COMPRESSION_SUFFIXES = {".gz", ".gzip", ".bz2", ".xz"}
+
+
+@dataclass(frozen=True)
+class _Digest:
+    sha256: str
+    nul_offset: int | None  # first NUL byte in the raw file, when asked to look
+
+
+def _digest(path: Path, *, find_nul: bool) -> _Digest:
+    """sha256 of the raw bytes, streamed in chunks (hashlib releases the GIL, so this overlaps the parse)."""
+    sha = hashlib.sha256()
+    nul: int | None = None
+    offset = 0
+    with path.open("rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            sha.update(chunk)
+            if find_nul and nul is None:
+                at = chunk.find(b"\x00")
+                if at >= 0:
+                    nul = offset + at
+            offset += len(chunk)
+    return _Digest(sha.hexdigest(), nul)
+
+
+def read_table(path: str | Path, *, name: str | None = None) -> Table:
+    """Read CSV/TSV (any delimiter, gzip/bz2/xz), Parquet, JSON Lines or .xlsx into a Table of text columns.
+
+    Every value is kept exactly as written ("01907", "N/A", " x ", ""); typed formats are turned into
+    lossless text. Repairs (ragged rows, blank or duplicate headers, encoding fallback) are listed in
+    `table.problems`; anything that cannot be a table raises DatasetReadError naming the file and line.
+    """
+    path = Path(path)
+    _check_file(path)
+    try:
+        head = _open_head(path)
+    except PermissionError as exc:
+        raise DatasetReadError(
+            path, "cannot be opened (permission denied)", "check the file's permissions"
+        ) from exc
+    except OSError as exc:
+        raise DatasetReadError(
+            path, f"cannot be read ({exc.strerror or exc})", "check the path and try again"
+        ) from exc
+    size = path.stat().st_size
+    if size == 0 or (size <= len(head) and head.strip() == b""):
+        raise DatasetReadError(path, "file is empty", "upload the file again with its header and data rows")
+
+    container = sniff_container(path, head)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="iterate-hash") as pool:
+        compression = None if container else sniff_compression(head)
+        scan_nul = container is None and compression is None
+        digest = pool.submit(_digest, path, find_nul=scan_nul)
+        table, info, problems, names = _read(path, head, container, compression, digest)
+        hashed = digest.result()
+    source = SourceInfo(
+        path=str(path),
+        format=info.format,
+        encoding=info.encoding,
+        delimiter=info.delimiter,
+        compression=info.compression,
+        size_bytes=size,
+        content_hash=hashed.sha256,
+    )
+    return Table.from_arrow(
+        table, name=name or _default_name(path), source=source, problems=problems, names=names
+    )
+
+
+@dataclass
+class _Info:
+    format: str
+    encoding: str | None = None
+    delimiter: str | None = None
+    compression: str | None = None
+
+
+def _check_file(path: Path) -> None:
+    if path.is_dir():
+        raise DatasetReadError(path, "is a directory, not a file", "pass the path of a data file inside it")
+    if not path.exists():
+        raise DatasetReadError(path, "does not exist", "check the path and the file name")
+
+
+def _open_head(path: Path) -> bytes:
+    with path.open("rb") as fh:
+        return fh.read(HEAD_BYTES)
+
+
+def _default_name(path: Path) -> str:
+    name = path.name
+    for suffix in reversed(path.suffixes):
+        name = name.removesuffix(suffix)
+    return name or path.name
+
+
+def _read(
+    path: Path, head: bytes, container: str | None, compression: str | None, digest: Future[_Digest]
+) -> tuple[pa.Table, _Info, list[ReadProblem], list[str]]:
+    if container == "parquet":
+        table, names, problems = read_parquet(path)
+        if table.num_rows == 0:
+            raise DatasetReadError(
+                path, "has columns but no data rows", "upload a Parquet file that has rows"
+            )
+        return table, _Info("parquet"), problems, names
+    if container == "xlsx":
+        table, names, problems, header_line = read_xlsx(path)
+        names, header_problems = normalize_header(names, line=header_line)
+        if table.num_rows == 0:
+            raise DatasetReadError(
+                path,
+                "has a header but no data rows",
+                "put the data rows on the first sheet",
+                line=header_line,
+            )
+        return table, _Info("xlsx"), header_problems + problems, names
+
+    data: bytes | None = None
+    if compression:
+        data = _decompress(path, compression)
+        head = data[:HEAD_BYTES]
+        if not data.strip():
+            raise DatasetReadError(
+                path, "file is empty (once decompressed)", "compress the complete file again"
+            )
+        if sniff_container(path, head) == "parquet":
+            raise DatasetReadError(
+                path, f"is a {compression}-compressed Parquet file", "upload the .parquet file itself"
+            )
+    else:
+        unsupported_extension(path)
+
+    encoding = sniff_text_encoding(head)
+    head_text = _decode_head(head, encoding)
+    check_text(path, head_text, encoding=encoding)
+    if encoding not in ("utf-16", "utf-16-le", "utf-16-be", "utf-32"):
+        _check_nul(path, data, digest)
+    if not head_text.strip():
+        raise DatasetReadError(
+            path, "file is empty (only blank lines)", "upload the file with its header and data"
+        )
+
+    suffixes = [s.lower() for s in path.suffixes]
+    stem_suffix = next((s for s in reversed(suffixes) if s not in _COMPRESSION_SUFFIXES), "")
+    starts_json = head_text.lstrip()[:1] in ("{", "[")
+    if _looks_like_jsonl(head_text) or (stem_suffix in _JSON_SUFFIXES and starts_json):
+        return _read_json(path, data, head, encoding, compression)
+
+    source = TextSource(path=path, encoding=encoding, data=data)
+    complete = (len(data) if data is not None else path.stat().st_size) <= len(head)
+    result = read_delimited(source, head_text, complete=complete, prefer_tab=stem_suffix in _TAB_SUFFIXES)
+    fmt = "tsv" if result.dialect.delimiter == "\t" else "csv"
+    info = _Info(fmt, encoding=result.encoding, delimiter=result.dialect.delimiter, compression=compression)
+    return result.table, info, result.problems, result.names
+
+
+def _looks_like_jsonl(head_text: str) -> bool:
+    first = next((line.strip() for line in head_text.split("\n") if line.strip()), "")
+    if not first.startswith("{"):
+        return False
+    try:
+        return isinstance(json.loads(first), dict)
+    except ValueError:
+        return False
+
+
+def _decode_head(head: bytes, encoding: str) -> str:
+    # errors="replace" only matters at the cut: the head may end inside a multi-byte character.
+    text = head.decode(encoding, errors="replace")
+    if text.endswith("\ufffd"):
+        text = text.rstrip("\ufffd")
+    return text.removeprefix("\ufeff")
+
+
+def _check_nul(path: Path, data: bytes | None, digest: Future[_Digest]) -> None:
+    """A NUL anywhere means binary, or an encoding we did not recognise: refuse rather than misread."""
+    if data is not None:
+        offset = data.find(b"\x00")
+        content = data
+    else:
+        found = digest.result().nul_offset
+        offset = -1 if found is None else found
+        content = b""
+    if offset < 0:
+        return
+    if not content:
+        with path.open("rb") as fh:
+            content = fh.read(offset)
+    raise DatasetReadError(
+        path,
+        "contains NUL bytes, so it is not a text table (it is binary, or saved in an unrecognised encoding)",
+        f"upload the data as {SUPPORTED}, saved as UTF-8",
+        line=content.count(b"\n", 0, offset) + 1,
+    )
+
+
+def _decompress(path: Path, compression: str) -> bytes:
+    raw = path.read_bytes()
+    try:
+        if compression == "gzip":
+            return gzip.decompress(raw)
+        if compression == "bz2":
+            return bz2.decompress(raw)
+        return lzma.decompress(raw)
+    except (EOFError, OSError, zlib.error, lzma.LZMAError, ValueError) as exc:
+        partial = _partial(raw, compression)
+        line = partial.count(b"\n") + 1 if partial else None
+        raise DatasetReadError(
+            path,
+            f"the {compression} data is truncated or corrupt ({exc}); it stops at this line of the content",
+            f"upload the complete file, or re-compress the original with {compression}",
+            line=line,
+        ) from exc
+
+
+def _partial(raw: bytes, compression: str) -> bytes:
+    """As much as decompresses before the damage, to say on which line the content stops."""
+    try:
+        if compression == "gzip":
+            return zlib.decompressobj(wbits=31).decompress(raw)
+        if compression == "bz2":
+            return bz2.BZ2Decompressor().decompress(raw)
+        return lzma.LZMADecompressor().decompress(raw)
+    except (OSError, zlib.error, lzma.LZMAError, EOFError, ValueError):
+        return b""
+
+
+def _read_json(
+    path: Path, data: bytes | None, head: bytes, encoding: str, compression: str | None
+) -> tuple[pa.Table, _Info, list[ReadProblem], list[str]]:
+    raw = data if data is not None else path.read_bytes()
+    problems: list[ReadProblem] = []
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        encoding = legacy_encoding(raw)
+        text = raw.decode(encoding)
+        problems.append(
+            ReadProblem(
+                kind="encoding",
+                line=line,
+                row=None,
+                column=None,
+                detail=f"the file is not valid UTF-8 from line {line}; it was read as {encoding}",
+            )
+        )
+    table, raw_names = read_json_records(path, text.removeprefix("\ufeff"))
+    names, header_problems = normalize_header(raw_names, line=None)
+    return (
+        table,
+        _Info("jsonl", encoding=encoding, compression=compression),
+        header_problems + problems,
+        names,
+    )

@@ -1,0 +1,71 @@
+"""Micro benchmark: iterate.io.read_table against a bare pyarrow.csv.read_csv of the same generated CSV."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from iterate.io import read_table
+
+
+def generate(path: Path, rows: int, cols: int, seed: int = 0) -> None:
+    """Realistic text: ids, decimals, labels with blanks and 'N/A', zip codes with leading zeros, dates."""
+    rng = np.random.default_rng(seed)
+    columns: dict[str, pa.Array] = {}
+    for j in range(cols):
+        kind = j % 5
+        if kind == 0:
+            values = rng.integers(0, 10**6, rows).astype(str)
+        elif kind == 1:
+            values = np.char.mod("%.2f", rng.random(rows) * 1000)
+        elif kind == 2:
+            values = np.array(["alpha", "beta", "gamma delta", "N/A", "", "01907"])[rng.integers(0, 6, rows)]
+        elif kind == 3:
+            values = np.char.add(np.char.add("2024-0", rng.integers(1, 10, rows).astype(str)), "-15")
+        else:
+            values = np.char.add("cust_", rng.integers(0, 50_000, rows).astype(str))
+        columns[f"col_{j}"] = pa.array(values)
+    pacsv.write_csv(pa.table(columns), path, write_options=pacsv.WriteOptions(quoting_style="none"))
+
+
+def best_of(repeats: int, fn: Callable[[], object]) -> tuple[float, list[float]]:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times), times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--cols", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--file", type=Path, help="benchmark this CSV instead of a generated one")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.file or Path(tmp) / "bench.csv"
+        if args.file is None:
+            generate(path, args.rows, args.cols)
+        size_mb = path.stat().st_size / 1e6
+        bare, bare_all = best_of(args.repeats, lambda: pacsv.read_csv(path))
+        ours, ours_all = best_of(args.repeats, lambda: read_table(path))
+        table = read_table(path)
+        print(f"file: {path.name} {size_mb:.1f} MB, {table.n_rows} rows x {len(table.columns)} columns")
+        print(f"bare pyarrow.csv.read_csv : best {bare:.3f}s  runs {[round(t, 3) for t in bare_all]}")
+        print(f"iterate.io.read_table     : best {ours:.3f}s  runs {[round(t, 3) for t in ours_all]}")
+        print(f"ratio read_table / bare   : {ours / bare:.2f}x (median {statistics.median(ours_all) / statistics.median(bare_all):.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
