@@ -1,0 +1,230 @@
+"""The REST API: owner scoping (404 for others' ids), validation errors, runs, reports, schedules, follow-ups."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from awsenv import BUCKET, REGION
+
+from iterate.storage.dynamo import DynamoRunRepository
+
+pytestmark = [pytest.mark.handler, pytest.mark.filterwarnings("ignore:No application metrics")]
+
+ISSUE = {
+    "id": "I1",
+    "type": "inconsistent_category",
+    "severity": "medium",
+    "description": "The state column spells the same state in several ways",
+    "affectedColumns": ["state"],
+    "suggestedAction": "Standardise the spellings",
+    "category": "smart_fixes",
+    "affectedRows": 3,
+    "evidence": {
+        "affectedCells": 3,
+        "affectedRows": 3,
+        "affectedShare": 0.3,
+        "examples": [{"row": 1, "column": "state", "value": "calif.", "expected": "CA"}],
+        "stats": {"groups": {"CA": ["CA", "calif.", "California"]}},
+    },
+}
+
+
+def _uploaded_dataset(call: Any, world: dict[str, Any], owner: str = "alice") -> str:
+    """Create a dataset through the API and record an upload for it, as the upload's run would."""
+    status, body = call("POST", "/datasets", owner=owner, body={"name": "Orders", "fileName": "orders.csv"})
+    assert status == 201, body
+    dataset_id = body["dataset"]["datasetId"]
+    key = body["upload"]["key"]
+    version = world["s3"].put_object(Bucket=BUCKET, Key=key, Body=b"a,b\n1,2\n")["VersionId"]
+    DynamoRunRepository(world["table"], owner).record_upload(
+        dataset_id, {"bucket": BUCKET, "key": key, "versionId": version}
+    )
+    return str(dataset_id)
+
+
+def test_create_dataset_returns_a_presigned_upload_under_the_callers_prefix(call: Any) -> None:
+    # When alice creates a dataset
+    status, body = call("POST", "/datasets", body={"name": "Orders", "fileName": "orders.csv"})
+    # Then she gets a PUT URL for uploads/<her sub>/<dataset>/orders.csv, and the dataset is listed for her only
+    assert status == 201
+    key = body["upload"]["key"]
+    assert key == f"uploads/alice/{body['dataset']['datasetId']}/orders.csv"
+    assert key in body["upload"]["url"] and body["upload"]["method"] == "PUT"
+    assert [d["datasetId"] for d in call("GET", "/datasets")[1]["datasets"]] == [body["dataset"]["datasetId"]]
+    assert call("GET", "/datasets", owner="bob")[1] == {"datasets": []}
+
+
+def test_another_owners_ids_answer_404_on_every_route(call: Any, world: dict[str, Any]) -> None:
+    # Given alice's dataset, a finished run with an issue, and a schedule
+    dataset_id = _uploaded_dataset(call, world)
+    repo = DynamoRunRepository(world["table"], "alice")
+    repo.create_run({"runId": "r1", "datasetId": dataset_id, "status": "SUCCEEDED", "reportKey": "k"})
+    repo.put_issues("r1", [ISSUE])
+    assert call("PUT", f"/datasets/{dataset_id}/schedule", body={"expression": "rate(1 day)"})[0] == 200
+    # When bob uses alice's ids on every route
+    attempts = [
+        ("GET", f"/datasets/{dataset_id}", None),
+        ("POST", f"/datasets/{dataset_id}/runs", {}),
+        ("PUT", f"/datasets/{dataset_id}/schedule", {"expression": "rate(1 hour)"}),
+        ("DELETE", f"/datasets/{dataset_id}/schedule", None),
+        ("GET", "/runs/r1", None),
+        ("DELETE", "/runs/r1", None),
+        ("GET", "/runs/r1/issues", None),
+        ("GET", "/runs/r1/report", None),
+        ("POST", "/issues/r1.I1/followup", {}),
+    ]
+    # Then each one is 404 (not 403: the ids' existence is not revealed), and alice's data is unchanged
+    for method, path, body in attempts:
+        status, answer = call(method, path, owner="bob", body=body)
+        assert status == 404, (method, path, status, answer)
+    assert call("GET", "/runs/r1")[1]["status"] == "SUCCEEDED"
+    assert call("GET", f"/datasets/{dataset_id}")[1]["dataset"]["schedule"]["expression"] == "rate(1 day)"
+
+
+def test_requests_without_an_authenticated_user_are_refused(call: Any) -> None:
+    assert call("GET", "/datasets", owner=None)[0] == 401
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"name": "x"}, "body.fileName"),
+        ({"name": "x", "fileName": "../../etc/passwd"}, "body.fileName"),
+        ({"name": "x", "fileName": "orders.exe"}, "body.fileName"),
+        ({"name": "", "fileName": "orders.csv"}, "body.name"),
+        ({"name": "x", "fileName": "orders.csv", "owner": "bob"}, "body.owner"),
+    ],
+)
+def test_invalid_bodies_get_422_naming_the_field(call: Any, body: dict[str, Any], field: str) -> None:
+    # When a body breaks the model, Then the answer is 422 and says which field and why
+    status, answer = call("POST", "/datasets", body=body)
+    assert status == 422
+    assert any(e["field"] == field and e["problem"] for e in answer["errors"]), answer
+
+
+def test_malformed_json_gets_400(call: Any) -> None:
+    status, answer = call("POST", "/datasets", raw_body="{not json")
+    assert status == 400 and "not valid JSON" in answer["message"]
+
+
+def test_start_run_queues_an_execution_for_the_latest_upload(call: Any, world: dict[str, Any]) -> None:
+    # Given a dataset with an upload
+    dataset_id = _uploaded_dataset(call, world)
+    # When alice starts a run with instructions
+    status, run = call(
+        "POST", f"/datasets/{dataset_id}/runs", body={"instructions": "ignore the notes column"}
+    )
+    # Then a QUEUED run exists and an execution named after it got the StartRunRequest
+    assert status == 202 and run["status"] == "QUEUED" and run["trigger"] == "api"
+    execution = world["sfn"].describe_execution(
+        executionArn=f"{world['machine'].replace(':stateMachine:', ':execution:')}:{run['runId']}"
+    )
+    sent = json.loads(execution["input"])
+    assert sent["owner"] == "alice" and sent["datasetId"] == dataset_id and sent["runId"] == run["runId"]
+    assert sent["instructions"] == "ignore the notes column" and sent["source"]["key"].endswith("orders.csv")
+    assert call("GET", f"/runs/{run['runId']}")[1]["progress"]["percent"] == 0
+
+
+def test_start_run_without_an_upload_is_a_conflict(call: Any) -> None:
+    _, created = call("POST", "/datasets", body={"name": "Orders", "fileName": "orders.csv"})
+    status, answer = call("POST", f"/datasets/{created['dataset']['datasetId']}/runs", body={})
+    assert status == 409 and "no upload" in answer["message"]
+
+
+def test_cancel_moves_a_running_run_to_cancelled_once(call: Any, world: dict[str, Any]) -> None:
+    # Given a running run
+    dataset_id = _uploaded_dataset(call, world)
+    _, run = call("POST", f"/datasets/{dataset_id}/runs", body={})
+    repo = DynamoRunRepository(world["table"], "alice")
+    repo.transition(run["runId"], from_status="QUEUED", to_status="RUNNING")
+    # When alice cancels it twice
+    first = call("DELETE", f"/runs/{run['runId']}")
+    second = call("DELETE", f"/runs/{run['runId']}")
+    # Then the first cancels it and the second is a conflict
+    assert first[0] == 200 and first[1]["status"] == "CANCELLED"
+    assert second[0] == 409
+
+
+def test_report_link_only_for_a_finished_run(call: Any, world: dict[str, Any]) -> None:
+    repo = DynamoRunRepository(world["table"], "alice")
+    repo.create_run({"runId": "r1", "datasetId": "d1", "status": "RUNNING"})
+    assert call("GET", "/runs/r1/report")[0] == 409
+    repo.transition(
+        "r1", from_status="RUNNING", to_status="SUCCEEDED", reportKey="artifacts/alice/d1/r1/report.html"
+    )
+    status, link = call("GET", "/runs/r1/report")
+    assert status == 200 and "artifacts/alice/d1/r1/report.html" in link["url"]
+
+
+def test_schedule_targets_the_state_machine_with_the_dataset(call: Any, world: dict[str, Any]) -> None:
+    import boto3
+
+    from iterate.api.app import schedule_name
+
+    # Given a dataset with an upload
+    dataset_id = _uploaded_dataset(call, world)
+    # When alice sets a daily schedule, changes it, then deletes it
+    status, schedule = call("PUT", f"/datasets/{dataset_id}/schedule", body={"expression": "rate(1 day)"})
+    assert status == 200
+    assert call("PUT", f"/datasets/{dataset_id}/schedule", body={"expression": "cron(0 6 * * ? *)"})[0] == 200
+    scheduler = boto3.client("scheduler", region_name=REGION)
+    created = scheduler.get_schedule(Name=schedule_name("alice", dataset_id), GroupName="iterate-schedules")
+    # Then EventBridge Scheduler starts the state machine with a schedule-triggered run of that dataset
+    assert created["ScheduleExpression"] == "cron(0 6 * * ? *)"
+    assert created["Target"]["Arn"] == world["machine"]
+    sent = json.loads(created["Target"]["Input"])
+    assert sent == {"trigger": "schedule", "owner": "alice", "datasetId": dataset_id}
+    assert call("DELETE", f"/datasets/{dataset_id}/schedule")[0] == 204
+    assert call("DELETE", f"/datasets/{dataset_id}/schedule")[0] == 404
+    assert schedule["scheduleName"] == schedule_name("alice", dataset_id)
+
+
+def test_bad_schedule_expression_is_422(call: Any, world: dict[str, Any]) -> None:
+    dataset_id = _uploaded_dataset(call, world)
+    status, answer = call("PUT", f"/datasets/{dataset_id}/schedule", body={"expression": "every day"})
+    assert status == 422 and answer["errors"][0]["field"] == "body.expression"
+
+
+def test_followup_asks_one_question_at_a_time_and_maps_the_answer(call: Any, world: dict[str, Any]) -> None:
+    # Given a run with a smart-fix issue
+    repo = DynamoRunRepository(world["table"], "alice")
+    repo.create_run({"runId": "r1", "datasetId": "d1", "status": "SUCCEEDED"})
+    repo.put_issues("r1", [ISSUE])
+    # When alice opens the conversation (twice: the same open question comes back)
+    status, first = call("POST", "/issues/r1.I1/followup", body={})
+    again = call("POST", "/issues/r1.I1/followup", body={})[1]
+    assert status == 200 and first["turn"] == 0 and not first["done"]
+    assert again == first
+    options = [o["key"] for o in first["question"]["options"]]
+    assert 2 <= len(options) <= 4
+    # And answers with something that is not an option
+    assert call("POST", "/issues/r1.I1/followup", body={"answer": "not-an-option"})[0] == 409
+    # And then with a real option
+    status, answered = call("POST", "/issues/r1.I1/followup", body={"answer": options[0]})
+    # Then the answer is kept and either decides a fix action or opens the next question
+    assert status == 200
+    assert answered["action"] is not None or answered["turn"] == 1
+    (turn0, *_) = repo.list_followups("r1.I1")
+    assert turn0["answer"] == options[0]
+
+
+def test_followup_of_an_unknown_issue_is_404(call: Any) -> None:
+    assert call("POST", "/issues/r404.I1/followup", body={})[0] == 404
+    assert call("POST", "/issues/no-dot/followup", body={})[0] == 404
+
+
+def test_openapi_document_is_up_to_date(repo_root: Any) -> None:
+    from iterate.api.openapi import render
+
+    # Given the exported document in the repo, When the routes are rendered again, Then nothing changed
+    exported = (repo_root / "docs" / "openapi.json").read_text(encoding="utf-8")
+    assert exported == render(), "run: python -m iterate.api.openapi docs/openapi.json"
+    paths = json.loads(exported)["paths"]
+    assert {
+        "/datasets",
+        "/runs/{run_id}",
+        "/issues/{issue_ref}/followup",
+        "/datasets/{dataset_id}/schedule",
+    } <= set(paths)
