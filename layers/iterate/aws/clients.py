@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-_RETRIES = {"max_attempts": 5, "mode": "adaptive"}
+_RETRIES: Any = {"max_attempts": 5, "mode": "adaptive"}
 
 
 @cache

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -496,7 +496,7 @@ def record_failure(payload: FailureInput, deps: AwsDeps, *, execution_id: str) -
     repo = repository(deps, run.owner)
     existing = repo.get_run(run.runId)
     fields = {"error": error.Error, "reason": reason, "completedAt": _now_iso(deps)}
-    status = "FAILED"
+    status: Literal["FAILED", "CANCELLED", "SUCCEEDED"] = "FAILED"
     if existing is None:
         repo.create_run(
             {
@@ -511,7 +511,8 @@ def record_failure(payload: FailureInput, deps: AwsDeps, *, execution_id: str) -
             }
         )
     elif existing["status"] in TERMINAL:
-        status = existing["status"]  # cancelled (or already failed): keep what the user or a retry decided
+        # Cancelled (or already ended): keep what the user or an earlier attempt decided.
+        status = existing["status"]
     else:
         repo.transition(run.runId, from_status=existing["status"], to_status="FAILED", **fields)
     logger.error("run failed", error=error.Error, reason=reason)

@@ -1,0 +1,114 @@
+"""The ASL file itself: valid JSON, the contracted placeholders, Retry/Catch on every Task, everything reachable."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.statemachine
+
+ASL = Path(__file__).resolve().parents[2] / "statemachine" / "analysis.asl.json"
+CONTRACT_PLACEHOLDERS = {
+    "ProfileFunctionArn",
+    "UnderstandFunctionArn",
+    "AnalyzeFunctionArn",
+    "InvestigateFunctionArn",
+    "SandboxFunctionArn",
+    "ReportFunctionArn",
+    "RecordFailureFunctionArn",
+}
+
+
+@pytest.fixture(scope="module")
+def asl() -> dict[str, Any]:
+    return dict(json.loads(ASL.read_text(encoding="utf-8")))
+
+
+def _all_states(machine: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    states: dict[str, dict[str, Any]] = {}
+    for name, state in machine["States"].items():
+        states[name] = state
+        inner = state.get("ItemProcessor") or state.get("Iterator")
+        if inner:
+            states.update(_all_states(inner))
+    return states
+
+
+def _reachable(machine: dict[str, Any]) -> set[str]:
+    seen: set[str] = set()
+    todo = [machine["StartAt"]]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        state = machine["States"][name]
+        targets = [state.get("Next"), state.get("Default")]
+        targets += [c["Next"] for c in state.get("Choices", [])] + [c["Next"] for c in state.get("Catch", [])]
+        todo.extend(t for t in targets if t)
+        inner = state.get("ItemProcessor")
+        if inner:
+            seen |= _reachable(inner)
+    return seen
+
+
+def test_placeholders_are_exactly_the_contracted_function_arns(asl: dict[str, Any]) -> None:
+    # Given the raw text, When its ${…} placeholders are collected, Then they are the ones infra substitutes
+    found = set(re.findall(r"\$\{([A-Za-z]+)\}", ASL.read_text(encoding="utf-8")))
+    assert found == CONTRACT_PLACEHOLDERS
+
+
+def test_every_task_retries_with_full_jitter_and_is_caught(asl: dict[str, Any]) -> None:
+    tasks = {n: s for n, s in _all_states(asl).items() if s["Type"] == "Task"}
+    assert len(tasks) >= 8
+    for name, task in tasks.items():
+        retries = task.get("Retry", [])
+        assert retries, f"{name} has no Retry"
+        for rule in retries:
+            assert (
+                rule["JitterStrategy"] == "FULL" and rule["BackoffRate"] >= 1 and rule["MaxDelaySeconds"] > 0
+            )
+            assert "States.ALL" not in rule["ErrorEquals"], f"{name} retries every error blindly"
+            assert "DatasetReadError" not in rule["ErrorEquals"], "bad input must not be retried"
+        transient = {e for rule in retries for e in rule["ErrorEquals"]}
+        assert {"Lambda.ServiceException", "Lambda.TooManyRequestsException"} <= transient, name
+        if name != "RecordFailure":
+            assert task.get("Catch"), f"{name} has no Catch"
+
+
+def test_top_level_failures_go_through_record_failure_to_fail(asl: dict[str, Any]) -> None:
+    for name, state in asl["States"].items():
+        for catch in state.get("Catch", []):
+            assert catch["Next"] == "RecordFailure", name
+    assert asl["States"]["RecordFailure"]["Next"] == "RunFailed"
+    assert asl["States"]["RunFailed"]["Type"] == "Fail"
+
+
+def test_llm_steps_retry_retryable_llm_errors(asl: dict[str, Any]) -> None:
+    states = _all_states(asl)
+    for name in ("UnderstandDataset", "AnalyzeDataset", "GenerateCode"):
+        errors = {e for rule in states[name]["Retry"] for e in rule["ErrorEquals"]}
+        assert "RetryableLLMError" in errors, name
+
+
+def test_map_fans_out_with_bounds_and_passes_run_and_issue(asl: dict[str, Any]) -> None:
+    fan_out = asl["States"]["InvestigateEach"]
+    assert fan_out["Type"] == "Map" and fan_out["ItemsPath"] == "$.analysis.issueIds"
+    assert 1 <= fan_out["MaxConcurrency"] <= 40 and 0 < fan_out["ToleratedFailurePercentage"] < 100
+    assert fan_out["ItemSelector"] == {"run.$": "$.run", "issueId.$": "$$.Map.Item.Value"}
+    loop = fan_out["ItemProcessor"]["States"]
+    # The ReAct loop goes back to GenerateCode only through the RecordAttempt decision (bounded there)
+    assert loop["TryAgain"]["Choices"][0]["Next"] == "GenerateCode"
+    assert loop["RunInSandbox"]["Resource"] == "${SandboxFunctionArn}"
+    assert loop["RunInSandbox"]["Catch"][0]["Next"] == "RecordAttempt", "a sandbox crash is a failed attempt"
+
+
+def test_every_state_is_reachable_and_paths_are_simple(asl: dict[str, Any]) -> None:
+    assert _reachable(asl) == set(_all_states(asl))
+    text = ASL.read_text(encoding="utf-8")
+    assert "JSONata" not in text and "QueryLanguage" not in text
+    assert not re.search(r"\[\d+\]\.", text), "index-then-field paths misbehave in moto"
