@@ -40,7 +40,9 @@ def tool_reply(name: str, payload: dict[str, Any], *, text: str = "") -> Respond
 
     def respond(_: dict[str, Any]) -> Reply:
         content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
-        content.append({"type": "tool_use", "id": f"toolu_{int(time.time() * 1e6)}", "name": name, "input": payload})
+        content.append(
+            {"type": "tool_use", "id": f"toolu_{int(time.time() * 1e6)}", "name": name, "input": payload}
+        )
         return Reply(body={"content": content, "stop_reason": "tool_use"})
 
     return respond
@@ -102,7 +104,9 @@ class FakeAnthropic:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     def __enter__(self) -> FakeAnthropic:
         self._thread.start()

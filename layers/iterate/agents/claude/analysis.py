@@ -172,7 +172,8 @@ def _apply(c: Issue, r: ReviewedIssue | None, profile: DatasetProfile) -> Issue:
     update: dict[str, Any] = {}
     if r.severity is not None:
         # Raising is free; lowering by one level at most, so data cannot talk a finding down to nothing.
-        update["severity"] = r.severity if LEVEL[r.severity] >= LEVEL[c.severity] - 1 else c.severity
+        level = max(LEVEL[r.severity], LEVEL[c.severity] - 1)
+        update["severity"] = next(name for name, v in LEVEL.items() if v == level)
     if r.description and r.description.strip():
         update["description"] = (
             f"{scrub(r.description, counts=counts, share=share)} Detector finding: {c.description}"

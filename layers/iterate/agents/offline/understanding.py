@@ -10,8 +10,8 @@ from iterate.contracts.understanding import ColumnSummary
 # (name pattern, description). Matched on the column name split into lowercase words; first match wins.
 NAME_RULES: tuple[tuple[str, str], ...] = (
     (r"zip|zipcode|postcode|postal", "Postal code of the location"),
-    (r"e-?mail", "Email address used to contact the {entity}"),
-    (r"phone|tel|mobile|telephone|fax", "Phone number of the {entity}"),
+    (r"e-?mail", "Contact email address"),
+    (r"phone|tel|mobile|telephone|fax", "Contact phone number"),
     (r"(first|given) ?name|fname", "First name of the {entity}"),
     (r"(last|family) ?name|surname|lname", "Last name of the {entity}"),
     (r"city|town", "City of the address"),
@@ -103,7 +103,9 @@ def describe_column(col: ColumnProfile, entity: str) -> str:
     phrase = TYPE_PHRASES.get(col.semanticType, "values")
     if base is None:
         base = f"{col.name.strip() or 'Unnamed column'}: {phrase}"
-    elif col.semanticType not in {"text", "categorical", "identifier"} and phrase not in base.lower():
+    elif col.semanticType not in {"text", "categorical", "identifier"} and not any(
+        w.rstrip("s") in base.lower() for w in phrase.split() if len(w) > 3
+    ):
         base = f"{base} ({phrase})"
     extra = detail(col)
     return f"{base}; {extra}" if extra else base
