@@ -98,20 +98,31 @@ def _read_findings(table: Table) -> list[Finding]:
 VETOED = {"inconsistent_category"}
 
 
-def _veto_consistent(f: Finding, judgements: dict[int, Judgement]) -> Finding:
+def _veto_consistent(f: Finding, judgements: dict[int, Judgement], table: Table) -> Finding:
     if f.type not in VETOED or not f.flag or not f.n_cells:
         return f
     col = int(f.cols[0])
     judgement = judgements.get(col)
     if judgement is None:
         return f
-    keep = ~judgement.consistent(f.rows)
+    # Decided per value, so the issue stays "these values are variants" and code can recount it exactly.
+    column = table.columns[col]
+    codes = column.codes[f.rows]
+    consistent = judgement.consistent(f.rows)
+    _, inverse = np.unique(codes, return_inverse=True)
+    share_consistent = np.bincount(inverse, weights=consistent) / np.bincount(inverse)
+    keep = share_consistent[inverse] <= 0.5
     if keep.all():
         return f
+    dropped = {column.value(int(r)) for r in f.rows[~keep]}
     f.rows, f.cols = f.rows[keep], f.cols[keep]
     if f.expected is not None:
         f.expected = [e for e, k in zip(f.expected, keep.tolist(), strict=True) if k]
-    f.stats["consistent_with_dependencies"] = int((~keep).sum())
+    if "bad_values" in f.stats:
+        f.stats["bad_values"] = [v for v in f.stats["bad_values"] if v not in dropped]
+    if "canonical" in f.stats:
+        f.stats["canonical"] = {k: v for k, v in f.stats["canonical"].items() if k not in dropped}
+    f.stats["consistent_with_dependencies"] = sorted(dropped)[:100]
     return f
 
 
@@ -150,7 +161,7 @@ def detect(table: Table) -> Detection:
         timed("text", t)
     t = time.perf_counter()
     fd_findings, deps, judgements = detect_dependency_violations(facts, n)
-    findings = [_veto_consistent(f, judgements) for f in findings]
+    findings = [_veto_consistent(f, judgements, table) for f in findings]
     findings = [f for f in findings if not f.flag or f.n_cells or f.type not in VETOED]
     findings += fd_findings
     timed("dependencies", t)

@@ -32,8 +32,8 @@ def _regex_from_shapes(shapes: list[str]) -> str:
     for s in shapes:
         out = []
         for ch in s:
-            if ch == "a":
-                out.append(r"[^\W\d_]+")
+            if ch == "a":  # a run of words (coarse shapes merge `a a a` into `a`)
+                out.append(r"[^\W\d_]+(?:\s+[^\W\d_]+)*")
             elif ch == "9":
                 out.append(r"\d+")
             elif ch == " ":

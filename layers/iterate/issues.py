@@ -1,0 +1,142 @@
+"""From detector findings to Issue contracts: ids, severity, evidence examples, and the flags they imply."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import numpy as np
+
+from iterate.contracts import DatasetProfile, Evidence, EvidenceExample, Issue, Severity
+from iterate.detect import Finding
+from iterate.report import FlagArrays
+from iterate.table import Table
+
+MAX_EXAMPLES = 20
+MAX_VALUE_CHARS = 200
+SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+# Facts about a column or a row, not wrong values: they do not gain severity from the column's importance.
+FACT_TYPES = {"missing_values", "constant_column", "all_unique_column", "duplicate_rows", "near_duplicate_rows"}
+
+
+def issue_id(finding: Finding) -> str:
+    """A stable id (the same problem in the same column gets the same id in every run of a dataset)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", finding.key or finding.type).strip("-")[:120]
+
+
+def share_severity(share: float, *, blocks_analysis: bool = False) -> Severity:
+    """The seed rule: high above 50% of rows (or when it blocks analysis), medium from 20%, low below."""
+    if blocks_analysis or share > 0.5:
+        return "high"
+    if share >= 0.2:
+        return "medium"
+    return "low"
+
+
+def _bump(severity: Severity, steps: int) -> Severity:
+    order: list[Severity] = ["low", "medium", "high"]
+    return order[max(0, min(2, order.index(severity) + steps))]
+
+
+def key_columns(profile: DatasetProfile | None) -> set[str]:
+    """Columns that matter most: candidate keys and columns that determine others."""
+    if profile is None:
+        return set()
+    keys = {c for key in profile.candidateKeys for c in key}
+    keys |= {c for fd in profile.functionalDependencies for c in fd.lhs}
+    return keys
+
+
+def _clip(value: str) -> str:
+    return value if len(value) <= MAX_VALUE_CHARS else value[: MAX_VALUE_CHARS - 1] + "…"
+
+
+def _examples(finding: Finding, table: Table) -> list[EvidenceExample]:
+    out: list[EvidenceExample] = []
+    n = min(finding.n_cells, MAX_EXAMPLES)
+    names = table.column_names
+    for k in range(n):
+        row, col = int(finding.rows[k]), int(finding.cols[k])
+        if col < 0:  # a whole row
+            preview = " | ".join(_clip(c.value(row)) for c in table.columns[:6])
+            out.append(EvidenceExample(row=row, column="*", value=_clip(preview)))
+            continue
+        expected = finding.expected[k] if finding.expected is not None else None
+        out.append(
+            EvidenceExample(
+                row=row,
+                column=names[col],
+                value=_clip(table.columns[col].value(row)),
+                expected=None if expected is None else _clip(expected),
+            )
+        )
+    return out
+
+
+def to_issue(finding: Finding, table: Table, *, important: set[str]) -> Issue:
+    n_rows = max(table.n_rows, 1)
+    affected_rows = finding.n_rows
+    share = affected_rows / n_rows
+    severity = share_severity(share, blocks_analysis=finding.blocks_analysis)
+    if finding.type not in FACT_TYPES and finding.flag and important & set(finding.columns):
+        severity = _bump(severity, 1)  # wrong values in a key or determining column spread to everything joined on it
+    if finding.type == "constant_column":
+        severity = "low"
+    return Issue(
+        id=issue_id(finding),
+        type=finding.type,
+        severity=severity,
+        description=finding.description,
+        affectedColumns=finding.columns,
+        suggestedAction=finding.suggested_action,
+        category=finding.category,
+        affectedRows=affected_rows,
+        evidence=Evidence(
+            affectedCells=finding.n_cells if not finding.row_level else affected_rows * len(table.columns),
+            affectedRows=affected_rows,
+            affectedShare=round(share, 6),
+            examples=_examples(finding, table),
+            stats={**finding.stats, "title": finding.title, "flagged": finding.flag},
+        ),
+        status="confirmed",
+        source="detector",
+        detector=finding.detector,
+    )
+
+
+def sort_issues(issues: Iterable[Issue]) -> list[Issue]:
+    return sorted(
+        issues,
+        key=lambda i: (SEVERITY_ORDER[i.severity], -(i.evidence.affectedShare if i.evidence else 0.0), i.id),
+    )
+
+
+def issues_from_findings(findings: list[Finding], table: Table, profile: DatasetProfile | None) -> list[Issue]:
+    important = key_columns(profile)
+    seen: dict[str, int] = {}
+    out = []
+    for f in findings:
+        issue = to_issue(f, table, important=important)
+        n = seen.get(issue.id, 0)
+        seen[issue.id] = n + 1
+        if n:  # two findings with one key (rare): keep ids unique
+            issue = issue.model_copy(update={"id": f"{issue.id}-{n + 1}"})
+            f.key = issue.id
+        out.append(issue)
+    return sort_issues(out)
+
+
+def flags_of(findings: list[Finding], table: Table) -> FlagArrays:
+    """Every flagged cell with the issue that flagged it (a cell may appear under several issues)."""
+    names = np.array(table.column_names, dtype=object)
+    rows, cols, ids = [], [], []
+    for f in findings:
+        if not f.flag or f.n_cells == 0:
+            continue
+        keep = f.cols >= 0
+        rows.append(f.rows[keep])
+        cols.append(names[f.cols[keep]])
+        ids.append(np.full(int(keep.sum()), issue_id(f), dtype=object))
+    if not rows:
+        return FlagArrays(np.array([], dtype=np.int64), np.array([], dtype=object), np.array([], dtype=object))
+    return FlagArrays(np.concatenate(rows), np.concatenate(cols), np.concatenate(ids))

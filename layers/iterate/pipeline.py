@@ -1,0 +1,414 @@
+"""The run, step by step: profile → understand → analyze → investigate → report, over an ArtifactStore.
+
+The same functions run in-process for `iterate analyze` (a local directory store) and one per Lambda on AWS
+(an S3 store), so a run's artifacts are the same wherever it ran. Steps exchange artifacts by key, never data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from iterate import __version__
+from iterate.contracts import (
+    AnalysisResult,
+    CodeInvestigation,
+    Contract,
+    DatasetProfile,
+    DatasetUnderstanding,
+    Issue,
+    RunMetadata,
+    TokenUsage,
+)
+from iterate.ports import Agents, ArtifactStore, DatasetRef, RunRepository, Sandbox
+from iterate.settings import Settings
+from iterate.storage import get_json, get_model, put_json, put_model
+
+Progress = Callable[[str, int, int, str], None]
+
+# Artifact keys, relative to the run's prefix (a directory locally, artifacts/<owner>/<dataset>/<run>/ on S3).
+DATA = "data.parquet"
+PROFILE = "profile.json"
+CANDIDATES = "candidates.json"
+UNDERSTANDING = "understanding.json"
+ISSUES = "issues.json"
+ANALYSIS = "analysis.json"
+REPORT = "report.html"
+FLAGS = "flags.csv"
+STEPS = "steps/{step}.json"
+INVESTIGATION = "investigations/{issue_id}.json"
+
+
+@dataclass
+class RunContext:
+    """What every step needs; built by the CLI locally, by each Lambda handler on AWS."""
+
+    run_id: str
+    store: ArtifactStore
+    agents: Agents
+    sandbox: Sandbox
+    settings: Settings
+    instructions: str | None = None
+    repo: RunRepository | None = None
+    progress: Progress | None = None
+    previous_issues: list[Issue] | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+    def report(self, step: str, done: int, total: int, message: str = "") -> None:
+        if self.progress is not None:
+            self.progress(step, done, total, message)
+
+
+class StepRecord(Contract):
+    """What one step did, kept as steps/<step>.json so the report step can assemble the run's metadata."""
+
+    step: str
+    durationMs: float
+    mode: str | None = None
+    degradedReasons: list[str] = Field(default_factory=list)
+    usage: dict[str, TokenUsage] = Field(default_factory=dict)
+    model: str | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class ProfileSummary(Contract):
+    rowCount: int
+    columnCount: int
+    contentHash: str
+    nullMarker: str
+    candidateIssues: int
+    flaggedCells: int
+    sourceFile: str
+    datasetName: str
+
+
+class IssueDraft(Contract):
+    """issues.json: the analysis agent's issues before investigation."""
+
+    issues: list[Issue]
+    summary: str
+    notes: list[str] = Field(default_factory=list)
+
+
+def _record(ctx: RunContext, step: str, started: float, *, agents: bool = False, **detail: Any) -> None:
+    elapsed = (time.perf_counter() - started) * 1000
+    ctx.timings_ms[step] = round(elapsed, 1)
+    record = StepRecord(step=step, durationMs=round(elapsed, 1), detail=detail)
+    if agents:
+        a = ctx.agents
+        usage_fn = getattr(a, "usage", None)
+        record = record.model_copy(
+            update={
+                "mode": a.mode,
+                "degradedReasons": list(a.degraded_reasons),
+                "usage": usage_fn() if callable(usage_fn) else {},
+                "model": getattr(a, "model", None),
+            }
+        )
+    put_model(ctx.store, STEPS.format(step=step), record)
+
+
+def _put_file(store: ArtifactStore, key: str, path: Path) -> None:
+    put_file = getattr(store, "put_file", None)
+    if callable(put_file):
+        put_file(key, path)
+    else:
+        store.put_bytes(key, path.read_bytes())
+
+
+def profile_step(ctx: RunContext, source_path: str | Path, *, dataset_name: str | None = None) -> ProfileSummary:
+    """Read the file once, profile it, run the detectors; write data, profile, candidate issues and flags."""
+    from iterate.detect import detect
+    from iterate.io import read_table, write_parquet_text
+    from iterate.issues import flags_of, issues_from_findings
+    from iterate.profile import profile_table
+    from iterate.report import write_flags_csv
+
+    started = time.perf_counter()
+    source_path = Path(source_path)
+    ctx.report("read", 0, 1, source_path.name)
+    table = read_table(source_path, name=dataset_name)
+    ctx.report("read", 1, 1, f"{table.n_rows:,} rows × {len(table.columns)} columns")
+    ctx.report("detect", 0, 1, "looking for problems")
+    t = time.perf_counter()
+    detection = detect(table)
+    ctx.timings_ms["detect"] = round((time.perf_counter() - t) * 1000, 1)
+    ctx.report("detect", 1, 1, f"{len(detection.findings)} findings")
+    ctx.report("profile", 0, 1, "column statistics")
+    t = time.perf_counter()
+    profile = profile_table(table, null_marker=detection.null_marker)
+    ctx.timings_ms["profile"] = round((time.perf_counter() - t) * 1000, 1)
+    ctx.report("profile", 1, 1, "")
+    candidates = issues_from_findings(detection.findings, table, profile)
+    flags = flags_of(detection.findings, table)
+
+    with tempfile.TemporaryDirectory(prefix="iterate-") as tmp:
+        data_path = Path(tmp) / DATA
+        write_parquet_text(table, data_path)
+        _put_file(ctx.store, DATA, data_path)
+        flags_path = Path(tmp) / FLAGS
+        n_flags = write_flags_csv(flags, flags_path, columns=table.column_names)
+        _put_file(ctx.store, FLAGS, flags_path)
+    put_model(ctx.store, PROFILE, profile)
+    put_json(ctx.store, CANDIDATES, [i.model_dump(mode="json") for i in candidates])
+    summary = ProfileSummary(
+        rowCount=table.n_rows,
+        columnCount=len(table.columns),
+        contentHash=table.source.content_hash,
+        nullMarker=detection.null_marker,
+        candidateIssues=len(candidates),
+        flaggedCells=n_flags,
+        sourceFile=source_path.name,
+        datasetName=table.name,
+    )
+    _record(ctx, "profile", started, summary=summary.model_dump(), detectTimingsMs=detection.timings_ms)
+    return summary
+
+
+def understand_step(ctx: RunContext) -> DatasetUnderstanding:
+    """The profile (never the raw file) → a business description of the dataset and its columns."""
+    started = time.perf_counter()
+    ctx.report("understand", 0, 1, "describing the dataset")
+    profile = get_model(ctx.store, PROFILE, DatasetProfile)
+    understanding = ctx.agents.understanding.understand(profile, instructions=ctx.instructions)
+    put_model(ctx.store, UNDERSTANDING, understanding)
+    ctx.report("understand", 1, 1, "")
+    _record(ctx, "understand", started, agents=True)
+    return understanding
+
+
+def analyze_step(ctx: RunContext) -> list[str]:
+    """Detector candidates + understanding (+ instructions, previous issues) → the issues to investigate."""
+    from iterate.investigate import supports
+
+    started = time.perf_counter()
+    ctx.report("analyze", 0, 1, "ranking and explaining issues")
+    profile = get_model(ctx.store, PROFILE, DatasetProfile)
+    understanding = get_model(ctx.store, UNDERSTANDING, DatasetUnderstanding)
+    candidates = [Issue.model_validate(i) for i in get_json(ctx.store, CANDIDATES)]
+    draft = ctx.agents.analysis.analyze(
+        candidates,
+        profile=profile,
+        understanding=understanding,
+        instructions=ctx.instructions,
+        previous_issues=ctx.previous_issues,
+    )
+    put_model(ctx.store, ISSUES, IssueDraft(issues=draft.issues, summary=draft.summary, notes=draft.notes))
+    ctx.report("analyze", 1, 1, f"{len(draft.issues)} issues")
+    _record(ctx, "analyze", started, agents=True)
+    return [i.id for i in draft.issues if supports(i, ctx.agents.investigation)]
+
+
+def _issue(ctx: RunContext, issue_id: str) -> Issue:
+    for issue in get_model(ctx.store, ISSUES, IssueDraft).issues:
+        if issue.id == issue_id:
+            return issue
+    raise KeyError(f"issue {issue_id!r} is not in this run")
+
+
+def generate_code_step(ctx: RunContext, issue_id: str, attempts: list[CodeInvestigation]) -> str | None:
+    """The next attempt's code for one issue, or None when the loop should stop (AWS Map: GenerateCode)."""
+    from iterate.investigate import next_code
+
+    profile = get_model(ctx.store, PROFILE, DatasetProfile)
+    return next_code(
+        _issue(ctx, issue_id),
+        attempts,
+        agent=ctx.agents.investigation,
+        profile=profile,
+        max_attempts=ctx.settings.investigation_max_attempts,
+    )
+
+
+def record_investigation_step(ctx: RunContext, issue_id: str, investigation: CodeInvestigation) -> None:
+    """Keep an investigation's outcome (validated) as investigations/<issue_id>.json."""
+    from iterate.investigate import validate
+
+    put_model(ctx.store, INVESTIGATION.format(issue_id=issue_id), validate(investigation))
+
+
+def investigate_step(ctx: RunContext, data: DatasetRef | None = None) -> list[Issue]:
+    """Investigate every supported issue in parallel (bounded) with the run's sandbox (local form of the Map)."""
+    from iterate.investigate import investigate_all, supports
+
+    started = time.perf_counter()
+    profile = get_model(ctx.store, PROFILE, DatasetProfile)
+    issues = get_model(ctx.store, ISSUES, IssueDraft).issues
+    todo = [i for i in issues if supports(i, ctx.agents.investigation)]
+    ctx.report("investigate", 0, max(len(todo), 1), f"{len(todo)} investigations")
+    data = data or DatasetRef(path=ctx.store.uri(DATA), format="parquet")
+    done = investigate_all(
+        todo,
+        agent=ctx.agents.investigation,
+        sandbox=ctx.sandbox,
+        data=data,
+        profile=profile,
+        workers=ctx.settings.investigation_workers,
+        max_attempts=ctx.settings.investigation_max_attempts,
+        timeout_s=ctx.settings.sandbox_timeout_s,
+    )
+    for issue in done:
+        if issue.investigation is not None:
+            put_model(ctx.store, INVESTIGATION.format(issue_id=issue.id), issue.investigation)
+    ok = sum(1 for i in done if i.investigation is not None and i.investigation.success)
+    ctx.report("investigate", max(len(todo), 1), max(len(todo), 1), f"{ok} of {len(todo)} proven")
+    _record(ctx, "investigate", started, agents=True, investigated=len(todo), succeeded=ok)
+    return done
+
+
+def _merge_usage(records: list[StepRecord]) -> dict[str, TokenUsage]:
+    """Per agent, the largest cumulative figure any step saw (each step reports its session so far)."""
+    merged: dict[str, TokenUsage] = {}
+    for rec in records:
+        for agent, usage in rec.usage.items():
+            if agent == "total":
+                continue
+            have = merged.get(agent)
+            if have is None or usage.calls >= have.calls:
+                merged[agent] = usage
+    if merged:
+        total = TokenUsage(
+            inputTokens=sum(u.inputTokens for u in merged.values()),
+            outputTokens=sum(u.outputTokens for u in merged.values()),
+            cacheReadTokens=sum(u.cacheReadTokens for u in merged.values()),
+            cacheWriteTokens=sum(u.cacheWriteTokens for u in merged.values()),
+            calls=sum(u.calls for u in merged.values()),
+            costUsd=round(sum(u.costUsd for u in merged.values()), 6),
+        )
+        merged["total"] = total
+    return merged
+
+
+def _mode(records: list[StepRecord]) -> tuple[str, list[str]]:
+    modes = [r.mode for r in records if r.mode]
+    reasons = [reason for r in records for reason in r.degradedReasons]
+    if "degraded" in modes or reasons:
+        return "degraded", list(dict.fromkeys(reasons))
+    if modes and all(m == "llm" for m in modes):
+        return "llm", []
+    return "offline", []
+
+
+def report_step(ctx: RunContext, *, started_at: str, started_clock: float | None = None) -> AnalysisResult:
+    """Assemble analysis.json (issues with their investigations), report.html and the scripts that worked."""
+    from iterate.investigate import confirm, save_scripts
+    from iterate.issues import sort_issues
+    from iterate.report import render_html
+
+    started = time.perf_counter()
+    ctx.report("report", 0, 1, "writing the report")
+    profile = get_model(ctx.store, PROFILE, DatasetProfile)
+    understanding = get_model(ctx.store, UNDERSTANDING, DatasetUnderstanding)
+    draft = get_model(ctx.store, ISSUES, IssueDraft)
+    summary = ProfileSummary.model_validate(get_model(ctx.store, STEPS.format(step="profile"), StepRecord).detail["summary"])
+    issues = []
+    for issue in draft.issues:
+        key = INVESTIGATION.format(issue_id=issue.id)
+        investigation = get_model(ctx.store, key, CodeInvestigation) if ctx.store.exists(key) else None
+        issues.append(confirm(issue, investigation) if investigation is not None else issue)
+    issues = sort_issues(issues)
+    save_scripts(issues, ctx.store)
+
+    records = [
+        get_model(ctx.store, STEPS.format(step=s), StepRecord)
+        for s in ("profile", "understand", "analyze", "investigate")
+        if ctx.store.exists(STEPS.format(step=s))
+    ]
+    mode, reasons = _mode(records)
+    timings = {r.step: r.durationMs for r in records} | {k: v for k, v in ctx.timings_ms.items() if k not in {"report"}}
+    model = next((r.model for r in records if r.model), None) if mode != "offline" else None
+    now = datetime.now(UTC)
+    duration = (time.perf_counter() - started_clock) * 1000 if started_clock is not None else sum(timings.values())
+    result = AnalysisResult(
+        mode=mode,  # type: ignore[arg-type]
+        issues=issues,
+        summary=draft.summary,
+        completedAt=now.isoformat(timespec="seconds"),
+        run=RunMetadata(
+            runId=ctx.run_id,
+            datasetName=summary.datasetName,
+            sourceFile=summary.sourceFile,
+            contentHash=summary.contentHash,
+            rowCount=summary.rowCount,
+            columnCount=summary.columnCount,
+            startedAt=started_at,
+            durationMs=round(duration, 1),
+            engineVersion=__version__,
+            instructions=ctx.instructions,
+            degradedReasons=reasons,
+            usage=_merge_usage(records),
+            timingsMs=timings,
+            model=model,
+        ),
+        severityCounts=dict(Counter(i.severity for i in issues)),
+    )
+    put_model(ctx.store, ANALYSIS, result)
+    ctx.store.put_bytes(REPORT, render_html(result, profile, understanding).encode("utf-8"), content_type="text/html")
+    ctx.report("report", 1, 1, "")
+    return result
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ-") + uuid.uuid4().hex[:8]
+
+
+def run_local(
+    path: str | Path,
+    out_dir: str | Path,
+    *,
+    instructions: str | None = None,
+    settings: Settings | None = None,
+    agents: Agents | None = None,
+    sandbox: Sandbox | None = None,
+    progress: Progress | None = None,
+    previous_issues: list[Issue] | None = None,
+) -> AnalysisResult:
+    """The whole pipeline in-process: what `iterate analyze` runs, with the same steps as the state machine."""
+    from iterate.storage.local import LocalArtifactStore
+
+    settings = settings or Settings.from_env()
+    if agents is None:
+        from iterate.agents import build_agents
+
+        cache_dir = Path(os.environ.get("ITERATE_CACHE_DIR", Path.home() / ".cache" / "iterate" / "llm"))
+        agents = build_agents(settings, cache_dir=cache_dir if settings.anthropic_api_key else None)
+    if sandbox is None:
+        from iterate.sandbox import LocalSandbox, SandboxLimits
+
+        sandbox = LocalSandbox(SandboxLimits.from_settings(settings))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ctx = RunContext(
+        run_id=new_run_id(),
+        store=LocalArtifactStore(out),
+        agents=agents,
+        sandbox=sandbox,
+        settings=settings,
+        instructions=instructions,
+        progress=progress,
+        previous_issues=previous_issues,
+    )
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    clock = time.perf_counter()
+    previous = out / ANALYSIS
+    if ctx.previous_issues is None and previous.exists():
+        try:  # re-running into the same directory compares with the last run
+            ctx.previous_issues = AnalysisResult.model_validate(json.loads(previous.read_text("utf-8"))).issues
+        except (ValueError, OSError):
+            ctx.previous_issues = None
+    profile_step(ctx, path)
+    understand_step(ctx)
+    analyze_step(ctx)
+    investigate_step(ctx)
+    return report_step(ctx, started_at=started_at, started_clock=clock)
