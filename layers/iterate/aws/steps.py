@@ -256,7 +256,8 @@ def profile(payload: ProfileInput, deps: AwsDeps, *, execution_id: str) -> Profi
         extra = {"VersionId": run.source.versionId} if run.source.versionId else None
         deps.s3_client().download_file(run.source.bucket, run.source.key, str(local), ExtraArgs=extra)
         with running_step(deps, run, "profile") as ctx:
-            summary = pipeline.profile_step(ctx, local, dataset_name=file_name or run.datasetId)
+            # The file keeps its uploaded name, so the dataset is named exactly as `iterate analyze` names it.
+            summary = pipeline.profile_step(ctx, local)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return ProfileOutput(run=run, summary=_jsonable(summary))
@@ -273,10 +274,33 @@ def understand(payload: StepInput, deps: AwsDeps) -> StepOutput:
     return StepOutput(step="understand", summary=_jsonable(summary))
 
 
+def previous_issues(deps: AwsDeps, run: RunState) -> list[Any] | None:
+    """The issues of the dataset's last successful run, so a re-analysis can say new / persisting / resolved."""
+    from iterate.contracts import AnalysisResult
+
+    for earlier in repository(deps, run.owner).list_runs(run.datasetId):
+        if (
+            earlier["runId"] == run.runId
+            or earlier.get("status") != "SUCCEEDED"
+            or not earlier.get("analysisKey")
+        ):
+            continue
+        try:
+            body = deps.s3_client().get_object(Bucket=run.bucket, Key=earlier["analysisKey"])["Body"].read()
+            return list(AnalysisResult.model_validate_json(body).issues)
+        except Exception as exc:  # a missing or old-schema analysis only loses the comparison, not the run
+            logger.warning(
+                "previous analysis unreadable", previous_run=earlier["runId"], error=type(exc).__name__
+            )
+            return None
+    return None
+
+
 def analyze(payload: StepInput, deps: AwsDeps) -> AnalyzeOutput:
     from iterate import pipeline
 
     with running_step(deps, payload.run, "analyze", llm=True) as ctx:
+        ctx.previous_issues = previous_issues(deps, payload.run)
         issue_ids = list(pipeline.analyze_step(ctx))
     repository(deps, payload.run.owner).set_run_fields(
         payload.run.runId, investigationsTotal=len(issue_ids), investigationsDone=0
@@ -425,6 +449,38 @@ def publish_completion(deps: AwsDeps, detail: dict[str, Any]) -> None:
         raise CompletionEventError(f"completion event refused: {response.get('Entries')}")
 
 
+def _record_investigations(ctx: Any, record: dict[str, Any]) -> None:
+    """steps/investigate.json from the Map's totals, so the report counts investigation tokens and fallbacks.
+
+    Locally one investigate step writes it; on AWS each GenerateCode Lambda only added its usage to the run item.
+    """
+    from iterate.contracts import TokenUsage
+    from iterate.pipeline import STEPS, StepRecord
+
+    usage = (record.get("stepUsage") or {}).get("investigate") or {}
+    degraded = list((record.get("stepDegraded") or {}).get("investigate") or [])
+    if not usage and not degraded and not record.get("investigationsTotal"):
+        return
+    tokens = TokenUsage.model_validate({k: usage.get(k, 0) for k in TokenUsage.model_fields})
+    step = StepRecord(
+        step="investigate",
+        durationMs=float((record.get("timingsMs") or {}).get("investigate", 0.0)),
+        # The report Lambda has no LLM of its own: only the Map's own calls and fallbacks say how it went.
+        mode="degraded" if degraded else ("llm" if tokens.calls else None),
+        degradedReasons=degraded,
+        usage={"investigation": tokens} if tokens.calls else {},
+        detail={
+            "investigated": record.get("investigationsTotal", 0),
+            "finished": record.get("investigationsDone", 0),
+        },
+    )
+    ctx.store.put_bytes(
+        STEPS.format(step="investigate"),
+        step.model_dump_json(indent=2).encode(),
+        content_type="application/json",
+    )
+
+
 def report(payload: StepInput, deps: AwsDeps) -> ReportOutput:
     """Merge everything into analysis.json and report.html, store the issues, mark the run SUCCEEDED."""
     from iterate import pipeline
@@ -432,11 +488,10 @@ def report(payload: StepInput, deps: AwsDeps) -> ReportOutput:
     run = payload.run
     repo = repository(deps, run.owner)
     with running_step(deps, run, "report") as ctx:
+        _record_investigations(ctx, repo.require_run(run.runId))
         result = pipeline.report_step(ctx, started_at=run.startedAt)
     record = repo.require_run(run.runId)
-    # Each Lambda sees only its own LLM calls: a fallback in any earlier step makes the whole run degraded.
-    degraded = list(record.get("degradedReasons") or [])
-    mode = "degraded" if degraded else result.mode
+    mode = result.mode
     counts = {k: int(v) for k, v in (result.severityCounts or {}).items()}
     issues = [issue.model_dump(mode="json") for issue in result.issues]
     repo.put_issues(run.runId, issues)

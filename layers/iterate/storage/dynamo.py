@@ -97,6 +97,8 @@ class DynamoRunRepository:
         # Nested counters are updated in place later, so their maps must exist from the start.
         item.setdefault("usage", {})
         item.setdefault("timingsMs", {})
+        item.setdefault("stepUsage", {step: {} for step in ("understand", "analyze", "investigate")})
+        item.setdefault("stepDegraded", {})
         try:
             self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(PK)")
         except Exception as exc:
@@ -178,8 +180,8 @@ class DynamoRunRepository:
         )
 
     def add_usage(self, run_id: str, step: str, usage: dict[str, Any], degraded: list[str]) -> None:
-        """Add one step's token usage to the run's totals (ADD is atomic across parallel investigations)."""
-        names = {"#u": "usage"}
+        """Add one step's token usage to the run's and the step's totals (ADD is atomic across the Map)."""
+        names = {"#u": "usage", "#su": "stepUsage", "#step": step}
         values: dict[str, Any] = {}
         adds = []
         for i, field in enumerate(
@@ -188,14 +190,19 @@ class DynamoRunRepository:
             names[f"#a{i}"] = field
             values[f":a{i}"] = int(usage.get(field, 0) or 0)
             adds.append(f"#u.#a{i} :a{i}")
+            adds.append(f"#su.#step.#a{i} :a{i}")
+        names["#cost"] = "costUsd"
         values[":cost"] = to_item(float(usage.get("costUsd", 0.0) or 0.0))
-        adds.append("costUsd :cost")
+        adds += ["#cost :cost", "#su.#step.#cost :cost"]
         expression = "ADD " + ", ".join(adds)
         if degraded:
-            names["#d"] = "degradedReasons"
+            names |= {"#d": "degradedReasons", "#sd": "stepDegraded"}
             values[":d"] = list(degraded)
             values[":empty"] = []
-            expression += " SET #d = list_append(if_not_exists(#d, :empty), :d)"
+            expression += (
+                " SET #d = list_append(if_not_exists(#d, :empty), :d),"
+                " #sd.#step = list_append(if_not_exists(#sd.#step, :empty), :d)"
+            )
         self._table.update_item(
             Key={"PK": self._pk, "SK": f"RUN#{run_id}"},
             UpdateExpression=expression,

@@ -32,6 +32,13 @@ class S3ArtifactStore:
         )
         return self.uri(key)
 
+    def put_file(self, key: str, path: Any) -> str:
+        """Upload a local file (multipart for large data files, never read whole into memory)."""
+        self._s3.upload_file(
+            str(path), self.bucket, self._key(key), ExtraArgs={"ServerSideEncryption": "AES256"}
+        )
+        return self.uri(key)
+
     def get_bytes(self, key: str) -> bytes:
         try:
             response = self._s3.get_object(Bucket=self.bucket, Key=self._key(key))
