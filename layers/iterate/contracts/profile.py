@@ -10,6 +10,15 @@ class ValueCount(Contract):
     count: int
 
 
+class Histogram(Contract):
+    """Rows per equal-width bin between robust bounds (0.5th and 99.5th percentiles); the tails counted apart."""
+
+    edges: list[float] = Field(description="bin edges, len(counts) + 1")
+    counts: list[int]
+    below: int = Field(default=0, description="rows under the first edge")
+    above: int = Field(default=0, description="rows over the last edge")
+
+
 class NumericStats(Contract):
     count: int
     min: float
@@ -20,6 +29,7 @@ class NumericStats(Contract):
     mad: float = Field(description="median absolute deviation")
     q1: float
     q3: float
+    histogram: Histogram | None = None
 
 
 class DateStats(Contract):
@@ -53,6 +63,12 @@ class ColumnProfile(Contract):
     length: LengthStats | None = None
     numeric: NumericStats | None = None
     dates: DateStats | None = None
+    patternsEstimated: bool = Field(
+        default=False, description="patterns counted on a sample of distinct values (very many distinct values)"
+    )
+    conformity: float | None = Field(
+        default=None, description="share of non-missing values that fit the semantic type (and its format)"
+    )
 
 
 class DuplicateStats(Contract):

@@ -1,0 +1,271 @@
+"""Tolerant vectorised parsing of numbers (thousands separators, %, currency, units) and dates (by format)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+PLAIN_NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
+INTEGER = r"^[+-]?\d+$"
+CURRENCY_SYMBOLS = "$€£¥₹"
+CURRENCY_CODES = frozenset(
+    {"usd", "eur", "gbp", "jpy", "chf", "cad", "aud", "inr", "cny", "sek", "nok", "dkk"}
+)
+_NUMBER_PARTS = (
+    r"^(?P<sign>[+-]?)\s*(?P<cur>[$€£¥₹]?)\s*(?P<sign2>[+-]?)"
+    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d*)?|\.\d+)(?P<exp>[eE][+-]?\d+)?"
+    r"\s*(?P<suffix>%|[A-Za-zµ°€$£¥₹/²³]{1,12}\.?)?$"
+)
+
+
+@dataclass
+class NumberInfo:
+    """What `parse_numbers` saw, per input value: how it was written around the number."""
+
+    plain: np.ndarray  # bool: a bare number like `12`, `-3.5`, `1e3`
+    percent: np.ndarray  # bool: written with `%`
+    currency: list[str | None]  # currency symbol or code, e.g. `$`, `EUR`
+    unit: list[str | None]  # any other suffix, e.g. `kg`, `oz`
+    thousands: np.ndarray  # bool: written with `,` thousands separators
+
+    def suffix_counts(self, weights: np.ndarray | None = None) -> dict[str, int]:
+        """Rows (or values) per unit/currency/percent marker among parsed values; bare numbers count as ``."""
+        out: dict[str, int] = {}
+        w = np.ones(len(self.plain), dtype=np.int64) if weights is None else weights
+        for i in np.flatnonzero(~self.plain):
+            key = "%" if self.percent[i] else (self.currency[i] or self.unit[i])
+            if key is not None:
+                out[key] = out.get(key, 0) + int(w[i])
+        return out
+
+
+def _to_float(values: pa.Array) -> np.ndarray:
+    return np.asarray(pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def parse_numbers(values: pa.Array | list[str]) -> tuple[np.ndarray, NumberInfo]:
+    """Numbers in text → float64 (NaN where not a number) and how each was written.
+
+    Tolerates surrounding spaces, a sign, thousands separators (`1,234.5`), a leading currency symbol (`$12`),
+    a trailing `%`, a currency code or a unit (`12 USD`, `12.5 kg`). Percentages keep their written scale
+    (`15%` → 15.0). Decimal commas (`12,5`) are not numbers here: they are ambiguous with thousands separators.
+    """
+    arr = values if isinstance(values, pa.Array) else pa.array(values, pa.string())
+    n = len(arr)
+    out = np.full(n, np.nan)
+    currency: list[str | None] = [None] * n
+    unit: list[str | None] = [None] * n
+    percent = np.zeros(n, dtype=bool)
+    thousands = np.zeros(n, dtype=bool)
+    if n == 0:
+        return out, NumberInfo(np.zeros(0, bool), percent, currency, unit, thousands)
+    text = pc.utf8_trim_whitespace(arr)
+    plain = np.asarray(
+        pc.match_substring_regex(text, PLAIN_NUMBER).to_numpy(zero_copy_only=False), dtype=bool
+    )
+    idx = np.flatnonzero(plain)
+    if len(idx):
+        out[idx] = _to_float(pc.take(text, pa.array(idx)))
+    rest = np.flatnonzero(
+        ~plain & np.asarray(pc.match_substring_regex(text, r"\d").to_numpy(zero_copy_only=False))
+    )
+    if len(rest):
+        parts = pc.extract_regex(pc.take(text, pa.array(rest)), _NUMBER_PARTS)
+        matched = np.asarray(pc.is_valid(parts).to_numpy(zero_copy_only=False), dtype=bool)
+        ok = rest[matched]
+        if len(ok):
+            parts = parts.filter(pa.array(matched))
+            num = pc.struct_field(parts, "num")
+            exp = pc.struct_field(parts, "exp")
+            text_num = pc.binary_join_element_wise(pc.replace_substring(num, ",", ""), exp, "")
+            magnitude = _to_float(text_num)
+            signs = pc.binary_join_element_wise(
+                pc.struct_field(parts, "sign"), pc.struct_field(parts, "sign2"), ""
+            )
+            neg = np.asarray(
+                pc.equal(pc.utf8_length(pc.replace_substring(signs, "+", "")), 1).to_numpy(False), bool
+            )
+            out[ok] = np.where(neg, -magnitude, magnitude)
+            thousands[ok] = np.asarray(
+                pc.match_substring(num, ",").to_numpy(zero_copy_only=False), dtype=bool
+            )
+            cur = pc.struct_field(parts, "cur").to_pylist()
+            suffix = pc.struct_field(parts, "suffix").to_pylist()
+            # Python over the non-plain values only: a column's unusual spellings, a small set.
+            for j, i in enumerate(ok.tolist()):
+                s = suffix[j] or ""
+                if s == "%":
+                    percent[i] = True
+                elif s.lower().rstrip(".") in CURRENCY_CODES or (s and s in CURRENCY_SYMBOLS):
+                    currency[i] = s.upper() if s.isalpha() else s
+                elif s:
+                    unit[i] = s
+                if cur[j]:
+                    currency[i] = cur[j]
+    return out, NumberInfo(plain, percent, currency, unit, thousands)
+
+
+# Date formats we recognise, each with the regex that picks its candidates. Day/month order is settled by
+# the values themselves (see `resolve_day_month`).
+@dataclass(frozen=True)
+class DateFormat:
+    regex: str
+    formats: tuple[str, ...]  # one, or (month-first, day-first) when the shape cannot tell them apart
+    has_time: bool = False
+
+
+DATE_FORMATS: tuple[DateFormat, ...] = (
+    DateFormat(r"^\d{4}-\d{2}-\d{2}$", ("%Y-%m-%d",)),
+    DateFormat(r"^\d{4}/\d{1,2}/\d{1,2}$", ("%Y/%m/%d",)),
+    DateFormat(r"^\d{4}\.\d{2}\.\d{2}$", ("%Y.%m.%d",)),
+    DateFormat(r"^\d{1,2}/\d{1,2}/\d{4}$", ("%m/%d/%Y", "%d/%m/%Y")),
+    DateFormat(r"^\d{1,2}-\d{1,2}-\d{4}$", ("%m-%d-%Y", "%d-%m-%Y")),
+    DateFormat(r"^\d{1,2}\.\d{1,2}\.\d{4}$", ("%d.%m.%Y",)),
+    DateFormat(r"^\d{1,2}/\d{1,2}/\d{2}$", ("%m/%d/%y", "%d/%m/%y")),
+    DateFormat(r"^\d{1,2} [A-Za-z]{3} \d{4}$", ("%d %b %Y",)),
+    DateFormat(r"^\d{1,2}-[A-Za-z]{3}-\d{4}$", ("%d-%b-%Y",)),
+    DateFormat(r"^[A-Za-z]{3} \d{1,2}, \d{4}$", ("%b %d, %Y",)),
+    DateFormat(r"^[A-Za-z]{4,9} \d{1,2}, \d{4}$", ("%B %d, %Y",)),
+    DateFormat(r"^\d{1,2} [A-Za-z]{4,9} \d{4}$", ("%d %B %Y",)),
+    DateFormat(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$", ("%Y-%m-%dT%H:%M:%S",), True),
+    DateFormat(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$", ("%Y-%m-%dT%H:%M:%SZ",), True),
+    DateFormat(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$", ("%Y-%m-%d %H:%M:%S",), True),
+    DateFormat(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}$", ("%Y-%m-%d %H:%M",), True),
+    DateFormat(r"^\d{1,2}/\d{1,2}/\d{4} \d{1,2}:\d{2}(:\d{2})?$", ("%m/%d/%Y %H:%M", "%d/%m/%Y %H:%M"), True),
+)
+# Formats whose values carry a time of day.
+TIME_FORMATS = frozenset(f for d in DATE_FORMATS if d.has_time for f in d.formats)
+
+
+def date_family(fmt: str) -> DateFormat | None:
+    for d in DATE_FORMATS:
+        if fmt in d.formats:
+            return d
+    return None
+
+
+def _strptime_format(fmt: str, values: pa.Array) -> tuple[str, pa.Array]:
+    """Arrow's strptime lacks optional seconds and `T`: adapt the format or the values to what it accepts."""
+    if fmt == "%Y-%m-%d %H:%M":
+        return fmt, pc.replace_substring(values, "T", " ")
+    if fmt in ("%m/%d/%Y %H:%M", "%d/%m/%Y %H:%M"):
+        return fmt, pc.replace_substring_regex(values, r"(\d{1,2}:\d{2}):\d{2}$", r"\1")
+    return fmt, values
+
+
+def parse_dates(values: pa.Array | list[str], fmt: str) -> np.ndarray:
+    """Text in one strptime format → datetime64[s] (NaT where the value does not parse in that format)."""
+    arr = values if isinstance(values, pa.Array) else pa.array(values, pa.string())
+    if len(arr) == 0:
+        return np.zeros(0, dtype="datetime64[s]")
+    fmt2, text = _strptime_format(fmt, pc.utf8_trim_whitespace(arr))
+    family = date_family(fmt)
+    if family is not None:
+        # strptime is lenient about trailing text and digit counts; the family's regex keeps it honest.
+        shape_ok = pc.match_substring_regex(text, family.regex.replace("[ T]", " "))
+        text = pc.if_else(shape_ok, text, pa.scalar(None, pa.string()))
+    parsed = pc.strptime(text, format=fmt2, unit="s", error_is_null=True)
+    secs = pc.cast(parsed, pa.int64())
+    valid = np.asarray(pc.is_valid(secs).to_numpy(zero_copy_only=False), dtype=bool)
+    # Arrow rolls an impossible day over (Feb 30 → Mar 1): such values land on day 1-3 of a month, so only
+    # those are checked by writing them back in the same format.
+    early = np.flatnonzero(
+        valid & np.asarray(pc.fill_null(pc.less_equal(pc.day(parsed), 3), False), dtype=bool)
+    )
+    if len(early):
+        take = pa.array(early)
+        back = pc.strftime(pc.take(parsed, take), format=fmt2)
+        strip = r"(^|[^0-9])0(\d)"
+        same = pc.equal(
+            pc.utf8_lower(pc.replace_substring_regex(back, strip, r"\1\2")),
+            pc.utf8_lower(pc.replace_substring_regex(pc.take(text, take), strip, r"\1\2")),
+        )
+        valid[early] = np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)
+    raw = np.asarray(pc.fill_null(secs, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    out = raw.astype("datetime64[s]")
+    out[~valid] = np.datetime64("NaT")
+    return out
+
+
+@dataclass
+class DateFormatGuess:
+    """The dominant date format of a set of values, and how many rows each recognised format covers."""
+
+    format: str | None
+    share: float  # rows in the dominant format / rows considered
+    format_rows: dict[str, int] = field(default_factory=dict)
+
+
+def _matches(values: pa.Array, regex: str) -> np.ndarray:
+    return np.asarray(pc.match_substring_regex(values, regex).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def resolve_day_month(values: pa.Array, weights: np.ndarray, family: DateFormat) -> str:
+    """Month-first or day-first: a first part above 12 proves day-first, a second part above 12 month-first.
+
+    When both kinds of proof exist the one covering more rows wins; with no proof, month-first (the format
+    listed first) is assumed and the two readings agree on every value anyway.
+    """
+    if len(family.formats) == 1:
+        return family.formats[0]
+    parts = pc.extract_regex(values, r"^(?P<a>\d{1,2})[/.-](?P<b>\d{1,2})")
+    a = _to_float(pc.struct_field(parts, "a"))
+    b = _to_float(pc.struct_field(parts, "b"))
+    day_first = float(weights[a > 12].sum())
+    month_first = float(weights[b > 12].sum())
+    return family.formats[1] if day_first > month_first else family.formats[0]
+
+
+def guess_date_format(values: pa.Array, weights: np.ndarray) -> DateFormatGuess:
+    """Which recognised date format most rows use (values: distinct non-missing texts, weights: their rows)."""
+    total = float(weights.sum())
+    if total == 0 or len(values) == 0:
+        return DateFormatGuess(None, 0.0)
+    text = pc.utf8_trim_whitespace(values)
+    # Cheap gate: a date has a digit and is short.
+    rows: dict[str, int] = {}
+    best: tuple[float, str | None] = (0.0, None)
+    for family in DATE_FORMATS:
+        m = _matches(text, family.regex)
+        if not m.any():
+            continue
+        sub = text.filter(pa.array(m))
+        w = weights[m]
+        if len(family.formats) == 2:
+            # Values with a first part above 12 are day-first, a second part above 12 month-first.
+            parts = pc.extract_regex(sub, r"^(?P<a>\d{1,2})[/.-](?P<b>\d{1,2})")
+            a = _to_float(pc.struct_field(parts, "a"))
+            b = _to_float(pc.struct_field(parts, "b"))
+            chosen = resolve_day_month(sub, w, family)
+            other = family.formats[1] if chosen == family.formats[0] else family.formats[0]
+            proves_other = (a > 12) if other == family.formats[1] else (b > 12)
+            rows[chosen] = rows.get(chosen, 0) + int(w[~proves_other].sum())
+            if proves_other.any():
+                rows[other] = rows.get(other, 0) + int(w[proves_other].sum())
+        else:
+            rows[family.formats[0]] = rows.get(family.formats[0], 0) + int(w.sum())
+    for fmt, r in rows.items():
+        if r > best[0]:
+            best = (float(r), fmt)
+    return DateFormatGuess(best[1], best[0] / total, rows)
+
+
+def strftime_to_regex(fmt: str) -> str:
+    """A strict regex for one strftime format (used to check conformity without parsing)."""
+    table = {
+        "%Y": r"\d{4}",
+        "%m": r"\d{1,2}",
+        "%d": r"\d{1,2}",
+        "%H": r"\d{1,2}",
+        "%M": r"\d{2}",
+        "%S": r"\d{2}",
+    }
+    table |= {"%y": r"\d{2}", "%b": "[A-Za-z]{3}", "%B": "[A-Za-z]{3,9}"}
+    out = re.escape(fmt)
+    for k, v in table.items():
+        out = out.replace(re.escape(k), v)
+    return "^" + out + "$"
