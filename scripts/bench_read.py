@@ -64,7 +64,9 @@ def main() -> None:
         print(f"file: {path.name} {size_mb:.1f} MB, {table.n_rows} rows x {len(table.columns)} columns")
         print(f"bare pyarrow.csv.read_csv : best {bare:.3f}s  runs {[round(t, 3) for t in bare_all]}")
         print(f"iterate.io.read_table     : best {ours:.3f}s  runs {[round(t, 3) for t in ours_all]}")
-        print(f"ratio read_table / bare   : {ours / bare:.2f}x (median {statistics.median(ours_all) / statistics.median(bare_all):.2f}x)")
+        print(
+            f"ratio read_table / bare   : {ours / bare:.2f}x (median {statistics.median(ours_all) / statistics.median(bare_all):.2f}x)"
+        )
 
 
 if __name__ == "__main__":

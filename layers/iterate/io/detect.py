@@ -179,7 +179,7 @@ def _bomless_utf16(head: bytes) -> str | None:
     return None
 
 
-def check_text(path: Path, text: str, *, encoding: str, line_of: int | None = None) -> None:
+def check_text(path: Path, text: str, *, encoding: str) -> None:
     """Refuse heads that decode but are not text: NUL characters or many control characters."""
     nul = text.find("\x00")
     if nul >= 0:

@@ -35,6 +35,20 @@ _CHUNK = 8 * 1024 * 1024
 _JSON_SUFFIXES = {".jsonl", ".ndjson", ".json"}
 _TAB_SUFFIXES = {".tsv", ".tab"}
 _COMPRESSION_SUFFIXES = {".gz", ".gzip", ".bz2", ".xz"}
+_FORMAT_SUFFIXES = (
+    ".csv",
+    ".tsv",
+    ".tab",
+    ".txt",
+    ".dat",
+    ".psv",
+    ".jsonl",
+    ".ndjson",
+    ".json",
+    ".parquet",
+    ".pq",
+    ".xlsx",
+)
 
 
 @dataclass(frozen=True)
@@ -124,9 +138,17 @@ def _open_head(path: Path) -> bytes:
 
 
 def _default_name(path: Path) -> str:
+    """The file name without its format and compression extensions ("orders_v1.2.csv.gz" -> "orders_v1.2")."""
     name = path.name
-    for suffix in reversed(path.suffixes):
-        name = name.removesuffix(suffix)
+    lowered = name.lower()
+    for suffix in sorted(_COMPRESSION_SUFFIXES):
+        if lowered.endswith(suffix):
+            name, lowered = name[: -len(suffix)], lowered[: -len(suffix)]
+            break
+    for suffix in _FORMAT_SUFFIXES:
+        if lowered.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
     return name or path.name
 
 
@@ -164,14 +186,18 @@ def _read(
             raise DatasetReadError(
                 path, f"is a {compression}-compressed Parquet file", "upload the .parquet file itself"
             )
-    else:
-        unsupported_extension(path)
 
     encoding = sniff_text_encoding(head)
     head_text = _decode_head(head, encoding)
-    check_text(path, head_text, encoding=encoding)
-    if encoding not in ("utf-16", "utf-16-le", "utf-16-be", "utf-32"):
-        _check_nul(path, data, digest)
+    try:
+        check_text(path, head_text, encoding=encoding)
+        if encoding not in ("utf-16", "utf-16-le", "utf-16-be", "utf-32"):
+            _check_nul(path, data, digest)
+    except DatasetReadError:
+        # Content first: a text ".xls" (a CSV renamed) is read; a binary one gets the extension's advice.
+        if data is None:
+            unsupported_extension(path)
+        raise
     if not head_text.strip():
         raise DatasetReadError(
             path, "file is empty (only blank lines)", "upload the file with its header and data"

@@ -31,7 +31,8 @@ def _to_text(values: pa.Array) -> pa.Array:
         return _floats(values)
     if pa.types.is_timestamp(t) or pa.types.is_time(t):
         text = pc.cast(values, pa.string())
-        # Arrow pads every value with zero fractions ("10:00:00.000000"); drop them, keep real ones.
+        # Arrow pads fractions to the unit ("10:00:00.250000"); trailing zeros carry nothing, so drop them.
+        text = pc.replace_substring_regex(text, pattern=r"(\.\d*[1-9])0+(Z?)$", replacement=r"\1\2")
         text = pc.replace_substring_regex(text, pattern=r"\.0+(Z?)$", replacement=r"\1")
         return pc.replace_substring(text, " ", "T") if pa.types.is_timestamp(t) else text
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):

@@ -1,0 +1,88 @@
+"""The all-text Parquet the sandbox reads as `df`: names as written (repeats too), every value a str, no NaN."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from iterate.io import read_parquet_text, read_table, write_parquet_text
+from iterate.io.parquet_text import NAMES_KEY, unique_names
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_read_table_round_trips_through_text_parquet(tmp_path: Path) -> None:
+    # Given a CSV with repeated and generated names and values pandas would normally turn into NaN or numbers
+    source = tmp_path / "orders.csv"
+    source.write_text('id,amount,amount,,note\n01907,6.0,,N/A,"  x  "\n2,NULL,7,,日本\n', encoding="utf-8")
+    table = read_table(source)
+
+    # When it is written as text Parquet and read back for the sandbox
+    target = write_parquet_text(table, tmp_path / "data.parquet")
+    frame = read_parquet_text(target)
+
+    # Then names are as the table shows them, and every value is the same str, blanks included
+    assert list(frame.columns) == ["id", "amount", "amount", "column_4", "note"]
+    assert frame.shape == (2, 5)
+    assert [list(r) for r in frame.itertuples(index=False)] == [
+        ["01907", "6.0", "", "N/A", "  x  "],
+        ["2", "NULL", "7", "", "日本"],
+    ]
+    assert not frame.isna().any().any()
+    assert all(isinstance(v, str) for col in range(5) for v in frame.iloc[:, col])
+
+
+def test_the_file_itself_has_unique_string_columns_and_the_names_in_metadata(tmp_path: Path) -> None:
+    # Given a table whose names repeat, including a name that looks like a generated suffix
+    source = tmp_path / "dup.csv"
+    source.write_text("a,a,a__2,a\n1,2,3,4\n", encoding="utf-8")
+
+    # When it is written
+    path = write_parquet_text(read_table(source), tmp_path / "dup.parquet")
+
+    # Then Parquet sees unique, non-null string columns, and the names as written travel in the metadata
+    schema = pq.read_schema(path)
+    assert len(set(schema.names)) == 4
+    assert all(f.type == pa.string() and not f.nullable for f in schema)
+    assert json.loads(schema.metadata[NAMES_KEY]) == ["a", "a", "a__2", "a"]
+    assert list(read_parquet_text(path).columns) == ["a", "a", "a__2", "a"]
+
+
+def test_a_parquet_file_written_elsewhere_is_read_as_text_too(tmp_path: Path) -> None:
+    # Given a typed Parquet file without Iterate's metadata (nulls included)
+    path = tmp_path / "typed.parquet"
+    pq.write_table(pa.table({"n": pa.array([1, None]), "s": pa.array(["x", None])}), path)
+
+    # When the sandbox reader opens it
+    frame = read_parquet_text(path)
+
+    # Then values are text and nulls are blanks, never NaN
+    assert frame.to_dict("list") == {"n": ["1", ""], "s": ["x", ""]}
+
+
+@pytest.mark.parametrize(
+    ("names", "expected"),
+    [
+        (["a", "b"], ["a", "b"]),
+        (["a", "a", "a"], ["a", "a__2", "a__3"]),
+        (["a", "a__2", "a"], ["a", "a__2", "a__3"]),
+    ],
+)
+def test_unique_names_suffix_repeats_without_colliding(names: list[str], expected: list[str]) -> None:
+    assert unique_names(names) == expected
+
+
+def test_pandas_sees_plain_strings(tmp_path: Path) -> None:
+    # Given a written table
+    source = tmp_path / "s.csv"
+    source.write_text("x\n1\n\n2\n", encoding="utf-8")
+    frame = read_parquet_text(write_parquet_text(read_table(source), tmp_path / "s.parquet"))
+
+    # Then string operations behave as on str values
+    assert frame["x"].str.len().tolist() == [1, 1]
+    assert pd.api.types.is_string_dtype(frame["x"])
