@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from agent_helpers import STAND_IN_CODE, agents_for
 from fake_anthropic import Reply, error_reply, slow, text_reply, tool_reply
 from llm_fixtures import INJECTION, make_candidates, make_profile, review_answer, understanding_answer
 
@@ -15,40 +16,9 @@ from iterate.agents import build_agents
 from iterate.agents.offline.followup import OfflineFollowupAgent
 from iterate.agents.offline.understanding import OfflineUnderstandingAgent
 from iterate.contracts import CodeInvestigation, FollowupTurn, Issue
-from iterate.ports import AnalysisDraft, Agents
 from iterate.settings import Settings
 
 pytestmark = pytest.mark.unit
-
-STAND_IN_CODE = "result = {'affected_rows': 0, 'stand_in': True}"
-
-
-class StandInAnalysis:
-    """Stand-in for OfflineAnalysisAgent (owned elsewhere, not merged yet): candidates unchanged."""
-
-    def analyze(self, candidates: list[Issue], **_: Any) -> AnalysisDraft:
-        return AnalysisDraft(issues=list(candidates), summary="offline analysis")
-
-
-class StandInInvestigation:
-    """Stand-in for OfflineInvestigationAgent (owned by the sandbox engineer, not merged yet)."""
-
-    def write_code(self, issue: Issue, *, profile: Any, attempts: list[CodeInvestigation]) -> str:
-        return STAND_IN_CODE
-
-
-def twins() -> Agents:
-    return Agents(
-        understanding=OfflineUnderstandingAgent(),
-        analysis=StandInAnalysis(),
-        investigation=StandInInvestigation(),
-        followup=OfflineFollowupAgent(),
-    )
-
-
-def agents_for(llm) -> Any:
-    return build_agents(Settings(), llm=llm, offline=twins())
-
 
 FOLLOWUP = {
     "prompt": "Standardise the state spellings?",
@@ -344,8 +314,51 @@ def test_answers_slower_than_the_timeout_fall_back_within_seconds(fake, make_llm
     assert re.search(r"circuit_open", " ".join(agents.degraded_reasons))
 
 
-def test_without_a_key_the_agents_are_offline(fake):
-    agents = build_agents(Settings(), offline=twins())
-    assert agents.mode == "offline" and agents.usage()["total"].calls == 0
+def test_without_a_key_the_agents_are_the_engines_offline_agents(fake):
+    from iterate.agents.offline.analysis import OfflineAnalysisAgent
+    from iterate.agents.offline.investigation import OfflineInvestigationAgent
+
+    agents = build_agents(Settings())
+    assert agents.mode == "offline" and agents.usage()["total"].calls == 0 and agents.model is None
     assert isinstance(agents.understanding, OfflineUnderstandingAgent)
+    assert isinstance(agents.analysis, OfflineAnalysisAgent)
+    assert isinstance(agents.investigation, OfflineInvestigationAgent)
+    assert isinstance(agents.followup, OfflineFollowupAgent)
     assert fake.requests == []
+
+
+def test_a_detector_issue_starts_from_its_template_and_claude_revises_failures(fake, make_llm):
+    from iterate.agents.offline.investigation import OfflineInvestigationAgent
+
+    # Given the real offline twins and a detector issue their templates support
+    profile = make_profile()
+    issue = next(c for c in make_candidates(profile) if c.type == "inconsistent_category")
+    issue = issue.model_copy(
+        update={
+            "evidence": issue.evidence.model_copy(
+                update={"stats": {"column": "state", "bad_values": ["ny"], "canonical": {"ny": "NY"}}}
+            )
+        }
+    )
+    template = OfflineInvestigationAgent()
+    assert template.supports(issue)
+    agents = build_agents(Settings(), llm=make_llm())
+    # When the first attempt is written, Then it is the template, without a call
+    first = agents.investigation.write_code(issue, profile=profile, attempts=[])
+    assert first == template.write_code(issue, profile=profile, attempts=[]) and fake.requests == []
+    # When that attempt failed, Then Claude writes the revision, seeing the template's code and error
+    fake.add(tool_reply("run_python", {"code": "result = {'affected_rows': 1}"}))
+    failed = CodeInvestigation(code=first, success=False, error="KeyError: 'state'")
+    assert (
+        agents.investigation.write_code(issue, profile=profile, attempts=[failed])
+        == "result = {'affected_rows': 1}"
+    )
+    assert fake.requests[0]["messages"][1]["content"][0]["input"]["code"] == first
+    # And an LLM hypothesis always goes to Claude
+    hyp = issue.model_copy(
+        update={"id": "llm-1", "type": "business_rule", "source": "llm", "status": "hypothesis"}
+    )
+    fake.add(tool_reply("run_python", {"code": "result = {'affected_rows': 2}"}))
+    assert (
+        agents.investigation.write_code(hyp, profile=profile, attempts=[]) == "result = {'affected_rows': 2}"
+    )

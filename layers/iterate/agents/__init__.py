@@ -120,10 +120,31 @@ class FallbackAnalysis:
 
 
 class FallbackInvestigation:
-    def __init__(self, primary: InvestigationAgent, offline: _Lazy, guard: _Guard) -> None:
+    """Detector issues start from their exact, free template; Claude writes code for its own hypotheses and
+    revises any attempt that failed (the ReAct step). Claude failing falls back to the template."""
+
+    def __init__(
+        self, primary: InvestigationAgent, offline: _Lazy, guard: _Guard, *, prefer_templates: bool = True
+    ) -> None:
         self.primary, self.offline, self.guard = primary, offline, guard
+        self.prefer_templates = prefer_templates
+
+    def supports(self, issue: Issue) -> bool:
+        """Claude can write code for any issue type, hypotheses included."""
+        return True
+
+    def _template_fits(self, issue: Issue) -> bool:
+        check = getattr(self.offline.get(), "supports", None)
+        return bool(check(issue)) if callable(check) else False
 
     def write_code(self, issue: Issue, *, profile: DatasetProfile, attempts: list[CodeInvestigation]) -> str:
+        if (
+            self.prefer_templates
+            and not attempts
+            and issue.source == "detector"
+            and self._template_fits(issue)
+        ):
+            return str(self.offline.get().write_code(issue, profile=profile, attempts=attempts))
         return self.guard(
             lambda: self.primary.write_code(issue, profile=profile, attempts=attempts),
             lambda: self.offline.get().write_code(issue, profile=profile, attempts=attempts),
@@ -163,6 +184,7 @@ def build_agents(
     cache_dir: str | Path | None = None,
     observers: Iterable[Any] = (),
     offline: Agents | None = None,
+    prefer_templates: bool = True,
 ) -> RunAgents:
     """Offline agents when there is no key and no injected `llm`; otherwise Claude agents, each guarded so a
     failure falls back to its offline twin for that call and marks the run degraded.
@@ -172,6 +194,8 @@ def build_agents(
         (default: in memory, for the life of this process).
     observers: `iterate.llm.observers.Observer`s (structured logs, metrics).
     offline: the offline twins (default: the engine's offline agents, imported when first needed).
+    prefer_templates: a detector issue's first investigation uses its template (exact and free); Claude
+        writes code for hypotheses and for every retry after a failed attempt. False: Claude writes all.
     """
     twins = _twins(offline)
     if llm is None and not settings.anthropic_api_key:

@@ -1,0 +1,124 @@
+"""The whole local pipeline with a key: every LLM step goes through the SDK to the fake server; failures degrade."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_anthropic import Reply, error_reply, tool_reply
+
+from iterate.settings import Settings
+
+pytestmark = pytest.mark.slow
+
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "orders.csv"
+
+
+def tagged(user: str, tag: str) -> Any:
+    match = re.search(rf"<{tag}>\n(.*?)\n</{tag}>", user, re.DOTALL)
+    assert match, f"no <{tag}> block in the prompt"
+    return json.loads(match.group(1))
+
+
+def first_user_text(request: dict[str, Any]) -> str:
+    content = request["messages"][0]["content"]
+    return content if isinstance(content, str) else " ".join(b.get("text", "") for b in content)
+
+
+def smart_claude(request: dict[str, Any]) -> Reply:
+    """A model that reads the prompt it was given: real column names, real candidate ids, runnable code."""
+    name = (request.get("tool_choice") or {}).get("name")
+    user = first_user_text(request)
+    if name == "record_understanding":
+        cols = [c["name"] for c in tagged(user, "dataset_profile")["columns"]]
+        payload: dict[str, Any] = {
+            "description": "Orders of an online shop, one row per order line.",
+            "observations": ["Prices carry currency text in some rows."],
+            "columns": [{"name": c, "description": f"The order's {c.replace('_', ' ')}."} for c in cols],
+            "suggested_context": "Used for revenue reporting.",
+        }
+    elif name == "record_review":
+        candidates = tagged(user, "candidates")
+        cols = [c["name"] for c in tagged(user, "dataset_profile")["columns"]]
+        payload = {
+            "summary": "Several formatting problems that distort revenue by region.",
+            "ranking": [c["id"] for c in candidates],
+            "issues": [{"id": c["id"], "businessImpact": "Distorts monthly revenue."} for c in candidates],
+            "hypotheses": [
+                {
+                    "type": "business_rule",
+                    "description": "Some orders may have no customer contact at all.",
+                    "affectedColumns": [cols[0]],
+                    "suggestedAction": "Ask sales for the missing contacts.",
+                }
+            ],
+        }
+    elif name == "run_python":
+        col = tagged(user, "issue")["issue"]["columns"][0]
+        payload = {
+            "code": (
+                f"col = {col!r}\n"
+                "mask = df[col].str.strip() != ''\n"
+                "rows = [int(i) for i in mask[mask].index[:3]]\n"
+                "result = {'affected_rows': int(mask.sum()), 'affected_cells': int(mask.sum()),\n"
+                "          'share': float(mask.mean()),\n"
+                "          'examples': [{'row': r, 'column': col, 'value': str(df[col].iloc[r])} for r in rows]}\n"
+            )
+        }
+    else:
+        return error_reply(400, "invalid_request_error")(request)
+    return tool_reply(name, payload)(request)
+
+
+def run(fake, tmp_path, monkeypatch, **settings: Any):
+    from iterate.pipeline import run_local
+
+    monkeypatch.setenv("ITERATE_CACHE_DIR", str(tmp_path / "cache"))
+    config = Settings(
+        anthropic_api_key="test-key", anthropic_base_url=fake.url, model="claude-sonnet-5-5", **settings
+    )
+    return run_local(SAMPLE, tmp_path / "out", settings=config)
+
+
+def test_with_a_key_every_llm_step_runs_through_the_sdk(fake, tmp_path, monkeypatch):
+    # Given a healthy (fake) Claude
+    fake.default = smart_claude
+    # When the whole pipeline runs with a key
+    result = run(fake, tmp_path, monkeypatch)
+    # Then understanding, analysis and the hypothesis' investigation all went through the SDK
+    names = fake.tool_names()
+    assert names[:2] == ["record_understanding", "record_review"] and "run_python" in names
+    written = json.loads((tmp_path / "out" / "analysis.json").read_text())
+    assert written["mode"] == "llm" and result.mode == "llm"
+    assert written["run"]["model"] == "claude-sonnet-5-5"
+    usage = written["run"]["usage"]
+    assert {"understanding", "analysis", "investigation", "total"} <= set(usage)
+    assert usage["total"]["inputTokens"] > 0 and usage["total"]["costUsd"] > 0
+    # And the hypothesis was confirmed by code, with the numbers its code measured
+    hyp = next(i for i in result.issues if i.source == "llm")
+    assert hyp.status == "confirmed" and hyp.investigation is not None and hyp.investigation.success
+    assert hyp.affectedRows == hyp.investigation.output["affected_rows"]
+    assert all(
+        i.businessImpact == "Distorts monthly revenue." for i in result.issues if i.source == "detector"
+    )
+
+
+def test_an_overloaded_api_still_completes_the_run_degraded_in_seconds(fake, tmp_path, monkeypatch):
+    # Given an API answering 529 to everything
+    fake.default = error_reply(529, "overloaded_error")
+    # When the pipeline runs
+    started = time.perf_counter()
+    result = run(fake, tmp_path, monkeypatch, llm_max_retries=1)
+    elapsed = time.perf_counter() - started
+    # Then it completed with the offline agents, said so, and the outage cost few requests
+    assert result.mode == "degraded"
+    steps = [r.split(":")[0] for r in result.run.degradedReasons]
+    assert steps[:2] == ["understanding", "analysis"]
+    assert any("circuit_open" in r for r in result.run.degradedReasons)
+    assert len(fake.requests) <= 4
+    assert result.issues and all(i.source == "detector" for i in result.issues)
+    assert elapsed < 60
