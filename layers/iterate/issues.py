@@ -73,13 +73,22 @@ def _examples(finding: Finding, table: Table) -> list[EvidenceExample]:
     return out
 
 
-def to_issue(finding: Finding, table: Table, *, important: set[str]) -> Issue:
+def minor_columns(profile: DatasetProfile | None) -> set[str]:
+    """Columns that matter least: free text (notes, comments), whose gaps rarely block an analysis."""
+    if profile is None:
+        return set()
+    return {c.name for c in profile.columns if c.semanticType == "text"}
+
+
+def to_issue(finding: Finding, table: Table, *, important: set[str], minor: set[str] | None = None) -> Issue:
     n_rows = max(table.n_rows, 1)
     affected_rows = finding.n_rows
     share = affected_rows / n_rows
     severity = share_severity(share, blocks_analysis=finding.blocks_analysis)
     if finding.type not in FACT_TYPES and finding.flag and important & set(finding.columns):
         severity = _bump(severity, 1)  # wrong values in a key or determining column spread to everything joined on it
+    if finding.type == "missing_values" and minor and set(finding.columns) <= minor:
+        severity = _bump(severity, -1)  # an optional comment field left empty is normal
     if finding.type == "constant_column":
         severity = "low"
     return Issue(
@@ -113,10 +122,11 @@ def sort_issues(issues: Iterable[Issue]) -> list[Issue]:
 
 def issues_from_findings(findings: list[Finding], table: Table, profile: DatasetProfile | None) -> list[Issue]:
     important = key_columns(profile)
+    minor = minor_columns(profile)
     seen: dict[str, int] = {}
     out = []
     for f in findings:
-        issue = to_issue(f, table, important=important)
+        issue = to_issue(f, table, important=important, minor=minor)
         n = seen.get(issue.id, 0)
         seen[issue.id] = n + 1
         if n:  # two findings with one key (rare): keep ids unique

@@ -33,7 +33,7 @@ class Detection:
 def _is_measure(f: ColumnFacts) -> bool:
     """A numeric column holding quantities, not codes: fractional values or integers of varying width."""
     present = np.flatnonzero(f.present & (f.counts > 0))
-    if present.size < 10 or f.n_present_unique > 0.9 * f.n_present:
+    if present.size < 5 or f.n_present_unique > 0.9 * f.n_present:
         return False
     d = pc.utf8_trim_whitespace(f.column.dictionary.take(present))
     nums = to_float(d)
@@ -43,8 +43,10 @@ def _is_measure(f: ColumnFacts) -> bool:
     lengths = np.asarray(pc.utf8_length(d).to_numpy(zero_copy_only=False))[ok]
     weights = f.counts[present][ok]
     fractional = bool((nums[ok] != np.round(nums[ok])).any())
-    width_share = np.bincount(lengths, weights=weights).max() / weights.sum()
-    return fractional or width_share < 0.9
+    width_counts = np.bincount(lengths, weights=weights)
+    width = int(width_counts.argmax())
+    # Codes (zip, phone, account numbers) are wide integers of one fixed width; quantities are not.
+    return fractional or width < 4 or width_counts[width] / weights.sum() < 0.9
 
 
 def _read_findings(table: Table) -> list[Finding]:
@@ -126,6 +128,47 @@ def _veto_consistent(f: Finding, judgements: dict[int, Judgement], table: Table)
     return f
 
 
+# When several detectors flag the same cells of a column, the most specific explanation keeps them.
+SPECIFICITY = [
+    "encoding_damage", "disguised_missing", "stray_whitespace", "unit_in_number", "merged_columns",
+    "format_violation", "mixed_types", "inconsistent_category", "dependency_violation", "numeric_outlier",
+]  # fmt: skip
+
+
+def _without_overlaps(findings: list[Finding], table: Table) -> list[Finding]:
+    """Drop cells already explained by a more specific finding in the same column (and emptied findings).
+
+    The values dropped are listed in `stats["excluded_values"]` so that code re-counting the finding can
+    leave them out too.
+    """
+    n_cols = len(table.columns)
+    taken = np.zeros(0, dtype=np.int64)  # flattened cell ids (row * n_cols + col) already explained
+    rank = {t: i for i, t in enumerate(SPECIFICITY)}
+    order = sorted(range(len(findings)), key=lambda i: rank.get(findings[i].type, len(rank)))
+    keep = [True] * len(findings)
+    for i in order:
+        f = findings[i]
+        if f.type not in rank or not f.flag or f.n_cells == 0:
+            continue
+        ids = f.rows * n_cols + f.cols
+        covered = np.isin(ids, taken)
+        if covered.any():
+            if covered.all():
+                keep[i] = False
+                continue
+            excluded = sorted({table.columns[int(c)].value(int(r)) for r, c in zip(f.rows[covered], f.cols[covered])})
+            f.rows, f.cols = f.rows[~covered], f.cols[~covered]
+            if f.expected is not None:
+                f.expected = [e for e, k in zip(f.expected, (~covered).tolist(), strict=True) if k]
+            f.stats["excluded_values"] = excluded[:500]
+            for name in ("bad_values",):
+                if name in f.stats:
+                    f.stats[name] = [v for v in f.stats[name] if v not in set(excluded)]
+            ids = ids[~covered]
+        taken = np.union1d(taken, ids)
+    return [f for f, k in zip(findings, keep, strict=True) if k]
+
+
 def detect(table: Table) -> Detection:
     """Run every detector over the table; findings are in a stable order (by detector, then column)."""
     timings: dict[str, float] = {}
@@ -147,7 +190,7 @@ def detect(table: Table) -> Detection:
         if f.column.n_unique <= 1:
             continue
         t = time.perf_counter()
-        for found in (detect_units(f), detect_shape_violations(f), detect_date_formats(f)):
+        for found in (detect_units(f), detect_date_formats(f), detect_shape_violations(f)):
             if found is not None:
                 findings.append(found)
         timed("formats", t)
@@ -167,6 +210,7 @@ def detect(table: Table) -> Detection:
     timed("dependencies", t)
     t = time.perf_counter()
     findings += detect_merged_columns(facts, n)
+    findings = _without_overlaps(findings, table)
     findings += detect_duplicates(table, facts)
     findings += detect_column_shape(facts, n)
     timed("rows", t)

@@ -81,7 +81,7 @@ def detect_outliers(f: ColumnFacts, *, is_measure: bool) -> Finding | None:
     if not is_measure or f.n_present < 30:
         return None
     present = np.flatnonzero(f.present & (f.counts > 0))
-    if present.size < 10:
+    if present.size < 3:
         return None
     d = f.column.dictionary.take(present)
     cleaned = pc.replace_substring_regex(pc.utf8_trim_whitespace(d), pattern=r"[,$€£%\s]", replacement="")

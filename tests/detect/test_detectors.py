@@ -1,0 +1,183 @@
+"""Every detector on planted errors: it finds the planted cells, and leaves clean twins of them alone."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from iterate.detect import detect
+from iterate.table import SourceInfo, Table
+
+pytestmark = pytest.mark.unit
+
+
+def make_table(columns: dict[str, list[str]]) -> Table:
+    names = list(columns)
+    arrow = pa.table({f"c{i}": pa.array(v, pa.string()) for i, v in enumerate(columns.values())})
+    return Table.from_arrow(arrow, name="t", source=SourceInfo(path="t.csv", format="csv"), names=names)
+
+
+def flagged(table: Table, issue_type: str | None = None) -> set[tuple[int, str]]:
+    out = set()
+    for f in detect(table).findings:
+        if f.flag and (issue_type is None or f.type == issue_type):
+            out |= {(int(r), table.column_names[int(c)]) for r, c in zip(f.rows, f.cols, strict=True)}
+    return out
+
+
+def findings_of(table: Table, issue_type: str):
+    return [f for f in detect(table).findings if f.type == issue_type]
+
+
+def entity_rows(n: int = 300, seed: int = 1) -> dict[str, list[str]]:
+    """Rows of 30 stores, each with one city and zip, and a free order amount."""
+    rng = random.Random(seed)
+    stores = [(f"S{i:03d}", rng.choice(["Boston", "Denver", "Austin", "Seattle", "Portland", "Chicago"])) for i in range(30)]
+    zips = {"Boston": "02108", "Denver": "80202", "Austin": "73301", "Seattle": "98101", "Portland": "97201", "Chicago": "60614"}
+    rows = {"store": [], "city": [], "zip": [], "amount": [], "status": []}
+    for _ in range(n):
+        store, city = rng.choice(stores)
+        rows["store"].append(store)
+        rows["city"].append(city)
+        rows["zip"].append(zips[city])
+        rows["amount"].append(f"{rng.uniform(10, 90):.2f}")
+        rows["status"].append(rng.choice(["delivered", "delivered", "shipped", "cancelled"]))
+    return rows
+
+
+def test_disguised_missing_is_flagged_but_the_datasets_own_blank_is_not():
+    # Given a numeric column with blanks (the dataset's way to say missing) and some "N/A" placeholders
+    values = [str(i) for i in range(40)] + [""] * 5 + ["N/A"] * 5
+    table = make_table({"ibu": values, "other": ["x"] * 25 + [""] * 25})
+    # When / Then: only the placeholders are wrong values; blanks are reported as missing, not flagged
+    assert flagged(table, "disguised_missing") == {(r, "ibu") for r in range(45, 50)}
+    missing = findings_of(table, "missing_values")
+    assert {f.columns[0] for f in missing} == {"ibu", "other"} and not any(f.flag for f in missing)
+
+
+def test_a_placeholder_used_as_the_datasets_null_marker_is_not_flagged():
+    # Given a dataset with no blanks that writes every missing value as "empty"
+    table = make_table({"a": ["1", "2", "empty"] * 20, "b": ["x", "empty", "y"] * 20})
+    # Then "empty" is its convention: no disguised-missing flags
+    assert flagged(table, "disguised_missing") == set()
+    assert detect(table).null_marker == "empty"
+
+
+def test_values_breaking_a_column_pattern_are_flagged():
+    rows = entity_rows()
+    rows["phone"] = [f"555{i:07d}" for i in range(300)]
+    rows["phone"][10] = "555x001234"
+    rows["phone"][20] = "55500o1234"
+    table = make_table(rows)
+    assert {(10, "phone"), (20, "phone")} <= flagged(table)
+    assert not any(c == "phone" and r not in (10, 20) for r, c in flagged(table))
+
+
+def test_text_in_a_numeric_column_is_mixed_types():
+    values = [str(i % 50) for i in range(200)]
+    values[7] = "twelve"
+    found = findings_of(make_table({"qty": values}), "mixed_types")
+    assert [int(r) for f in found for r in f.rows] == [7]
+
+
+def test_numbers_with_units_written_several_ways_are_all_flagged_but_a_consistent_unit_is_not():
+    mixed = make_table({"ounces": ["12.0 oz", "12 oz.", "16.0 ounce", "12.0 OZ."] * 30})
+    assert len(flagged(mixed, "unit_in_number")) == 120
+    consistent = make_table({"score": [f"{i}%" for i in range(100)]})
+    assert flagged(consistent) == set()
+
+
+def test_a_minority_of_values_with_a_percent_sign_is_flagged():
+    values = [f"0.0{i % 9 + 1}" for i in range(100)] + [f"0.0{i % 9 + 1}%" for i in range(30)]
+    found = flagged(make_table({"abv": values}), "unit_in_number")
+    assert found == {(r, "abv") for r in range(100, 130)}
+
+
+def test_dates_in_a_second_format_are_flagged():
+    values = [f"2026-0{m}-1{d}" for m in range(1, 10) for d in range(10)] * 2
+    values[5] = "15/01/2026"
+    values[50] = "03/31/2026"
+    found = flagged(make_table({"d": values}))
+    assert {(5, "d"), (50, "d")} <= found and len(found) == 2
+
+
+def test_rare_misspellings_of_a_frequent_value_are_flagged_with_the_expected_spelling():
+    rows = entity_rows()
+    rows["status"][3] = "delivred"
+    rows["status"][4] = "Delivered"
+    table = make_table(rows)
+    found = findings_of(table, "inconsistent_category")
+    expected = {int(r): e for f in found for r, e in zip(f.rows, f.expected or [], strict=True)}
+    assert expected == {3: "delivered", 4: "delivered"}
+
+
+def test_short_codes_of_a_dense_vocabulary_are_not_typos():
+    # US states: NC, ND, NE, NH... sit one edit apart legitimately.
+    states = ["NC"] * 40 + ["ND"] * 2 + ["NE"] * 30 + ["NH"] * 3 + ["NY"] * 50 + ["NJ"] * 20
+    assert flagged(make_table({"state": states})) == set()
+
+
+def test_different_names_sharing_words_are_not_typos():
+    names = ["Uinta Brewing Company"] * 12 + ["Abita Brewing Company"] * 2 + ["Avery Brewing Company"] * 9
+    assert flagged(make_table({"brewery": names + ["Other"] * 20})) == set()
+
+
+def test_conflicting_values_for_the_same_entity_are_flagged_in_the_dependent_column():
+    rows = entity_rows()
+    victim = next(i for i, s in enumerate(rows["store"]) if s == rows["store"][0] and i > 0)
+    rows["zip"][victim] = "99999" if rows["zip"][victim] != "99999" else "11111"
+    table = make_table(rows)
+    found = findings_of(table, "dependency_violation")
+    assert [(int(r), table.column_names[int(c)]) for f in found for r, c in zip(f.rows, f.cols, strict=True)] == [
+        (victim, "zip")
+    ]
+
+
+def test_a_value_glued_from_an_empty_neighbour_column_is_flagged_in_both_columns():
+    cities = ["Gary", "Bend", "Austin", "Denver"] * 30
+    states = ["IN", "OR", "TX", "CO"] * 30
+    for r in (5, 9, 13):
+        cities[r] = f"{cities[r]} {states[r]}"
+        states[r] = ""
+    found = flagged(make_table({"city": cities, "state": states}), "merged_columns")
+    assert found == {(r, c) for r in (5, 9, 13) for c in ("city", "state")}
+
+
+def test_exact_duplicate_rows_are_reported_as_rows_not_cells():
+    rows = entity_rows(100)
+    for name in rows:
+        rows[name].append(rows[name][7])
+    dup = findings_of(make_table(rows), "duplicate_rows")
+    assert len(dup) == 1 and dup[0].rows.tolist() == [100] and not dup[0].flag
+
+
+def test_encoding_damage_and_stray_spaces():
+    names = ["José Silva", "Ana Costa", "Inès Martin", "Emma Kim"] * 10
+    names[3] = "JosÃ© Silva"
+    names[6] = " Ana Costa"
+    table = make_table({"name": names})
+    assert flagged(table, "encoding_damage") == {(3, "name")}
+    assert flagged(table, "stray_whitespace") == {(6, "name")}
+    enc = findings_of(table, "encoding_damage")[0]
+    assert enc.expected == ["José Silva"]
+
+
+def test_extreme_values_in_a_measure_are_outliers_but_codes_are_not():
+    rng = np.random.default_rng(3)
+    qty = [str(int(x)) for x in rng.integers(1, 6, 300)]
+    qty[11] = "1000"
+    zips = [str(int(x)) for x in rng.choice([10001, 10002, 99501, 60614], 300)]
+    found = flagged(make_table({"qty": qty, "zip": zips}), "numeric_outlier")
+    assert found == {(11, "qty")}
+
+
+def test_constant_columns_are_reported_without_flags():
+    found = findings_of(make_table({"a": ["x"] * 20, "b": [str(i) for i in range(20)]}), "constant_column")
+    assert [f.columns for f in found] == [["a"]] and not found[0].flag
+
+
+def test_clean_data_raises_no_cell_flags():
+    assert flagged(make_table(entity_rows())) == set()
