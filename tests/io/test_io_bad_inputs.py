@@ -288,3 +288,53 @@ def test_the_error_survives_pickling_with_all_its_fields() -> None:
     assert str(copy) == "orders.csv, line 7: row has 5 fields but the header has 4 — fix the row"
     assert (copy.path, copy.line, copy.problem, copy.hint) == (err.path, 7, err.problem, err.hint)
     assert type(copy) is ErrorsModuleError and type(copy).__name__ == "DatasetReadError"
+
+
+def test_a_trailing_delimiter_on_every_row_is_ignored_and_recorded(tmp_path: Path) -> None:
+    # Given rows that all end with a delimiter the header does not have
+    path = tmp_path / "export.csv"
+    path.write_text("id;name\n1;Ann;\n2;Bob;\n", encoding="utf-8")
+
+    # When it is read
+    table = read_table(path)
+
+    # Then the empty trailing field is not a column, no row is ragged, and the quirk is recorded
+    assert table.column_names == ["id", "name"]
+    assert rows(table) == [["1", "Ann"], ["2", "Bob"]]
+    assert [p.kind for p in table.problems] == ["trailing_delimiter"]
+
+
+def test_a_trailing_field_that_sometimes_holds_text_is_kept_as_an_unnamed_column(tmp_path: Path) -> None:
+    # Given rows with one field more than the header, empty in the head but filled further down
+    filler = "".join(f"{i},x,\n" for i in range(3_000))
+    path = tmp_path / "export.csv"
+    path.write_text("id,name\n" + filler + "9,y,surprise\n", encoding="utf-8")
+
+    # When it is read
+    table = read_table(path)
+
+    # Then no text is lost: the extra field is a column named by its position
+    assert table.column_names == ["id", "name", "column_3"]
+    assert table.column("column_3").value(3_000) == "surprise"
+    assert [p.kind for p in table.problems] == ["blank_header"]
+
+
+def test_old_mac_line_endings_are_lines(tmp_path: Path) -> None:
+    # Given a file whose lines end with a bare carriage return, with a ragged row
+    path = tmp_path / "mac.csv"
+    path.write_bytes(b"a,b\r1,2\r3\r" + b"".join(b"%d,x\r" % i for i in range(30)))
+
+    # When it is read
+    table = read_table(path)
+
+    # Then rows split on \r and the ragged row's line is right
+    assert rows(table)[:2] == [["1", "2"], ["3", ""]]
+    assert [(p.line, p.row) for p in table.problems] == [(3, 1)]
+
+
+def test_an_unterminated_quote_near_the_end_of_a_large_file_is_caught(tmp_path: Path) -> None:
+    # Given a file parsed in parallel blocks, with a quote opened in a middle column near the end
+    body = "".join(f"{i},fine,{i}\n" for i in range(40_000))
+    path = tmp_path / "big.csv"
+    path.write_text("id,note,n\n" + body + '40000,"open,1\n40001,x,2\n', encoding="utf-8")
+    read_error(path, line=40_002, says="closing quote is missing")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from iterate.io.detect import legacy_encoding
@@ -78,8 +79,10 @@ def sniff_dialect(head: str, *, complete: bool, prefer_tab: bool = False) -> Dia
             counts = _field_counts(head, Dialect(delimiter, quotechar), complete=complete)
             if not counts:
                 continue
-            width, rows = counts[0], counts[1:]
-            consistency = sum(1 for c in rows if c == width) / len(rows) if rows else 1.0
+            width, rows = counts[0][0], counts[1:]
+            # Rows ending in one extra empty field (a trailing delimiter the header lacks) still agree.
+            agree = sum(1 for c, empty_last in rows if c == width or (c == width + 1 and empty_last))
+            consistency = agree / len(rows) if rows else 1.0
             # Single quotes only win by being strictly more consistent (apostrophes are common in text).
             key = (float(width > 1), round(consistency, 2), float(width), -qrank, -rank)
             if best is None or key > best[0]:
@@ -93,12 +96,13 @@ def _reader(text: str, dialect: Dialect) -> _csv.Reader:
     return csv.reader(io.StringIO(text, newline=""), delimiter=dialect.delimiter, quotechar=dialect.quotechar)
 
 
-def _field_counts(head: str, dialect: Dialect, *, complete: bool) -> list[int]:
-    counts: list[int] = []
+def _field_counts(head: str, dialect: Dialect, *, complete: bool) -> list[tuple[int, bool]]:
+    """(number of fields, whether the last one is empty) for each non-blank record of the head."""
+    counts: list[tuple[int, bool]] = []
     try:
         for record in _reader(head, dialect):
             if record:
-                counts.append(len(record))
+                counts.append((len(record), record[-1] == ""))
             if len(counts) > _SNIFF_RECORDS:
                 break
     except csv.Error:
@@ -156,7 +160,11 @@ def read_delimited(source: TextSource, head: str, *, complete: bool, prefer_tab:
             path, "has no header row", "the first line must name the columns; add it or re-export"
         )
     dialect = header.dialect
-    names, problems = normalize_header(header.fields, line=header.lines)
+    fields = header.fields
+    trailing = _has_trailing_delimiter(head, dialect, len(fields), complete=complete)
+    if trailing:  # read the extra field too, so no row counts as ragged; dropped below if always empty
+        fields = [*fields, ""]
+    names, problems = normalize_header(fields, line=header.lines)
     width = len(names)
 
     encoding = source.encoding
@@ -172,12 +180,14 @@ def read_delimited(source: TextSource, head: str, *, complete: bool, prefer_tab:
     if table.num_rows:
         _check_last_row_quote(source, table, dialect)
     if invalid:
-        _check_unterminated(source, invalid[-1][1], dialect)
+        _check_unterminated(source, [text for _, text in invalid], dialect)
         total = table.num_rows + len(invalid)
         if len(invalid) >= 2 and len(invalid) > RAGGED_LIMIT * total:
             _raise_too_ragged(source, dialect, width, header.lines, len(invalid), total)
         table, ragged = _repair_ragged(source, table, dialect, names, header.lines)
         problems.extend(ragged)
+    if trailing:
+        table, names, problems = _drop_trailing_column(table, names, problems, dialect)
     if table.num_rows == 0:
         raise DatasetReadError(
             path,
@@ -186,6 +196,34 @@ def read_delimited(source: TextSource, head: str, *, complete: bool, prefer_tab:
             line=header.lines,
         )
     return DelimitedResult(table, names, problems, dialect, encoding)
+
+
+def _has_trailing_delimiter(head: str, dialect: Dialect, width: int, *, complete: bool) -> bool:
+    """Every sniffed data row has one more field than the header, and that field is empty."""
+    rows = _field_counts(head, dialect, complete=complete)[1:]
+    return bool(rows) and all(c == width + 1 and empty_last for c, empty_last in rows)
+
+
+def _drop_trailing_column(
+    table: pa.Table, names: list[str], problems: list[ReadProblem], dialect: Dialect
+) -> tuple[pa.Table, list[str], list[ReadProblem]]:
+    last = table.column(table.num_columns - 1)
+    generated = names[-1]
+    blank_problem = [p for p in problems if p.kind == "blank_header" and p.column == generated]
+    if table.num_rows and pc.max(pc.utf8_length(last)).as_py() > 0:
+        return table, names, problems  # some rows do have a value there: keep it as an unnamed column
+    kept = [p for p in problems if p not in blank_problem]
+    kept.append(
+        ReadProblem(
+            kind="trailing_delimiter",
+            line=blank_problem[0].line if blank_problem else None,
+            row=None,
+            column=None,
+            detail=f"rows end with an extra {dialect.delimiter!r} that the header does not have;"
+            " the empty field after it was ignored",
+        )
+    )
+    return table.remove_column(table.num_columns - 1), names[:-1], kept
 
 
 class _InvalidUtf8(Exception):
@@ -447,16 +485,19 @@ def _raise_unterminated(source: TextSource, quote_offset: int) -> None:
     )
 
 
-def _check_unterminated(source: TextSource, last_invalid_text: str, dialect: Dialect) -> None:
-    """An open quote at the end of the file swallows the rest: pyarrow then reports one short last row."""
-    opened = _unclosed_quote(last_invalid_text, dialect)
-    if opened is None:
-        return
-    data = source.utf8()
-    tail = last_invalid_text.encode().rstrip(b"\r\n")
-    if data.rstrip(b"\r\n").endswith(tail):
-        start = len(data.rstrip(b"\r\n")) - len(tail)
-        _raise_unterminated(source, start + len(last_invalid_text[:opened].encode()))
+def _check_unterminated(source: TextSource, invalid_texts: list[str], dialect: Dialect) -> None:
+    """An open quote at the end of the file swallows the rest: pyarrow then reports one short last row.
+
+    Parallel blocks report invalid rows in any order, so look at every row with an unclosed quote.
+    """
+    for text in invalid_texts:
+        opened = _unclosed_quote(text, dialect)
+        if opened is None:
+            continue
+        data = source.utf8().rstrip(b"\r\n")
+        tail = text.encode().rstrip(b"\r\n")
+        if data.endswith(tail):
+            _raise_unterminated(source, len(data) - len(tail) + len(text[:opened].encode()))
 
 
 def _check_last_row_quote(source: TextSource, table: pa.Table, dialect: Dialect) -> None:

@@ -191,8 +191,6 @@ def _read(
     head_text = _decode_head(head, encoding)
     try:
         check_text(path, head_text, encoding=encoding)
-        if encoding not in ("utf-16", "utf-16-le", "utf-16-be", "utf-32"):
-            _check_nul(path, data, digest)
     except DatasetReadError:
         # Content first: a text ".xls" (a CSV renamed) is read; a binary one gets the extension's advice.
         if data is None:
@@ -202,7 +200,23 @@ def _read(
         raise DatasetReadError(
             path, "file is empty (only blank lines)", "upload the file with its header and data"
         )
+    # UTF-16/32 text is full of NUL bytes; anything else with one is binary or mis-encoded.
+    nul_matters = encoding not in ("utf-16", "utf-16-le", "utf-16-be", "utf-32")
+    try:
+        parsed = _read_text(path, data, head, head_text, encoding, compression)
+    except DatasetReadError:
+        if nul_matters:
+            _check_nul(path, data, digest)  # the NUL is the real problem, when there is one
+        raise
+    if nul_matters:
+        # Checked after the parse, which the hashing thread (that also looks for NULs) overlaps.
+        _check_nul(path, data, digest)
+    return parsed
 
+
+def _read_text(
+    path: Path, data: bytes | None, head: bytes, head_text: str, encoding: str, compression: str | None
+) -> tuple[pa.Table, _Info, list[ReadProblem], list[str]]:
     suffixes = [s.lower() for s in path.suffixes]
     stem_suffix = next((s for s in reversed(suffixes) if s not in _COMPRESSION_SUFFIXES), "")
     starts_json = head_text.lstrip()[:1] in ("{", "[")

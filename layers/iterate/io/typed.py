@@ -77,6 +77,8 @@ def read_xlsx(path: Path) -> tuple[pa.Table, list[str], list[ReadProblem], int]:
                     detail=f"read the first sheet '{sheet.title}'; the workbook also has {others}, which were not read",
                 )
             )
+        # Some writers store a wrong sheet size, which would cut rows short in read-only mode.
+        sheet.reset_dimensions()
         rows: list[tuple[int, list[str]]] = []
         for number, values in enumerate(sheet.iter_rows(values_only=True), start=1):
             cells = [_cell_text(v) for v in values]
