@@ -58,7 +58,8 @@ def build_app(
         layer_assets=layer_assets(placeholder=placeholder_assets),
         description="Iterate: data-quality agents (S3 upload → Step Functions → Lambda agents → report)",
     )
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    # The acknowledgments (rule + reason) also go into each resource's Metadata: auditable in the template.
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app, write_suppressions_to_cloud_formation=True))
     return app, stack
 
 

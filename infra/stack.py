@@ -30,6 +30,7 @@ class StackConfig(BaseModel):
 
     asl_path: Path = REPO / "statemachine" / "analysis.asl.json"
     functions_dir: Path = REPO / "functions"
+    openapi_path: Path = REPO / "docs" / "openapi.json"  # exported by the API code; routes and body models
     # Keep data on `cdk destroy` by default; a throwaway dev stack may choose DESTROY.
     retain_data: bool = True
     log_retention_days: int = 30
@@ -117,6 +118,7 @@ class IterateStack(Stack):
             self,
             "Api",
             functions={"api": fns["api"], "followup": fns["followup"]},
+            openapi_path=config.openapi_path,
             log_retention=retention,
             removal_policy=removal,
         )

@@ -9,12 +9,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script: make `infra` importable
 
-from infra.assets import LAYER_NAMES, build_layer, tree_size  # noqa: E402
+from infra.assets import LAYER_NAMES, build_layer, tree_size
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("layers", nargs="*", metavar="LAYER", help=f"default: all of {', '.join(LAYER_NAMES)}")
+    parser.add_argument(
+        "layers", nargs="*", metavar="LAYER", help=f"default: all of {', '.join(LAYER_NAMES)}"
+    )
     args = parser.parse_args(argv)
     names = args.layers or list(LAYER_NAMES)
     unknown = sorted(set(names) - set(LAYER_NAMES))

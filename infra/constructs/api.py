@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
@@ -14,50 +17,103 @@ from constructs import Construct
 from infra.nag import acknowledge
 
 
+class OpenApiError(ValueError):
+    """The API document is missing or uses a construct API Gateway models cannot express."""
+
+
 @dataclass(frozen=True)
 class Route:
-    """One method: path, verb, the function behind it and the body model (None: no body)."""
+    """One method from the OpenAPI document: path, verb, the function behind it, its body schema."""
 
     path: str
     method: str
     function: str  # "api" or "followup"
-    body: str | None = None
+    path_params: tuple[str, ...]
+    query_params: tuple[tuple[str, bool], ...]
+    body_model: str | None
+    body_schema: dict[str, Any] | None
 
 
-ROUTES: tuple[Route, ...] = (
-    Route("/datasets", "POST", "api", "CreateDataset"),
-    Route("/datasets", "GET", "api"),
-    Route("/datasets/{id}", "GET", "api"),
-    Route("/datasets/{id}/runs", "POST", "api", "StartRun"),
-    Route("/datasets/{id}/schedule", "PUT", "api", "PutSchedule"),
-    Route("/datasets/{id}/schedule", "DELETE", "api"),
-    Route("/runs/{id}", "GET", "api"),
-    Route("/runs/{id}", "DELETE", "api"),
-    Route("/runs/{id}/issues", "GET", "api"),
-    Route("/runs/{id}/report", "GET", "api"),
-    Route("/issues/{id}/followup", "POST", "followup", "FollowupAnswer"),
-)
+def _function_for(path: str) -> str:
+    # The follow-up conversation has its own function (it needs the LLM layer); everything else is "api".
+    return "followup" if path.endswith("/followup") else "api"
 
-# Gateway-level shape checks (JSON Schema draft 4, what API Gateway speaks): a body must be a JSON object
-# of bounded size with the fields that route cannot work without. Field-level rules live once, in the
-# functions' pydantic models, which answer 422 with the field at fault.
-BODY_MODELS: dict[str, dict[str, object]] = {
-    "CreateDataset": {
-        "type": "object",
-        "required": ["name"],
-        "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 200}},
-    },
-    "StartRun": {
-        "type": "object",
-        "properties": {"instructions": {"type": ["string", "null"], "maxLength": 4000}},
-    },
-    "PutSchedule": {
-        "type": "object",
-        "required": ["expression"],
-        "properties": {"expression": {"type": "string", "minLength": 6, "maxLength": 256}},
-    },
-    "FollowupAnswer": {"type": "object"},
+
+def load_routes(openapi_path: Path) -> tuple[Route, ...]:
+    """Every method in the runtime's exported OpenAPI document (the one source of routes and body shapes)."""
+    if not openapi_path.is_file():
+        raise OpenApiError(f"OpenAPI document not found: {openapi_path}")
+    doc = json.loads(openapi_path.read_text())
+    schemas = doc.get("components", {}).get("schemas", {})
+    routes = []
+    for path, methods in sorted(doc["paths"].items()):
+        for method, op in sorted(methods.items()):
+            params = op.get("parameters", [])
+            body = op.get("requestBody")
+            body_model = body_schema = None
+            if body:
+                ref = body["content"]["application/json"]["schema"].get("$ref", "")
+                body_model = ref.rsplit("/", 1)[-1]
+                if body_model not in schemas:
+                    raise OpenApiError(f"{method.upper()} {path}: body schema {ref!r} not in components")
+                body_schema = schemas[body_model]
+            routes.append(
+                Route(
+                    path=path,
+                    method=method.upper(),
+                    function=_function_for(path),
+                    path_params=tuple(p["name"] for p in params if p["in"] == "path"),
+                    query_params=tuple(
+                        (p["name"], bool(p.get("required"))) for p in params if p["in"] == "query"
+                    ),
+                    body_model=body_model,
+                    body_schema=body_schema,
+                )
+            )
+    return tuple(routes)
+
+
+_SCALAR_KEYWORDS = {
+    "title": "title",
+    "description": "description",
+    "default": "default",
+    "required": "required",
+    "minLength": "min_length",
+    "maxLength": "max_length",
+    "pattern": "pattern",
+    "enum": "enum",
+    "minimum": "minimum",
+    "maximum": "maximum",
+    "minItems": "min_items",
+    "maxItems": "max_items",
+    "format": "format",
 }
+
+
+def to_gateway_schema(schema: dict[str, Any], *, root: bool = True) -> apigw.JsonSchema:
+    """A pydantic/OpenAPI 3.1 schema as an API Gateway (draft-04) model; unknown keywords are an error."""
+    types = {t.name.lower(): t for t in apigw.JsonSchemaType}
+    kwargs: dict[str, Any] = {"schema": apigw.JsonSchemaVersion.DRAFT4} if root else {}
+    for key, value in schema.items():
+        if key == "type":
+            kinds = [value] if isinstance(value, str) else value
+            mapped = [types[k] for k in kinds]
+            kwargs["type"] = mapped[0] if len(mapped) == 1 else mapped
+        elif key == "properties":
+            kwargs["properties"] = {k: to_gateway_schema(v, root=False) for k, v in value.items()}
+        elif key == "anyOf":
+            kwargs["any_of"] = [to_gateway_schema(v, root=False) for v in value]
+        elif key == "additionalProperties":
+            kwargs["additional_properties"] = (
+                value if isinstance(value, bool) else to_gateway_schema(value, root=False)
+            )
+        elif key == "items":
+            kwargs["items"] = to_gateway_schema(value, root=False)
+        elif key in _SCALAR_KEYWORDS:
+            kwargs[_SCALAR_KEYWORDS[key]] = value
+        else:
+            raise OpenApiError(f"JSON Schema keyword {key!r} has no API Gateway (draft-04) equivalent here")
+    return apigw.JsonSchema(**kwargs)
 
 
 class ApiConstruct(Construct):
@@ -69,6 +125,7 @@ class ApiConstruct(Construct):
         construct_id: str,
         *,
         functions: dict[str, lambda_.IFunction],
+        openapi_path: Path,
         log_retention: logs.RetentionDays,
         removal_policy: RemovalPolicy,
     ) -> None:
@@ -164,35 +221,30 @@ class ApiConstruct(Construct):
         self.params_validator = self.api.add_request_validator(
             "ParamsValidator", validate_request_body=False, validate_request_parameters=True
         )
-        models = {
-            name: self.api.add_model(
-                f"{name}Model",
-                content_type="application/json",
-                model_name=name,
-                schema=apigw.JsonSchema(
-                    schema=apigw.JsonSchemaVersion.DRAFT4,
-                    type=apigw.JsonSchemaType.OBJECT,
-                    required=schema.get("required"),  # type: ignore[arg-type]
-                    properties={
-                        k: _property(v)
-                        for k, v in schema.get("properties", {}).items()  # type: ignore[attr-defined]
-                    },
-                ),
-            )
-            for name, schema in BODY_MODELS.items()
-        }
+        models: dict[str, apigw.IModel] = {}
         integrations = {
             name: apigw.LambdaIntegration(fn, allow_test_invoke=False) for name, fn in functions.items()
         }
-        for route in ROUTES:
-            resource = self.api.root.resource_for_path(route.path)
-            params = {"method.request.path.id": True} if "{id}" in route.path else None
-            resource.add_method(
+        self.routes = load_routes(openapi_path)
+        for route in self.routes:
+            model = None
+            if route.body_model is not None and route.body_schema is not None:
+                if route.body_model not in models:
+                    models[route.body_model] = self.api.add_model(
+                        f"{route.body_model}Model",
+                        content_type="application/json",
+                        model_name=route.body_model,
+                        schema=to_gateway_schema(route.body_schema),
+                    )
+                model = models[route.body_model]
+            params = {f"method.request.path.{p}": True for p in route.path_params}
+            params |= {f"method.request.querystring.{q}": required for q, required in route.query_params}
+            self.api.root.resource_for_path(route.path).add_method(
                 route.method,
                 integrations[route.function],
-                request_validator=self.body_validator if route.body else self.params_validator,
-                request_models={"application/json": models[route.body]} if route.body else None,
-                request_parameters=params,
+                request_validator=self.body_validator if model else self.params_validator,
+                request_models={"application/json": model} if model else None,
+                request_parameters=params or None,
             )
 
     def _error_responses(self) -> None:
@@ -215,15 +267,3 @@ class ApiConstruct(Construct):
             ("Default4xx", apigw.ResponseType.DEFAULT_4_XX),
         ):
             self.api.add_gateway_response(name, type=response_type, templates={"application/json": body})
-
-
-def _property(spec: object) -> apigw.JsonSchema:
-    assert isinstance(spec, dict)
-    kind = spec["type"]
-    types = [kind] if isinstance(kind, str) else list(kind)
-    mapped = [apigw.JsonSchemaType[t.upper()] for t in types]
-    return apigw.JsonSchema(
-        type=mapped[0] if len(mapped) == 1 else mapped,
-        min_length=spec.get("minLength"),
-        max_length=spec.get("maxLength"),
-    )

@@ -246,8 +246,41 @@ class FunctionsConstruct(Construct):
             )
             self.functions[spec.name] = fn
             self.roles[spec.name] = role
+            # A role we create ourselves gets no AWSLambdaBasicExecutionRole: logs go to this log group only.
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                    resources=[log_group.log_group_arn],
+                )
+            )
+            if spec.sandbox:
+                self._grant_vpc_networking(role)
             self._grant(spec, role, storage, anthropic_secret, default_bus)
             self._acknowledge(spec, role, fn, storage)
+
+    @staticmethod
+    def _grant_vpc_networking(role: iam.Role) -> None:
+        # What AWSLambdaVPCAccessExecutionRole holds minus its logs:* on every log group: Lambda creates
+        # and removes the function's network interfaces with the function's own role.
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "ec2:CreateNetworkInterface",
+                    "ec2:DescribeNetworkInterfaces",
+                    "ec2:DescribeSubnets",
+                    "ec2:DeleteNetworkInterface",
+                    "ec2:AssignPrivateIpAddresses",
+                    "ec2:UnassignPrivateIpAddresses",
+                ],
+                resources=["*"],
+            )
+        )
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Lambda's VPC network-interface actions (ec2:CreateNetworkInterface, Describe*) do not support "
+            "resource-level permissions; this is the sandbox's only permission besides its own log group.",
+        )
 
     @staticmethod
     def _grant(
