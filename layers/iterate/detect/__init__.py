@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 
 from iterate.detect.context import ColumnFacts, dataset_null_marker, facts_for, to_float
 from iterate.detect.dependencies import Dependency, Judgement, detect_dependency_violations
+from iterate.detect.derived import Derivation, detect_derived
 from iterate.detect.findings import Finding
 from iterate.detect.formats import detect_date_formats, detect_shape_violations, detect_units
 from iterate.detect.missing import detect_missing
@@ -169,6 +170,33 @@ def _without_overlaps(findings: list[Finding], table: Table) -> list[Finding]:
     return [f for f, k in zip(findings, keep, strict=True) if k]
 
 
+def _suspect_masks(findings: list[Finding], n_rows: int) -> dict[int, np.ndarray]:
+    masks: dict[int, np.ndarray] = {}
+    for f in findings:
+        if not f.flag:
+            continue
+        for c in np.unique(f.cols[f.cols >= 0]):
+            mask = masks.setdefault(int(c), np.zeros(n_rows, dtype=bool))
+            mask[f.rows[f.cols == c]] = True
+    return masks
+
+
+def _veto_derived(f: Finding, derivations: list[Derivation]) -> Finding:
+    """A value equal to the concatenation of its row's sources is right, however rare it is."""
+    if f.type not in VETOED | {"dependency_violation"} or not f.flag or not f.n_cells:
+        return f
+    for d in derivations:
+        on_target = f.cols == d.target
+        drop = on_target & d.holds[f.rows]
+        if drop.any():
+            keep = ~drop
+            f.rows, f.cols = f.rows[keep], f.cols[keep]
+            if f.expected is not None:
+                f.expected = [e for e, k in zip(f.expected, keep.tolist(), strict=True) if k]
+            f.stats["consistent_with_derivation"] = f"{d.target}"
+    return f
+
+
 def detect(table: Table) -> Detection:
     """Run every detector over the table; findings are in a stable order (by detector, then column)."""
     timings: dict[str, float] = {}
@@ -205,8 +233,12 @@ def detect(table: Table) -> Detection:
     t = time.perf_counter()
     fd_findings, deps, judgements = detect_dependency_violations(facts, n)
     findings = [_veto_consistent(f, judgements, table) for f in findings]
-    findings = [f for f in findings if not f.flag or f.n_cells or f.type not in VETOED]
     findings += fd_findings
+    suspect = _suspect_masks(findings, n)
+    derived_findings, derivations = detect_derived(facts, n, suspect)
+    findings = [_veto_derived(f, derivations) for f in findings]
+    findings = [f for f in findings if not f.flag or f.n_cells or f.type not in VETOED | {"dependency_violation"}]
+    findings += derived_findings
     timed("dependencies", t)
     t = time.perf_counter()
     findings += detect_merged_columns(facts, n)

@@ -21,7 +21,7 @@ MAX_DEVIANT_SHARE = 0.1  # a repeated deviant value must be this rare next to th
 MIN_CONFIDENCE = 0.9  # share of rows (in groups of 2+) agreeing with their group's majority
 MIN_VOTE_SHARE = 0.5  # share of the judging dependencies that must vote against a cell
 SAMPLE_ROWS = 50_000
-DENSE_LIMIT = 4_000_000
+DENSE_LIMIT = 262_144
 
 
 @dataclass
@@ -38,15 +38,14 @@ def group_majority(x: np.ndarray, y: np.ndarray, n_x: int, n_y: int) -> GroupMaj
     """Majority of y within each x group (x, y: per-row dictionary codes; x may hold -1 for excluded rows)."""
     keep = x >= 0
     x, y = x[keep], y[keep]
-    if n_x * n_y <= DENSE_LIMIT:
+    if n_x * n_y <= max(DENSE_LIMIT, 2 * x.size):
         table = np.bincount(x * n_y + y, minlength=n_x * n_y).reshape(n_x, n_y)
         major = table.argmax(axis=1)
-        major_count = table[np.arange(n_x), major]
+        rows = np.arange(n_x)
+        major_count = table[rows, major]
         size = table.sum(axis=1)
-        if n_y > 1:
-            second_count = np.partition(table, n_y - 2, axis=1)[:, n_y - 2]
-        else:
-            second_count = np.zeros(n_x, dtype=np.int64)
+        table[rows, major] = 0  # the table is ours: the runner-up is the max of what is left
+        second_count = table.max(axis=1) if n_y > 1 else np.zeros(n_x, dtype=np.int64)
         return GroupMajority(size, major, major_count, second_count)
     combined = x * n_y + y
     pairs, counts = np.unique(combined, return_counts=True)

@@ -1,0 +1,116 @@
+"""Derived columns: a column built from two others (`state_average` = state + "_" + measure_code).
+
+Where the rule holds, a value is judged by it: a value equal to the concatenation of its row's sources is
+right however rare it is; a value that breaks the rule while both sources look right is wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from iterate.detect.context import ColumnFacts
+from iterate.detect.findings import Finding, cells
+
+SAMPLE = 2000
+MIN_HOLDS = 0.9  # the rule must hold on this share of rows
+SEPARATORS = ("", "_", "-", " ", "/", ":", "|", ".", ", ", ",")
+
+
+@dataclass
+class Derivation:
+    target: int
+    left: int
+    sep: str
+    right: int
+    holds: np.ndarray  # per row: the target equals left + sep + right
+
+
+def _values(f: ColumnFacts, rows: np.ndarray) -> list[str]:
+    u = f.column.uniques
+    return [u[int(c)] for c in f.column.codes[rows]]
+
+
+def find_derivations(facts: list[ColumnFacts], n_rows: int) -> list[Derivation]:
+    if n_rows < 20:
+        return []
+    rng = np.random.default_rng(11)
+    sample = np.arange(n_rows) if n_rows <= SAMPLE else np.sort(rng.choice(n_rows, SAMPLE, replace=False))
+    cols = [f for f in facts if f.column.n_unique >= 2 and f.n_present >= 0.5 * n_rows]
+    text = {f.index: _values(f, sample) for f in cols}
+    out = []
+    for target in cols:
+        tv = text[target.index]
+        for left in cols:
+            if left.index == target.index:
+                continue
+            lv = text[left.index]
+            starts = sum(1 for t, a in zip(tv, lv, strict=True) if a and t.startswith(a) and len(t) > len(a))
+            if starts < MIN_HOLDS * len(tv):
+                continue
+            rests = [t[len(a) :] for t, a in zip(tv, lv, strict=True)]
+            for right in cols:
+                if right.index in (target.index, left.index):
+                    continue
+                rv = text[right.index]
+                for sep in SEPARATORS:
+                    hits = sum(1 for r, b in zip(rests, rv, strict=True) if b and r == sep + b)
+                    if hits >= MIN_HOLDS * len(tv):
+                        full = _holds(target, left, sep, right)
+                        if full.mean() >= MIN_HOLDS:
+                            out.append(Derivation(target.index, left.index, sep, right.index, full))
+                        break
+    return out
+
+
+def _holds(target: ColumnFacts, left: ColumnFacts, sep: str, right: ColumnFacts) -> np.ndarray:
+    """Per row, whether target == left + sep + right (computed on distinct triples, not rows)."""
+    triples = np.stack([target.column.codes, left.column.codes, right.column.codes], axis=1)
+    uniq, inverse = np.unique(triples, axis=0, return_inverse=True)
+    tu, lu, ru = target.column.uniques, left.column.uniques, right.column.uniques
+    ok = np.array([tu[t] == lu[a] + sep + ru[b] for t, a, b in uniq], dtype=bool)
+    return ok[inverse.reshape(-1)]
+
+
+def detect_derived(
+    facts: list[ColumnFacts], n_rows: int, suspect: dict[int, np.ndarray]
+) -> tuple[list[Finding], list[Derivation]]:
+    """Rows breaking a derivation whose sources are not themselves suspected wrong (`suspect`: per column,
+    a boolean row mask of cells other detectors flagged)."""
+    derivations = find_derivations(facts, n_rows)
+    findings = []
+    for d in derivations:
+        target, left, right = facts[d.target], facts[d.left], facts[d.right]
+        broken = ~d.holds
+        for src in (d.left, d.right):
+            if src in suspect:
+                broken &= ~suspect[src]
+        rows = np.flatnonzero(broken & ~target.is_missing[target.column.codes])
+        if rows.size == 0:
+            continue
+        r, c = cells(rows, target.index)
+        lu, ru = left.column.uniques, right.column.uniques
+        expected = [lu[int(left.column.codes[i])] + d.sep + ru[int(right.column.codes[i])] for i in rows]
+        findings.append(
+            Finding(
+                type="dependency_violation",
+                columns=[target.name],
+                rows=r,
+                cols=c,
+                title=f"{target.name} does not match {left.name} and {right.name}",
+                description=(
+                    f"'{target.name}' is built as {left.name} + '{d.sep}' + {right.name} in "
+                    f"{d.holds.mean():.1%} of rows, but {rows.size:,} rows break that rule although their "
+                    f"'{left.name}' and '{right.name}' look right (e.g. '{target.column.value(int(rows[0]))}' "
+                    f"where '{expected[0]}' was expected)."
+                ),
+                suggested_action=f"Rebuild '{target.name}' from '{left.name}' and '{right.name}'.",
+                category="quick_fixes",
+                detector="derived",
+                stats={"column": target.name, "left": left.name, "right": right.name, "separator": d.sep},
+                expected=expected,
+                key=f"derived:{target.name}",
+            )
+        )
+    return findings, derivations
