@@ -317,3 +317,18 @@ def test_the_table_name_defaults_to_the_file_stem_and_can_be_given(tmp_path: Pat
     # Then the default drops only the format and compression suffixes, and an explicit name wins
     assert read_table(path).name == "sales_v1.2"
     assert read_table(path, name="Q1 sales").name == "Q1 sales"
+
+
+def test_a_cp1252_guess_falls_back_to_latin1_when_a_later_byte_does_not_fit(tmp_path: Path) -> None:
+    # Given a cp1252-looking head and, much later, a byte cp1252 leaves undefined
+    body = b"".join(b"%d,x\n" % i for i in range(30_000))
+    path = tmp_path / "legacy.csv"
+    path.write_bytes(b"a,b\n1,caf\xe9\n" + body + b"2,\x81\n")
+
+    # When it is read
+    table = read_table(path)
+
+    # Then latin-1 reads every byte, the head's text included
+    assert table.source.encoding == "latin-1"
+    assert table.column("b").value(0) == "café"
+    assert table.column("b").value(30_001) == "\x81"

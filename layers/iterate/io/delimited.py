@@ -167,15 +167,18 @@ def read_delimited(source: TextSource, head: str, *, complete: bool, prefer_tab:
     names, problems = normalize_header(fields, line=header.lines)
     width = len(names)
 
-    encoding = source.encoding
     try:
-        table, invalid = _read(source, dialect, width, header.lines, encoding)
-    except _InvalidUtf8:
+        table, invalid = _read(source, dialect, width, header.lines, source.encoding)
+    except _WrongEncoding:
+        # The head decoded but a later byte did not: UTF-8 falls back to cp1252 (or latin-1, which
+        # decodes anything); a cp1252 guess falls back to latin-1.
         raw = source.raw()
-        encoding = legacy_encoding(raw)
-        problems.append(_encoding_problem(raw, encoding))
-        source.encoding = encoding
-        table, invalid = _read(source, dialect, width, header.lines, encoding)
+        was_utf8 = source.encoding in ("utf-8", "utf-8-sig")
+        source.encoding = legacy_encoding(raw) if was_utf8 else "latin-1"
+        if was_utf8:
+            problems.append(_encoding_problem(raw, source.encoding))
+        table, invalid = _read(source, dialect, width, header.lines, source.encoding)
+    encoding = source.encoding
 
     if table.num_rows:
         _check_last_row_quote(source, table, dialect)
@@ -226,8 +229,8 @@ def _drop_trailing_column(
     return table.remove_column(table.num_columns - 1), names[:-1], kept
 
 
-class _InvalidUtf8(Exception):
-    pass
+class _WrongEncoding(Exception):
+    """A byte after the sniffed head does not decode in the guessed 8-bit or UTF-8 encoding."""
 
 
 def _options(
@@ -285,13 +288,15 @@ def _read(
         table = pacsv.read_csv(source.pyarrow_input(), **options)  # type: ignore[arg-type]
     except pa.ArrowInvalid as exc:
         if "invalid UTF8" in str(exc) and encoding in ("utf-8", "utf-8-sig"):
-            raise _InvalidUtf8 from exc
+            raise _WrongEncoding from exc
         raise DatasetReadError(
             source.path,
             f"could not be parsed as delimited text ({_first_line(exc)})",
             "check it is a CSV/TSV file and re-export it",
         ) from exc
     except UnicodeDecodeError as exc:
+        if encoding == "cp1252":
+            raise _WrongEncoding from exc
         raise DatasetReadError(
             source.path,
             f"is not valid {encoding} text ({exc.reason})",
