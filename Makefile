@@ -41,8 +41,8 @@ schemas: $(STAMP) ## export the JSON Schemas of the contracts
 synth: $(STAMP) ## synthesize the CDK app into cdk.out/ (no Docker, no cdk CLI)
 	$(BIN)/python infra/app.py
 
-deploy: synth ## deploy to a real account (needs credentials and the pinned CDK CLI)
-	npx --yes aws-cdk@2.1100.0 deploy --app cdk.out --require-approval never
+deploy: synth ## deploy to a real account: AWS credentials, once `npx aws-cdk@2.1148.1 bootstrap` (see infra/README.md)
+	npx --yes aws-cdk@2.1148.1 deploy --app cdk.out Iterate
 
 clean:
 	rm -rf $(VENV) cdk.out out bench/data bench/out
