@@ -40,7 +40,38 @@ STATUSES = ["delivered", "shipped", "pending", "cancelled", "returned"]
 STATES = ["CA", "NY", "TX", "FL", "IL", "PA", "OH", "GA", "NC", "MI", "NJ", "VA", "WA", "AZ", "MA"]
 CITY_PARTS = ["Spring", "River", "Oak", "Maple", "Cedar", "Lake", "Hill", "Fair", "Green", "Clear"]
 CITY_SUFFIX = ["field", "ton", "ville", "wood", "port", "view", "dale", "burg", "side", "mont"]
-WORDS = ["great", "fast", "delivery", "item", "arrived", "late", "damaged", "box", "customer", "asked", "refund", "gift", "wrap", "please", "call", "before", "leaving", "at", "door", "quality", "good", "size", "small", "large", "color", "wrong", "replaced", "thanks", "again", "order"]
+WORDS = [
+    "great",
+    "fast",
+    "delivery",
+    "item",
+    "arrived",
+    "late",
+    "damaged",
+    "box",
+    "customer",
+    "asked",
+    "refund",
+    "gift",
+    "wrap",
+    "please",
+    "call",
+    "before",
+    "leaving",
+    "at",
+    "door",
+    "quality",
+    "good",
+    "size",
+    "small",
+    "large",
+    "color",
+    "wrong",
+    "replaced",
+    "thanks",
+    "again",
+    "order",
+]
 
 
 def _pick(rng: np.random.Generator, choices: list[str], n: int, p: np.ndarray | None = None) -> pa.Array:

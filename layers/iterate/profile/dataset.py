@@ -185,7 +185,7 @@ def candidate_keys(
             if not _unique_pairs(a.codes[sample], b.codes[sample], b.n_unique):
                 continue
             if _unique_pairs(a.codes[rows], b.codes[rows], b.n_unique):
-                pairs.append([a.name, b.name])
+                pairs.append([x.name for x in sorted((a, b), key=lambda col: col.index)])
     return pairs
 
 

@@ -11,7 +11,7 @@ MIN_CONFIDENCE = 0.9  # share of rows agreeing with their lhs group's majority r
 MIN_GAIN = 0.5  # the lhs must explain at least this share of what the rhs's own mode gets wrong
 MIN_MEAN_GROUP = 10.0  # rows per lhs value: fewer and agreement is mostly chance
 MIN_SUPPORT = 0.5  # share of rows that sit in lhs groups of two or more
-SAMPLE_ROWS = 100_000
+SAMPLE_ROWS = 50_000
 MAX_REPORTED = 50
 
 

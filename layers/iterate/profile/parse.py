@@ -28,23 +28,50 @@ class NumberInfo:
 
     plain: np.ndarray  # bool: a bare number like `12`, `-3.5`, `1e3`
     percent: np.ndarray  # bool: written with `%`
-    currency: list[str | None]  # currency symbol or code, e.g. `$`, `EUR`
-    unit: list[str | None]  # any other suffix, e.g. `kg`, `oz`
+    currency: pa.Array  # string or null: currency symbol or code, e.g. `$`, `EUR`
+    unit: pa.Array  # string or null: any other suffix, e.g. `kg`, `oz`
     thousands: np.ndarray  # bool: written with `,` thousands separators
 
+    @property
+    def marker(self) -> pa.Array:
+        """Per value: `%`, its currency, or its unit (null for bare numbers and non-numbers)."""
+        pct = pa.array(np.where(self.percent, "%", None), pa.string())
+        return pc.coalesce(pct, self.currency, self.unit)
+
     def suffix_counts(self, weights: np.ndarray | None = None) -> dict[str, int]:
-        """Rows (or values) per unit/currency/percent marker among parsed values; bare numbers count as ``."""
-        out: dict[str, int] = {}
-        w = np.ones(len(self.plain), dtype=np.int64) if weights is None else weights
-        for i in np.flatnonzero(~self.plain):
-            key = "%" if self.percent[i] else (self.currency[i] or self.unit[i])
-            if key is not None:
-                out[key] = out.get(key, 0) + int(w[i])
-        return out
+        """Rows (or values, without weights) per marker (`%`, currency, unit) among the parsed values."""
+        enc = pc.dictionary_encode(self.marker)
+        codes = np.asarray(pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        keep = codes >= 0
+        if not keep.any():
+            return {}
+        w = np.ones(len(codes)) if weights is None else np.asarray(weights, dtype=np.float64)
+        rows = np.bincount(codes[keep], weights=w[keep], minlength=len(enc.dictionary))
+        return {k: int(r) for k, r in zip(enc.dictionary.to_pylist(), rows.tolist(), strict=True) if r > 0}
+
+    def is_marker(self, marker: str) -> np.ndarray:
+        return np.asarray(
+            pc.fill_null(pc.equal(self.marker, marker), False).to_numpy(zero_copy_only=False), bool
+        )
 
 
 def _to_float(values: pa.Array) -> np.ndarray:
     return np.asarray(pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def _bools(values: pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(values, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _scatter(n: int, positions: np.ndarray, sub: pa.Array) -> pa.Array:
+    """A length-n string array holding sub[j] at positions[j] and null elsewhere (no Python loop)."""
+    where = np.full(n, len(sub), dtype=np.int64)
+    where[positions] = np.arange(len(sub))
+    return pc.take(pa.concat_arrays([sub.cast(pa.string()), pa.nulls(1, pa.string())]), pa.array(where))
+
+
+_CODES = pa.array(sorted(CURRENCY_CODES), pa.string())
+_SYMBOLS = pa.array(list(CURRENCY_SYMBOLS), pa.string())
 
 
 def parse_numbers(values: pa.Array | list[str]) -> tuple[np.ndarray, NumberInfo]:
@@ -57,55 +84,52 @@ def parse_numbers(values: pa.Array | list[str]) -> tuple[np.ndarray, NumberInfo]
     arr = values if isinstance(values, pa.Array) else pa.array(values, pa.string())
     n = len(arr)
     out = np.full(n, np.nan)
-    currency: list[str | None] = [None] * n
-    unit: list[str | None] = [None] * n
     percent = np.zeros(n, dtype=bool)
     thousands = np.zeros(n, dtype=bool)
+    nulls = pa.nulls(n, pa.string())
+    currency, unit = nulls, nulls
     if n == 0:
         return out, NumberInfo(np.zeros(0, bool), percent, currency, unit, thousands)
     text = pc.utf8_trim_whitespace(arr)
-    plain = np.asarray(
-        pc.match_substring_regex(text, PLAIN_NUMBER).to_numpy(zero_copy_only=False), dtype=bool
-    )
+    plain = _bools(pc.match_substring_regex(text, PLAIN_NUMBER))
     idx = np.flatnonzero(plain)
     if len(idx):
         out[idx] = _to_float(pc.take(text, pa.array(idx)))
-    rest = np.flatnonzero(
-        ~plain & np.asarray(pc.match_substring_regex(text, r"\d").to_numpy(zero_copy_only=False))
-    )
+    rest = np.flatnonzero(~plain & _bools(pc.match_substring_regex(text, r"\d")))
     if len(rest):
         parts = pc.extract_regex(pc.take(text, pa.array(rest)), _NUMBER_PARTS)
-        matched = np.asarray(pc.is_valid(parts).to_numpy(zero_copy_only=False), dtype=bool)
+        matched = _bools(pc.is_valid(parts))
         ok = rest[matched]
         if len(ok):
             parts = parts.filter(pa.array(matched))
             num = pc.struct_field(parts, "num")
-            exp = pc.struct_field(parts, "exp")
-            text_num = pc.binary_join_element_wise(pc.replace_substring(num, ",", ""), exp, "")
+            text_num = pc.binary_join_element_wise(
+                pc.replace_substring(num, ",", ""), pc.struct_field(parts, "exp"), ""
+            )
             magnitude = _to_float(text_num)
             signs = pc.binary_join_element_wise(
                 pc.struct_field(parts, "sign"), pc.struct_field(parts, "sign2"), ""
             )
-            neg = np.asarray(
-                pc.equal(pc.utf8_length(pc.replace_substring(signs, "+", "")), 1).to_numpy(False), bool
-            )
+            neg = _bools(pc.equal(pc.utf8_length(pc.replace_substring(signs, "+", "")), 1))
             out[ok] = np.where(neg, -magnitude, magnitude)
-            thousands[ok] = np.asarray(
-                pc.match_substring(num, ",").to_numpy(zero_copy_only=False), dtype=bool
+            thousands[ok] = _bools(pc.match_substring(num, ","))
+            cur = pc.struct_field(parts, "cur")
+            suffix = pc.struct_field(parts, "suffix")
+            is_pct = _bools(pc.equal(suffix, "%"))
+            percent[ok] = is_pct
+            folded = pc.utf8_rtrim(pc.utf8_lower(suffix), characters=".")
+            is_code = _bools(pc.is_in(folded, value_set=_CODES))
+            is_sym = _bools(pc.is_in(suffix, value_set=_SYMBOLS))
+            null = pa.scalar(None, pa.string())
+            from_suffix = pc.if_else(
+                pa.array(is_code), pc.utf8_upper(folded), pc.if_else(pa.array(is_sym), suffix, null)
             )
-            cur = pc.struct_field(parts, "cur").to_pylist()
-            suffix = pc.struct_field(parts, "suffix").to_pylist()
-            # Python over the non-plain values only: a column's unusual spellings, a small set.
-            for j, i in enumerate(ok.tolist()):
-                s = suffix[j] or ""
-                if s == "%":
-                    percent[i] = True
-                elif s.lower().rstrip(".") in CURRENCY_CODES or (s and s in CURRENCY_SYMBOLS):
-                    currency[i] = s.upper() if s.isalpha() else s
-                elif s:
-                    unit[i] = s
-                if cur[j]:
-                    currency[i] = cur[j]
+            has_cur = _bools(pc.not_equal(cur, ""))
+            cur_sub = pc.if_else(pa.array(has_cur), cur, from_suffix)
+            is_unit = ~is_pct & ~is_code & ~is_sym & _bools(pc.not_equal(suffix, ""))
+            unit_sub = pc.if_else(pa.array(is_unit), suffix, null)
+            currency = _scatter(n, ok, cur_sub)
+            unit = _scatter(n, ok, unit_sub)
     return out, NumberInfo(plain, percent, currency, unit, thousands)
 
 
@@ -157,6 +181,27 @@ def _strptime_format(fmt: str, values: pa.Array) -> tuple[str, pa.Array]:
     return fmt, values
 
 
+_FIXED_WIDTH = {"%Y": 4, "%m": 2, "%d": 2, "%H": 2, "%M": 2, "%S": 2, "%y": 2}
+
+
+def _fixed_layout(fmt: str) -> tuple[int, int] | None:
+    """(width, offset of the day) when every field of the format has a fixed width, e.g. `%Y-%m-%d`."""
+    width, day, i = 0, -1, 0
+    while i < len(fmt):
+        if fmt[i] == "%":
+            code = fmt[i : i + 2]
+            if code not in _FIXED_WIDTH:
+                return None
+            if code == "%d":
+                day = width
+            width += _FIXED_WIDTH[code]
+            i += 2
+        else:
+            width += 1
+            i += 1
+    return (width, day) if day >= 0 else None
+
+
 def parse_dates(values: pa.Array | list[str], fmt: str) -> np.ndarray:
     """Text in one strptime format → datetime64[s] (NaT where the value does not parse in that format)."""
     arr = values if isinstance(values, pa.Array) else pa.array(values, pa.string())
@@ -164,26 +209,36 @@ def parse_dates(values: pa.Array | list[str], fmt: str) -> np.ndarray:
         return np.zeros(0, dtype="datetime64[s]")
     fmt2, text = _strptime_format(fmt, pc.utf8_trim_whitespace(arr))
     family = date_family(fmt)
-    if family is not None:
-        # strptime is lenient about trailing text and digit counts; the family's regex keeps it honest.
-        shape_ok = pc.match_substring_regex(text, family.regex.replace("[ T]", " "))
-        text = pc.if_else(shape_ok, text, pa.scalar(None, pa.string()))
+    # Fixed width only when the family's values are zero-padded (`5/3/2020` is fine for `%d/%m/%Y`).
+    layout = _fixed_layout(fmt2) if family is not None and "{1," not in family.regex else None
+    null = pa.scalar(None, pa.string())
+    # strptime accepts one-digit fields and some trailing text: a fixed-width format checks the length
+    # (cheap), any other the format family's regex.
+    if layout is not None:
+        text = pc.if_else(pc.equal(pc.binary_length(text), layout[0]), text, null)
+    elif family is not None:
+        text = pc.if_else(pc.match_substring_regex(text, family.regex.replace("[ T]", " ")), text, null)
     parsed = pc.strptime(text, format=fmt2, unit="s", error_is_null=True)
     secs = pc.cast(parsed, pa.int64())
     valid = np.asarray(pc.is_valid(secs).to_numpy(zero_copy_only=False), dtype=bool)
     # Arrow rolls an impossible day over (Feb 30 → Mar 1): such values land on day 1-3 of a month, so only
-    # those are checked by writing them back in the same format.
+    # those are checked against the day written in the text.
     early = np.flatnonzero(
         valid & np.asarray(pc.fill_null(pc.less_equal(pc.day(parsed), 3), False), dtype=bool)
     )
     if len(early):
         take = pa.array(early)
-        back = pc.strftime(pc.take(parsed, take), format=fmt2)
-        strip = r"(^|[^0-9])0(\d)"
-        same = pc.equal(
-            pc.utf8_lower(pc.replace_substring_regex(back, strip, r"\1\2")),
-            pc.utf8_lower(pc.replace_substring_regex(pc.take(text, take), strip, r"\1\2")),
-        )
+        sub = pc.take(text, take)
+        if layout is not None:
+            written = pc.cast(pc.utf8_slice_codeunits(sub, layout[1], layout[1] + 2), pa.int64())
+            same = pc.equal(written, pc.day(pc.take(parsed, take)))
+        else:
+            back = pc.strftime(pc.take(parsed, take), format=fmt2)
+            strip = r"(^|[^0-9])0(\d)"
+            same = pc.equal(
+                pc.utf8_lower(pc.replace_substring_regex(back, strip, r"\1\2")),
+                pc.utf8_lower(pc.replace_substring_regex(sub, strip, r"\1\2")),
+            )
         valid[early] = np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)
     raw = np.asarray(pc.fill_null(secs, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
     out = raw.astype("datetime64[s]")

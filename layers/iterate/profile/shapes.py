@@ -7,7 +7,23 @@ import pyarrow.compute as pc
 
 # Missing-value tokens recognised anywhere (compared after strip + casefold).
 MISSING_TOKENS = frozenset(
-    {"", "n/a", "na", "nan", "null", "none", "nil", "-", "--", "?", "empty", "missing", "#n/a", "n.a.", "undefined"}
+    {
+        "",
+        "n/a",
+        "na",
+        "nan",
+        "null",
+        "none",
+        "nil",
+        "-",
+        "--",
+        "?",
+        "empty",
+        "missing",
+        "#n/a",
+        "n.a.",
+        "undefined",
+    }
 )
 
 
@@ -27,7 +43,9 @@ def shapes(values: pa.Array, *, collapse: bool = True, keep_case: bool = False) 
     s = values
     if keep_case:
         s = pc.replace_substring_regex(s, pattern=rf"\p{{Lu}}{plus}", replacement="A")
-        s = pc.replace_substring_regex(s, pattern=rf"[\p{{Ll}}\p{{Lt}}\p{{Lm}}\p{{Lo}}]{plus}", replacement="a")
+        s = pc.replace_substring_regex(
+            s, pattern=rf"[\p{{Ll}}\p{{Lt}}\p{{Lm}}\p{{Lo}}]{plus}", replacement="a"
+        )
     else:
         s = pc.replace_substring_regex(s, pattern=rf"\p{{L}}{plus}", replacement="a")
     s = pc.replace_substring_regex(s, pattern=rf"\p{{Nd}}{plus}", replacement="9")

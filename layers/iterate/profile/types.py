@@ -12,6 +12,8 @@ import pyarrow.compute as pc
 
 from iterate.profile.missing import missing_like
 from iterate.profile.parse import (
+    CURRENCY_CODES,
+    CURRENCY_SYMBOLS,
     INTEGER,
     PLAIN_NUMBER,
     TIME_FORMATS,
@@ -151,6 +153,8 @@ def _boolean(folded: list[str], weights: np.ndarray) -> str | None:
     if not total or in_tokens < 0.95 * total:
         return None
     pair = max(BOOLEAN_PAIRS, key=lambda p: rows[p])
+    if pair == ("1", "0") and not ({"1", "0"} <= set(folded)):
+        return None  # a column of 1s (or 0s) alone is a number, not a flag
     # A 0/1 column is only boolean when nothing else is there; otherwise it is a small integer.
     return "/".join(pair) if rows[pair] >= MIN_SHARE * total else None
 
@@ -282,15 +286,12 @@ def _marked_number_result(
 ) -> TypeInference:
     """Numbers written with one dominant marker: `%`, a currency, or a unit; others do not conform."""
     numbers, info = parse_numbers(dictionary)
-    parsed = ~np.isnan(numbers) & ~missing
+    ok = ~np.isnan(numbers) & ~missing & info.is_marker(marker)
     if marker == "%":
-        ok = parsed & info.percent
         semantic = "percent"
-    elif any(c == marker for c in info.currency if c):
-        ok = parsed & np.array([c == marker for c in info.currency], dtype=bool)
+    elif marker.upper() in {c.upper() for c in CURRENCY_CODES} or marker in CURRENCY_SYMBOLS:
         semantic = "currency"
     else:
-        ok = parsed & np.array([u == marker for u in info.unit], dtype=bool)
         semantic = "quantity"
     return _result(semantic, marker, ok, missing, counts, numbers=numbers, number_info=info)
 
@@ -320,6 +321,7 @@ def _string_result(
         return _result("text", None, all_ok, missing, counts)
     if unique_share >= 0.5 or (_NAME_HINTS["identifier"].search(name) and mean_words <= 1.05):
         return _result("identifier", None, all_ok, missing, counts)
-    if n_distinct <= 0.05 * n_rows and mean_words < 2.5:
+    # Few values repeated: 5% of rows in a big table, or a handful in a small one.
+    if n_distinct <= 0.05 * n_rows or (n_distinct <= 50 and n_distinct <= 0.5 * n_rows):
         return _result("categorical", None, all_ok, missing, counts)
     return _result("text", None, all_ok, missing, counts)

@@ -1,0 +1,52 @@
+"""Smoke test of the benchmark scripts on a 2,000-row file: generator shape and determinism, bench numbers."""
+
+import json
+import sys
+from pathlib import Path
+
+import pyarrow.csv as pacsv
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import gen_bench  # noqa: E402
+
+import bench  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def small_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("bench") / "bench_2k.csv"
+    gen_bench.write(path, n_rows=2000, seed=7)
+    return path
+
+
+def test_given_a_seed_when_generated_then_20_columns_2000_rows_and_planted_errors(small_csv: Path):
+    table = pacsv.read_csv(small_csv)
+    assert (table.num_rows, table.num_columns) == (2000, 20)
+    planted = json.loads(small_csv.with_suffix(".planted.json").read_text())
+    assert planted["exact_duplicate_rows"] == 10
+    assert planted["zip_city_violation"] > 0
+    # the zip codes keep their leading zeros in the text
+    text = small_csv.read_text()
+    assert any(line.split(",")[14].startswith("0") for line in text.splitlines()[1:] if "," in line)
+
+
+def test_given_the_same_seed_when_generated_twice_then_identical_bytes(small_csv: Path, tmp_path: Path):
+    again = tmp_path / "again.csv"
+    gen_bench.write(again, n_rows=2000, seed=7)
+    assert again.read_bytes() == small_csv.read_bytes()
+
+
+def test_given_a_small_file_when_benchmarked_then_numbers_and_json_are_written(
+    small_csv: Path, tmp_path: Path
+):
+    results = bench.run(small_csv, tmp_path / "out", repeats=1, with_analyze=False, with_sandbox=False)
+    assert results["bare"]["rows"] == 2000 and results["bare"]["best_s"] > 0
+    assert results["profile"]["rows"] == 2000 and results["profile"]["profile_s"] > 0
+    assert results["profile"]["peak_mb"] > 0
+    saved = json.loads((tmp_path / "out" / "bench.json").read_text())
+    assert saved["profile"]["rows"] == 2000
