@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import pytest
-from agent_helpers import STAND_IN_CODE, agents_for
+from agent_helpers import STAND_IN_CODE, agents_for, twins
 from fake_anthropic import Reply, error_reply, slow, text_reply, tool_reply
 from llm_fixtures import INJECTION, make_candidates, make_profile, review_answer, understanding_answer
 
@@ -362,3 +362,21 @@ def test_a_detector_issue_starts_from_its_template_and_claude_revises_failures(f
     assert (
         agents.investigation.write_code(hyp, profile=profile, attempts=[]) == "result = {'affected_rows': 2}"
     )
+
+
+def test_a_call_budget_below_the_api_gateway_limit_falls_back_in_time(fake, make_llm):
+    # Given a 60 s per-call timeout but a 1 s budget per agent call (the follow-up function sits behind
+    # API Gateway's 29 s), and a model that takes 3 s
+    profile = make_profile()
+    issue = state_issue(make_candidates(profile))
+    fake.default = slow(tool_reply("ask_question", FOLLOWUP), 3.0)
+    llm = make_llm(timeout_s=60.0)
+    llm._sdk()
+    agents = build_agents(Settings(), llm=llm, offline=twins(), deadline_s=1.0)
+    # When the follow-up agent is asked
+    started = time.perf_counter()
+    question = agents.followup.next_question(issue, [])
+    # Then it gave up within the budget and the rules asked instead
+    assert time.perf_counter() - started < 2.0
+    assert question == OfflineFollowupAgent().next_question(issue, [])
+    assert agents.degraded_reasons[0].startswith("followup: unavailable")

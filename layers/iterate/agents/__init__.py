@@ -185,6 +185,7 @@ def build_agents(
     observers: Iterable[Any] = (),
     offline: Agents | None = None,
     prefer_templates: bool = True,
+    deadline_s: float | None = None,
 ) -> RunAgents:
     """Offline agents when there is no key and no injected `llm`; otherwise Claude agents, each guarded so a
     failure falls back to its offline twin for that call and marks the run degraded.
@@ -196,6 +197,9 @@ def build_agents(
     offline: the offline twins (default: the engine's offline agents, imported when first needed).
     prefer_templates: a detector issue's first investigation uses its template (exact and free); Claude
         writes code for hypotheses and for every retry after a failed attempt. False: Claude writes all.
+    deadline_s: seconds one agent call may take in all (retries and repair turn included) before it falls
+        back; keep it below the function's timeout (default 2.5 x settings.llm_timeout_s). Behind API
+        Gateway (29 s) pass about 20.
     """
     twins = _twins(offline)
     if llm is None and not settings.anthropic_api_key:
@@ -213,10 +217,11 @@ def build_agents(
         ClaudeUnderstandingAgent,
     )
     from iterate.llm.cache import DirectoryCache, MemoryCache, ResponseCache
-    from iterate.llm.observers import Observers
+    from iterate.llm.observers import LoggingObserver, Observers
     from iterate.llm.session import LLMSession
 
-    hooks = Observers(observers)
+    # Structured logs by default; callers with a Powertools logger or metrics pass their own observers.
+    hooks = Observers(list(observers) or [LoggingObserver()])
     if llm is None:
         from iterate.llm.anthropic import AnthropicLLM
 
@@ -229,7 +234,8 @@ def build_agents(
             observers=hooks,
         )
     cache: ResponseCache = DirectoryCache(cache_dir) if cache_dir is not None else MemoryCache()
-    session = LLMSession(llm, cache=cache, observers=hooks)
+    budget = deadline_s if deadline_s is not None else 2.5 * settings.llm_timeout_s
+    session = LLMSession(llm, cache=cache, observers=hooks, call_budget_s=budget)
     understanding = ClaudeUnderstandingAgent(session)
     analysis = ClaudeAnalysisAgent(session)
     investigation = ClaudeInvestigationAgent(session)

@@ -96,10 +96,11 @@ class AnthropicLLM:
         client = self._sdk()
         kwargs = self._kwargs(request)
         started = self._clock()
+        deadline = min(self.deadline_s, request.deadline_s) if request.deadline_s else self.deadline_s
         timeouts = 0
         attempt = 0
         while True:
-            remaining = self.deadline_s - (self._clock() - started)
+            remaining = deadline - (self._clock() - started)
             try:
                 message = client.messages.create(**kwargs, timeout=max(0.1, min(self.timeout_s, remaining)))
             except anthropic.APIStatusError as exc:
@@ -131,7 +132,7 @@ class AnthropicLLM:
                 retryable
                 and attempt < self.max_retries
                 and not self.breaker.is_open
-                and elapsed + delay < self.deadline_s
+                and elapsed + delay < deadline
             )
             self.observers.error(
                 LLMErrorEvent(request.agent, type(error).__name__, attempt + 1, will_retry, status)

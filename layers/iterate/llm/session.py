@@ -19,6 +19,7 @@ from iterate.llm.usage import UsageMeter
 from iterate.prompts import Prompt
 
 T = TypeVar("T")
+MIN_REPAIR_S = 2.0
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -40,9 +41,12 @@ class LLMSession:
         meter: UsageMeter | None = None,
         cache: ResponseCache | None = None,
         observers: Observers | Iterable[Observer] = (),
+        call_budget_s: float | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.llm = llm
+        # Seconds one agent call may take, repair turn included: below the Lambda (or API Gateway) timeout.
+        self.call_budget_s = call_budget_s
         self.meter = meter or UsageMeter()
         self.cache = cache
         self.observers = observers if isinstance(observers, Observers) else Observers(observers)
@@ -83,10 +87,16 @@ class LLMSession:
                     self._observe(request.agent, cached, 0.0)
                     return hit_value
 
+        started = self._clock()
+        if self.call_budget_s is not None:
+            request.deadline_s = self.call_budget_s
         response = self._call(request)
         try:
             value = parse(response)
         except LLMOutputError as exc:
+            remaining = None if self.call_budget_s is None else self.call_budget_s - (self._clock() - started)
+            if remaining is not None and remaining < MIN_REPAIR_S:
+                raise  # no time left for a repair turn: fall back now rather than overrun the function
             # One repair turn: show the model its answer and what was wrong with it.
             repair = LLMRequest(
                 agent=request.agent,
@@ -103,6 +113,7 @@ class LLMSession:
                 max_tokens=request.max_tokens,
                 tools=request.tools,
                 tool_choice=request.tool_choice,
+                deadline_s=remaining,
             )
             response = self._call(repair)
             value = parse(response)  # a second bad answer propagates: the caller falls back

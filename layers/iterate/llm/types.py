@@ -33,6 +33,7 @@ class LLMRequest:
     max_tokens: int = 4096
     tools: list[dict[str, Any]] = field(default_factory=list)
     tool_choice: dict[str, Any] | None = None
+    deadline_s: float | None = None  # seconds this request may take in total, retries included
 
 
 @dataclass
