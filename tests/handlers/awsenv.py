@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import threading
 import time
 import traceback
 import uuid
@@ -30,20 +31,22 @@ PLACEHOLDER = {
     "report": "ReportFunctionArn",
     "record_failure": "RecordFailureFunctionArn",
 }
+_LOAD_LOCK = threading.Lock()
 MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 
 
 def load_handler(name: str) -> ModuleType:
     """functions/<name>/handler.py as a module of its own (every handler file has the same name)."""
     module_name = f"iterate_fn_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, REPO / "functions" / name / "handler.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
+    with _LOAD_LOCK:  # Map iterations invoke concurrently: never hand out a half-imported module
+        if module_name in sys.modules:
+            return sys.modules[module_name]
+        spec = importlib.util.spec_from_file_location(module_name, REPO / "functions" / name / "handler.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[module_name] = module
+        return module
 
 
 def base_env(monkeypatch: Any, **extra: str) -> None:
@@ -196,8 +199,16 @@ class FakeContext:
 Handler = Callable[[dict[str, Any], Any], Any]
 
 
+class Calls(list[tuple[str, dict[str, Any]]]):
+    """(function, event) per invoke, in order; `failures` keeps (function, traceback) of those that raised."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures: list[tuple[str, str]] = []
+
+
 @contextmanager
-def route_lambdas(overrides: dict[str, Handler] | None = None) -> Iterator[list[tuple[str, dict[str, Any]]]]:
+def route_lambdas(overrides: dict[str, Handler] | None = None) -> Iterator[Calls]:
     """Patch moto's docker-less Lambda backend so invoking `iterate-<name>` runs functions/<name>/handler.py.
 
     An exception becomes Lambda's unhandled-error payload (errorType = class name), which is exactly what the
@@ -205,7 +216,7 @@ def route_lambdas(overrides: dict[str, Handler] | None = None) -> Iterator[list[
     """
     from moto.awslambda_simple.models import LambdaSimpleBackend
 
-    calls: list[tuple[str, dict[str, Any]]] = []
+    calls = Calls()
     handlers: dict[str, Handler] = dict(overrides or {})
 
     def invoke(
@@ -214,10 +225,11 @@ def route_lambdas(overrides: dict[str, Handler] | None = None) -> Iterator[list[
         name = function_name.rsplit(":", 1)[-1].removeprefix("iterate-")
         event = json.loads(body) if body else {}
         calls.append((name, event))
-        handler = handlers.get(name) or load_handler(name).lambda_handler
         try:
+            handler = handlers.get(name) or load_handler(name).lambda_handler
             result = handler(event, FakeContext(f"iterate-{name}"))
         except Exception as exc:
+            calls.failures.append((name, "".join(traceback.format_exception(exc))))
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps(
                 {

@@ -312,18 +312,21 @@ class DynamoRunRepository:
                         "entity": "issue",
                         "runId": run_id,
                         "issueId": issue["id"],
-                        "issue": to_item(issue),
+                        "severity": issue.get("severity"),
+                        "type": issue.get("type"),
+                        # As JSON text: evidence stats may hold keys DynamoDB maps refuse (e.g. "" for blanks).
+                        "issueJson": json.dumps(issue, default=str),
                     }
                 )
 
     def list_issues(self, run_id: str) -> list[dict[str, Any]]:
-        return [i["issue"] for i in self._query_prefix(f"ISSUE#{run_id}#")]
+        return [json.loads(i["issueJson"]) for i in self._query_prefix(f"ISSUE#{run_id}#")]
 
     def get_issue(self, run_id: str, issue_id: str) -> dict[str, Any] | None:
         item = _strip(
             self._table.get_item(Key={"PK": self._pk, "SK": f"ISSUE#{run_id}#{issue_id}"}).get("Item")
         )
-        return None if item is None else item["issue"]
+        return None if item is None else json.loads(item["issueJson"])
 
     # --- follow-up turns --------------------------------------------------------------------------
     def list_followups(self, issue_ref: str) -> list[dict[str, Any]]:

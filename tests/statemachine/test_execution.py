@@ -1,0 +1,226 @@
+"""The real ASL run end to end by moto: an upload becomes a run whose analysis equals the local command's."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from awsenv import (
+    BUCKET,
+    REPO,
+    history,
+    load_handler,
+    object_created_event,
+    received_events,
+    route_lambdas,
+    run_execution,
+)
+
+from iterate.storage.dynamo import DynamoRunRepository
+
+pytestmark = [pytest.mark.statemachine, pytest.mark.filterwarnings("ignore:No application metrics")]
+
+UPLOAD_KEY = "uploads/alice/orders/orders.csv"
+RUN_ARTIFACTS = (
+    "data.parquet",
+    "profile.json",
+    "candidates.json",
+    "understanding.json",
+    "issues.json",
+    "analysis.json",
+    "report.html",
+    "flags.csv",
+)
+
+
+def orders_csv() -> bytes:
+    """A small orders file with problems a data engineer would expect found: blanks, a duplicate row,
+    one state spelled three ways, an outlier, a bad email."""
+    rows = [["order_id", "customer", "email", "state", "amount", "order_date"]]
+    states = ["CA", "NY", "TX", "WA"]
+    for i in range(1, 61):
+        state = states[i % 4]
+        email = f"user{i}@example.com"
+        amount = f"{20 + (i * 7) % 90}.{i % 10}0"
+        rows.append([str(1000 + i), f"Customer {i}", email, state, amount, f"2026-0{1 + i % 9}-1{i % 10}"])
+    rows[5][3] = "calif."
+    rows[9][3] = "California"
+    rows[12][2] = ""
+    rows[13][2] = "not-an-email"
+    rows[20][4] = "99999.00"
+    rows[30][1] = ""
+    rows.append(list(rows[7]))
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue().encode()
+
+
+def _sandbox_handler() -> Any:
+    """The sandbox function's own handler (functions/sandbox, the sandbox engineer's)."""
+    if not (REPO / "functions" / "sandbox" / "handler.py").exists():
+        pytest.fail("functions/sandbox/handler.py is missing: the Map's RunInSandbox state has no function")
+    return load_handler("sandbox").lambda_handler
+
+
+def _upload(machine: dict[str, Any], body: bytes, key: str = UPLOAD_KEY) -> str:
+    return str(machine["s3"].put_object(Bucket=BUCKET, Key=key, Body=body)["VersionId"])
+
+
+def _artifact(machine: dict[str, Any], prefix: str, name: str) -> bytes:
+    return bytes(machine["s3"].get_object(Bucket=BUCKET, Key=prefix + name)["Body"].read())
+
+
+def _issue_facts(analysis: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """What a run found, without what differs between two runs of the same file (ids, clocks, paths)."""
+    facts = []
+    for issue in analysis["issues"]:
+        evidence = issue.get("evidence") or {}
+        investigation = issue.get("investigation") or {}
+        facts.append(
+            (
+                issue["id"],
+                issue["type"],
+                issue["severity"],
+                issue["category"],
+                issue["status"],
+                tuple(issue["affectedColumns"]),
+                issue.get("affectedRows"),
+                evidence.get("affectedCells"),
+                evidence.get("affectedRows"),
+                bool(investigation.get("success")),
+            )
+        )
+    return sorted(facts)
+
+
+def test_upload_runs_to_success_and_matches_the_local_command(
+    machine: dict[str, Any], tmp_path: Path
+) -> None:
+    from iterate.pipeline import run_local
+
+    # Given an orders file uploaded to the user's prefix
+    body = orders_csv()
+    version = _upload(machine, body)
+    # When S3's "Object Created" event reaches the state machine and the execution runs to its end
+    with route_lambdas({"sandbox": _sandbox_handler()}) as calls:
+        done = run_execution(
+            machine["sfn"], machine["arn"], object_created_event(BUCKET, UPLOAD_KEY, version)
+        )
+    # Then it SUCCEEDED through every step, investigations included
+    assert done["status"] == "SUCCEEDED", done
+    assert not calls.failures, calls.failures
+    output = json.loads(done["output"])
+    run_id, prefix = output["run"]["runId"], output["run"]["prefix"]
+    called = {name for name, _ in calls}
+    assert {"profile", "understand", "analyze", "investigate", "sandbox", "report"} <= called
+    assert "record_failure" not in called
+    # And the run record is complete and owned by the uploader
+    run = DynamoRunRepository(machine["table"], "alice").require_run(run_id)
+    assert run["status"] == "SUCCEEDED" and run["trigger"] == "s3" and run["mode"] == "offline"
+    assert run["progress"]["percent"] == 100 and run["issueCount"] >= 3
+    assert set(run["timingsMs"]) >= {"profile", "understand", "analyze", "report"}
+    assert run["investigationsDone"] == run["investigationsTotal"] == len(output["analysis"]["issueIds"])
+    assert len(DynamoRunRepository(machine["table"], "alice").list_issues(run_id)) == run["issueCount"]
+    # And every artifact is in S3 under artifacts/<owner>/<dataset>/<run>/
+    assert prefix == f"artifacts/alice/orders/{run_id}/"
+    for name in RUN_ARTIFACTS:
+        assert _artifact(machine, prefix, name), name
+    analysis = json.loads(_artifact(machine, prefix, "analysis.json"))
+    assert any((i.get("investigation") or {}).get("success") for i in analysis["issues"]), (
+        "nothing was proven"
+    )
+    # And the analysis is the local command's on the same file (same issues, counts, flags)
+    source = tmp_path / "orders.csv"
+    source.write_bytes(body)
+    local = json.loads(run_local(source, tmp_path / "local").model_dump_json())
+    assert _issue_facts(analysis) == _issue_facts(local)
+    assert analysis["severityCounts"] == local["severityCounts"]
+    assert _artifact(machine, prefix, "flags.csv") == (tmp_path / "local" / "flags.csv").read_bytes()
+    # And the upload itself is untouched, and the completion event announced the run with its counts
+    upload = machine["s3"].get_object(Bucket=BUCKET, Key=UPLOAD_KEY)
+    assert upload["VersionId"] == version and upload["Body"].read() == body
+    (event,) = received_events(machine["sqs"], machine["queue_url"])
+    assert event["detail-type"] == "Iterate Run Completed" and event["source"] == "iterate"
+    assert event["detail"]["status"] == "SUCCEEDED" and event["detail"]["runId"] == run_id
+    assert event["detail"]["severityCounts"] == analysis["severityCounts"]
+
+
+def test_duplicate_event_starts_no_second_run(machine: dict[str, Any]) -> None:
+    # Given an upload whose event was delivered once and ran
+    version = _upload(machine, orders_csv())
+    event = object_created_event(BUCKET, UPLOAD_KEY, version)
+    with route_lambdas({"sandbox": _sandbox_handler()}):
+        first = run_execution(machine["sfn"], machine["arn"], event)
+        # When EventBridge delivers the same event again (at-least-once delivery)
+        with route_lambdas({"sandbox": _sandbox_handler()}) as second_calls:
+            second = run_execution(machine["sfn"], machine["arn"], event)
+    # Then the second execution ends at DuplicateUpload after the profile step alone, and there is one run
+    assert first["status"] == second["status"] == "SUCCEEDED"
+    assert json.loads(second["output"])["duplicate"] is True
+    assert [name for name, _ in second_calls] == ["profile"]
+    entered = [
+        e["stateEnteredEventDetails"]["name"]
+        for e in history(machine["sfn"], second["executionArn"])
+        if "stateEnteredEventDetails" in e
+    ]
+    assert entered[-1] == "DuplicateUpload"
+    assert len(DynamoRunRepository(machine["table"], "alice").list_runs()) == 1
+
+
+def test_malformed_file_fails_with_its_reason_and_the_upload_intact(machine: dict[str, Any]) -> None:
+    # Given a "CSV" that is binary garbage
+    garbage = bytes(range(256)) * 64
+    version = _upload(machine, garbage, key="uploads/alice/broken/broken.csv")
+    # When its event runs
+    with route_lambdas({"sandbox": _sandbox_handler()}) as calls:
+        done = run_execution(
+            machine["sfn"],
+            machine["arn"],
+            object_created_event(BUCKET, "uploads/alice/broken/broken.csv", version),
+        )
+    # Then the execution FAILED through RecordFailure, without retrying the bad input
+    assert done["status"] == "FAILED"
+    assert [name for name, _ in calls] == ["profile", "record_failure"]
+    (run,) = DynamoRunRepository(machine["table"], "alice").list_runs()
+    assert run["status"] == "FAILED" and run["error"] == "DatasetReadError"
+    assert "broken.csv" in run["reason"] and len(run["reason"]) > len("DatasetReadError: broken.csv")
+    # And the upload is exactly as it was, and the failure was announced
+    upload = machine["s3"].get_object(Bucket=BUCKET, Key="uploads/alice/broken/broken.csv")
+    assert upload["VersionId"] == version and upload["Body"].read() == garbage
+    (event,) = received_events(machine["sqs"], machine["queue_url"])
+    assert event["detail"]["status"] == "FAILED" and event["detail"]["error"] == "DatasetReadError"
+
+
+def test_sandbox_crash_on_one_investigation_leaves_the_run_succeeded(machine: dict[str, Any]) -> None:
+    real_sandbox = _sandbox_handler()
+    doomed: list[str] = []
+
+    def crashing_sandbox(event: dict[str, Any], context: Any) -> Any:
+        # The first investigation's code (and any retry of the same code) kills the sandbox function.
+        if not doomed:
+            doomed.append(event["code"])
+        if event["code"] in doomed:
+            raise MemoryError("Runtime exited with error: signal: killed")
+        return real_sandbox(event, context)
+
+    # Given an upload, and a sandbox function that dies on one investigation
+    version = _upload(machine, orders_csv())
+    # When the run executes
+    with route_lambdas({"sandbox": crashing_sandbox}):
+        done = run_execution(
+            machine["sfn"], machine["arn"], object_created_event(BUCKET, UPLOAD_KEY, version)
+        )
+    # Then the run still SUCCEEDED, that investigation is recorded as a crash, and the others were proven
+    assert done["status"] == "SUCCEEDED", done
+    prefix = json.loads(done["output"])["run"]["prefix"]
+    analysis = json.loads(_artifact(machine, prefix, "analysis.json"))
+    outcomes = [i["investigation"] for i in analysis["issues"] if i.get("investigation")]
+    crashed = [o for o in outcomes if not o["success"] and "MemoryError" in (o.get("error") or "")]
+    assert len(crashed) == 1 and crashed[0]["stopped"] == "crash"
+    assert any(o["success"] for o in outcomes)
+    run = DynamoRunRepository(machine["table"], "alice").list_runs()[0]
+    assert run["status"] == "SUCCEEDED"
