@@ -332,3 +332,20 @@ def test_a_cp1252_guess_falls_back_to_latin1_when_a_later_byte_does_not_fit(tmp_
     assert table.source.encoding == "latin-1"
     assert table.column("b").value(0) == "café"
     assert table.column("b").value(30_001) == "\x81"
+
+
+def test_rows_wider_than_the_sniffing_head_are_read_whole(tmp_path: Path) -> None:
+    # Given a 78 KB header and 100 KB rows, so the first 64 KB hold only part of the header
+    width = 2_000
+    header = ";".join(f"a_rather_long_column_name_number_{i:05d}" for i in range(width))
+    row = ";".join("x" * 50 for _ in range(width))
+    path = tmp_path / "wide.csv"
+    path.write_text(header + "\n" + row + "\n" + row + "\n", encoding="utf-8")
+
+    # When it is read
+    table = read_table(path)
+
+    # Then the delimiter and every column are found
+    assert table.source.delimiter == ";"
+    assert len(table.columns) == width
+    assert table.n_rows == 2 and table.columns[-1].value(1) == "x" * 50

@@ -32,6 +32,7 @@ from iterate.io.typed import read_parquet, read_xlsx
 from iterate.table import ReadProblem, SourceInfo, Table
 
 _CHUNK = 8 * 1024 * 1024
+_MAX_HEAD_BYTES = 32 * 1024 * 1024
 _JSON_SUFFIXES = {".jsonl", ".ndjson", ".json"}
 _TAB_SUFFIXES = {".tsv", ".tab"}
 _COMPRESSION_SUFFIXES = {".gz", ".gzip", ".bz2", ".xz"}
@@ -132,9 +133,9 @@ def _check_file(path: Path) -> None:
         raise DatasetReadError(path, "does not exist", "check the path and the file name")
 
 
-def _open_head(path: Path) -> bytes:
+def _open_head(path: Path, limit: int = HEAD_BYTES) -> bytes:
     with path.open("rb") as fh:
-        return fh.read(HEAD_BYTES)
+        return fh.read(limit)
 
 
 def _default_name(path: Path) -> str:
@@ -187,6 +188,7 @@ def _read(
                 path, f"is a {compression}-compressed Parquet file", "upload the .parquet file itself"
             )
 
+    head = _long_enough_head(path, data, head)
     encoding = sniff_text_encoding(head)
     head_text = _decode_head(head, encoding)
     try:
@@ -229,6 +231,16 @@ def _read_text(
     fmt = "tsv" if result.dialect.delimiter == "\t" else "csv"
     info = _Info(fmt, encoding=result.encoding, delimiter=result.dialect.delimiter, compression=compression)
     return result.table, info, result.problems, result.names
+
+
+def _long_enough_head(path: Path, data: bytes | None, head: bytes) -> bytes:
+    """Grow the sniffing head until it holds a few lines: very wide rows can outgrow 64 KB."""
+    size = len(data) if data is not None else path.stat().st_size
+    limit = HEAD_BYTES
+    while head.count(b"\n") + head.count(b"\r") < 6 and len(head) < size and limit < _MAX_HEAD_BYTES:
+        limit *= 8
+        head = data[:limit] if data is not None else _open_head(path, limit)
+    return head
 
 
 def _looks_like_jsonl(head_text: str) -> bool:
