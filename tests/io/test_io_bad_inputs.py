@@ -338,3 +338,32 @@ def test_an_unterminated_quote_near_the_end_of_a_large_file_is_caught(tmp_path: 
     path = tmp_path / "big.csv"
     path.write_text("id,note,n\n" + body + '40000,"open,1\n40001,x,2\n', encoding="utf-8")
     read_error(path, line=40_002, says="closing quote is missing")
+
+
+def test_title_lines_above_the_header_are_skipped_and_recorded(tmp_path: Path) -> None:
+    # Given a report export with a title and a note above the real header
+    path = tmp_path / "report.csv"
+    path.write_text(
+        "Sales report 2024\nExported by: Bob\n\nid;name;city\n1;Ann;Oslo\n2;Bob;Rome\n", encoding="utf-8"
+    )
+
+    # When it is read
+    table = read_table(path)
+
+    # Then the header is the first split line, and the skipped text is recorded
+    assert table.source.delimiter == ";"
+    assert table.column_names == ["id", "name", "city"]
+    assert rows(table) == [["1", "Ann", "Oslo"], ["2", "Bob", "Rome"]]
+    [problem] = table.problems
+    assert problem.kind == "preamble" and "Sales report 2024" in problem.detail
+
+
+def test_a_single_column_file_keeps_commas_inside_values(tmp_path: Path) -> None:
+    # Given one column whose values hold unquoted commas
+    path = tmp_path / "names.csv"
+    path.write_text("name\nSmith, Ann\nBob\nCy\n", encoding="utf-8")
+
+    # When it is read / Then each line is one value
+    table = read_table(path)
+    assert rows(table) == [["Smith, Ann"], ["Bob"], ["Cy"]]
+    assert table.problems == []

@@ -22,6 +22,7 @@ from iterate.table import ReadProblem
 
 DELIMITERS = (",", "\t", ";", "|")
 _SNIFF_RECORDS = 200
+_MAX_PREAMBLE = 10  # title lines above a header
 # More ragged rows than this share of all rows means the file was misread, not that a few rows are bad.
 RAGGED_LIMIT = 0.10
 _SEP_LINE = re.compile(r"^sep=(.)$")
@@ -67,27 +68,48 @@ class DelimitedResult:
     encoding: str
 
 
-def sniff_dialect(head: str, *, complete: bool, prefer_tab: bool = False) -> Dialect:
-    """The delimiter (and quote character) that splits the head into the most consistent rows."""
-    best: tuple[tuple[float, ...], Dialect] | None = None
+def sniff_dialect(head: str, *, complete: bool, prefer_tab: bool = False) -> tuple[Dialect, int]:
+    """The delimiter and quote character that split the head into the most consistent rows.
+
+    Also returns how many leading one-field records (a title above the header) to skip: only when no
+    delimiter splits the first record, and a later record starts consistently split rows.
+    """
     quotechars: list[str | None] = ['"']
     if '"' not in head and "'" in head:
         quotechars.append("'")
     order = ("\t", ",", ";", "|") if prefer_tab else DELIMITERS
-    for rank, delimiter in enumerate(order):
-        for qrank, quotechar in enumerate(quotechars):
-            counts = _field_counts(head, Dialect(delimiter, quotechar), complete=complete)
-            if not counts:
-                continue
-            width, rows = counts[0][0], counts[1:]
-            # Rows ending in one extra empty field (a trailing delimiter the header lacks) still agree.
-            agree = sum(1 for c, empty_last in rows if c == width or (c == width + 1 and empty_last))
-            consistency = agree / len(rows) if rows else 1.0
-            # Single quotes only win by being strictly more consistent (apostrophes are common in text).
-            key = (float(width > 1), round(consistency, 2), float(width), -qrank, -rank)
+    candidates = [
+        (rank, qrank, Dialect(d, q), _field_counts(head, Dialect(d, q), complete=complete))
+        for rank, d in enumerate(order)
+        for qrank, q in enumerate(quotechars)
+    ]
+    best: tuple[tuple[float, ...], Dialect, int] | None = None
+    for rank, qrank, dialect, counts in candidates:
+        if counts:
+            key = (*_score(counts), -qrank, -rank)
             if best is None or key > best[0]:
-                best = (key, Dialect(delimiter, quotechar))
-    return best[1] if best else Dialect(",", '"')
+                best = (key, dialect, 0)
+    if best is None:
+        return Dialect(",", '"'), 0
+    if best[0][0] == 0:  # nothing splits the first record: look for a header below a title
+        for rank, qrank, dialect, counts in candidates:
+            skip = next((i for i, (c, _) in enumerate(counts[: _MAX_PREAMBLE + 1]) if c > 1), None)
+            if skip is None or skip == 0 or len(counts) < skip + 2:
+                continue
+            key = (*_score(counts[skip:]), -qrank, -rank)
+            if key[1] >= 0.9 and key > best[0]:
+                best = (key, dialect, skip)
+    return best[1], best[2]
+
+
+def _score(counts: list[tuple[int, bool]]) -> tuple[float, float, float]:
+    """(header splits, share of rows agreeing with the header's width, width) — higher is better."""
+    width, rows = counts[0][0], counts[1:]
+    # Rows ending in one extra empty field (a trailing delimiter the header lacks) still agree.
+    agree = sum(1 for c, empty_last in rows if c == width or (c == width + 1 and empty_last))
+    consistency = agree / len(rows) if rows else 1.0
+    # Single quotes only win by being strictly more consistent (apostrophes are common in text).
+    return float(width > 1), round(consistency, 2), float(width)
 
 
 def _reader(text: str, dialect: Dialect) -> _csv.Reader:
@@ -117,31 +139,25 @@ class Header:
     fields: list[str]
     lines: int  # physical lines up to and including the header (leading blank lines count)
     dialect: Dialect
+    preamble_lines: int = 0  # lines of title text above the header, skipped
 
 
-def read_header(head: str, dialect: Dialect) -> Header | None:
-    """The first non-blank record; None when the head has none."""
+def read_header(head: str, dialect: Dialect, *, skip_records: int = 0) -> Header | None:
+    """The first non-blank record after `skip_records` others; None when the head has none."""
     reader = _reader(head, dialect)
+    seen = 0
+    preamble_lines = 0
     try:
         for record in reader:
             if not record:
                 continue
-            return Header(record, reader.line_num, dialect)
+            if seen < skip_records:
+                seen += 1
+                preamble_lines = reader.line_num
+                continue
+            return Header(record, reader.line_num, dialect, preamble_lines)
     except csv.Error:
         return None
-    return None
-
-
-def _after_sep_line(head: str, dialect: Dialect) -> Header | None:
-    reader = _reader(head, dialect)
-    seen_sep = False
-    for record in reader:
-        if not record:
-            continue
-        if not seen_sep:
-            seen_sep = True
-            continue
-        return Header(record, reader.line_num, dialect)
     return None
 
 
@@ -150,22 +166,25 @@ def read_delimited(source: TextSource, head: str, *, complete: bool, prefer_tab:
     path = source.path
     sep_line = _SEP_LINE.match(head.split("\n", 1)[0].rstrip("\r"))
     if sep_line:  # Excel's "sep=;" first line names the delimiter
-        dialect = Dialect(sep_line.group(1), '"')
-        header = _after_sep_line(head, dialect)
+        dialect, preamble = Dialect(sep_line.group(1), '"'), 0
+        header = read_header(head, dialect, skip_records=1)
     else:
-        dialect = sniff_dialect(head, complete=complete, prefer_tab=prefer_tab)
-        header = read_header(head, dialect)
+        dialect, preamble = sniff_dialect(head, complete=complete, prefer_tab=prefer_tab)
+        header = read_header(head, dialect, skip_records=preamble)
     if header is None:
         raise DatasetReadError(
             path, "has no header row", "the first line must name the columns; add it or re-export"
         )
     dialect = header.dialect
     fields = header.fields
-    trailing = _has_trailing_delimiter(head, dialect, len(fields), complete=complete)
+    above = 1 if sep_line else preamble
+    trailing = _has_trailing_delimiter(head, dialect, len(fields), complete=complete, above=above)
     if trailing:  # read the extra field too, so no row counts as ragged; dropped below if always empty
         fields = [*fields, ""]
     names, problems = normalize_header(fields, line=header.lines)
     width = len(names)
+    if header.preamble_lines and not sep_line:
+        problems.insert(0, _preamble_problem(head, header.preamble_lines))
 
     try:
         table, invalid = _read(source, dialect, width, header.lines, source.encoding)
@@ -201,9 +220,20 @@ def read_delimited(source: TextSource, head: str, *, complete: bool, prefer_tab:
     return DelimitedResult(table, names, problems, dialect, encoding)
 
 
-def _has_trailing_delimiter(head: str, dialect: Dialect, width: int, *, complete: bool) -> bool:
+def _preamble_problem(head: str, lines: int) -> ReadProblem:
+    title = " / ".join(line.strip() for line in head.splitlines()[:lines] if line.strip())
+    return ReadProblem(
+        kind="preamble",
+        line=1,
+        row=None,
+        column=None,
+        detail=f"line(s) 1-{lines} above the header are not table rows and were skipped: {title[:200]!r}",
+    )
+
+
+def _has_trailing_delimiter(head: str, dialect: Dialect, width: int, *, complete: bool, above: int) -> bool:
     """Every sniffed data row has one more field than the header, and that field is empty."""
-    rows = _field_counts(head, dialect, complete=complete)[1:]
+    rows = _field_counts(head, dialect, complete=complete)[above + 1 :]
     return bool(rows) and all(c == width + 1 and empty_last for c, empty_last in rows)
 
 
