@@ -16,6 +16,7 @@
 #      helpers that refuse private names, no class creation.
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -42,6 +43,15 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_CAPBSET_DROP = 24
 SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
 CODE_NAME = "<investigation>"
+# Besides the interpreter: shared libraries and the harmless files pandas reads to size its thread pools.
+SYSTEM_READ_PATHS = [
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/etc/ld.so.cache",
+    "/sys/fs/cgroup",
+    "/sys/devices/system/cpu",
+]
 EXIT_SIGNAL_BASE = 128
 
 ALLOWED_IMPORTS = {
@@ -110,7 +120,6 @@ DENIED_EVENT_PREFIXES = (
     "gc.",
     "code.__new__",
     "function.__new__",
-    "marshal.",
     "pickle.",
     "urllib.",
     "http.",
@@ -287,6 +296,72 @@ def drop_capabilities(libc) -> None:  # type: ignore[no-untyped-def]
     _check(libc.syscall(number, ctypes.byref(header), ctypes.byref(data)), "capset")
 
 
+LANDLOCK_CREATE_RULESET, LANDLOCK_ADD_RULE, LANDLOCK_RESTRICT_SELF = 444, 445, 446  # same on every arch
+LANDLOCK_FS_READ_FILE, LANDLOCK_FS_READ_DIR = 1 << 2, 1 << 3
+# Every filesystem right the kernel knows per ABI version (execute, write, remove, make*, refer, truncate, ioctl).
+LANDLOCK_FS_ALL = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 4: (1 << 15) - 1, 5: (1 << 16) - 1}
+LANDLOCK_NET_ALL = 0b11  # bind and connect TCP (ABI 4+)
+LANDLOCK_SCOPE_ALL = 0b11  # abstract unix sockets and signals outside the domain (ABI 6+)
+
+
+def apply_landlock(libc, read_paths: list[str]) -> str:  # type: ignore[no-untyped-def]
+    """Unprivileged kernel confinement: read-only access to `read_paths`, no writes, no exec, no TCP.
+
+    Holds even for C code that never raises an audit event (pyarrow's file system, numpy's fopen).
+    Returns a description of what was applied, or why not.
+    """
+    import ctypes
+
+    libc.syscall.restype = ctypes.c_long
+    abi = libc.syscall(LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    if abi < 1:
+        return f"unavailable ({os.strerror(ctypes.get_errno())})"
+    fs_all = LANDLOCK_FS_ALL.get(abi, LANDLOCK_FS_ALL[5])
+
+    class Ruleset(ctypes.Structure):
+        _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    ruleset = Ruleset(fs_all, LANDLOCK_NET_ALL if abi >= 4 else 0, LANDLOCK_SCOPE_ALL if abi >= 6 else 0)
+    size = 8 if abi < 4 else 16 if abi < 6 else 24
+    fd = libc.syscall(
+        LANDLOCK_CREATE_RULESET, ctypes.byref(ruleset), ctypes.c_size_t(size), ctypes.c_uint32(0)
+    )
+    if fd < 0:
+        return f"refused ({os.strerror(ctypes.get_errno())})"
+    try:
+        for path in read_paths:
+            if not os.path.exists(path):
+                continue
+            is_dir = os.path.isdir(path)
+            allowed = LANDLOCK_FS_READ_FILE | (LANDLOCK_FS_READ_DIR if is_dir else 0)
+            target = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                rule = PathBeneath(allowed, target)
+                libc.syscall(
+                    LANDLOCK_ADD_RULE,
+                    ctypes.c_int(fd),
+                    ctypes.c_int(1),
+                    ctypes.byref(rule),
+                    ctypes.c_uint32(0),
+                )
+            finally:
+                os.close(target)
+        _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+        if libc.syscall(LANDLOCK_RESTRICT_SELF, ctypes.c_int(fd), ctypes.c_uint32(0)) != 0:
+            return f"refused ({os.strerror(ctypes.get_errno())})"
+    finally:
+        os.close(fd)
+    return (
+        f"abi {abi}: read-only interpreter, no writes, no exec"
+        + (", no TCP" if abi >= 4 else "")
+        + (", no signals out" if abi >= 6 else "")
+    )
+
+
 def reap_as_init(child: int) -> int:
     """Pid 1 of the namespace: reap everything, return the investigation process's status."""
     while True:
@@ -310,6 +385,12 @@ def _user_frame_calling() -> bool:
     while frame is not None and frame.f_code.co_filename in (__file__, "<frozen importlib._bootstrap>"):
         frame = frame.f_back  # type: ignore[assignment]
     return frame is not None and frame.f_code.co_filename == CODE_NAME
+
+
+def _called_by_importer() -> bool:
+    """True when the event comes straight from the import system (reading a module's cached bytecode)."""
+    frame = sys._getframe(2)
+    return frame is not None and frame.f_code.co_filename.startswith("<frozen importlib")
 
 
 def _stack_has(fragment: str) -> bool:
@@ -346,6 +427,10 @@ def make_audit_hook(read_prefixes: tuple[str, ...], violations: list[str]):  # t
         try:
             if event.startswith(DENIED_EVENT_PREFIXES):
                 deny(event)
+            elif event.startswith("marshal."):
+                # Lazy imports inside pandas unmarshal cached bytecode; nothing else may.
+                if not _called_by_importer():
+                    deny(event)
             elif event == "open":
                 path, mode, flags = ((*tuple(args), None, None, None))[:3]
                 writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
@@ -379,11 +464,23 @@ def make_audit_hook(read_prefixes: tuple[str, ...], violations: list[str]):  # t
     return hook, arm
 
 
+def make_refuse(violations: list[str]):  # type: ignore[no-untyped-def]
+    def refuse(what: str) -> None:
+        message = f"{what} refused by the sandbox"
+        if len(violations) < 20:
+            violations.append(message)
+        raise SandboxViolation(message)
+
+    return refuse
+
+
 def restricted_builtins(violations: list[str]) -> dict:
+    """Builtins for the investigation code: no file, code or reflection helpers, an import allowlist."""
     import builtins
 
     real_import = builtins.__import__
     safe = dict(vars(builtins))
+    refuse = make_refuse(violations)
 
     def refusing(name: str):  # type: ignore[no-untyped-def]
         def refused(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -418,14 +515,15 @@ def restricted_builtins(violations: list[str]) -> dict:
     for name in ("__loader__", "__spec__", "copyright", "credits", "license"):
         safe.pop(name, None)
 
-    def refuse(what: str) -> None:
-        message = f"{what} refused by the sandbox"
-        if len(violations) < 20:
-            violations.append(message)
-        raise SandboxViolation(message)
-
     def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):  # type: ignore[no-untyped-def]
         top = name.split(".")[0]
+        if isinstance(fromlist, list):
+            # Import statements pass None or a tuple; a list comes from C (PyImport_Import, Cython in
+            # pyarrow) importing lazily while the investigation is the innermost Python frame. It gets
+            # the real import minus the modules no one may load; the audit hook still watches what it does.
+            if top in DENIED_MODULES:
+                refuse(f"import of {name!r}")
+            return real_import(name, globals, locals, fromlist, level)
         if level or top not in ALLOWED_IMPORTS:
             refuse(f"import of {name!r}")
         for item in fromlist or ():
@@ -461,6 +559,74 @@ def restricted_builtins(violations: list[str]) -> dict:
         delattr=safe_delattr,
     )
     return safe
+
+
+# Writers that always take a target, and writers that return text when given none.
+PANDAS_WRITERS = (
+    "to_parquet",
+    "to_feather",
+    "to_orc",
+    "to_pickle",
+    "to_hdf",
+    "to_sql",
+    "to_excel",
+    "to_stata",
+    "to_clipboard",
+    "to_gbq",
+    "to_xml",
+    "to_latex",
+)
+PANDAS_TEXT_WRITERS = ("to_csv", "to_json", "to_string", "to_markdown", "to_html")
+NUMPY_IO = (
+    "save",
+    "savez",
+    "savez_compressed",
+    "savetxt",
+    "load",
+    "loadtxt",
+    "genfromtxt",
+    "fromfile",
+    "fromregex",
+)
+
+
+def disable_library_io(pd, np, refuse) -> None:  # type: ignore[no-untyped-def]
+    """Replace pandas readers/writers and numpy's file functions with refusals, in this process only.
+
+    pyarrow and numpy read and write files from C, which no audit event sees; where neither the jail
+    nor Landlock is available (Lambda), this is the runtime layer that covers them.
+    """
+
+    def refusing(name: str):  # type: ignore[no-untyped-def]
+        def refused(*args, **kwargs):  # type: ignore[no-untyped-def]
+            refuse(f"{name}()")
+
+        return refused
+
+    def text_only(name: str, method):  # type: ignore[no-untyped-def]
+        def writer(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            if args or any(kwargs.get(k) is not None for k in ("buf", "path_or_buf", "path")):
+                refuse(f"{name}() to a file")
+            return method(self, **kwargs)
+
+        return writer
+
+    for name in dir(pd):
+        if name.startswith("read_"):
+            setattr(pd, name, refusing(f"pandas.{name}"))
+    for cls in (pd.DataFrame, pd.Series):
+        for name in PANDAS_WRITERS:
+            if hasattr(cls, name):
+                setattr(cls, name, refusing(f"{cls.__name__}.{name}"))
+        for name in PANDAS_TEXT_WRITERS:
+            if hasattr(cls, name):
+                setattr(cls, name, text_only(f"{cls.__name__}.{name}", getattr(cls, name)))
+    for name in NUMPY_IO:
+        if hasattr(np, name):
+            setattr(np, name, refusing(f"numpy.{name}"))
+    pd.eval = refusing("pandas.eval")
+    pd.DataFrame.eval = refusing("DataFrame.eval")
+    pd.DataFrame.query = refusing("DataFrame.query")
 
 
 def set_limits(job: dict) -> None:
@@ -541,10 +707,10 @@ def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
         verdict.update(error=f"sandbox setup failed: {type(exc).__name__}: {exc}", stopped="crash")
         return _finish(result_fd, verdict, violations, isolation, started)
 
-    read_prefixes = tuple(os.path.realpath(p) for p in job["python_paths"])
+    read_paths = [*job["python_paths"], *SYSTEM_READ_PATHS]
+    read_prefixes = tuple(os.path.realpath(p) for p in read_paths)
     hook, arm = make_audit_hook(read_prefixes, violations)
-    user_globals = {
-        "__builtins__": restricted_builtins(violations),
+    user_globals: dict = {
         "__name__": "__investigation__",
         "df": frame,
         "pd": pd,
@@ -552,8 +718,15 @@ def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
         "json": json,
         "result": None,
     }
+    user_globals["__builtins__"] = restricted_builtins(violations)
+    disable_library_io(pd, np, make_refuse(violations))
+    os.environ.clear()
     captured = CappedWriter(job["max_output_bytes"])
     set_limits(job)
+    try:
+        isolation["landlock"] = apply_landlock(_libc(), read_paths)
+    except (OSError, AttributeError) as exc:
+        isolation["landlock"] = f"unavailable ({exc})"
     sys.addaudithook(hook)
     sys.stdout = captured  # type: ignore[assignment]
     arm()
@@ -564,6 +737,11 @@ def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
         verdict.update(error=str(exc), stopped="output_size")
     except MemoryError:
         verdict.update(error="MemoryError: the code ran out of its memory budget", stopped="memory")
+    except OSError as exc:
+        if exc.errno == errno.EFBIG:  # RLIMIT_FSIZE: writing straight to a descriptor past the cap
+            verdict.update(error="output exceeded the file size limit", stopped="output_size")
+        else:
+            verdict.update(error=_user_traceback(exc), stopped="error")
     except SandboxViolation as exc:
         verdict.update(error=str(exc), stopped="policy")
     except BaseException as exc:
