@@ -104,15 +104,29 @@ def discover(facts: list[ColumnFacts], n_rows: int, *, seed: int = 7) -> list[De
     sample = None if n_rows <= SAMPLE_ROWS else np.sort(rng.choice(n_rows, SAMPLE_ROWS, replace=False))
     lhs_cols = [f for f in facts if 2 <= f.column.n_unique <= 0.8 * n_rows and f.n_present >= MIN_GROUP]
     rhs_cols = [f for f in facts if f.column.n_unique >= 2]
+
+    def compact(codes: np.ndarray) -> tuple[np.ndarray, int]:
+        """The sample's codes renumbered 0..k-1 (so tables scale with the sample, not the column)."""
+        part = codes if sample is None else codes[sample]
+        valid = part >= 0
+        uniq, inverse = np.unique(part[valid], return_inverse=True)
+        out = np.full(part.size, -1, dtype=np.int64)
+        out[valid] = inverse.reshape(-1)
+        return out, max(int(uniq.size), 1)
+
+    rhs_sample = {fy.index: compact(fy.column.codes) for fy in rhs_cols}
     found: list[Dependency] = []
     for fx in lhs_cols:
         xs = _lhs_codes(fx)
-        x_s = xs if sample is None else xs[sample]
+        x_s, n_xs = compact(xs)
+        groups = np.bincount(x_s[x_s >= 0], minlength=n_xs)
+        if groups[groups >= 2].sum() < max(2 * MIN_GROUP, 0.1 * x_s.size):
+            continue  # nearly every value is unique in the sample: nothing to learn from it
         for fy in rhs_cols:
             if fy.index == fx.index:
                 continue
-            y_s = fy.column.codes if sample is None else fy.column.codes[sample]
-            gm = group_majority(x_s, y_s, fx.column.n_unique, fy.column.n_unique)
+            y_s, n_ys = rhs_sample[fy.index]
+            gm = group_majority(x_s, y_s, n_xs, n_ys)
             conf, support = _confidence(gm)
             if conf < MIN_CONFIDENCE - 0.03 or support < max(2 * MIN_GROUP, 0.1 * len(x_s)):
                 continue

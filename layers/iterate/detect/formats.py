@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from iterate.detect.context import ColumnFacts
+from iterate.profile.shapes import shapes
 from iterate.detect.findings import Finding, cells
 
 # A number, optionally with a currency sign before it and a unit or percent sign after it.
@@ -26,16 +27,21 @@ UNIT_SPELLING_SHARE = 0.02  # a unit spelling used by at least this share is a r
 QUANTITY_SHARE = 0.9  # at least this share of values parse as number (+ unit) for a quantity column
 
 
-def _regex_from_shapes(shapes: list[str]) -> str:
-    """A regex that a value fully matches when its compact shape is one of `shapes`."""
+def _regex_from_shapes(shapes: list[str], *, engine: str = "python") -> str:
+    """A regex that a value fully matches when its coarse shape is one of `shapes`.
+
+    engine "python" (Unicode classes of `re`, for investigation code) or "re2" (pyarrow's regex engine).
+    """
+    letters = r"[^\W\d_]" if engine == "python" else r"\p{L}"
+    digits = r"\d" if engine == "python" else r"\p{Nd}"
     parts = []
     for s in shapes:
         out = []
         for ch in s:
             if ch == "a":  # a run of words (coarse shapes merge `a a a` into `a`)
-                out.append(r"[^\W\d_]+(?:\s+[^\W\d_]+)*")
+                out.append(rf"{letters}+(?:\s+{letters}+)*")
             elif ch == "9":
-                out.append(r"\d+")
+                out.append(rf"{digits}+")
             elif ch == " ":
                 out.append(r"\s+")
             else:
@@ -44,14 +50,37 @@ def _regex_from_shapes(shapes: list[str]) -> str:
     return "^(?:" + "|".join(parts) + ")$"
 
 
+BIG_COLUMN = 50_000  # distinct values above which structure is learned on a sample of rows
+SAMPLE_ROWS = 50_000
+
+
+def sample_uniques(f: ColumnFacts, *, seed: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """Dictionary positions seen in a sample of rows, and how often (all of them for small columns)."""
+    if f.column.n_unique <= BIG_COLUMN:
+        ids = np.flatnonzero(f.counts > 0)
+        return ids, f.counts[ids]
+    rng = np.random.default_rng(seed)
+    rows = rng.choice(len(f.column), min(SAMPLE_ROWS, len(f.column)), replace=False)
+    ids, counts = np.unique(f.column.codes[rows], return_counts=True)
+    return ids, counts
+
+
 def detect_shape_violations(f: ColumnFacts) -> Finding | None:
     """Values whose shape is rare in a column where a few shapes cover nearly everything."""
-    present = f.present & (f.counts > 0)
-    n = f.n_present
-    if n < 20:
+    if f.n_present < 20:
         return None
-    codes, shape_text = f.coarse_shape_codes
-    weights = np.bincount(codes[present], weights=f.counts[present], minlength=len(shape_text))
+    ids, weights_u = sample_uniques(f)
+    keep = f.present[ids]
+    ids, weights_u = ids[keep], weights_u[keep]
+    sampled = shapes(f.column.dictionary.take(ids))
+    coarse = pc.replace_substring_regex(sampled, pattern=r"a(?: a)+", replacement="a")
+    enc = pc.dictionary_encode(coarse)
+    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    shape_text = enc.dictionary.to_pylist()
+    weights = np.bincount(codes, weights=weights_u, minlength=len(shape_text))
+    n = float(weights.sum())
+    if n == 0:
+        return None
     order = np.argsort(-weights, kind="stable")
     top = order[:STRUCTURED_MAX_SHAPES]
     top = top[weights[top] > RARE_SHAPE_SHARE * n]
@@ -59,15 +88,18 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
         return None
     if WORDS_ONLY.match(shape_text[order[0]]):
         return None  # names and categories: their rare shapes are legitimate (typos are found elsewhere)
-    rare_shapes = (weights > 0) & (weights <= RARE_SHAPE_SHARE * n) & (weights * 10 < weights[order[0]])
-    bad = present & rare_shapes[codes]
+    rare = (weights <= RARE_SHAPE_SHARE * n) & (weights * 10 < weights[order[0]])
+    accepted = [shape_text[i] for i in order if weights[i] > 0 and (not rare[i] or i in set(top.tolist()))]
+    matches = pc.match_substring_regex(f.column.dictionary, pattern=_regex_from_shapes(accepted, engine="re2"))
+    bad = ~np.asarray(matches.to_numpy(zero_copy_only=False), dtype=bool) & f.present & (f.counts > 0)
     if not bad.any():
         return None
     ids = np.flatnonzero(bad)
     rows, cols = cells(f.column.rows_of(ids), f.index)
     dominant = [shape_text[i] for i in top]
     numeric = all(s in NUMERIC_SHAPES for s in dominant)
-    text_in_numbers = numeric and bool(f.has_letter[ids].any())
+    has_letter = pc.match_substring_regex(f.column.dictionary.take(ids), pattern=r"\p{L}")
+    text_in_numbers = numeric and bool(pc.any(has_letter).as_py())
     kind = "mixed_types" if text_in_numbers else "format_violation"
     examples = ", ".join(repr(f.column.uniques[i]) for i in ids[:4])
     pattern_desc = " or ".join(f"'{s}'" for s in dominant)
@@ -76,7 +108,9 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
         columns=[f.name],
         rows=rows,
         cols=cols,
-        title=(f"Text in the numeric column {f.name}" if kind == "mixed_types" else f"Values breaking the pattern of {f.name}"),
+        title=(
+            f"Text in the numeric column {f.name}" if kind == "mixed_types" else f"Values breaking the pattern of {f.name}"
+        ),
         description=(
             f"{rows.size:,} values in '{f.name}' do not follow the column's pattern ({pattern_desc}, where 9 is a "
             f"run of digits and a a run of letters), which {weights[top].sum() / n:.1%} of its values follow; "
@@ -88,7 +122,7 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
         detector="shape",
         stats={
             "column": f.name,
-            "expected_regex": _regex_from_shapes(dominant),
+            "expected_regex": _regex_from_shapes(accepted),
             "missing_markers": sorted({f.column.uniques[i] for i in np.flatnonzero(f.is_missing & (f.counts > 0))}),
             "dominant_shapes": dominant,
         },
@@ -102,6 +136,11 @@ def detect_units(f: ColumnFacts) -> Finding | None:
     n = f.n_present
     if n < 20:
         return None
+    ids, weights_u = sample_uniques(f)
+    quick = pc.match_substring_regex(f.column.dictionary.take(ids), pattern=NUM_UNIT)
+    ok = np.asarray(quick.to_numpy(zero_copy_only=False), dtype=bool) & f.present[ids]
+    if weights_u[ok].sum() < QUANTITY_SHARE * weights_u[f.present[ids]].sum():
+        return None  # decided on a sample: not a quantity column
     parsed = pc.extract_regex(f.column.dictionary, pattern=NUM_UNIT)
     matched = np.asarray(pc.is_valid(parsed).to_numpy(zero_copy_only=False), dtype=bool) & present
     if f.counts[matched].sum() < QUANTITY_SHARE * n:

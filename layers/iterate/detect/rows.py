@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -16,12 +18,29 @@ _NORMALISE = re.compile(r"[^\w]+", re.UNICODE)
 
 
 def _row_keys(code_columns: list[np.ndarray], n_rows: int) -> np.ndarray:
-    """One int64 id per distinct row, from per-column codes (hash-combined, then exactly re-checked by unique)."""
+    """One int64 id per distinct row, from per-column codes.
+
+    Rows are hashed (a 64-bit multiply-xor over the codes, one vectorised pass per column), then rows that
+    share a hash are compared code by code, so two different rows never share an id even on a collision.
+    """
     if not code_columns:
         return np.zeros(n_rows, dtype=np.int64)
-    stacked = np.stack(code_columns, axis=1)
-    _, inverse = np.unique(stacked, axis=0, return_inverse=True)
-    return inverse.reshape(-1).astype(np.int64)
+    rng = np.random.default_rng(0x17E7A7E)
+    h = np.zeros(n_rows, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for codes in code_columns:
+            mult = np.uint64(rng.integers(1, 2**63) | 1)
+            h = (h ^ codes.astype(np.uint64)) * mult
+            h ^= h >> np.uint64(29)
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    keys = first[inverse.reshape(-1)].astype(np.int64)  # id = first row with the same hash
+    candidates = np.flatnonzero(keys != np.arange(n_rows))
+    if candidates.size:
+        stacked = np.stack([c[candidates] for c in code_columns], axis=1)
+        reference = np.stack([c[keys[candidates]] for c in code_columns], axis=1)
+        collided = candidates[(stacked != reference).any(axis=1)]
+        keys[collided] = -1 - collided  # a true collision: the row keeps an id of its own
+    return keys
 
 
 def _later_copies(keys: np.ndarray) -> np.ndarray:
@@ -59,15 +78,21 @@ def detect_duplicates(table: Table, facts: list[ColumnFacts]) -> list[Finding]:
                 key="duplicates:exact",
             )
         )
-    # Near duplicates: equal after case, spacing and punctuation are normalised, but not exactly equal.
-    norm_codes = []
-    for f in facts:
+    # Near duplicates: equal after case, spacing and punctuation are normalised, ignoring identifier columns
+    # (every value different): the same record entered twice under two ids is the near duplicate that matters.
+    def normal_codes(f: ColumnFacts) -> np.ndarray:
         normal = pc.utf8_trim_whitespace(
             pc.replace_substring_regex(pc.utf8_lower(f.column.dictionary), pattern=r"[^\w]+", replacement=" ")
         )
         enc = pc.dictionary_encode(normal)
         per_unique = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        norm_codes.append(per_unique[f.column.codes])
+        return per_unique[f.column.codes]
+
+    content = [f for f in facts if f.column.n_unique < n]
+    if not content:
+        return out
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        norm_codes = list(pool.map(normal_codes, content))
     near_keys = _row_keys(norm_codes, n)
     near = np.setdiff1d(_later_copies(near_keys), exact, assume_unique=True)
     if near.size:
@@ -77,12 +102,13 @@ def detect_duplicates(table: Table, facts: list[ColumnFacts]) -> list[Finding]:
                 columns=all_cols,
                 rows=near,
                 cols=np.full(near.size, -1),
-                title="Rows that duplicate others except for case, spacing or punctuation",
-                description=f"{near.size:,} rows equal an earlier row once case, spacing and punctuation are ignored.",
+                title="Rows that duplicate others except for case, spacing, punctuation or their id",
+                description=f"{near.size:,} rows equal an earlier row once case, spacing and punctuation are "
+                "ignored, and identifier columns (where every value is different) are left out.",
                 suggested_action="Review and merge these rows; standardise the text fields that differ.",
                 category="smart_fixes",
                 detector="duplicates",
-                stats={"columns": all_cols},
+                stats={"columns": [f.name for f in content]},
                 flag=False,
                 row_level=True,
                 key="duplicates:near",

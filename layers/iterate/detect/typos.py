@@ -71,9 +71,10 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
     for i, gs in grams.items():
         for g in gs:
             by_gram.setdefault(g, []).append(i)
+    top_count = counts[order[0]]
     for i in range(len(values)):
-        if i in result or counts[i] == 0:
-            continue
+        if i in result or counts[i] == 0 or counts[i] * 3 > top_count:
+            continue  # nothing is frequent enough to be this value's reference spelling
         v = values[i]
         length = len(v)
         if length < 1:
