@@ -137,3 +137,16 @@ def test_given_a_skewed_column_when_profiled_then_no_dependency_by_chance(make_t
         }
     )
     assert profile_table(table).functionalDependencies == []
+
+
+def test_given_two_workers_when_profiled_then_same_profile_as_one(make_table):
+    rng = np.random.default_rng(12)
+    n = 2000
+    table = make_table(
+        {
+            "k": [f"K{i}" for i in range(n)],
+            "v": [f"{x:.1f}" for x in rng.normal(50, 10, n)],
+            "c": [str(x) for x in rng.choice(["a", "b", "", "N/A"], n)],
+        }
+    )
+    assert profile_table(table, workers=1) == profile_table(table, workers=2)

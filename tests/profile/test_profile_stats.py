@@ -129,3 +129,9 @@ def test_merging_different_columns_is_refused():
     b = ColumnSketch.from_values("b", 1, ["1"])
     with pytest.raises(ValueError):
         a.merge(b)
+
+
+def test_given_minus_one_inside_the_range_when_profiled_then_it_is_a_real_value(make_table):
+    # Given temperatures from -20 to 30 where -1 is common: a real reading, not a placeholder
+    values = [str(t) for t in range(-20, 31)] * 40 + ["-1"] * 200
+    assert profile_table(make_table({"temp": values})).columns[0].disguisedMissing == 0

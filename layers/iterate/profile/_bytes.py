@@ -49,14 +49,20 @@ def char_lengths(values: pa.Array) -> np.ndarray:
     return cum[offsets[1:]] - cum[offsets[:-1]]
 
 
-def first_bytes(values: pa.Array) -> np.ndarray:
-    """First byte of each string (0 for empty strings)."""
+def lengths_and_first_bytes(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """(byte length, first byte or 0 when empty) of each string, from one look at the buffers."""
     offsets, data = string_buffers(values)
     lengths = np.diff(offsets)
-    out = np.zeros(len(lengths), dtype=np.uint8)
-    nonempty = lengths > 0
-    out[nonempty] = data[offsets[:-1][nonempty]]
-    return out
+    if len(data) == 0:
+        return lengths, np.zeros(len(lengths), dtype=np.uint8)
+    first = np.take(data, np.minimum(offsets[:-1], len(data) - 1))
+    first[lengths == 0] = 0
+    return lengths, first
+
+
+def first_bytes(values: pa.Array) -> np.ndarray:
+    """First byte of each string (0 for empty strings)."""
+    return lengths_and_first_bytes(values)[1]
 
 
 def _shape_lut() -> np.ndarray:

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from iterate.profile._bytes import byte_lengths, first_bytes
+from iterate.profile._bytes import lengths_and_first_bytes
 from iterate.profile.shapes import MISSING_TOKENS
 
 # A token is at most this long once stripped ("undefined" is 9); longer values are never missing-like.
@@ -29,9 +29,8 @@ def missing_like(dictionary: pa.Array) -> np.ndarray:
     out = np.zeros(n, dtype=bool)
     if n == 0:
         return out
-    maybe = np.flatnonzero(
-        (byte_lengths(dictionary) <= _MAX_TOKEN_BYTES) & _TOKEN_FIRST[first_bytes(dictionary)]
-    )
+    lengths, first = lengths_and_first_bytes(dictionary)
+    maybe = np.flatnonzero((lengths <= _MAX_TOKEN_BYTES) & np.take(_TOKEN_FIRST, first))
     if len(maybe) == 0:
         return out
     subset = dictionary if len(maybe) == n else pc.take(dictionary, pa.array(maybe))

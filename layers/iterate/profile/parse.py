@@ -35,7 +35,7 @@ class NumberInfo:
     @property
     def marker(self) -> pa.Array:
         """Per value: `%`, its currency, or its unit (null for bare numbers and non-numbers)."""
-        pct = pa.array(np.where(self.percent, "%", None), pa.string())
+        pct = pc.if_else(pa.array(self.percent), "%", pa.scalar(None, pa.string()))
         return pc.coalesce(pct, self.currency, self.unit)
 
     def suffix_counts(self, weights: np.ndarray | None = None) -> dict[str, int]:

@@ -171,10 +171,11 @@ def _patterns(dictionary: pa.Array, counts: np.ndarray, idx: np.ndarray) -> tupl
 def _lengths(dictionary: pa.Array, counts: np.ndarray, idx: np.ndarray) -> LengthStats | None:
     if len(idx) == 0:
         return None
-    lengths = np.asarray(pc.utf8_length(dictionary).to_numpy(zero_copy_only=False))[idx]
-    w = counts[idx]
+    lengths = np.asarray(pc.utf8_length(dictionary).to_numpy(zero_copy_only=False))
+    if len(idx) < len(lengths):  # only gather when some values are missing
+        lengths, counts = np.take(lengths, idx), np.take(counts, idx)
     return LengthStats(
-        min=int(lengths.min()), max=int(lengths.max()), mean=float((lengths * w).sum() / w.sum())
+        min=int(lengths.min()), max=int(lengths.max()), mean=float(np.dot(lengths, counts) / counts.sum())
     )
 
 
@@ -256,7 +257,7 @@ def _dates(inf: TypeInference, counts: np.ndarray, present: np.ndarray) -> DateS
 def disguised_sentinels(inf: TypeInference, counts: np.ndarray) -> np.ndarray:
     """Distinct values that are placeholder numbers or dates standing in for missing (conservative).
 
-    A sentinel must be one of the usual placeholders, hold a spike of rows (at least 0.1% of the column, or
+    A sentinel must be one of the usual placeholders, hold a spike of rows (at least 0.05% of the column, or
     five times the average distinct value's rows), and sit well outside the range of every other value.
     """
     out = np.zeros(len(counts), dtype=bool)
@@ -288,7 +289,7 @@ def disguised_sentinels(inf: TypeInference, counts: np.ndarray) -> np.ndarray:
     for i in candidates.tolist():
         c = int(counts[i])
         # A spike: a share of the column, or far above a typical value's count in a many-valued column.
-        if c < 3 or (c < 0.001 * n and c < 5 * mean_count):
+        if c < 3 or (c < 0.0005 * n and c < 5 * mean_count):
             continue
         v = float(values[i])
         if v == 0.0 and inf.dates is None:
