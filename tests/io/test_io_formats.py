@@ -349,3 +349,19 @@ def test_rows_wider_than_the_sniffing_head_are_read_whole(tmp_path: Path) -> Non
     assert table.source.delimiter == ";"
     assert len(table.columns) == width
     assert table.n_rows == 2 and table.columns[-1].value(1) == "x" * 50
+
+
+def test_parquet_blank_and_repeated_names_get_the_same_treatment_as_csv(tmp_path: Path) -> None:
+    # Given Parquet columns named "a", "" and "a"
+    path = tmp_path / "names.parquet"
+    pq.write_table(
+        pa.Table.from_arrays([pa.array([1]), pa.array(["x"]), pa.array([2.5])], names=["a", "", "a"]), path
+    )
+
+    # When it is read
+    table = read_table(path)
+
+    # Then the blank one is named by position and the repeat is recorded
+    assert table.column_names == ["a", "column_2", "a"]
+    assert as_rows(table) == [["1", "x", "2.5"]]
+    assert [p.kind for p in table.problems] == ["blank_header", "duplicate_header"]

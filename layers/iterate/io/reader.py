@@ -157,7 +157,9 @@ def _read(
     path: Path, head: bytes, container: str | None, compression: str | None, digest: Future[_Digest]
 ) -> tuple[pa.Table, _Info, list[ReadProblem], list[str]]:
     if container == "parquet":
-        table, names, problems = read_parquet(path)
+        table, raw_names, problems = read_parquet(path)
+        names, header_problems = normalize_header(raw_names, line=None)
+        problems = header_problems + problems
         if table.num_rows == 0:
             raise DatasetReadError(
                 path, "has columns but no data rows", "upload a Parquet file that has rows"
@@ -335,6 +337,10 @@ def _read_json(
             )
         )
     table, raw_names = read_json_records(path, text.removeprefix("\ufeff"))
+    if not raw_names:
+        raise DatasetReadError(
+            path, "has records but none has a field", 'give each record fields, like {"a": 1}'
+        )
     names, header_problems = normalize_header(raw_names, line=None)
     return (
         table,
