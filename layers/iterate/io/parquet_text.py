@@ -46,7 +46,8 @@ def write_parquet_text(table: Table, path: str | Path) -> Path:
 
 def read_parquet_text(path: str | Path) -> pd.DataFrame:
     """The DataFrame investigation code sees as `df`: names as written, every value a str, blanks as ""."""
-    table = pq.read_table(path)
+    with pq.ParquetFile(path) as parquet:  # tolerates repeated names, unlike pq.read_table
+        table = parquet.read()
     metadata = table.schema.metadata or {}
     names = json.loads(metadata[NAMES_KEY]) if NAMES_KEY in metadata else table.column_names
     arrays = []

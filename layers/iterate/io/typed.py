@@ -21,7 +21,9 @@ _PANDAS_INDEX = re.compile(r"^__index_level_\d+__$")
 def read_parquet(path: Path) -> tuple[pa.Table, list[str], list[ReadProblem]]:
     """Every column as text; nulls blank; pandas' unnamed index columns dropped (they are not data)."""
     try:
-        table = pq.read_table(path)
+        # ParquetFile, not pq.read_table: the dataset layer refuses repeated column names.
+        with pq.ParquetFile(path) as parquet:
+            table = parquet.read()
     except (pa.ArrowException, OSError) as exc:
         raise DatasetReadError(
             path,
