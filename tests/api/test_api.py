@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from awsenv import BUCKET, REGION
 
+from iterate.api.models import ErrorBody
 from iterate.storage.dynamo import DynamoRunRepository
 
 pytestmark = [pytest.mark.handler, pytest.mark.filterwarnings("ignore:No application metrics")]
@@ -79,6 +80,7 @@ def test_another_owners_ids_answer_404_on_every_route(call: Any, world: dict[str
     for method, path, body in attempts:
         status, answer = call(method, path, owner="bob", body=body)
         assert status == 404, (method, path, status, answer)
+        ErrorBody.model_validate(answer)  # the documented error shape
     assert call("GET", "/runs/r1")[1]["status"] == "SUCCEEDED"
     assert call("GET", f"/datasets/{dataset_id}")[1]["dataset"]["schedule"]["expression"] == "rate(1 day)"
 
@@ -101,6 +103,7 @@ def test_invalid_bodies_get_422_naming_the_field(call: Any, body: dict[str, Any]
     # When a body breaks the model, Then the answer is 422 and says which field and why
     status, answer = call("POST", "/datasets", body=body)
     assert status == 422
+    ErrorBody.model_validate(answer)
     assert any(e["field"] == field and e["problem"] for e in answer["errors"]), answer
 
 

@@ -19,6 +19,7 @@ from iterate.api.models import (
     Dataset,
     DatasetDetail,
     DatasetList,
+    ErrorBody,
     FollowupRequest,
     FollowupResponse,
     IssueItem,
@@ -37,6 +38,26 @@ from iterate.storage.dynamo import TERMINAL, DynamoRunRepository, RunTransitionE
 
 DepsProvider = Callable[[], AwsDeps]
 PRESIGN_UPLOAD_S = 900
+ERROR_TEXTS = {
+    400: "the body is not valid JSON",
+    401: "no authenticated user",
+    404: "no such id for this caller (another owner's ids are 404 too)",
+    409: "the resource is not in a state that allows this",
+    422: "the request does not match the model; `errors` names each field and its problem",
+}
+
+
+def responses(success: int, model: Any, *errors: int) -> dict[int, Any]:
+    """The OpenAPI responses of a route: its success body and the error bodies it can answer with."""
+    documented: dict[int, Any] = {success: {"description": "OK"}}
+    if model is not None:
+        documented[success]["content"] = {"application/json": {"model": model}}
+    for code in (401, 422, *errors):
+        documented[code] = {
+            "description": ERROR_TEXTS[code],
+            "content": {"application/json": {"model": ErrorBody}},
+        }
+    return documented
 
 
 class ConflictError(Exception):
@@ -138,7 +159,11 @@ def _register_core(
     require_run: Callable[[str], dict[str, Any]],
     require_dataset: Callable[[str], dict[str, Any]],
 ) -> None:
-    @app.post("/datasets", summary="Create a dataset and get a presigned URL to upload its file")
+    @app.post(
+        "/datasets",
+        summary="Create a dataset and get a presigned URL to upload its file",
+        responses=responses(201, CreateDatasetResponse, 400),
+    )
     def create_dataset(body: CreateDatasetRequest) -> tuple[CreateDatasetResponse, int]:
         deps = get_deps()
         owner = owner_of(app)
@@ -155,18 +180,26 @@ def _register_core(
         upload = UploadTarget(url=url, key=key, expiresIn=PRESIGN_UPLOAD_S)
         return CreateDatasetResponse(dataset=_dataset_view(record), upload=upload), 201
 
-    @app.get("/datasets", summary="List the caller's datasets")
+    @app.get("/datasets", summary="List the caller's datasets", responses=responses(200, DatasetList))
     def list_datasets() -> DatasetList:
         return DatasetList(datasets=[_dataset_view(d) for d in repo().list_datasets()])
 
-    @app.get("/datasets/<dataset_id>", summary="One dataset with its runs, newest first")
+    @app.get(
+        "/datasets/<dataset_id>",
+        summary="One dataset with its runs, newest first",
+        responses=responses(200, DatasetDetail, 404),
+    )
     def get_dataset(dataset_id: str) -> DatasetDetail:
         record = require_dataset(dataset_id)
         r = repo()
         runs = [_run_view(run) for run in r.list_runs(dataset_id)]
         return DatasetDetail(dataset=_dataset_view(record, r.get_schedule(dataset_id)), runs=runs)
 
-    @app.post("/datasets/<dataset_id>/runs", summary="Re-analyse the dataset's latest upload")
+    @app.post(
+        "/datasets/<dataset_id>/runs",
+        summary="Re-analyse the dataset's latest upload",
+        responses=responses(202, Run, 400, 404, 409),
+    )
     def start_run(dataset_id: str, body: StartRunBody) -> tuple[Run, int]:
         deps = get_deps()
         owner = owner_of(app)
@@ -207,11 +240,13 @@ def _register_core(
         r.set_run_fields(run_id, executionArn=execution["executionArn"])
         return _run_view(r.require_run(run_id)), 202
 
-    @app.get("/runs/<run_id>", summary="A run's status and progress")
+    @app.get("/runs/<run_id>", summary="A run's status and progress", responses=responses(200, Run, 404))
     def get_run(run_id: str) -> Run:
         return _run_view(require_run(run_id))
 
-    @app.delete("/runs/<run_id>", summary="Cancel a queued or running run")
+    @app.delete(
+        "/runs/<run_id>", summary="Cancel a queued or running run", responses=responses(200, Run, 404, 409)
+    )
     def cancel_run(run_id: str) -> Run:
         deps = get_deps()
         record = require_run(run_id)
@@ -231,7 +266,9 @@ def _register_core(
             )
         return _run_view(r.require_run(run_id))
 
-    @app.get("/runs/<run_id>/issues", summary="The issues a run found")
+    @app.get(
+        "/runs/<run_id>/issues", summary="The issues a run found", responses=responses(200, IssueList, 404)
+    )
     def list_issues(run_id: str) -> IssueList:
         require_run(run_id)
         issues = [
@@ -240,7 +277,11 @@ def _register_core(
         ]
         return IssueList(runId=run_id, issues=issues)
 
-    @app.get("/runs/<run_id>/report", summary="A short-lived link to the run's HTML report")
+    @app.get(
+        "/runs/<run_id>/report",
+        summary="A short-lived link to the run's HTML report",
+        responses=responses(200, ReportLink, 404, 409),
+    )
     def report_link(run_id: str) -> ReportLink:
         deps = get_deps()
         record = require_run(run_id)
@@ -254,7 +295,11 @@ def _register_core(
         )
         return ReportLink(runId=run_id, url=url, expiresIn=expires)
 
-    @app.put("/datasets/<dataset_id>/schedule", summary="Re-analyse the dataset on a schedule")
+    @app.put(
+        "/datasets/<dataset_id>/schedule",
+        summary="Re-analyse the dataset on a schedule",
+        responses=responses(200, Schedule, 400, 404),
+    )
     def put_schedule(dataset_id: str, body: ScheduleRequest) -> Schedule:
         deps = get_deps()
         owner = owner_of(app)
@@ -294,7 +339,11 @@ def _register_core(
         r.put_schedule(dataset_id, schedule.model_dump(mode="json"))
         return schedule
 
-    @app.delete("/datasets/<dataset_id>/schedule", summary="Stop the dataset's scheduled runs")
+    @app.delete(
+        "/datasets/<dataset_id>/schedule",
+        summary="Stop the dataset's scheduled runs",
+        responses=responses(204, None, 404),
+    )
     def delete_schedule(dataset_id: str) -> Response[Any]:
         deps = get_deps()
         require_dataset(dataset_id)
@@ -313,7 +362,9 @@ def _register_followup(
     app: APIGatewayRestResolver, get_deps: DepsProvider, repo: Callable[[], DynamoRunRepository]
 ) -> None:
     @app.post(
-        "/issues/<issue_ref>/followup", summary="Answer the open question of a smart fix, get the next one"
+        "/issues/<issue_ref>/followup",
+        summary="Answer the open question of a smart fix, get the next one",
+        responses=responses(200, FollowupResponse, 400, 404, 409),
     )
     def followup(issue_ref: str, body: FollowupRequest) -> FollowupResponse:
         from iterate.aws.secrets import settings_with_secret

@@ -130,5 +130,6 @@ class Schedule(Contract):
 
 
 class ErrorBody(Contract):
+    statusCode: int | None = None
     message: str
     errors: list[dict[str, Any]] = Field(default_factory=list)
