@@ -348,6 +348,7 @@ def test_a_detector_issue_starts_from_its_template_and_claude_revises_failures(f
     # When the first attempt is written, Then it is the template, without a call
     first = agents.investigation.write_code(issue, profile=profile, attempts=[])
     assert first == template.write_code(issue, profile=profile, attempts=[]) and fake.requests == []
+    assert agents.investigation.source == "template"
     # When that attempt failed, Then Claude writes the revision, seeing the template's code and error
     fake.add(tool_reply("run_python", {"code": "result = {'affected_rows': 1}"}))
     failed = CodeInvestigation(code=first, success=False, error="KeyError: 'state'")
@@ -356,6 +357,7 @@ def test_a_detector_issue_starts_from_its_template_and_claude_revises_failures(f
         == "result = {'affected_rows': 1}"
     )
     assert fake.requests[0]["messages"][1]["content"][0]["input"]["code"] == first
+    assert agents.investigation.source == "llm"
     # And an LLM hypothesis always goes to Claude
     hyp = issue.model_copy(
         update={"id": "llm-1", "type": "business_rule", "source": "llm", "status": "hypothesis"}

@@ -20,5 +20,7 @@ print(sorted(m for m in ("pandas", "numpy", "pyarrow", "anthropic") if m in sys.
 
 
 def test_the_llm_side_imports_no_pandas_and_defers_the_sdk():
-    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=60
+    )
     assert out.stdout.strip() == "[]"

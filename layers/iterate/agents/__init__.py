@@ -128,6 +128,12 @@ class FallbackInvestigation:
     ) -> None:
         self.primary, self.offline, self.guard = primary, offline, guard
         self.prefer_templates = prefer_templates
+        self._last = threading.local()
+
+    @property
+    def source(self) -> str:
+        """Who wrote the code this thread got last ("template" or "llm"): read it after each write_code."""
+        return str(getattr(self._last, "source", "llm"))
 
     def supports(self, issue: Issue) -> bool:
         """Claude can write code for any issue type, hypotheses included."""
@@ -144,11 +150,19 @@ class FallbackInvestigation:
             and issue.source == "detector"
             and self._template_fits(issue)
         ):
+            self._last.source = "template"
             return str(self.offline.get().write_code(issue, profile=profile, attempts=attempts))
-        return self.guard(
-            lambda: self.primary.write_code(issue, profile=profile, attempts=attempts),
-            lambda: self.offline.get().write_code(issue, profile=profile, attempts=attempts),
-        )
+
+        def claude() -> str:
+            code = self.primary.write_code(issue, profile=profile, attempts=attempts)
+            self._last.source = "llm"
+            return code
+
+        def template() -> str:
+            self._last.source = "template"
+            return str(self.offline.get().write_code(issue, profile=profile, attempts=attempts))
+
+        return self.guard(claude, template)
 
 
 class FallbackFollowup:
