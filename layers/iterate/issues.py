@@ -120,13 +120,77 @@ def sort_issues(issues: Iterable[Issue]) -> list[Issue]:
     )
 
 
+class Timeline:
+    """Each row's month, from the dataset's main date column, to tell when affected rows happened."""
+
+    def __init__(self, table: Table, profile: DatasetProfile | None) -> None:
+        self.column: str | None = None
+        self.months: np.ndarray | None = None
+        self.labels: list[str] = []
+        if profile is None:
+            return
+        dated = [c for c in profile.columns if c.semanticType in {"date", "datetime"} and c.format]
+        if not dated:
+            return
+        import pandas as pd
+
+        best = dated[0]
+        column = table.column(best.name)
+        parsed = pd.to_datetime(pd.Series(column.uniques), format=best.format, errors="coerce")
+        month = parsed.dt.to_period("M")
+        labels = sorted({str(m) for m in month.dropna()})
+        if len(labels) < 3:
+            return
+        index = {m: i for i, m in enumerate(labels)}
+        per_unique = np.array([index.get(str(m), -1) if not pd.isna(m) else -1 for m in month], dtype=np.int64)
+        self.column, self.labels = best.name, labels
+        self.months = per_unique[column.codes]
+
+    def pattern(self, rows: np.ndarray) -> str | None:
+        """A sentence when the affected rows crowd into a few months, None when they are spread out."""
+        if self.months is None or rows.size < 10:
+            return None
+        n = len(self.labels)
+        all_counts = np.bincount(self.months[self.months >= 0], minlength=n)
+        months = self.months[rows]
+        hit = np.bincount(months[months >= 0], minlength=n)
+        if hit.sum() < 20:
+            return None
+        # The shortest run of months holding at least half of the affected rows.
+        best: tuple[int, int] | None = None
+        for lo in range(n):
+            acc = 0
+            for hi in range(lo, n):
+                acc += hit[hi]
+                if acc * 2 >= hit.sum():
+                    if best is None or hi - lo < best[1] - best[0]:
+                        best = (lo, hi)
+                    break
+        if best is None:
+            return None
+        lo, hi = best
+        share_hit = hit[lo : hi + 1].sum() / hit.sum()
+        share_all = all_counts[lo : hi + 1].sum() / max(all_counts.sum(), 1)
+        if share_all > 0.25 or share_hit < 3 * share_all:
+            return None
+        span = self.labels[lo] if lo == hi else f"{self.labels[lo]} to {self.labels[hi]}"
+        return (
+            f"{share_hit:.0%} of the affected rows have a '{self.column}' in {span}, a period that holds "
+            f"{share_all:.0%} of all rows."
+        )
+
+
 def issues_from_findings(findings: list[Finding], table: Table, profile: DatasetProfile | None) -> list[Issue]:
     important = key_columns(profile)
     minor = minor_columns(profile)
+    timeline = Timeline(table, profile)
     seen: dict[str, int] = {}
     out = []
     for f in findings:
         issue = to_issue(f, table, important=important, minor=minor)
+        pattern = timeline.pattern(np.unique(f.rows)) if f.type not in {"constant_column"} else None
+        if pattern:
+            issue = issue.model_copy(update={"temporalPattern": pattern})
         n = seen.get(issue.id, 0)
         seen[issue.id] = n + 1
         if n:  # two findings with one key (rare): keep ids unique

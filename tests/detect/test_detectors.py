@@ -181,3 +181,24 @@ def test_constant_columns_are_reported_without_flags():
 
 def test_clean_data_raises_no_cell_flags():
     assert flagged(make_table(entity_rows())) == set()
+
+
+def test_issues_crowded_into_a_few_months_get_a_temporal_pattern():
+    from iterate.issues import issues_from_findings
+    from iterate.profile import profile_table
+
+    # Given a year of orders where status typos only happen in March
+    rng = random.Random(4)
+    dates, status = [], []
+    for i in range(1200):
+        month = 1 + i % 12
+        dates.append(f"2026-{month:02d}-{1 + rng.randrange(28):02d}")
+        status.append("delivred" if i % 24 == 2 else rng.choice(["delivered", "shipped"]))
+    table = make_table({"order_date": dates, "status": status})
+    detection = detect(table)
+    # When the issues are built
+    issues = issues_from_findings(detection.findings, table, profile_table(table, null_marker=detection.null_marker))
+    # Then the typo issue says when it happened, with numbers computed from the rows
+    typo = next(i for i in issues if i.type == "inconsistent_category")
+    assert typo.temporalPattern is not None and "2026-03" in typo.temporalPattern
+    assert typo.temporalPattern.startswith("100% of the affected rows")
