@@ -387,30 +387,36 @@ class _Lines:
 
 
 def _numbered_invalid_rows(
-    source: TextSource, dialect: Dialect, width: int, skip: int, *, stop_at_first: bool
-) -> list[tuple[int, int, str]]:
-    """(1-based record number counting skipped lines, field count, text) of invalid rows; serial, so numbered."""
+    source: TextSource,
+    dialect: Dialect,
+    width: int,
+    skip: int,
+    *,
+    stop_at_first: bool,
+    all_columns: bool = False,
+) -> tuple[list[tuple[int, int, str]], pa.Table | None]:
+    """Invalid rows as (1-based record number counting skipped lines, field count, text), read serially
+    because only a serial read numbers them; also the valid rows read (one column unless asked)."""
     rows: list[tuple[int, int, str]] = []
 
     def collect(row: pacsv.InvalidRow) -> str:
         rows.append((row.number if row.number is not None else -1, row.actual_columns, row.text))
         return "error" if stop_at_first else "skip"
 
-    options = _options(
-        dialect, width, skip, source.encoding, threads=False, handler=collect, columns=internal_names(1)
-    )
+    columns = None if all_columns else internal_names(1)
+    options = _options(dialect, width, skip, source.encoding, threads=False, handler=collect, columns=columns)
     try:
-        pacsv.read_csv(source.pyarrow_input(), **options)  # type: ignore[arg-type]
+        return rows, pacsv.read_csv(source.pyarrow_input(), **options)  # type: ignore[arg-type]
     except pa.ArrowInvalid:
         if not (stop_at_first and rows):
             raise
-    return rows
+    return rows, None
 
 
 def _raise_too_ragged(
     source: TextSource, dialect: Dialect, width: int, skip: int, ragged: int, total: int
 ) -> None:
-    number, actual, text = _numbered_invalid_rows(source, dialect, width, skip, stop_at_first=True)[0]
+    number, actual, text = _numbered_invalid_rows(source, dialect, width, skip, stop_at_first=True)[0][0]
     data_row = number - skip - 1
     line = _Lines(source.utf8()).find_record(text, skip + 1 + data_row)
     shown = "tab" if dialect.delimiter == "\t" else f"'{dialect.delimiter}'"
@@ -442,7 +448,13 @@ def _repair_ragged(
 ) -> tuple[pa.Table, list[ReadProblem]]:
     """Put ragged rows back where they were: short rows padded with "", extra fields folded into the last column."""
     width = len(names)
-    numbered = _numbered_invalid_rows(source, dialect, width, skip, stop_at_first=False)
+    numbered, serial = _numbered_invalid_rows(source, dialect, width, skip, stop_at_first=False)
+    if serial is None or serial.num_rows != table.num_rows:
+        # The parallel read split the file differently: trust the serial read for every column.
+        numbered, serial = _numbered_invalid_rows(
+            source, dialect, width, skip, stop_at_first=False, all_columns=True
+        )
+        table = serial if serial is not None else table  # (never None: only stop_at_first returns None)
     lines = _Lines(source.utf8())
     problems: list[ReadProblem] = []
     fixed: list[list[str]] = [[] for _ in range(width)]
