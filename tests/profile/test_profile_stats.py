@@ -135,3 +135,14 @@ def test_given_minus_one_inside_the_range_when_profiled_then_it_is_a_real_value(
     # Given temperatures from -20 to 30 where -1 is common: a real reading, not a placeholder
     values = [str(t) for t in range(-20, 31)] * 40 + ["-1"] * 200
     assert profile_table(make_table({"temp": values})).columns[0].disguisedMissing == 0
+
+
+def test_kth_largest_matches_sorting_for_small_and_huge_counts():
+    from iterate.profile.types import kth_largest
+
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        high = int(rng.choice([5, 300, 10**7]))  # 10**7: too spread for a histogram, partition path
+        c = rng.integers(1, high, size=int(rng.integers(10, 200)))
+        k = int(rng.integers(1, 10))
+        assert kth_largest(c, k) == np.sort(c)[::-1][k - 1]

@@ -19,7 +19,7 @@ from iterate.contracts.profile import (
 )
 from iterate.profile._bytes import fast_shapes
 from iterate.profile.missing import missing_like, null_marker_mask, token_counts
-from iterate.profile.types import TypeInference, infer_semantic_type
+from iterate.profile.types import TypeInference, infer_semantic_type, kth_largest
 from iterate.table import Column
 
 TOP_VALUES = 10
@@ -133,22 +133,13 @@ def _top(dictionary: pa.Array, counts: np.ndarray, idx: np.ndarray, k: int) -> l
     c = counts[idx]
     if len(idx) > 4 * k:
         # Keep every value tied with the k-th count, then sort that small set exactly.
-        keep = c >= _kth_largest(c, k)
+        keep = c >= kth_largest(c, k)
         idx, c = idx[keep], c[keep]
         if len(idx) > 50 * k:  # thousands of ties (e.g. all-unique): the first-seen ones are as good as any
             idx, c = idx[: 50 * k], c[: 50 * k]
     values = pc.take(dictionary, pa.array(idx)).to_pylist()
     ranked = sorted(zip(values, c.tolist(), strict=True), key=lambda vc: (-vc[1], vc[0]))[:k]
     return [ValueCount(value=v, count=int(n)) for v, n in ranked]
-
-
-def _kth_largest(c: np.ndarray, k: int) -> int:
-    """The k-th largest count; counts are small integers, so a histogram of them is a linear-time answer."""
-    top = int(c.max())
-    if top > 4 * len(c):
-        return int(np.partition(c, len(c) - k)[len(c) - k])
-    above = np.cumsum(np.bincount(c, minlength=top + 1)[::-1])  # above[j]: values with count >= top - j
-    return top - int(np.searchsorted(above, k))
 
 
 def _patterns(dictionary: pa.Array, counts: np.ndarray, idx: np.ndarray) -> tuple[list[ValueCount], bool]:

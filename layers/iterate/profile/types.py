@@ -102,12 +102,24 @@ def _match(values: pa.Array, regex: str) -> np.ndarray:
     return np.asarray(pc.match_substring_regex(values, regex).to_numpy(zero_copy_only=False), dtype=bool)
 
 
+def kth_largest(c: np.ndarray, k: int) -> int:
+    """The k-th largest of non-negative integer counts; a histogram of small counts answers in linear time."""
+    top = int(c.max())
+    if top > 4 * len(c):
+        return int(np.partition(c, len(c) - k)[len(c) - k])
+    above = np.cumsum(np.bincount(c, minlength=top + 1)[::-1])  # above[j]: values with count >= top - j
+    return top - int(np.searchsorted(above, k))
+
+
 def _sample_positions(counts: np.ndarray, present: np.ndarray) -> np.ndarray:
     """Distinct values to decide the type on: all of them when few, else the most frequent plus an even stride."""
     idx = np.flatnonzero(present)
     if len(idx) <= SAMPLE_UNIQUES:
         return idx
-    top = idx[np.argpartition(-counts[idx], SAMPLE_UNIQUES // 10)[: SAMPLE_UNIQUES // 10]]
+    c = np.take(counts, idx)
+    k = SAMPLE_UNIQUES // 10
+    kth = kth_largest(c, k)
+    top = np.concatenate([idx[c > kth], idx[c == kth][:k]])[:k]
     stride = idx[:: max(1, len(idx) // (SAMPLE_UNIQUES - len(top)))]
     return np.union1d(top, stride)
 
