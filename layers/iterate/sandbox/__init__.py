@@ -2,13 +2,27 @@
 
 from iterate.sandbox.local import LocalSandbox, SandboxError, SandboxLimits, SandboxOutcome
 from iterate.sandbox.policy import ALLOWED_IMPORTS, Violation, check_policy
+from iterate.sandbox.remote import (
+    DatasetFetchError,
+    LambdaSandbox,
+    SandboxDataset,
+    SandboxEvent,
+    SandboxUnavailable,
+    run_event,
+)
 
 __all__ = [
     "ALLOWED_IMPORTS",
+    "DatasetFetchError",
+    "LambdaSandbox",
     "LocalSandbox",
+    "SandboxDataset",
     "SandboxError",
+    "SandboxEvent",
     "SandboxLimits",
     "SandboxOutcome",
+    "SandboxUnavailable",
     "Violation",
     "check_policy",
+    "run_event",
 ]

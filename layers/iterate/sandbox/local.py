@@ -95,21 +95,27 @@ class LocalSandbox:
         """Run `code` against the dataset; never raises for anything the code does."""
         return self.run_detailed(code, data, timeout_s=timeout_s).investigation
 
+    def refuse(self, code: str) -> CodeInvestigation | None:
+        """The static policy's verdict alone: a failed CodeInvestigation when it refuses, else None."""
+        if not self.limits.enforce_policy:
+            return None
+        started = time.perf_counter()
+        violations = check_policy(code)
+        if not violations:
+            return None
+        reasons = "; ".join(str(v) for v in violations[:10])
+        return self._verdict(
+            code, started, stopped="policy", error=f"refused by the static policy: {reasons}"
+        )
+
     def run_detailed(self, code: str, data: DatasetRef, *, timeout_s: float | None = None) -> SandboxOutcome:
         """Like `run`, with the isolation actually used and the runtime guard's refusals."""
         started = time.perf_counter()
         timeout = float(timeout_s if timeout_s is not None else self.limits.timeout_s)
-        if self.limits.enforce_policy:
-            violations = check_policy(code)
-            if violations:
-                reasons = "; ".join(str(v) for v in violations[:10])
-                return SandboxOutcome(
-                    self._verdict(
-                        code, started, stopped="policy", error=f"refused by the static policy: {reasons}"
-                    ),
-                    isolation={"stage": "static_policy"},
-                    violations=[str(v) for v in violations],
-                )
+        refusal = self.refuse(code)
+        if refusal is not None:
+            violations = [str(v) for v in check_policy(code)]
+            return SandboxOutcome(refusal, isolation={"stage": "static_policy"}, violations=violations)
         if not data.path:
             raise SandboxError("LocalSandbox needs a local dataset path (DatasetRef.path)")
         if not Path(data.path).is_file():

@@ -1,0 +1,205 @@
+"""The sandbox as a Lambda: its event model, the caller-side adapter (LambdaSandbox) and the function's service."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from pydantic import Field, model_validator
+
+from iterate.contracts import CodeInvestigation, StopReason
+from iterate.contracts.base import Contract
+from iterate.ports import DatasetRef
+from iterate.sandbox.local import LocalSandbox, SandboxLimits
+
+MAX_DATASET_BYTES = 4 * 1024**3  # what /tmp (ephemeral storage) must hold, at most
+FETCH_TIMEOUT_S = 60.0
+
+
+class SandboxUnavailable(Exception):
+    """The sandbox function could not be reached or did not answer (throttled, network, bad payload)."""
+
+
+class DatasetFetchError(Exception):
+    """The sandbox function could not download the dataset it was given."""
+
+
+class SandboxDataset(Contract):
+    """Where the dataset is: a presigned GET (preferred: the function needs no S3 permission) or an object."""
+
+    presigned_url: str | None = None
+    bucket: str | None = None
+    key: str | None = None
+    version_id: str | None = None
+
+    @model_validator(mode="after")
+    def _one_location(self) -> SandboxDataset:
+        if bool(self.presigned_url) == bool(self.bucket and self.key):
+            raise ValueError("give either presigned_url, or bucket and key")
+        return self
+
+
+class SandboxEvent(Contract):
+    """The sandbox function's event: `{code, dataset: {presigned_url | bucket/key/version_id}, timeout_s}`."""
+
+    code: str = Field(max_length=100_000)
+    dataset: SandboxDataset
+    timeout_s: float | None = Field(default=None, gt=0, le=600)
+
+
+def _copy_capped(source: BinaryIO, target: Path, limit: int) -> int:
+    written = 0
+    with open(target, "wb") as out:
+        while chunk := source.read(1 << 20):
+            written += len(chunk)
+            if written > limit:
+                raise DatasetFetchError(f"dataset larger than {limit} bytes")
+            out.write(chunk)
+    return written
+
+
+def fetch_url(
+    url: str, target: Path, *, limit: int = MAX_DATASET_BYTES, timeout_s: float = FETCH_TIMEOUT_S
+) -> int:
+    """Download a presigned URL to `target`; returns the size. Uses requests when installed, else urllib."""
+    if not url.startswith("https://") and not url.startswith("http://"):
+        raise DatasetFetchError("the dataset URL must be http(s)")
+    try:
+        import requests
+    except ImportError:
+        requests = None  # type: ignore[assignment]
+    try:
+        if requests is not None:
+            with requests.get(url, stream=True, timeout=timeout_s) as response:
+                if response.status_code != 200:
+                    raise DatasetFetchError(f"dataset download failed: HTTP {response.status_code}")
+                return _copy_capped(response.raw, target, limit)
+        import urllib.request
+
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return _copy_capped(response, target, limit)
+    except DatasetFetchError:
+        raise
+    except Exception as exc:  # network, HTTP and TLS errors all mean the same to the caller
+        raise DatasetFetchError(f"dataset download failed: {type(exc).__name__}") from exc
+
+
+def fetch_object(
+    s3_client: Any, dataset: SandboxDataset, target: Path, *, limit: int = MAX_DATASET_BYTES
+) -> int:
+    """Download `bucket/key[@version]` (needs s3:GetObject on exactly that object)."""
+    extra = {"VersionId": dataset.version_id} if dataset.version_id else {}
+    try:
+        body = s3_client.get_object(Bucket=dataset.bucket, Key=dataset.key, **extra)["Body"]
+    except Exception as exc:
+        raise DatasetFetchError(f"dataset download failed: {type(exc).__name__}") from exc
+    return _copy_capped(body, target, limit)
+
+
+def run_event(
+    event: SandboxEvent,
+    *,
+    limits: SandboxLimits,
+    fetch: Callable[[str, Path], int] = fetch_url,
+    s3_client: Callable[[], Any] | None = None,
+    scratch: str | None = None,
+) -> CodeInvestigation:
+    """The sandbox function's work: fetch the dataset to local disk, run the code locally, return the verdict.
+
+    Static policy first, so refused code costs no download. A dataset that cannot be fetched is reported
+    as a failed investigation (`crash`), not raised: the run goes on.
+    """
+    started = time.perf_counter()
+    sandbox = LocalSandbox(limits)
+    refusal = sandbox.refuse(event.code)
+    if refusal is not None:
+        return refusal
+    workdir = Path(tempfile.mkdtemp(prefix="iterate-dataset-", dir=scratch))
+    try:
+        target = workdir / "data.parquet"
+        try:
+            if event.dataset.presigned_url:
+                fetch(event.dataset.presigned_url, target)
+            else:
+                if s3_client is None:
+                    raise DatasetFetchError("no S3 client configured for a bucket/key dataset")
+                fetch_object(s3_client(), event.dataset, target)
+        except DatasetFetchError as exc:
+            return CodeInvestigation(
+                code=event.code,
+                success=False,
+                error=str(exc),
+                stopped="crash",
+                execution_time_ms=round((time.perf_counter() - started) * 1000, 1),
+            )
+        return sandbox.run(event.code, DatasetRef(path=str(target)), timeout_s=event.timeout_s)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+class LambdaSandbox:
+    """The Sandbox port on AWS: invokes the sandbox function synchronously and returns its CodeInvestigation.
+
+    `presign(data)` turns a DatasetRef into a presigned GET (the function then needs no S3 permission);
+    without it the event names the bucket/key/version and the function's role must allow that object.
+    """
+
+    def __init__(
+        self, lambda_client: Any, function_name: str, *, presign: Callable[[DatasetRef], str] | None = None
+    ) -> None:
+        self.client = lambda_client
+        self.function_name = function_name
+        self.presign = presign
+
+    def event(self, code: str, data: DatasetRef, *, timeout_s: float | None = None) -> SandboxEvent:
+        if self.presign is not None:
+            dataset = SandboxDataset(presigned_url=self.presign(data))
+        else:
+            dataset = SandboxDataset(bucket=data.bucket, key=data.key, version_id=data.version_id)
+        return SandboxEvent(code=code, dataset=dataset, timeout_s=timeout_s)
+
+    def run(self, code: str, data: DatasetRef, *, timeout_s: float | None = None) -> CodeInvestigation:
+        payload = self.event(code, data, timeout_s=timeout_s).model_dump(mode="json", exclude_none=True)
+        started = time.perf_counter()
+        try:
+            response = self.client.invoke(
+                FunctionName=self.function_name,
+                InvocationType="RequestResponse",
+                Payload=json.dumps(payload).encode(),
+            )
+            body = response["Payload"].read()
+        except Exception as exc:  # botocore errors: throttling, networking, permissions
+            raise SandboxUnavailable(f"sandbox function not reachable: {type(exc).__name__}: {exc}") from exc
+        elapsed = round((time.perf_counter() - started) * 1000, 1)
+        if response.get("FunctionError"):
+            # The function itself died (Lambda timeout, out of memory, crash): a failed attempt, not a run failure.
+            detail = _error_message(body)
+            stopped: StopReason = "timeout" if "timed out" in detail.lower() else "crash"
+            return CodeInvestigation(
+                code=code,
+                success=False,
+                error=f"sandbox function failed: {detail}"[:2000],
+                stopped=stopped,
+                execution_time_ms=elapsed,
+            )
+        try:
+            return CodeInvestigation.model_validate_json(body)
+        except ValueError as exc:
+            raise SandboxUnavailable(
+                "sandbox function returned something that is not a CodeInvestigation"
+            ) from exc
+
+
+def _error_message(body: bytes) -> str:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body[:500].decode("utf-8", "replace")
+    if isinstance(data, dict):
+        return f"{data.get('errorType', 'Error')}: {data.get('errorMessage', '')}"
+    return str(data)[:500]

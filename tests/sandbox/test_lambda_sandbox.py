@@ -1,0 +1,229 @@
+"""The sandbox as a Lambda: the handler against moto S3 (presigned GET), and LambdaSandbox against a stub client."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from pydantic import ValidationError
+
+from iterate.contracts import CodeInvestigation
+from iterate.ports import DatasetRef
+from iterate.sandbox import (
+    LambdaSandbox,
+    SandboxEvent,
+    SandboxLimits,
+    SandboxUnavailable,
+    run_event,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+BUCKET = "iterate-sandbox-test"
+KEY = "artifacts/owner/ds/run-1/data.parquet"
+
+
+def load_sandbox_handler() -> ModuleType:
+    name = "iterate_fn_sandbox_under_test"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "functions" / "sandbox" / "handler.py")
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+class Context:
+    function_name = "iterate-sandbox"
+    memory_limit_in_mb = 2048
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:iterate-sandbox"
+    aws_request_id = "req-1"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+@pytest.fixture
+def s3_dataset(monkeypatch: pytest.MonkeyPatch, dataset: Path) -> Iterator[str]:
+    """Given this run's dataset in (moto) S3, and a presigned GET for exactly that object."""
+    for name, value in {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "POWERTOOLS_METRICS_NAMESPACE": "IterateTest",
+        "ITERATE_SANDBOX_TIMEOUT_S": "10",
+        "ITERATE_SANDBOX_MEMORY_MB": "1024",
+    }.items():
+        monkeypatch.setenv(name, value)
+    from iterate.settings import get_settings
+
+    get_settings.cache_clear()
+    with mock_aws():
+        s3 = boto3.client("s3")
+        s3.create_bucket(Bucket=BUCKET)
+        s3.put_object(Bucket=BUCKET, Key=KEY, Body=dataset.read_bytes())
+        yield s3.generate_presigned_url("get_object", Params={"Bucket": BUCKET, "Key": KEY}, ExpiresIn=300)
+    get_settings.cache_clear()
+    load_sandbox_handler()._limits.cache_clear()
+
+
+@pytest.mark.handler
+def test_handler_runs_the_code_on_the_presigned_dataset(s3_dataset: str) -> None:
+    # Given the Map's RunInSandbox event
+    event = {
+        "code": "result = {'affected_rows': len(df), 'cols': list(df.columns)}",
+        "dataset": {"presigned_url": s3_dataset},
+        "timeout_s": 10,
+    }
+    # When the sandbox function handles it
+    out = load_sandbox_handler().lambda_handler(event, Context())
+    # Then it returns exactly a CodeInvestigation (what RecordAttempt parses) with the numbers from the data
+    result = CodeInvestigation.model_validate(out)
+    assert result.success, result.error
+    assert result.output == {"affected_rows": 8, "cols": ["id", "city", "amount", "when", "note"]}
+
+
+@pytest.mark.handler
+def test_handler_refuses_hostile_code_again_inside_the_function(s3_dataset: str) -> None:
+    event = {"code": "import os\nos.system('id')", "dataset": {"presigned_url": s3_dataset}}
+    result = CodeInvestigation.model_validate(load_sandbox_handler().lambda_handler(event, Context()))
+    assert result.success is False and result.stopped == "policy"
+    assert "os" in (result.error or "")
+
+
+@pytest.mark.handler
+def test_handler_reports_a_dataset_it_cannot_fetch_as_a_failed_attempt(s3_dataset: str) -> None:
+    # Given a presigned URL for an object that is not there
+    s3 = boto3.client("s3")
+    url = s3.generate_presigned_url(
+        "get_object", Params={"Bucket": BUCKET, "Key": "missing.parquet"}, ExpiresIn=60
+    )
+    event = {"code": "result = {'affected_rows': 1}", "dataset": {"presigned_url": url}}
+    # When the function handles it / Then a failed investigation says why, rather than an exception
+    result = CodeInvestigation.model_validate(load_sandbox_handler().lambda_handler(event, Context()))
+    assert result.success is False and result.stopped == "crash"
+    assert "download failed" in (result.error or "")
+
+
+@pytest.mark.handler
+def test_handler_rejects_a_malformed_event(s3_dataset: str) -> None:
+    handler = load_sandbox_handler()
+    with pytest.raises(ValidationError):
+        handler.lambda_handler({"code": "x", "dataset": {"presigned_url": s3_dataset}, "extra": 1}, Context())
+    with pytest.raises(ValidationError):
+        handler.lambda_handler({"code": "x", "dataset": {}}, Context())
+
+
+@pytest.mark.unit
+def test_policy_refusal_costs_no_download(tmp_path: Path) -> None:
+    # Given a fetcher that records its calls
+    calls: list[str] = []
+
+    def fetch(url: str, target: Path) -> int:
+        calls.append(url)
+        return 0
+
+    event = SandboxEvent.model_validate({"code": "eval('1')", "dataset": {"presigned_url": "https://x/y"}})
+    # When the event is run / Then the static policy answers first and nothing is fetched
+    result = run_event(event, limits=SandboxLimits(timeout_s=5), fetch=fetch, scratch=str(tmp_path))
+    assert result.stopped == "policy"
+    assert calls == []
+
+
+@pytest.mark.unit
+def test_bucket_key_events_use_the_s3_client_for_exactly_that_object(tmp_path: Path, dataset: Path) -> None:
+    # Given an event naming bucket/key/version and a stub S3 client
+    seen: dict[str, Any] = {}
+
+    class S3:
+        def get_object(self, **kwargs: Any) -> dict[str, Any]:
+            seen.update(kwargs)
+            return {"Body": io.BytesIO(dataset.read_bytes())}
+
+    event = SandboxEvent.model_validate(
+        {
+            "code": "result = {'affected_rows': len(df)}",
+            "dataset": {"bucket": "b", "key": "k", "version_id": "v1"},
+        }
+    )
+    # When it runs
+    result = run_event(event, limits=SandboxLimits(timeout_s=10), s3_client=S3, scratch=str(tmp_path))
+    # Then the object asked for is exactly that version, and the code ran on it
+    assert seen == {"Bucket": "b", "Key": "k", "VersionId": "v1"}
+    assert result.success and result.output == {"affected_rows": 8}
+
+
+class StubLambda:
+    """A Lambda client stand-in: records invocations and answers with a canned payload or error."""
+
+    def __init__(
+        self, payload: Any, *, function_error: str | None = None, raises: Exception | None = None
+    ) -> None:
+        self.payload = payload
+        self.function_error = function_error
+        self.raises = raises
+        self.calls: list[dict[str, Any]] = []
+
+    def invoke(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(kwargs)
+        if self.raises:
+            raise self.raises
+        response: dict[str, Any] = {
+            "StatusCode": 200,
+            "Payload": io.BytesIO(json.dumps(self.payload).encode()),
+        }
+        if self.function_error:
+            response["FunctionError"] = self.function_error
+        return response
+
+
+@pytest.mark.unit
+def test_lambda_sandbox_sends_a_presigned_event_and_returns_the_investigation() -> None:
+    verdict = CodeInvestigation(code="c", success=True, output={"affected_rows": 3}, execution_time_ms=5.0)
+    client = StubLambda(verdict.model_dump(mode="json"))
+    sandbox = LambdaSandbox(client, "iterate-sandbox", presign=lambda ref: f"https://signed/{ref.key}")
+    # When code is run against an S3 dataset
+    result = sandbox.run("c", DatasetRef(bucket="b", key="k/data.parquet"), timeout_s=7)
+    # Then one synchronous invoke carried the code, a presigned URL (no bucket/key) and the timeout
+    assert result == verdict
+    (call,) = client.calls
+    assert call["FunctionName"] == "iterate-sandbox" and call["InvocationType"] == "RequestResponse"
+    assert json.loads(call["Payload"]) == {
+        "code": "c",
+        "dataset": {"presigned_url": "https://signed/k/data.parquet"},
+        "timeout_s": 7,
+    }
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("message", "stopped"),
+    [
+        ("Task timed out after 30.00 seconds", "timeout"),
+        ("Runtime exited with error: signal: killed", "crash"),
+    ],
+)
+def test_lambda_sandbox_turns_a_dead_function_into_a_failed_attempt(message: str, stopped: str) -> None:
+    client = StubLambda({"errorType": "Sandbox.Error", "errorMessage": message}, function_error="Unhandled")
+    result = LambdaSandbox(client, "fn").run("c", DatasetRef(bucket="b", key="k"))
+    assert result.success is False and result.stopped == stopped
+    assert message in (result.error or "")
+
+
+@pytest.mark.unit
+def test_lambda_sandbox_raises_a_typed_error_when_unreachable() -> None:
+    client = StubLambda(None, raises=ConnectionError("throttled"))
+    with pytest.raises(SandboxUnavailable):
+        LambdaSandbox(client, "fn").run("c", DatasetRef(bucket="b", key="k"))
+    with pytest.raises(SandboxUnavailable):
+        LambdaSandbox(StubLambda({"not": "an investigation"}), "fn").run("c", DatasetRef(bucket="b", key="k"))

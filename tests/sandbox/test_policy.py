@@ -1,0 +1,80 @@
+"""The static policy: what it refuses before any process starts, and what it lets through."""
+
+import pytest
+
+from iterate.sandbox import check_policy
+from iterate.sandbox.policy import MAX_CODE_CHARS
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("code", "rule"),
+    [
+        ("import os", "import"),
+        ("import subprocess", "import"),
+        ("from os import path", "import"),
+        ("import numpy.ctypeslib", "import"),
+        ("from . import x", "import"),
+        ("from pandas import *", "import"),
+        ("from pandas import read_csv", "import"),
+        ("x = ().__class__", "dunder"),
+        ("x = df._mgr", "dunder"),
+        ("x = __builtins__", "dunder"),
+        ("eval('1')", "builtin"),
+        ("exec('x = 1')", "builtin"),
+        ("compile('1', 'f', 'eval')", "builtin"),
+        ("open('/etc/passwd')", "builtin"),
+        ("getattr(df, 'x')", "builtin"),
+        ("x = pd.io.common.os", "attribute"),
+        ("import re\nx = re.enum.sys", "attribute"),
+        ("df.query('a > 1')", "attribute"),
+        ("pd.eval('1 + 1')", "attribute"),
+        ("x = pd.read_csv('f.csv')", "io"),
+        ("df.to_parquet('f.parquet')", "io"),
+        ("df.to_csv('f.csv')", "io"),
+        ("df.to_json(path_or_buf='f.json')", "io"),
+        ("np.save('f', df)", "attribute"),
+        ("x = np.arange(3).tofile('f')", "attribute"),
+        ("df.apply('query', expr='1')", "string"),
+        ("x = '{0.__class__}'.format(df)", "dunder"),
+        ("x = 'read_csv'", "string"),
+        ("class X:\n    pass", "class"),
+        ("def f():\n    global g", "scope"),
+        ("async def f():\n    pass", "async"),
+        ("result = {", "syntax"),
+    ],
+)
+def test_hostile_constructs_are_refused_with_a_rule(code: str, rule: str) -> None:
+    # Given code using a construct the policy bans / When checked / Then a violation names the rule and line
+    violations = check_policy(code)
+    assert violations, code
+    assert rule in {v.rule for v in violations}, [str(v) for v in violations]
+    assert all(v.line >= 0 for v in violations)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "result = {'n': len(df)}",
+        "import pandas as pd\nimport numpy as np\nimport re, json, math, datetime, statistics, collections",
+        "import itertools, decimal, difflib, string, unicodedata",
+        "from collections import Counter\nresult = dict(Counter(df['a']))",
+        "s = pd.to_numeric(df['a'].str.replace(',', ''), errors='coerce')\nresult = {'n': int(s.isna().sum())}",
+        "d = pd.to_datetime(df['d'], errors='coerce')\nresult = {'x': d.dt.year.to_list()}",
+        "result = json.loads(df.head().to_json(orient='records'))[0]",
+        "print(df.to_string())",
+        "p = re.compile(r'\\d+')\nresult = {'m': [bool(p.fullmatch(v)) for v in df['a']]}",
+        "def f(v):\n    return v.strip()\nresult = {'x': [f(v) for v in df['a']]}",
+        "for _ in range(3):\n    pass\nresult = {'ok': True}",
+        "result = {'o': df['a'].astype(object).to_dict(), 't': str(type(1))}",
+        "x = df.groupby(['a', 'b']).size().reset_index(name='n')\nresult = {'n': len(x)}",
+    ],
+)
+def test_ordinary_analysis_code_passes(code: str) -> None:
+    assert check_policy(code) == []
+
+
+def test_code_too_long_is_refused_before_parsing() -> None:
+    violations = check_policy("x = 1\n" * (MAX_CODE_CHARS // 5))
+    assert [v.rule for v in violations] == ["size"]
