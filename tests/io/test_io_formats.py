@@ -365,3 +365,50 @@ def test_parquet_blank_and_repeated_names_get_the_same_treatment_as_csv(tmp_path
     assert table.column_names == ["a", "column_2", "a"]
     assert as_rows(table) == [["1", "x", "2.5"]]
     assert [p.kind for p in table.problems] == ["blank_header", "duplicate_header"]
+
+
+@pytest.mark.parametrize(("seed", "delimiter"), [(1, ","), (2, ";"), (3, "\t"), (4, "|")])
+def test_random_awkward_values_survive_a_write_and_read(tmp_path: Path, seed: int, delimiter: str) -> None:
+    # Given random values full of delimiters, quotes, line breaks, padding and non-ASCII, written by csv
+    import random
+
+    rng = random.Random(seed)
+    alphabet = [
+        "a",
+        "Z",
+        "0",
+        "7",
+        " ",
+        ",",
+        ";",
+        "\t",
+        "|",
+        '"',
+        "'",
+        "\n",
+        "\r\n",
+        "é",
+        "日",
+        "-",
+        ".",
+        "N/A",
+    ]
+
+    def value() -> str:
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+
+    header = [f"h{i}" for i in range(6)]
+    data = [[value() for _ in header] for _ in range(300)]
+    path = tmp_path / "fuzz.csv"
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh, delimiter=delimiter, quoting=csv.QUOTE_MINIMAL, lineterminator="\n")
+        writer.writerow(header)
+        writer.writerows(data)
+
+    # When it is read
+    table = read_table(path)
+
+    # Then every value comes back exactly, with no repairs needed
+    assert table.source.delimiter == delimiter
+    assert as_rows(table) == data
+    assert table.problems == []
