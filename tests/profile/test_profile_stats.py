@@ -146,3 +146,8 @@ def test_kth_largest_matches_sorting_for_small_and_huge_counts():
         c = rng.integers(1, high, size=int(rng.integers(10, 200)))
         k = int(rng.integers(1, 10))
         assert kth_largest(c, k) == np.sort(c)[::-1][k - 1]
+
+
+def test_given_a_spike_of_zeros_when_profiled_then_zero_is_a_real_value(make_table):
+    values = [f"{n} patients" for n in range(1, 300)] + ["0 patients"] * 100
+    assert profile_table(make_table({"sample": values})).columns[0].disguisedMissing == 0

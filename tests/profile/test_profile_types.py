@@ -135,3 +135,23 @@ def test_given_a_large_column_when_inferred_then_the_mask_covers_every_distinct_
     assert result.semantic_type == "email"
     assert len(result.conforms) == 30_001
     assert list(np.flatnonzero(~result.conforms)) == [30_000]
+
+
+def test_given_digit_only_numbers_in_a_phone_column_when_inferred_then_phone_not_integer():
+    values = [f"25{i:08d}" for i in range(0, 10**8, 10**6)]
+    assert infer(values, "phone").semantic_type == "phone"
+    assert infer(values, "reading").semantic_type == "integer"
+
+
+def test_given_unit_spelling_variants_when_inferred_then_one_unit_and_only_extra_text_fails():
+    values = ["12.0 oz."] * 30 + ["12.0 ounce"] * 20 + ["16 OZ"] * 20 + ["12.0 oz. Alumi-Tek"] * 5
+    result = infer(values, "ounces")
+    assert (result.semantic_type, result.format) == ("quantity", "oz")
+    assert result.confidence == pytest.approx(70 / 75)
+
+
+def test_given_mostly_bare_numbers_with_some_percent_signs_when_inferred_then_decimal_with_percent_odd():
+    values = [f"0.0{i}" for i in range(1, 9)] * 10 + ["0.05%", "0.06%"] * 10
+    result = infer(values, "abv")
+    assert result.semantic_type == "decimal"
+    assert result.confidence == pytest.approx(80 / 100)

@@ -22,6 +22,18 @@ _NUMBER_PARTS = (
 )
 
 
+UNIT_ALIASES = {
+    "ounce": "oz", "ounces": "oz", "lbs": "lb", "pound": "lb", "pounds": "lb", "kgs": "kg", "kilo": "kg",
+    "kilogram": "kg", "kilograms": "kg", "gram": "g", "grams": "g", "gr": "g", "litre": "l", "liter": "l",
+    "litres": "l", "liters": "l", "ltr": "l", "millilitre": "ml", "milliliter": "ml", "mls": "ml",
+    "meter": "m", "metre": "m", "meters": "m", "metres": "m", "inch": "in", "inches": "in", "feet": "ft",
+    "foot": "ft", "pct": "%", "percent": "%", "hrs": "h", "hr": "h", "hour": "h", "hours": "h",
+    "min": "min", "mins": "min", "minutes": "min", "sec": "s", "secs": "s", "seconds": "s",
+}  # fmt: skip
+_ALIAS_FROM = pa.array(list(UNIT_ALIASES), pa.string())
+_ALIAS_TO = pa.array(list(UNIT_ALIASES.values()), pa.string())
+
+
 @dataclass
 class NumberInfo:
     """What `parse_numbers` saw, per input value: how it was written around the number."""
@@ -33,10 +45,17 @@ class NumberInfo:
     thousands: np.ndarray  # bool: written with `,` thousands separators
 
     @property
+    def unit_key(self) -> pa.Array:
+        """The unit folded to one spelling (`OZ.`, `ounce` → `oz`), so spelling variants count as one unit."""
+        folded = pc.utf8_rtrim(pc.utf8_lower(self.unit), characters=".")
+        alias = pc.take(_ALIAS_TO, pc.index_in(folded, value_set=_ALIAS_FROM))
+        return pc.coalesce(alias, folded)
+
+    @property
     def marker(self) -> pa.Array:
-        """Per value: `%`, its currency, or its unit (null for bare numbers and non-numbers)."""
+        """Per value: `%`, its currency, or its unit key (null for bare numbers and non-numbers)."""
         pct = pc.if_else(pa.array(self.percent), "%", pa.scalar(None, pa.string()))
-        return pc.coalesce(pct, self.currency, self.unit)
+        return pc.coalesce(pct, self.currency, self.unit_key)
 
     def suffix_counts(self, weights: np.ndarray | None = None) -> dict[str, int]:
         """Rows (or values, without weights) per marker (`%`, currency, unit) among the parsed values."""

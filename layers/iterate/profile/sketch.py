@@ -28,7 +28,8 @@ HISTOGRAM_BINS = 20
 # Above this many distinct values, patterns are counted on an even sample of them (and marked estimated).
 PATTERN_SAMPLE = 20_000
 # Numbers that often stand in for "unknown"; flagged only when they are also clearly out of place.
-SENTINEL_NUMBERS = (-1.0, -9.0, -99.0, -999.0, -9999.0, 99.0, 999.0, 9999.0, 99999.0, 999999.0, 0.0)
+# Zero is left out: a spike of zeros (0 patients, 0 discount) is usually real.
+SENTINEL_NUMBERS = (-1.0, -9.0, -99.0, -999.0, -9999.0, 99.0, 999.0, 9999.0, 99999.0, 999999.0)
 SENTINEL_DATES = ("1900-01-01", "1899-12-31", "1970-01-01", "0001-01-01", "9999-12-31", "2099-12-31")
 
 
@@ -283,10 +284,6 @@ def disguised_sentinels(inf: TypeInference, counts: np.ndarray) -> np.ndarray:
         if c < 3 or (c < 0.0005 * n and c < 5 * mean_count):
             continue
         v = float(values[i])
-        if v == 0.0 and inf.dates is None:
-            # Zero is a real amount in most columns: only when every other value is clearly positive.
-            if lo >= 1.0 and c >= 20 * mean_count:
-                out[i] = True
-        elif (v < lo and (v < 0 <= lo or lo - v > span)) or v > hi + span:
+        if (v < lo and (v < 0 <= lo or lo - v > span)) or v > hi + span:
             out[i] = True
     return out

@@ -219,6 +219,9 @@ def infer_semantic_type(column: ColumnLike, *, missing: np.ndarray | None = None
             marker, rows = max(suffix.items(), key=lambda kv: kv[1])
             if rows >= 0.5 * s_w.sum():
                 return _marked_number_result(dictionary, counts, missing, marker)
+        if plain_share >= 0.5:
+            # Mostly bare numbers, some written with a unit or % (`0.05` vs `5%`): those do not conform.
+            return _plain_number_result(name, dictionary, counts, missing, s_vals, s_w)
 
     # Text shapes with a recognisable syntax.
     for semantic, regex in (("email", EMAIL), ("url", URL)):
@@ -274,9 +277,15 @@ def _plain_number_result(
             ok = _match(dictionary, POSTAL["us"])
             return _result("postal_code", "us", ok & present, missing, counts)
         return _result("identifier", None, present.copy(), missing, counts)
+    digits_only = r"^\+?\d{7,15}$"
+    if _NAME_HINTS["phone"].search(name) and _share(_match(s_vals, digits_only), s_w) >= MIN_SHARE:
+        ok = _match(dictionary, digits_only) | _match(dictionary, PHONE)
+        return _result("phone", None, ok & present, missing, counts)
     numbers, info = parse_numbers(dictionary)
     plain = info.plain & present
-    if _share(is_int, s_w) >= MIN_SHARE:
+    # Integer or decimal is decided among the bare numbers (marked ones like `5%` are judged apart).
+    s_plain = _match(s_vals, PLAIN_NUMBER)
+    if _share(is_int[s_plain], s_w[s_plain]) >= MIN_SHARE:
         unique_share = float((counts[present] == 1).sum() / max(1, counts[present].sum()))
         if _NAME_HINTS["identifier"].search(name) and unique_share > 0.9:
             return _result("identifier", None, present.copy(), missing, counts)
