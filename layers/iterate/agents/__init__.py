@@ -20,6 +20,7 @@ from iterate.contracts import (
     SmartFixFollowup,
     TokenUsage,
 )
+from iterate.llm.errors import LLMError
 from iterate.ports import (
     Agents,
     AnalysisAgent,
@@ -48,9 +49,11 @@ class RunAgents(Agents):
 
     def fell_back(self, step: str, exc: BaseException) -> None:
         reason = getattr(exc, "reason", "unexpected_error")
+        line = f"{step}: {reason} ({type(exc).__name__}: {str(exc)[:200]})"
         with self._lock:
             self.mode = "degraded"
-            self.degraded_reasons.append(f"{step}: {reason} ({type(exc).__name__}: {str(exc)[:200]})")
+            if line not in self.degraded_reasons:  # an outage repeats itself for every investigation
+                self.degraded_reasons.append(line)
 
 
 class _Guard:
@@ -65,7 +68,9 @@ class _Guard:
             return primary()
         except Exception as exc:  # LLM down, slow, rate-limited or talking nonsense: never fail the run
             log.warning(
-                "llm step fell back to offline", extra={"step": self.step, "error": type(exc).__name__}
+                "llm step fell back to offline",
+                extra={"step": self.step, "error": type(exc).__name__},
+                exc_info=not isinstance(exc, LLMError),  # anything but an LLM error is a bug worth a trace
             )
             self.bundle.fell_back(self.step, exc)
             return fallback()

@@ -149,9 +149,10 @@ def merge_review(candidates: list[Issue], answer: AnalysisAnswer, profile: Datas
     hypotheses = _hypotheses(answer.hypotheses, candidates, profile, notes)
     issues = reviewed + hypotheses
     counts = {s: sum(1 for i in reviewed if i.severity == s) for s in ("high", "medium", "low")}
+    proposed = f"{len(hypotheses)} hypothesis" if len(hypotheses) == 1 else f"{len(hypotheses)} hypotheses"
     measured = (
-        f"{len(reviewed)} issues confirmed by code ({counts['high']} high, {counts['medium']} medium, "
-        f"{counts['low']} low) and {len(hypotheses)} hypotheses to verify in {profile.rowCount} rows."
+        f"{len(reviewed)} issues found by the detectors ({counts['high']} high, {counts['medium']} medium, "
+        f"{counts['low']} low) in {profile.rowCount} rows; {proposed} proposed for investigation."
     )
     summary = scrub(
         answer.summary, counts=[profile.rowCount, profile.columnCount, len(reviewed), len(hypotheses)]
