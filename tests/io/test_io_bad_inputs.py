@@ -367,3 +367,51 @@ def test_a_single_column_file_keeps_commas_inside_values(tmp_path: Path) -> None
     table = read_table(path)
     assert rows(table) == [["Smith, Ann"], ["Bob"], ["Cy"]]
     assert table.problems == []
+
+
+def test_random_ragged_rows_among_multiline_values_are_placed_and_located_exactly(tmp_path: Path) -> None:
+    # Given 20,000 rows parsed in parallel blocks: multi-line quoted values, blank lines, ~2% ragged rows
+    import csv
+    import random
+
+    rng = random.Random(7)
+    width = 4
+    records: list[list[str]] = []
+    for i in range(20_000):
+        row = [str(i), rng.choice(["x", "a\nb", "q, r", 'say "hi"', ""]), rng.choice(["1", "2\r\n3"]), "z"]
+        roll = rng.random()
+        if roll < 0.01:
+            row = row[: rng.randint(1, width - 1)]
+        elif roll < 0.02:
+            row = [*row, *(["extra"] * rng.randint(1, 3))]
+        records.append(row)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["id", "text", "num", "end"])
+    starts = []  # the physical line each record starts on
+    line = 2
+    for n, row in enumerate(records):
+        if n % 1000 == 999:
+            buffer.write("\n")  # a blank line: skipped, but it still counts for line numbers
+            line += 1
+        starts.append(line)
+        before = buffer.tell()
+        writer.writerow(row)
+        line += buffer.getvalue()[before:].count("\n")
+    path = tmp_path / "messy.csv"
+    path.write_text(buffer.getvalue(), encoding="utf-8")
+
+    # When it is read
+    table = read_table(path)
+
+    # Then every record is in place, padded or folded, and each ragged one names its own line
+    expected = [
+        row + [""] * (width - len(row))
+        if len(row) <= width
+        else [*row[: width - 1], ",".join(row[width - 1 :])]
+        for row in records
+    ]
+    assert rows(table) == expected
+    ragged = [n for n, row in enumerate(records) if len(row) != width]
+    assert [p.row for p in table.problems] == ragged
+    assert [p.line for p in table.problems] == [starts[n] for n in ragged]
