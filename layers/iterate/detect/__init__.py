@@ -183,7 +183,7 @@ def _suspect_masks(findings: list[Finding], n_rows: int) -> dict[int, np.ndarray
     return masks
 
 
-def _veto_derived(f: Finding, derivations: list[Derivation]) -> Finding:
+def _veto_derived(f: Finding, derivations: list[Derivation], table: Table) -> Finding:
     """A value equal to the concatenation of its row's sources is right, however rare it is."""
     if f.type not in VETOED | {"dependency_violation"} or not f.flag or not f.n_cells:
         return f
@@ -195,7 +195,12 @@ def _veto_derived(f: Finding, derivations: list[Derivation]) -> Finding:
             f.rows, f.cols = f.rows[keep], f.cols[keep]
             if f.expected is not None:
                 f.expected = [e for e, k in zip(f.expected, keep.tolist(), strict=True) if k]
-            f.stats["consistent_with_derivation"] = f"{d.target}"
+            # Code recounting the finding leaves out values equal to left + separator + right in their row.
+            f.stats["derivation"] = {
+                "left": table.column_names[d.left],
+                "separator": d.sep,
+                "right": table.column_names[d.right],
+            }
     return f
 
 
@@ -237,7 +242,7 @@ def detect(table: Table) -> Detection:
     findings += fd_findings
     suspect = _suspect_masks(findings, n)
     derived_findings, derivations = detect_derived(facts, n, suspect)
-    findings = [_veto_derived(f, derivations) for f in findings]
+    findings = [_veto_derived(f, derivations, table) for f in findings]
     findings = [f for f in findings if not f.flag or f.n_cells or f.type not in VETOED | {"dependency_violation"}]
     findings += derived_findings
     timed("dependencies", t)

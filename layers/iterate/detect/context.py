@@ -120,6 +120,11 @@ class ColumnFacts:
         return self.column.n_unique <= MAX_PAIRWISE_UNIQUES
 
 
+def missing_markers(null_marker: str) -> list[str]:
+    """Every token read as missing (compared after strip and casefold), for code that recounts a finding."""
+    return sorted(MISSING_TOKENS | {null_marker.strip().lower()})
+
+
 def dataset_null_marker(table: Table) -> str:
     """The dataset's own way to write a missing value: blank when it has blanks, else its most used placeholder."""
     token_counts: dict[str, int] = {}

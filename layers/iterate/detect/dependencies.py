@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from iterate.detect.context import ColumnFacts
+from iterate.detect.context import ColumnFacts, missing_markers
 from iterate.detect.findings import Finding
 
 MIN_GROUP = 3  # a group needs this many rows to have a majority worth trusting
@@ -231,6 +231,8 @@ def detect_dependency_violations(
                     "min_group": MIN_GROUP,
                     "min_share": MIN_SHARE,
                     "min_vote_share": MIN_VOTE_SHARE,
+                    "max_deviant_share": MAX_DEVIANT_SHARE,
+                    "missing_markers": missing_markers(fy.null_marker),
                 },
                 expected=exp_values,
                 key=f"fd:{fy.name}",

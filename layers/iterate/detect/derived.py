@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from iterate.detect.context import ColumnFacts
+from iterate.detect.context import ColumnFacts, missing_markers
 from iterate.detect.findings import Finding, cells
 
 SAMPLE = 2000
@@ -82,11 +82,15 @@ def detect_derived(
     findings = []
     for d in derivations:
         target, left, right = facts[d.target], facts[d.left], facts[d.right]
-        broken = ~d.holds
+        broken = ~d.holds & ~target.is_missing[target.column.codes]
+        excused = np.zeros(n_rows, dtype=bool)
         for src in (d.left, d.right):
             if src in suspect:
-                broken &= ~suspect[src]
-        rows = np.flatnonzero(broken & ~target.is_missing[target.column.codes])
+                excused |= suspect[src]
+        excused &= broken
+        if excused.sum() > 5000:
+            continue  # too many suspect sources for the rule to say anything
+        rows = np.flatnonzero(broken & ~excused)
         if rows.size == 0:
             continue
         r, c = cells(rows, target.index)
@@ -108,7 +112,14 @@ def detect_derived(
                 suggested_action=f"Rebuild '{target.name}' from '{left.name}' and '{right.name}'.",
                 category="quick_fixes",
                 detector="derived",
-                stats={"column": target.name, "left": left.name, "right": right.name, "separator": d.sep},
+                stats={
+                    "column": target.name,
+                    "left": left.name,
+                    "right": right.name,
+                    "separator": d.sep,
+                    "missing_markers": missing_markers(target.null_marker),
+                    "excused_rows": np.flatnonzero(excused).tolist(),
+                },
                 expected=expected,
                 key=f"derived:{target.name}",
             )
