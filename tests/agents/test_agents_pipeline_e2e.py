@@ -167,3 +167,34 @@ def test_a_hostile_cell_in_the_file_does_not_remove_a_single_detector_issue(fake
     user = first_user_text(review)
     assert user.count("</candidates>") == 1 and "Ignore previous instructions" in user
     assert result.mode == "llm"
+
+
+def test_iterate_analyze_with_a_key_runs_every_llm_step_through_the_sdk(fake, tmp_path):
+    """`ANTHROPIC_API_KEY=… iterate analyze FILE`, as a user types it, with the SDK pointed at the fake."""
+    pytest.importorskip("iterate.cli.analyze", reason="the analyze subcommand has not landed yet")
+    import os
+    import subprocess
+    import sys
+
+    fake.default = smart_claude
+    env = {
+        **os.environ,
+        "ANTHROPIC_API_KEY": "test-key",
+        "ANTHROPIC_BASE_URL": fake.url,
+        "ITERATE_MODEL": "claude-sonnet-5-5",
+        "ITERATE_CACHE_DIR": str(tmp_path / "cache"),
+    }
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "iterate", "analyze", str(SAMPLE), "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = json.loads((out / "analysis.json").read_text())
+    assert written["mode"] == "llm" and written["run"]["model"] == "claude-sonnet-5-5"
+    names = fake.tool_names()
+    assert {"record_understanding", "record_review", "run_python"} <= set(names)
+    assert written["run"]["usage"]["total"]["calls"] == len(fake.requests)

@@ -162,3 +162,33 @@ def test_counts_and_percentages_that_code_did_not_measure_are_removed():
     # And a figure code measured survives
     assert "120 rows" in scrub("120 rows are affected (2.4%)", counts=[120], share=0.024)
     assert "2.4%" in scrub("120 rows are affected (2.4%)", counts=[120], share=0.024)
+
+
+class BrokenStore:
+    def put_bytes(self, key, data, *, content_type="application/octet-stream"):
+        raise OSError("S3 is down")
+
+    def get_bytes(self, key):
+        raise OSError("S3 is down")
+
+    def exists(self, key):
+        raise OSError("S3 is down")
+
+    def uri(self, key):
+        return key
+
+
+def test_the_cache_can_live_in_an_artifact_store_and_its_failures_are_misses(fake, make_llm, tmp_path):
+    from iterate.llm.cache import StoreCache
+    from iterate.storage.local import LocalArtifactStore
+
+    # Given answers cached in an artifact store (S3 on AWS, a directory here)
+    fake.add(tool_reply("record", {"name": "a", "score": 3}))
+    store = LocalArtifactStore(tmp_path)
+    ask(LLMSession(make_llm(), cache=StoreCache(store)), CacheScope("sha256:abc"))
+    # When another function asks the same, Then no request is made
+    assert ask(LLMSession(make_llm(), cache=StoreCache(store)), CacheScope("sha256:abc")).name == "a"
+    assert len(fake.requests) == 1
+    # And a store that fails only costs a real call
+    fake.add(tool_reply("record", {"name": "b", "score": 1}))
+    assert ask(LLMSession(make_llm(), cache=StoreCache(BrokenStore())), CacheScope("sha256:abc")).name == "b"

@@ -205,6 +205,7 @@ def build_agents(
     offline: Agents | None = None,
     prefer_templates: bool = True,
     deadline_s: float | None = None,
+    cache: Any = None,
 ) -> RunAgents:
     """Offline agents when there is no key and no injected `llm`; otherwise Claude agents, each guarded so a
     failure falls back to its offline twin for that call and marks the run degraded.
@@ -216,6 +217,8 @@ def build_agents(
     offline: the offline twins (default: the engine's offline agents, imported when first needed).
     prefer_templates: a detector issue's first investigation uses its template (exact and free); Claude
         writes code for hypotheses and for every retry after a failed attempt. False: Claude writes all.
+    cache: an `iterate.llm.cache.ResponseCache` instead of cache_dir, e.g. StoreCache(s3_store) on AWS so
+        that every function of every run shares answers.
     deadline_s: seconds one agent call may take in all (retries and repair turn included) before it falls
         back; keep it below the function's timeout (default 2.5 x settings.llm_timeout_s). Behind API
         Gateway (29 s) pass about 20.
@@ -235,7 +238,7 @@ def build_agents(
         ClaudeInvestigationAgent,
         ClaudeUnderstandingAgent,
     )
-    from iterate.llm.cache import DirectoryCache, MemoryCache, ResponseCache
+    from iterate.llm.cache import DirectoryCache, MemoryCache
     from iterate.llm.observers import LoggingObserver, Observers
     from iterate.llm.session import LLMSession
 
@@ -252,7 +255,8 @@ def build_agents(
             max_retries=settings.llm_max_retries,
             observers=hooks,
         )
-    cache: ResponseCache = DirectoryCache(cache_dir) if cache_dir is not None else MemoryCache()
+    if cache is None:
+        cache = DirectoryCache(cache_dir) if cache_dir is not None else MemoryCache()
     budget = deadline_s if deadline_s is not None else 2.5 * settings.llm_timeout_s
     session = LLMSession(llm, cache=cache, observers=hooks, call_budget_s=budget)
     understanding = ClaudeUnderstandingAgent(session)
