@@ -412,3 +412,15 @@ def test_random_awkward_values_survive_a_write_and_read(tmp_path: Path, seed: in
     assert table.source.delimiter == delimiter
     assert as_rows(table) == data
     assert table.problems == []
+
+
+def test_a_tsv_with_bare_quotes_in_values_is_read_without_quoting(tmp_path: Path) -> None:
+    # Given a TSV (no quoting convention) whose values start with a double quote that never closes
+    path = tmp_path / "notes.tsv"
+    path.write_text('id\tnote\tn\n1\t"quoted start\t5\n2\t12" ruler\t6\n3\tplain\t7\n', encoding="utf-8")
+
+    # When it is read
+    table = read_table(path)
+
+    # Then quotes are ordinary characters and every row keeps its three fields
+    assert as_rows(table) == [["1", '"quoted start', "5"], ["2", '12" ruler', "6"], ["3", "plain", "7"]]

@@ -23,6 +23,7 @@ from iterate.table import ReadProblem
 DELIMITERS = (",", "\t", ";", "|")
 _SNIFF_RECORDS = 200
 _MAX_PREAMBLE = 10  # title lines above a header
+_QUOTE_SCAN = 1024 * 1024  # characters of the head checked for a quote left open
 # More ragged rows than this share of all rows means the file was misread, not that a few rows are bad.
 RAGGED_LIMIT = 0.10
 _SEP_LINE = re.compile(r"^sep=(.)$")
@@ -74,19 +75,23 @@ def sniff_dialect(head: str, *, complete: bool, prefer_tab: bool = False) -> tup
     Also returns how many leading one-field records (a title above the header) to skip: only when no
     delimiter splits the first record, and a later record starts consistently split rows.
     """
-    quotechars: list[str | None] = ['"']
-    if '"' not in head and "'" in head:
-        quotechars.append("'")
     order = ("\t", ",", ";", "|") if prefer_tab else DELIMITERS
-    candidates = [
-        (rank, qrank, Dialect(d, q), _field_counts(head, Dialect(d, q), complete=complete))
-        for rank, d in enumerate(order)
-        for qrank, q in enumerate(quotechars)
-    ]
+    candidates: list[tuple[int, int, Dialect, list[tuple[int, bool]]]] = []
+    for rank, delimiter in enumerate(order):
+        quoted = _field_counts(head, Dialect(delimiter, '"'), complete=complete)
+        candidates.append((rank, 0, Dialect(delimiter, '"'), quoted.counts))
+        if quoted.multiline and _unclosed_quote(head[:_QUOTE_SCAN], Dialect(delimiter, '"')) is None:
+            # Quotes that pair up across lines may be bare quotes in unquoted text (common in TSV):
+            # reading without quoting wins ties then; a quote left open is a broken file, not this.
+            bare = _field_counts(head, Dialect(delimiter, None), complete=complete)
+            candidates.append((rank, 1, Dialect(delimiter, None), bare.counts))
+        if '"' not in head and "'" in head:
+            single = _field_counts(head, Dialect(delimiter, "'"), complete=complete)
+            candidates.append((rank, -1, Dialect(delimiter, "'"), single.counts))
     best: tuple[tuple[float, ...], Dialect, int] | None = None
     for rank, qrank, dialect, counts in candidates:
         if counts:
-            key = (*_score(counts), -qrank, -rank)
+            key = (*_score(counts), qrank, -rank)
             if best is None or key > best[0]:
                 best = (key, dialect, 0)
     if best is None:
@@ -96,7 +101,7 @@ def sniff_dialect(head: str, *, complete: bool, prefer_tab: bool = False) -> tup
             skip = next((i for i, (c, _) in enumerate(counts[: _MAX_PREAMBLE + 1]) if c > 1), None)
             if skip is None or skip == 0 or len(counts) < skip + 2:
                 continue
-            key = (*_score(counts[skip:]), -qrank, -rank)
+            key = (*_score(counts[skip:]), qrank, -rank)
             if key[1] >= 0.9 and key > best[0]:
                 best = (key, dialect, skip)
     return best[1], best[2]
@@ -108,7 +113,6 @@ def _score(counts: list[tuple[int, bool]]) -> tuple[float, float, float]:
     # Rows ending in one extra empty field (a trailing delimiter the header lacks) still agree.
     agree = sum(1 for c, empty_last in rows if c == width or (c == width + 1 and empty_last))
     consistency = agree / len(rows) if rows else 1.0
-    # Single quotes only win by being strictly more consistent (apostrophes are common in text).
     return float(width > 1), round(consistency, 2), float(width)
 
 
@@ -118,20 +122,28 @@ def _reader(text: str, dialect: Dialect) -> _csv.Reader:
     return csv.reader(io.StringIO(text, newline=""), delimiter=dialect.delimiter, quotechar=dialect.quotechar)
 
 
-def _field_counts(head: str, dialect: Dialect, *, complete: bool) -> list[tuple[int, bool]]:
-    """(number of fields, whether the last one is empty) for each non-blank record of the head."""
-    counts: list[tuple[int, bool]] = []
+@dataclass
+class _Counts:
+    counts: list[tuple[int, bool]]  # (number of fields, last field empty) per non-blank record
+    multiline: bool = False  # some value holds a line break (a quoted value spanning lines)
+
+
+def _field_counts(head: str, dialect: Dialect, *, complete: bool) -> _Counts:
+    """How the head splits into records under this dialect."""
+    result = _Counts([])
     try:
         for record in _reader(head, dialect):
             if record:
-                counts.append((len(record), record[-1] == ""))
-            if len(counts) > _SNIFF_RECORDS:
+                result.counts.append((len(record), record[-1] == ""))
+                if not result.multiline and any("\n" in f or "\r" in f for f in record):
+                    result.multiline = True
+            if len(result.counts) > _SNIFF_RECORDS:
                 break
     except csv.Error:
-        pass  # an unterminated quote in the head: score what parsed
-    if not complete and len(counts) > 2:
-        counts.pop()  # the head may end in the middle of a record
-    return counts
+        pass  # score what parsed
+    if not complete and len(result.counts) > 2:
+        result.counts.pop()  # the head may end in the middle of a record
+    return result
 
 
 @dataclass(frozen=True)
@@ -233,7 +245,7 @@ def _preamble_problem(head: str, lines: int) -> ReadProblem:
 
 def _has_trailing_delimiter(head: str, dialect: Dialect, width: int, *, complete: bool, above: int) -> bool:
     """Every sniffed data row has one more field than the header, and that field is empty."""
-    rows = _field_counts(head, dialect, complete=complete)[above + 1 :]
+    rows = _field_counts(head, dialect, complete=complete).counts[above + 1 :]
     return bool(rows) and all(c == width + 1 and empty_last for c, empty_last in rows)
 
 
