@@ -72,3 +72,43 @@ def test_bad_input_is_one_line_and_exit_code_2(run_dir, capsys, argv, message):
 def test_a_missing_run_directory_says_what_to_do(tmp_path, capsys):
     assert main(["followup", str(tmp_path / "missing"), "x"]) == 2
     assert "run `iterate analyze FILE" in capsys.readouterr().err
+
+
+def test_with_a_key_claude_asks_and_its_action_is_applied(run_dir, capsys, fake):
+    import argparse
+
+    from fake_anthropic import tool_reply
+
+    from iterate.cli.followup_cmd import run
+    from iterate.settings import Settings
+
+    # Given Claude proposing a question about the issue's own column
+    fake.add(
+        tool_reply(
+            "ask_question",
+            {
+                "prompt": "Map 'ny' to 'NY' everywhere in state?",
+                "options": [{"key": "map", "label": "Yes"}, {"key": "keep", "label": "No"}],
+                "examples": "row 0: 'bad-0'",
+                "onResponse": {
+                    "map": {
+                        "action": "standardize_values",
+                        "parameters": {"column": "state", "mapping": {"ny": "NY"}},
+                    },
+                    "keep": {"action": "keep", "parameters": {}},
+                },
+            },
+        )
+    )
+    settings = Settings(anthropic_api_key="test-key", anthropic_base_url=fake.url, model="claude-sonnet-5-5")
+
+    def args(answer=None):
+        return argparse.Namespace(run_dir=run_dir, issue_id="cat-state", answer=answer, json=False)
+
+    # When the owner asks, Then Claude's question is shown
+    assert run(args(), settings=settings) == 0
+    assert "Map 'ny' to 'NY'" in capsys.readouterr().out
+    # When they answer, Then the action comes from the recorded question, without another call
+    assert run(args("map"), settings=settings) == 0
+    assert capsys.readouterr().out.startswith("Fix action: standardize_values")
+    assert len(fake.requests) == 1

@@ -192,3 +192,26 @@ def test_the_cache_can_live_in_an_artifact_store_and_its_failures_are_misses(fak
     # And a store that fails only costs a real call
     fake.add(tool_reply("record", {"name": "b", "score": 1}))
     assert ask(LLMSession(make_llm(), cache=StoreCache(BrokenStore())), CacheScope("sha256:abc")).name == "b"
+
+
+def test_metrics_and_logs_observers_turn_events_into_metrics_and_log_records(fake, make_llm, caplog):
+    import logging
+
+    from iterate.llm.observers import LoggingObserver, MetricsObserver
+
+    class Metrics:
+        def __init__(self) -> None:
+            self.points: list[tuple[str, str, float]] = []
+
+        def add_metric(self, name: str, unit: str, value: float) -> None:
+            self.points.append((name, unit, value))
+
+    metrics = Metrics()
+    fake.add(tool_reply("record", {"name": "a", "score": 1}))
+    session = LLMSession(make_llm(), observers=[MetricsObserver(metrics), LoggingObserver()])
+    with caplog.at_level(logging.INFO, logger="iterate.llm"):
+        ask(session)
+    names = [p[0] for p in metrics.points]
+    assert {"LLMCalls", "LLMInputTokens", "LLMOutputTokens", "LLMLatency", "LLMToolCalls"} <= set(names)
+    record = next(r for r in caplog.records if r.getMessage() == "llm call")
+    assert record.agent == "understanding" and record.input_tokens > 0  # structured fields, not f-strings
