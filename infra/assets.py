@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -57,6 +58,9 @@ DIST_INFO_BULK = frozenset({"RECORD", "INSTALLER", "REQUESTED", "direct_url.json
 PYARROW_UNUSED = ("*flight*", "_pyarrow_cpp_tests*")
 # Wheels cannot hold symlinks, so pip writes libarrow_python.so three times; the loader only asks for *.so.<ABI>.
 PYARROW_LINK_COPIES = ("libarrow_python*.so", "libarrow_python*.so.*.*.*")
+
+
+STALE_AFTER_S = 24 * 3600
 
 
 class AssetBuildError(RuntimeError):
@@ -204,8 +208,11 @@ def build_layer(name: str) -> BuiltLayer:
             if final.exists():
                 shutil.rmtree(final)
             staging.rename(final)
+        # Older builds go once they are a day old: a synth or test started before the engine changed may
+        # still be reading one.
+        cutoff = time.time() - STALE_AFTER_S
         for stale in root.glob(f"{name}-*"):
-            if stale != final and stale.is_dir():
+            if stale != final and stale.is_dir() and stale.stat().st_mtime < cutoff:
                 shutil.rmtree(stale, ignore_errors=True)
     return BuiltLayer(name, final, digest)
 

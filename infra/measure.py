@@ -18,6 +18,26 @@ RUNTIME_MODULES = frozenset({"boto3", "botocore", "s3transfer", "jmespath", "url
 HEAVY = ("pandas", "pyarrow", "numpy", "anthropic", "openpyxl")
 
 
+# What an invocation imports lazily beyond the handler module, exercised in the same restricted interpreter:
+# the step functions build their agents (offline when no key, Claude otherwise) and use the pipeline.
+_AGENTS_PROBE = (
+    "from iterate.agents import build_agents\n"
+    "from iterate.settings import Settings\n"
+    "build_agents(Settings())\n"
+    "build_agents(Settings(anthropic_api_key='probe'))\n"
+    "import iterate.pipeline\n"
+)
+INVOCATION_PROBES: dict[str, str] = {
+    "profile": _AGENTS_PROBE,
+    "understand": _AGENTS_PROBE,
+    "analyze": _AGENTS_PROBE,
+    "investigate": _AGENTS_PROBE,
+    "report": _AGENTS_PROBE,
+    "followup": _AGENTS_PROBE + "import iterate.api.app\n",
+    "api": "import iterate.api.app\n",
+}
+
+
 @dataclass(frozen=True)
 class FunctionSize:
     name: str
@@ -93,16 +113,20 @@ t0 = time.perf_counter()
 import handler  # noqa
 took = time.perf_counter() - t0
 assert callable(getattr(handler, "lambda_handler", None)), "handler.lambda_handler missing"
-print(json.dumps({"seconds": took, "heavy": [m for m in heavy if m in sys.modules]}))
+loaded = [m for m in heavy if m in sys.modules]
+exec(sys.argv[4])  # the invocation probe: lazily imported engine paths
+print(json.dumps({"seconds": took, "heavy": loaded}))
 """
 
 
-def cold_import(spec: FunctionSpec, layers: dict[str, BuiltLayer]) -> ImportResult:
+def cold_import(spec: FunctionSpec, layers: dict[str, BuiltLayer], *, probe: bool = True) -> ImportResult:
     """Imports functions/<name>/handler.py in a fresh interpreter that can see only what Lambda would give it.
 
     The layers are built for arm64/cp312 and cannot load on this host, so the host's own copies of the same
     packages are imported, but only the top-level names the function's layers contain (plus the runtime's
     boto3 stack): a handler that needs pandas without the data layer fails here as it would on Lambda.
+    With `probe`, the engine paths an invocation imports lazily (INVOCATION_PROBES) are imported too, after
+    the timing: the reported seconds are the handler module's import alone.
     """
     code_dir = REPO / "functions" / spec.name
     if not (code_dir / "handler.py").is_file():
@@ -127,6 +151,7 @@ def cold_import(spec: FunctionSpec, layers: dict[str, BuiltLayer]) -> ImportResu
             json.dumps(sorted(allowed)),
             json.dumps(HEAVY),
             json.dumps([str(code_dir), str(REPO / "layers")]),
+            INVOCATION_PROBES.get(spec.name, "") if probe else "",
         ],
         capture_output=True,
         text=True,

@@ -59,6 +59,11 @@ class FunctionSpec:
 
 
 PIPELINE = ("powertools", "iterate")
+# The agent steps need the LLM SDK, and also pandas/pyarrow: the engine's offline agents (used when no key is
+# set, and as the fallback when Claude fails) import the detectors, which import pandas. Measured with the
+# trimmed data layer: 210 MiB of 250 (scripts/measure_functions.py). Should the offline agents stop needing
+# pandas, these functions can drop "data".
+AGENT_LAYERS = ("data", "llm", *PIPELINE)
 FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
     FunctionSpec(
         "profile",
@@ -73,7 +78,7 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
     FunctionSpec(
         "understand",
         "Understanding agent: business description of the dataset and its columns",
-        ("llm", *PIPELINE),
+        AGENT_LAYERS,
         memory_mb=512,
         timeout_s=300,
         s3_read=(ARTIFACTS,),
@@ -83,7 +88,7 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
     FunctionSpec(
         "analyze",
         "Analysis agent: detector candidates and understanding into issues to investigate",
-        ("llm", *PIPELINE),
+        AGENT_LAYERS,
         memory_mb=1024,
         timeout_s=300,
         s3_read=(ARTIFACTS,),
@@ -93,7 +98,7 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
     FunctionSpec(
         "investigate",
         "Investigation agent: writes code per hypothesis, presigns the data for the sandbox, records results",
-        ("data", "llm", *PIPELINE),
+        AGENT_LAYERS,
         memory_mb=1024,
         timeout_s=300,
         s3_read=(ARTIFACTS,),  # also what its presigned GET for data.parquet is signed with
@@ -133,7 +138,7 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
     FunctionSpec(
         "followup",
         "Follow-up conversation on a smart-fix issue (API route); fixes write a new dataset version",
-        ("llm", *PIPELINE),
+        AGENT_LAYERS,
         memory_mb=1024,
         timeout_s=API_TIMEOUT_S,
         s3_read=(UPLOADS, ARTIFACTS, VERSIONS),
