@@ -155,3 +155,12 @@ def test_given_mostly_bare_numbers_with_some_percent_signs_when_inferred_then_de
     result = infer(values, "abv")
     assert result.semantic_type == "decimal"
     assert result.confidence == pytest.approx(80 / 100)
+
+
+def test_given_many_distinct_sentences_and_frequent_short_ones_when_inferred_then_text():
+    # Given 500 two-word notes repeated 100 times each and 60,000 distinct five-word notes: most rows are
+    # long, but a sample of distinct values is dominated by the frequent short ones unless re-weighted
+    short = [f"w{i} ok" for i in range(500)] * 100
+    long = [f"note {i} was left here" for i in range(60_000)]
+    sketch = ColumnSketch.from_values("notes", 0, short + long)
+    assert sketch.infer().semantic_type == "text"

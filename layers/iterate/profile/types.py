@@ -111,17 +111,28 @@ def kth_largest(c: np.ndarray, k: int) -> int:
     return top - int(np.searchsorted(above, k))
 
 
-def _sample_positions(counts: np.ndarray, present: np.ndarray) -> np.ndarray:
-    """Distinct values to decide the type on: all of them when few, else the most frequent plus an even stride."""
+def _sample_positions(counts: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values to decide the type on, with the rows each stands for.
+
+    All present values when few; else the most frequent ones (their own rows) plus an even stride over the
+    rest, each stride value weighted so the stride stands for all the rows of the values not picked.
+    """
     idx = np.flatnonzero(present)
     if len(idx) <= SAMPLE_UNIQUES:
-        return idx
+        return idx, np.take(counts, idx).astype(np.float64)
     c = np.take(counts, idx)
     k = SAMPLE_UNIQUES // 10
     kth = kth_largest(c, k)
-    top = np.concatenate([idx[c > kth], idx[c == kth][:k]])[:k]
-    stride = idx[:: max(1, len(idx) // (SAMPLE_UNIQUES - len(top)))]
-    return np.union1d(top, stride)
+    is_top = c > kth
+    ties = np.flatnonzero(c == kth)[: max(0, k - int(is_top.sum()))]
+    is_top[ties] = True
+    rest = np.flatnonzero(~is_top)
+    stride = rest[:: max(1, len(rest) // (SAMPLE_UNIQUES - k))]
+    scale = c[rest].sum() / max(1, c[stride].sum())
+    positions = np.concatenate([idx[is_top], idx[stride]])
+    weights = np.concatenate([c[is_top], c[stride] * scale]).astype(np.float64)
+    order = np.argsort(positions)
+    return positions[order], weights[order]
 
 
 def _share(mask: np.ndarray, weights: np.ndarray) -> float:
@@ -187,9 +198,8 @@ def infer_semantic_type(column: ColumnLike, *, missing: np.ndarray | None = None
     if n_present_rows == 0:
         return _result("empty", None, np.zeros(len(dictionary), bool), missing, counts)
 
-    sample = _sample_positions(counts, present)
+    sample, s_w = _sample_positions(counts, present)
     s_vals = pc.utf8_trim_whitespace(pc.take(dictionary, pa.array(sample)))
-    s_w = counts[sample]
 
     # Booleans: few distinct values, all of them boolean tokens.
     if len(sample) <= 12:
