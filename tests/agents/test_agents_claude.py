@@ -384,3 +384,15 @@ def test_a_call_budget_below_the_api_gateway_limit_falls_back_in_time(fake, make
     assert time.perf_counter() - started < 2.8
     assert question == OfflineFollowupAgent().next_question(issue, [])
     assert agents.degraded_reasons[0].startswith("followup: unavailable")
+
+
+def test_code_the_sandbox_policy_would_refuse_is_sent_back_before_it_runs(fake, make_llm):
+    profile = make_profile()
+    issue = make_candidates(profile)[0]
+    fake.add(
+        tool_reply("run_python", {"code": "import os\nresult = {'affected_rows': len(os.listdir('/'))}"}),
+        tool_reply("run_python", {"code": "result = {'affected_rows': int((df['order_id'] == '').sum())}"}),
+    )
+    code = agents_for(make_llm()).investigation.write_code(issue, profile=profile, attempts=[])
+    assert "os" not in code.split()
+    assert "sandbox policy refuses" in json.dumps(fake.requests[1]["messages"][-1])

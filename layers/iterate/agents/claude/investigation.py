@@ -28,6 +28,15 @@ MAX_RESULT_CHARS = 1500
 MAX_CODE_CHARS = 20_000
 
 
+def policy_violations(code: str) -> list[str]:
+    """The sandbox's static policy, applied before the code leaves the agent (empty when it may run)."""
+    try:
+        from iterate.sandbox.policy import check_policy
+    except ImportError:  # a function shipped without the sandbox package: the sandbox still checks
+        return []
+    return [f"line {v.line}: {v.detail}" for v in check_policy(code)]
+
+
 def normalize(code: str) -> str:
     """Code with comments, blank lines and trailing spaces removed: what 'the same action' means."""
     lines = (re.sub(r"\s+#.*$|^\s*#.*$", "", line).rstrip() for line in code.strip().splitlines())
@@ -111,6 +120,10 @@ class ClaudeInvestigationAgent:
                 compile(code, "<investigation>", "exec")
             except SyntaxError as exc:
                 raise LLMOutputError(f"SyntaxError line {exc.lineno}: {exc.msg}") from exc
+            refused = policy_violations(code)
+            if refused:
+                # The sandbox would refuse it anyway: a repair turn now saves a sandbox round trip.
+                raise LLMOutputError("the sandbox policy refuses this code: " + "; ".join(refused[:5]))
             return code
 
         request = LLMRequest(
