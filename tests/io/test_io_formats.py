@@ -424,3 +424,40 @@ def test_a_tsv_with_bare_quotes_in_values_is_read_without_quoting(tmp_path: Path
 
     # Then quotes are ordinary characters and every row keeps its three fields
     assert as_rows(table) == [["1", '"quoted start', "5"], ["2", '12" ruler', "6"], ["3", "plain", "7"]]
+
+
+def test_xlsx_title_rows_above_the_header_are_skipped_and_recorded(tmp_path: Path) -> None:
+    # Given a sheet with a report title and a blank row above the header
+    openpyxl = pytest.importorskip("openpyxl")
+    workbook = openpyxl.Workbook()
+    sheet = workbook.active
+    sheet.append(["Quarterly orders"])
+    sheet.append([])
+    sheet.append(["id", "city"])
+    sheet.append([1, "Oslo"])
+    path = tmp_path / "report.xlsx"
+    workbook.save(path)
+
+    # When it is read
+    table = read_table(path)
+
+    # Then the header is row 3 and the title is recorded, not read as a column name
+    assert table.column_names == ["id", "city"]
+    assert as_rows(table) == [["1", "Oslo"]]
+    [problem] = table.problems
+    assert problem.kind == "preamble" and "Quarterly orders" in problem.detail
+
+
+def test_an_xlsx_header_with_one_name_is_not_mistaken_for_a_title(tmp_path: Path) -> None:
+    # Given a header naming only its first column, directly above the data
+    openpyxl = pytest.importorskip("openpyxl")
+    workbook = openpyxl.Workbook()
+    workbook.active.append(["id", None, None])
+    workbook.active.append([1, "a", "b"])
+    path = tmp_path / "sparse.xlsx"
+    workbook.save(path)
+
+    # When it is read / Then the first row stays the header and the blank names are generated
+    table = read_table(path)
+    assert table.column_names == ["id", "column_2", "column_3"]
+    assert as_rows(table) == [["1", "a", "b"]]

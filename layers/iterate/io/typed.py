@@ -16,6 +16,7 @@ from iterate.io.textify import column_to_text
 from iterate.table import ReadProblem
 
 _PANDAS_INDEX = re.compile(r"^__index_level_\d+__$")
+_MAX_PREAMBLE = 10  # title rows above a header
 
 
 def read_parquet(path: Path) -> tuple[pa.Table, list[str], list[ReadProblem]]:
@@ -92,6 +93,21 @@ def read_xlsx(path: Path) -> tuple[pa.Table, list[str], list[ReadProblem], int]:
         raise DatasetReadError(
             path, f"sheet '{sheet.title}' is empty", "put the header and data on the first sheet"
         )
+    start = _header_index(rows)
+    if start:
+        title = " / ".join(c for _, cells in rows[:start] for c in cells if c)
+        problems.insert(
+            0,
+            ReadProblem(
+                kind="preamble",
+                line=rows[0][0],
+                row=None,
+                column=None,
+                detail=f"row(s) {rows[0][0]}-{rows[start - 1][0]} above the header are not table rows"
+                f" and were skipped: {title[:200]!r}",
+            ),
+        )
+        rows = rows[start:]
     header_line, header = rows[0]
     data = rows[1:]
     # Formatting can stretch a sheet's dimension; columns empty everywhere (name included) are not columns.
@@ -104,6 +120,19 @@ def read_xlsx(path: Path) -> tuple[pa.Table, list[str], list[ReadProblem], int]:
             columns[i].append(value)
     table = pa.table([pa.array(c, pa.string()) for c in columns], names=[f"c{i}" for i in range(width)])
     return table, names, problems, header_line
+
+
+def _header_index(rows: list[tuple[int, list[str]]]) -> int:
+    """Title rows (one filled cell, then an empty row) above a header with several cells: how many to skip."""
+    filled = [sum(1 for c in cells if c != "") for _, cells in rows[: _MAX_PREAMBLE + 2]]
+    if not filled or filled[0] != 1:
+        return 0
+    for i, count in enumerate(filled[1:], start=1):
+        if count > 1:
+            # Only a title set apart by an empty row: a header with blank cells looks the same otherwise.
+            set_apart = rows[i][0] > rows[i - 1][0] + 1
+            return i if set_apart and i < len(rows) - 1 else 0
+    return 0
 
 
 def _last_filled(cells: list[str]) -> int:
