@@ -105,7 +105,15 @@ def sandbox_numbers() -> dict[str, Any] | None:
         return None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    result = module.main()
+    # Its main() may parse sys.argv: give it a clean one rather than this script's options.
+    saved = sys.argv
+    sys.argv = [str(script)]
+    try:
+        result = module.main()
+    except SystemExit as exc:
+        result = {"exit": exc.code}
+    finally:
+        sys.argv = saved
     return result if isinstance(result, dict) else {"result": result}
 
 

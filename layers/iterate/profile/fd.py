@@ -27,6 +27,7 @@ class GroupMajority:
     majority: np.ndarray  # per lhs code: its majority rhs code (-1 when the group is empty)
     majority_count: np.ndarray  # per lhs code: rows holding the majority rhs
     group_size: np.ndarray  # per lhs code: considered rows
+    rhs_rows: np.ndarray  # per rhs code: considered rows
 
     @property
     def violating_rows(self) -> np.ndarray:
@@ -61,6 +62,7 @@ def group_majority(
         majority = table.argmax(axis=1)
         majority_count = table[np.arange(n_lhs), majority]
         size = table.sum(axis=1)
+        rhs_rows = table.sum(axis=0)
     else:
         pairs, counts = np.unique(x * n_rhs + y, return_counts=True)
         gx, gy = pairs // n_rhs, pairs % n_rhs
@@ -72,10 +74,14 @@ def group_majority(
         majority[gx[first]] = gy[first]
         majority_count[gx[first]] = counts[first]
         size = np.bincount(gx, weights=counts, minlength=n_lhs).astype(np.int64)
+        rhs_rows = np.bincount(gy, weights=counts, minlength=n_rhs).astype(np.int64)
     majority = np.where(size > 0, majority, -1)
-    agrees = np.ones(len(lhs), dtype=bool)
-    agrees[considered] = majority[x] == y
-    return GroupMajority(agrees, considered, majority, majority_count, size)
+    if all_in:
+        agrees = np.take(majority, x) == y
+    else:
+        agrees = np.ones(len(lhs), dtype=bool)
+        agrees[considered] = np.take(majority, x) == y
+    return GroupMajority(agrees, considered, majority, majority_count, size, rhs_rows)
 
 
 @dataclass
@@ -152,8 +158,8 @@ def _measure(lhs: CodedColumn, rhs: CodedColumn, n_rows: int) -> Dependency | No
     if support < MIN_SUPPORT * n_rows or confidence < MIN_CONFIDENCE:
         return None
     # Baseline: how often rows agree with rhs's single most common value; the lhs must do much better.
-    r = rhs.codes[gm.considered]
-    base = float(np.bincount(r, minlength=rhs.n_codes).max() / len(r)) if len(r) else 1.0
+    total = int(gm.rhs_rows.sum())
+    base = float(gm.rhs_rows.max() / total) if total else 1.0
     if base >= 1.0 or (confidence - base) / (1 - base) < MIN_GAIN:
         return None
     return Dependency(lhs.name, rhs.name, confidence, int((~gm.agrees).sum()), support)
