@@ -415,3 +415,12 @@ def test_random_ragged_rows_among_multiline_values_are_placed_and_located_exactl
     ragged = [n for n, row in enumerate(records) if len(row) != width]
     assert [p.row for p in table.problems] == ragged
     assert [p.line for p in table.problems] == [starts[n] for n in ragged]
+
+
+def test_a_one_name_header_over_wider_rows_is_not_taken_for_a_title(tmp_path: Path) -> None:
+    # Given a header with one name directly above rows of three fields (no blank line between)
+    path = tmp_path / "orders.csv"
+    path.write_text("id\n1,a,b\n2,c,d\n3,e,f\n", encoding="utf-8")
+
+    # When it is read / Then it is refused at the first row rather than silently re-headed
+    read_error(path, line=2, says="row has 3 fields but the header has 1")

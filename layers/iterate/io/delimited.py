@@ -76,30 +76,32 @@ def sniff_dialect(head: str, *, complete: bool, prefer_tab: bool = False) -> tup
     delimiter splits the first record, and a later record starts consistently split rows.
     """
     order = ("\t", ",", ";", "|") if prefer_tab else DELIMITERS
-    candidates: list[tuple[int, int, Dialect, list[tuple[int, bool]]]] = []
+    candidates: list[tuple[int, int, Dialect, _Counts]] = []
     for rank, delimiter in enumerate(order):
         quoted = _field_counts(head, Dialect(delimiter, '"'), complete=complete)
-        candidates.append((rank, 0, Dialect(delimiter, '"'), quoted.counts))
+        candidates.append((rank, 0, Dialect(delimiter, '"'), quoted))
         if quoted.multiline and _unclosed_quote(head[:_QUOTE_SCAN], Dialect(delimiter, '"')) is None:
             # Quotes that pair up across lines may be bare quotes in unquoted text (common in TSV):
             # reading without quoting wins ties then; a quote left open is a broken file, not this.
             bare = _field_counts(head, Dialect(delimiter, None), complete=complete)
-            candidates.append((rank, 1, Dialect(delimiter, None), bare.counts))
+            candidates.append((rank, 1, Dialect(delimiter, None), bare))
         if '"' not in head and "'" in head:
             single = _field_counts(head, Dialect(delimiter, "'"), complete=complete)
-            candidates.append((rank, -1, Dialect(delimiter, "'"), single.counts))
+            candidates.append((rank, -1, Dialect(delimiter, "'"), single))
     best: tuple[tuple[float, ...], Dialect, int] | None = None
-    for rank, qrank, dialect, counts in candidates:
-        if counts:
-            key = (*_score(counts), qrank, -rank)
+    for rank, qrank, dialect, parsed in candidates:
+        if parsed.counts:
+            key = (*_score(parsed.counts), qrank, -rank)
             if best is None or key > best[0]:
                 best = (key, dialect, 0)
     if best is None:
         return Dialect(",", '"'), 0
     if best[0][0] == 0:  # nothing splits the first record: look for a header below a title
-        for rank, qrank, dialect, counts in candidates:
+        for rank, qrank, dialect, parsed in candidates:
+            counts = parsed.counts
             skip = next((i for i, (c, _) in enumerate(counts[: _MAX_PREAMBLE + 1]) if c > 1), None)
-            if skip is None or skip == 0 or len(counts) < skip + 2:
+            # Only a title set apart by a blank line: otherwise it may be a one-name header.
+            if skip is None or skip == 0 or len(counts) < skip + 2 or not parsed.after_blank[skip]:
                 continue
             key = (*_score(counts[skip:]), qrank, -rank)
             if key[1] >= 0.9 and key > best[0]:
@@ -126,15 +128,21 @@ def _reader(text: str, dialect: Dialect) -> _csv.Reader:
 class _Counts:
     counts: list[tuple[int, bool]]  # (number of fields, last field empty) per non-blank record
     multiline: bool = False  # some value holds a line break (a quoted value spanning lines)
+    after_blank: list[bool] = field(default_factory=list)  # per record: a blank line comes right before it
 
 
 def _field_counts(head: str, dialect: Dialect, *, complete: bool) -> _Counts:
     """How the head splits into records under this dialect."""
     result = _Counts([])
+    blank = False
     try:
         for record in _reader(head, dialect):
-            if record:
+            if not record:
+                blank = True
+            else:
                 result.counts.append((len(record), record[-1] == ""))
+                result.after_blank.append(blank)
+                blank = False
                 if not result.multiline and any("\n" in f or "\r" in f for f in record):
                     result.multiline = True
             if len(result.counts) > _SNIFF_RECORDS:
