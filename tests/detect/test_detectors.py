@@ -202,3 +202,11 @@ def test_issues_crowded_into_a_few_months_get_a_temporal_pattern():
     typo = next(i for i in issues if i.type == "inconsistent_category")
     assert typo.temporalPattern is not None and "2026-03" in typo.temporalPattern
     assert typo.temporalPattern.startswith("100% of the affected rows")
+
+
+def test_a_label_column_that_never_repeats_is_reported_but_an_identifier_is_not():
+    words = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta"]
+    labels = [f"{a} {b}" for a in words for b in words][:60]
+    table = make_table({"label": labels, "id": [f"ID{i:05d}" for i in range(60)]})
+    found = findings_of(table, "all_unique_column")
+    assert [f.columns for f in found] == [["label"]] and not found[0].flag

@@ -147,10 +147,36 @@ def detect_column_shape(facts: list[ColumnFacts], n_rows: int) -> list[Finding]:
                     key=f"constant:{f.name}",
                 )
             )
-        elif f.n_present == n_rows and f.column.n_unique == n_rows and n_rows >= 50 and not f.has_letter.all():
-            # All-unique is expected of an identifier; only worth reporting when the values look like measures.
-            continue
+        elif f.column.n_unique == n_rows and n_rows >= 50 and _looks_categorical(f):
+            # Every row different is what an identifier should be; a label column like that cannot group anything.
+            out.append(
+                Finding(
+                    type="all_unique_column",
+                    columns=[f.name],
+                    rows=np.array([], dtype=np.int64),
+                    cols=np.array([], dtype=np.int64),
+                    title=f"{f.name} never repeats a value",
+                    description=(
+                        f"Each of the {n_rows:,} rows has a different value in '{f.name}', although its values "
+                        "look like labels; it cannot be used to group or compare rows."
+                    ),
+                    suggested_action="If this is an identifier, treat it as one; if it should be a category, "
+                    "map its values to a shared list.",
+                    category="smart_fixes",
+                    detector="columns",
+                    stats={"column": f.name},
+                    flag=False,
+                    key=f"unique:{f.name}",
+                )
+            )
     return out
+
+
+def _looks_categorical(f: ColumnFacts) -> bool:
+    """Short words, no digits: what a category looks like (identifiers carry digits, free text is long)."""
+    sample = f.column.dictionary.slice(0, 2000)
+    lengths = np.asarray(pc.utf8_length(sample).to_numpy(zero_copy_only=False))
+    return bool(lengths.size) and float(np.median(lengths)) <= 20 and not f.has_digit[: len(sample)].any()
 
 
 def detect_merged_columns(facts: list[ColumnFacts], n_rows: int) -> list[Finding]:
