@@ -106,6 +106,15 @@ def sniff_dialect(head: str, *, complete: bool, prefer_tab: bool = False) -> tup
             key = (*_score(counts[skip:]), qrank, -rank)
             if key[1] >= 0.9 and key > best[0]:
                 best = (key, dialect, skip)
+        if best[2] == 0:
+            # Rows that agree among themselves on several fields under one delimiter: the header is
+            # what is short, not a one-column file; that delimiter lets the ragged-row check speak.
+            for _, _, dialect, parsed in candidates:
+                widths = [c for c, _ in parsed.counts[1:]]
+                if widths and dialect.quotechar == '"':
+                    common = max(set(widths), key=widths.count)
+                    if common > 1 and widths.count(common) >= 0.9 * len(widths):
+                        return dialect, 0
     return best[1], best[2]
 
 
