@@ -118,6 +118,9 @@ def test_upload_runs_to_success_and_matches_the_local_command(
     called = {name for name, _ in calls}
     assert {"profile", "understand", "analyze", "investigate", "sandbox", "report"} <= called
     assert "record_failure" not in called
+    # And step payloads carried keys and counts, never the data (Step Functions caps state at 256 KB)
+    assert max(len(json.dumps(event)) for _, event in calls) < 32_000
+    assert len(done["output"]) < 8_000
     # And the run record is complete and owned by the uploader
     run = DynamoRunRepository(machine["table"], "alice").require_run(run_id)
     assert run["status"] == "SUCCEEDED" and run["trigger"] == "s3" and run["mode"] == "offline"

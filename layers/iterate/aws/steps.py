@@ -110,11 +110,15 @@ def _progress_callback(
     repo: DynamoRunRepository, run_id: str, step: str
 ) -> Callable[[str, int, int, str], None]:
     low, high = STEP_SPANS[step]
+    reached = [low]
 
     def report(sub_step: str, done: int, total: int, message: str) -> None:
         share = (done / total) if total else 0.0
+        # Sub-steps (read, detect, profile...) each count 0→1: never let the bar move backwards.
+        percent = max(reached[0], int(low + (high - low) * share))
+        reached[0] = percent
         try:
-            repo.update_progress(run_id, step=step, percent=int(low + (high - low) * share), message=message)
+            repo.update_progress(run_id, step=step, percent=percent, message=message or sub_step)
         except RunTransitionError:
             # A cancelled run stops taking progress; the step itself will be refused at its next transition.
             logger.info("progress not recorded: run no longer live", sub_step=sub_step)
@@ -153,7 +157,8 @@ def running_step(deps: AwsDeps, run: RunState, step: str, *, llm: bool = False) 
         repo=repo,
         progress=progress,
     )
-    progress(step, 0, 1, f"{step} started")
+    if step != "investigate":  # investigations report by count as each one finishes (many Lambdas at once)
+        progress(step, 0, 1, f"{step} started")
     started = time.perf_counter()
     yield ctx
     elapsed_ms = (time.perf_counter() - started) * 1000
@@ -270,8 +275,10 @@ def understand(payload: StepInput, deps: AwsDeps) -> StepOutput:
     from iterate import pipeline
 
     with running_step(deps, payload.run, "understand", llm=True) as ctx:
-        summary = pipeline.understand_step(ctx)
-    return StepOutput(step="understand", summary=_jsonable(summary))
+        understanding = pipeline.understand_step(ctx)
+    # The understanding itself stays in S3: step payloads carry keys and counts, never data.
+    summary = {"artifact": pipeline.UNDERSTANDING, "columns": len(understanding.columns)}
+    return StepOutput(step="understand", summary=summary)
 
 
 def previous_issues(deps: AwsDeps, run: RunState) -> list[Any] | None:
