@@ -261,10 +261,12 @@ def disguised_sentinels(inf: TypeInference, counts: np.ndarray) -> np.ndarray:
         values = inf.numbers
         candidates = np.flatnonzero(present & np.isin(values, SENTINEL_NUMBERS))
     elif inf.dates is not None:
-        values = inf.dates.astype("datetime64[D]").astype(np.float64)
-        values[np.isnat(inf.dates)] = np.nan
-        sentinel_days = np.array(SENTINEL_DATES, dtype="datetime64[D]").astype(np.float64)
-        candidates = np.flatnonzero(present & np.isin(values, sentinel_days))
+        days = inf.dates.astype("datetime64[D]")
+        candidates = np.flatnonzero(present & np.isin(days, np.array(SENTINEL_DATES, dtype="datetime64[D]")))
+        if len(candidates) == 0:  # the usual case: skip the conversion below
+            return out
+        values = days.astype(np.float64)
+        values[np.isnat(days)] = np.nan
     else:
         return out
     if len(candidates) == 0:
