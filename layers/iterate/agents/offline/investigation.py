@@ -20,6 +20,8 @@ import pandas as pd
 PARAMS = json.loads({params})
 ROWS = len(df)
 NAMES = list(df.columns)
+# Cells another, more specific issue already explains: the detector left them out, so does the recount.
+EXCLUDED = list(PARAMS.get("excluded_values", []))
 
 
 def col(name):
@@ -65,16 +67,18 @@ result = summary(mask, mask.sum() * len(columns), columns[0], groups=groups)
 
 NEAR_DUPLICATES = """\
 columns = PARAMS["columns"]
+# Exact copies are judged on every column; near ones on the columns given (identifiers left out).
+everything = pd.concat([df.iloc[:, i].astype(str) for i in range(len(NAMES))], axis=1, keys=range(len(NAMES)))
 exact = pd.concat([col(c) for c in columns], axis=1, keys=range(len(columns)))
 
 
 def normalise(s):
-    s = s.str.casefold().str.strip().str.replace(r"\\s+", " ", regex=True)
-    return s.str.replace(r"[^\\w\\s]", "", regex=True).str.replace(r"\\s+", " ", regex=True).str.strip()
+    # Lower case, every run of characters other than ASCII letters, digits and "_" becomes one space.
+    return s.str.lower().str.replace(r"[^0-9A-Za-z_]+", " ", regex=True).str.strip()
 
 
 near = pd.concat([normalise(exact[i]) for i in exact.columns], axis=1)
-mask = near.duplicated(keep="first") & ~exact.duplicated(keep="first")
+mask = near.duplicated(keep="first") & ~everything.duplicated(keep="first")
 result = summary(mask, mask.sum() * len(columns), columns[0])
 """
 
@@ -91,7 +95,7 @@ if PARAMS.get("expected_regex"):
 else:
     bad = list(PARAMS["bad_values"])
     rule = "bad_values"
-mask = present & values.isin(bad)
+mask = present & values.isin(bad) & ~values.isin(EXCLUDED)
 found = values[mask].value_counts().head(20)
 result = summary(mask, mask.sum(), name, column=name, rule=rule, by_value={str(k): int(v) for k, v in found.items()})
 """
@@ -109,7 +113,7 @@ name = PARAMS["column"]
 values = col(name)
 numbers = pd.to_numeric(values.str.replace(r"[,%$\\s]", "", regex=True), errors="coerce")
 low, high = float(PARAMS["low"]), float(PARAMS["high"])
-mask = numbers.notna() & ((numbers < low) | (numbers > high))
+mask = numbers.notna() & ((numbers < low) | (numbers > high)) & ~values.isin(EXCLUDED)
 flagged = numbers[mask]
 result = summary(
     mask,
@@ -137,6 +141,67 @@ joined = frame.merge(modes, on=keys, how="left")
 mask = (sizes.to_numpy() >= support) & (joined["rhs"].to_numpy() != joined["mode"].to_numpy())
 conflicting = int(frame[mask].drop_duplicates(subset=keys).shape[0])
 result = summary(mask, mask.sum(), rhs, lhs=lhs, rhs=rhs, conflicting_groups=conflicting)
+"""
+
+DEPENDENCY_VOTES = """\
+rhs = PARAMS["rhs"]
+determinants = list(PARAMS["determinants"])
+min_group = int(PARAMS.get("min_group", 3))
+min_share = float(PARAMS.get("min_share", 0.7))
+min_vote_share = float(PARAMS.get("min_vote_share", 0.5))
+max_deviant_share = float(PARAMS.get("max_deviant_share", 0.1))
+missing = {str(m).strip().lower() for m in PARAMS["missing_markers"]}
+y = col(rhs)
+votes = np.zeros(ROWS, dtype=np.int64)
+cover = np.zeros(ROWS, dtype=np.int64)
+conflicting = 0
+for name in determinants:
+    x = col(name)
+    valid = ~x.str.strip().str.lower().isin(missing)
+    pairs = pd.DataFrame({"x": x[valid], "y": y[valid]})
+    counts = pairs.groupby(["x", "y"], sort=False).size().rename("n").reset_index()
+    counts = counts.sort_values(["x", "n"], ascending=[True, False], kind="stable")
+    ranked = counts.groupby("x", sort=False)
+    groups = pd.DataFrame({"size": ranked["n"].sum(), "major": ranked["y"].first(), "major_count": ranked["n"].first()})
+    runner_up = counts[ranked.cumcount().to_numpy() == 1].set_index("x")["n"]
+    groups["second_count"] = runner_up.reindex(groups.index).fillna(0).astype(int)
+    major_missing = groups["major"].str.strip().str.lower().isin(missing)
+    strong = (
+        (groups["size"] >= min_group)
+        & (groups["major_count"] >= 2)
+        & (groups["major_count"] >= min_share * groups["size"])
+        & (groups["major_count"] > groups["second_count"])
+        & ~major_missing
+    )
+    in_strong = (valid & x.map(strong).fillna(False).astype(bool)).to_numpy()
+    major = x.map(groups["major"])
+    major_count = x.map(groups["major_count"]).fillna(0).to_numpy()
+    pair_count = pd.MultiIndex.from_arrays([x, y]).map(counts.set_index(["x", "y"])["n"])
+    pair_count = pd.Series(pair_count).fillna(0).to_numpy()
+    lone = (pair_count == 1) | (pair_count <= max_deviant_share * major_count)
+    against = in_strong & (y.to_numpy() != major.to_numpy()) & lone
+    cover += in_strong
+    votes += against
+    conflicting += int(pd.Series(x[against]).nunique())
+mask = (votes >= 1) & (votes >= min_vote_share * cover) & ~y.isin(EXCLUDED).to_numpy()
+if PARAMS.get("derivation"):
+    # A value equal to left + separator + right in its own row is right, however rare (the detector agrees).
+    rule = PARAMS["derivation"]
+    derived = col(rule["left"]) + rule["separator"] + col(rule["right"])
+    mask = mask & (y != derived).to_numpy()
+result = summary(mask, mask.sum(), rhs, rhs=rhs, determinants=determinants, conflicting_groups=conflicting)
+"""
+
+DERIVED = """\
+name = PARAMS["column"]
+values = col(name)
+built = col(PARAMS["left"]) + PARAMS["separator"] + col(PARAMS["right"])
+missing = {str(m).strip().lower() for m in PARAMS.get("missing_markers", [""])}
+broken = (values != built) & ~values.str.strip().str.lower().isin(missing)
+excused = np.zeros(ROWS, dtype=bool)
+excused[[int(r) for r in PARAMS.get("excused_rows", []) if 0 <= int(r) < ROWS]] = True
+mask = broken.to_numpy() & ~excused & ~values.isin(EXCLUDED).to_numpy()
+result = summary(mask, mask.sum(), name, column=name, rule=PARAMS["left"] + " + separator + " + PARAMS["right"])
 """
 
 MERGED = """\
@@ -185,7 +250,7 @@ TEMPLATES: dict[str, str] = {
     "encoding_damage": BAD_VALUES,
     "stray_whitespace": BAD_VALUES,
     "numeric_outlier": OUTLIER,
-    "dependency_violation": DEPENDENCY,
+    "dependency_violation": DEPENDENCY,  # or DEPENDENCY_VOTES, by the parameters given (see template_code)
     "merged_columns": MERGED,
     "constant_column": CONSTANT,
     "all_unique_column": ALL_UNIQUE,
@@ -220,6 +285,10 @@ def supports(issue: Issue) -> bool:
     stats = issue.evidence.stats if issue.evidence else {}
     if issue.type in PATTERN_TYPES:
         return "column" in stats and ("expected_regex" in stats or "bad_values" in stats)
+    if issue.type == "dependency_violation" and "determinants" in stats:
+        return "rhs" in stats
+    if issue.type == "dependency_violation" and "separator" in stats:
+        return all(k in stats for k in ("column", "left", "right"))
     return all(k in stats for k in REQUIRED_STATS[issue.type])
 
 
@@ -236,8 +305,25 @@ def template_code(issue: Issue) -> str:
     """The investigation script for an issue; raises UnsupportedIssue when there is no template for it."""
     if not supports(issue):
         raise UnsupportedIssue(f"no offline template for issue {issue.id!r} of type {issue.type!r}")
-    stats = issue.evidence.stats if issue.evidence else {}
-    return PRELUDE.format(params=_params_literal(stats)) + TEMPLATES[issue.type]
+    stats = dict(issue.evidence.stats) if issue.evidence else {}
+    template = TEMPLATES[issue.type]
+    if issue.type == "dependency_violation" and "determinants" in stats:
+        # The detector's vote across every determinant of the column (see iterate.detect.dependencies).
+        template = DEPENDENCY_VOTES
+        stats.setdefault("missing_markers", sorted(_detector_missing_tokens()))
+    elif issue.type == "dependency_violation" and "separator" in stats:
+        template = DERIVED  # a column built from two others (state_average = state + "_" + measure_code)
+    params = {k: v for k, v in stats.items() if k not in ("title", "examples")}
+    return PRELUDE.format(params=_params_literal(params)) + template
+
+
+def _detector_missing_tokens() -> set[str]:
+    """The tokens the detectors read as missing, for issues whose parameters do not list them."""
+    try:
+        from iterate.profile.shapes import MISSING_TOKENS
+    except ImportError:  # the profiler is absent: blanks only
+        return {""}
+    return set(MISSING_TOKENS)
 
 
 class OfflineInvestigationAgent:

@@ -1,0 +1,86 @@
+"""`iterate sandbox run --data FILE --code CODE.py`: try an investigation script by hand in the sandbox."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+EXIT_STOPPED = 3
+EXIT_BAD_INPUT = 2
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "sandbox",
+        help="run investigation code in the sandbox",
+        description="Run untrusted investigation code against a dataset in Iterate's sandbox.",
+    )
+    commands = p.add_subparsers(dest="sandbox_command", metavar="COMMAND")
+    run_parser = commands.add_parser(
+        "run",
+        help="run CODE.py against FILE and print the CodeInvestigation JSON",
+        description=(
+            "Runs CODE.py in the sandbox with the dataset as a pandas DataFrame `df` of text columns. The code "
+            "sets `result` to a JSON-serialisable dict, or prints exactly one JSON object. Prints the "
+            "CodeInvestigation JSON; exits 0 on success and 3 when the code was stopped or failed."
+        ),
+    )
+    run_parser.add_argument("--data", required=True, type=Path, metavar="FILE", help="CSV/TSV/... or Parquet")
+    run_parser.add_argument("--code", required=True, type=Path, metavar="CODE.py", help="the script to run")
+    run_parser.add_argument("--timeout", type=float, metavar="S", help="seconds the code may run")
+    run_parser.add_argument("--memory-mb", type=int, metavar="N", help="memory budget of the code in MB")
+    run_parser.add_argument(
+        "--no-namespaces",
+        action="store_true",
+        help="skip Linux namespaces (as on Lambda); the other layers stay",
+    )
+    run_parser.add_argument("--verbose", action="store_true", help="also print the isolation used, on stderr")
+    run_parser.set_defaults(func=run)
+    p.set_defaults(func=lambda args: (p.print_help(), EXIT_BAD_INPUT)[1])
+
+
+def _as_parquet(data: Path, scratch: Path) -> Path:
+    """Parquet files go to the sandbox as they are; anything else is read by the engine's reader first."""
+    if data.suffix.lower() in (".parquet", ".pq"):
+        return data
+    from iterate.io import read_table, write_parquet_text
+
+    return write_parquet_text(read_table(data), scratch / "data.parquet")
+
+
+def run(args: argparse.Namespace) -> int:
+    from iterate.io import DatasetReadError
+    from iterate.ports import DatasetRef
+    from iterate.sandbox import LocalSandbox, SandboxLimits
+    from iterate.settings import Settings
+
+    if not args.code.is_file():
+        print(f"iterate sandbox: code file not found: {args.code}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if not args.data.is_file():
+        print(f"iterate sandbox: data file not found: {args.data}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    overrides: dict[str, Any] = {}
+    if args.timeout is not None:
+        overrides["timeout_s"] = args.timeout
+    if args.memory_mb is not None:
+        overrides["memory_mb"] = args.memory_mb
+    if args.no_namespaces:
+        overrides["namespaces"] = False
+    limits = SandboxLimits.from_settings(Settings.from_env(), **overrides)
+    code = args.code.read_text(encoding="utf-8")
+    with tempfile.TemporaryDirectory(prefix="iterate-sandbox-cli-") as scratch:
+        try:
+            parquet = _as_parquet(args.data, Path(scratch))
+        except DatasetReadError as exc:
+            print(f"iterate sandbox: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        outcome = LocalSandbox(limits).run_detailed(code, DatasetRef(path=str(parquet)))
+    print(json.dumps(outcome.investigation.model_dump(mode="json"), indent=2))
+    if args.verbose:
+        print(json.dumps({"isolation": outcome.isolation, "violations": outcome.violations}), file=sys.stderr)
+    return 0 if outcome.investigation.success else EXIT_STOPPED
