@@ -424,3 +424,19 @@ def test_a_one_name_header_over_wider_rows_is_not_taken_for_a_title(tmp_path: Pa
 
     # When it is read / Then it is refused at the first row rather than silently re-headed
     read_error(path, line=2, says="row has 3 fields but the header has 1")
+
+
+def test_title_lines_directly_above_a_header_of_names_are_skipped(tmp_path: Path) -> None:
+    # Given two title lines with no blank line before a header made of names
+    path = tmp_path / "report.csv"
+    path.write_text(
+        "Sales report 2024\nExported by: Bob\nid;name;city\n1;Ann;Oslo\n2;Bob;Rome\n", encoding="utf-8"
+    )
+
+    # When it is read
+    table = read_table(path)
+
+    # Then the header of names is found and the title lines are recorded
+    assert table.column_names == ["id", "name", "city"]
+    assert rows(table) == [["1", "Ann", "Oslo"], ["2", "Bob", "Rome"]]
+    assert [p.kind for p in table.problems] == ["preamble"]

@@ -100,8 +100,11 @@ def sniff_dialect(head: str, *, complete: bool, prefer_tab: bool = False) -> tup
         for rank, qrank, dialect, parsed in candidates:
             counts = parsed.counts
             skip = next((i for i, (c, _) in enumerate(counts[: _MAX_PREAMBLE + 1]) if c > 1), None)
-            # Only a title set apart by a blank line: otherwise it may be a one-name header.
-            if skip is None or skip == 0 or len(counts) < skip + 2 or not parsed.after_blank[skip]:
+            if skip is None or skip == 0 or len(counts) < skip + 2:
+                continue
+            # A title is set apart by a blank line, or sits above a row that reads as names; otherwise
+            # the first line may be a header with one name over wider data rows.
+            if not (parsed.after_blank[skip] or _looks_like_names(parsed.first[skip])):
                 continue
             key = (*_score(counts[skip:]), qrank, -rank)
             if key[1] >= 0.9 and key > best[0]:
@@ -116,6 +119,19 @@ def sniff_dialect(head: str, *, complete: bool, prefer_tab: bool = False) -> tup
                     if common > 1 and widths.count(common) >= 0.9 * len(widths):
                         return dialect, 0
     return best[1], best[2]
+
+
+_NUMBER = re.compile(r"^\s*[-+]?(\d[\d,. ]*|\.\d+)([eE][-+]?\d+)?%?\s*$")
+
+
+def _looks_like_names(fields: list[str]) -> bool:
+    """Header-like: distinct, and no value that reads as a number or a date."""
+    named = [f.strip() for f in fields if f.strip()]
+    return (
+        len(named) > 1
+        and len(set(named)) == len(named)
+        and not any(_NUMBER.match(f) or re.match(r"^\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}", f) for f in named)
+    )
 
 
 def _score(counts: list[tuple[int, bool]]) -> tuple[float, float, float]:
@@ -138,6 +154,7 @@ class _Counts:
     counts: list[tuple[int, bool]]  # (number of fields, last field empty) per non-blank record
     multiline: bool = False  # some value holds a line break (a quoted value spanning lines)
     after_blank: list[bool] = field(default_factory=list)  # per record: a blank line comes right before it
+    first: list[list[str]] = field(default_factory=list)  # the first records' fields
 
 
 def _field_counts(head: str, dialect: Dialect, *, complete: bool) -> _Counts:
@@ -151,6 +168,8 @@ def _field_counts(head: str, dialect: Dialect, *, complete: bool) -> _Counts:
             else:
                 result.counts.append((len(record), record[-1] == ""))
                 result.after_blank.append(blank)
+                if len(result.first) <= _MAX_PREAMBLE + 1:
+                    result.first.append(record)
                 blank = False
                 if not result.multiline and any("\n" in f or "\r" in f for f in record):
                     result.multiline = True
