@@ -100,7 +100,7 @@ def _read_findings(table: Table) -> list[Finding]:
 
 # Spelling findings yield to the dependencies: a rare spelling that every row of its entity repeats
 # (a small state among many rows of a big one) is that entity's value, not a typo.
-VETOED = {"inconsistent_category"}
+VETOED = {"inconsistent_category", "format_violation"}
 
 
 def _veto_consistent(f: Finding, judgements: dict[int, Judgement], table: Table) -> Finding:
@@ -127,7 +127,8 @@ def _veto_consistent(f: Finding, judgements: dict[int, Judgement], table: Table)
         f.stats["bad_values"] = [v for v in f.stats["bad_values"] if v not in dropped]
     if "canonical" in f.stats:
         f.stats["canonical"] = {k: v for k, v in f.stats["canonical"].items() if k not in dropped}
-    f.stats["consistent_with_dependencies"] = sorted(dropped)[:100]
+    # Values every row of their entity repeats: code recounting the finding leaves them out.
+    f.stats["excluded_values"] = sorted(set(f.stats.get("excluded_values", [])) | dropped)[:500]
     return f
 
 

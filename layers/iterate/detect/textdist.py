@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable
+
+
+_DIGITS = re.compile(r"\d+")
 
 
 def bounded_distance(a: str, b: str, k: int) -> int | None:
@@ -84,6 +88,8 @@ def plausible_typo(variant: str, reference: str) -> bool:
     """
     if " ".join(variant.casefold().split()) == " ".join(reference.casefold().split()):
         return True
+    if _DIGITS.findall(variant) != _DIGITS.findall(reference):
+        return False  # 37 vs 38 patients, 400 vs 401 Main St: different values, not slips
     va, rb = variant.split(), reference.split()
     if len(va) == len(rb):
         changed = 0
@@ -91,6 +97,8 @@ def plausible_typo(variant: str, reference: str) -> bool:
             if a == b:
                 continue
             changed += 1
+            if len(va) > 1 and max(len(a), len(b)) < 3:
+                return False  # N vs S Wells St: a different short word, not a typo
             if bounded_distance(a, b, _token_budget(max(len(a), len(b)))) is None:
                 return False
         return changed > 0

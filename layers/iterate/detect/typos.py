@@ -94,7 +94,7 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
                     tally[j] = tally.get(j, 0) + 1
             k = _max_edits(length)
             for j, shared in tally.items():
-                if j == i or counts[j] < need or shared < len(gs) * 0.5:
+                if j == i or counts[j] < need or shared < len(gs) * 0.3:
                     continue
                 if (
                     counts[j] > best_count
@@ -115,8 +115,9 @@ def detect_typos(f: ColumnFacts) -> list[Finding]:
     present = f.present & (f.counts > 0)
     uniques = f.column.uniques
     lettered = present & f.has_letter
-    # Values with digits are compared on their digit-masked form only: 37 vs 38 patients is not a typo.
-    ids = np.flatnonzero(lettered & ~f.has_digit)
+    # Values with digits are compared too, but only against references with the same digits (see
+    # plausible_typo): 37 vs 38 patients is not a typo, Rsik 3 vs Risk 3 is.
+    ids = np.flatnonzero(lettered)
     if ids.size >= 2:
         mapping = find_variants([uniques[i] for i in ids], f.counts[ids], f.n_present)
         pairs = {int(ids[a]): int(ids[b]) for a, b in mapping.items()}
