@@ -27,6 +27,8 @@ _QUOTE_SCAN = 1024 * 1024  # characters of the head checked for a quote left ope
 # More ragged rows than this share of all rows means the file was misread, not that a few rows are bad.
 RAGGED_LIMIT = 0.10
 _SEP_LINE = re.compile(r"^sep=(.)$")
+_NUMBER = re.compile(r"^\s*[-+]?(\d[\d,. ]*|\.\d+)([eE][-+]?\d+)?%?\s*$")
+_DATE = re.compile(r"^\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}")
 
 
 @dataclass(frozen=True)
@@ -121,16 +123,13 @@ def sniff_dialect(head: str, *, complete: bool, prefer_tab: bool = False) -> tup
     return best[1], best[2]
 
 
-_NUMBER = re.compile(r"^\s*[-+]?(\d[\d,. ]*|\.\d+)([eE][-+]?\d+)?%?\s*$")
-
-
 def _looks_like_names(fields: list[str]) -> bool:
     """Header-like: distinct, and no value that reads as a number or a date."""
     named = [f.strip() for f in fields if f.strip()]
     return (
         len(named) > 1
         and len(set(named)) == len(named)
-        and not any(_NUMBER.match(f) or re.match(r"^\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}", f) for f in named)
+        and not any(_NUMBER.match(f) or _DATE.match(f) for f in named)
     )
 
 
