@@ -81,7 +81,9 @@ class LoggingObserver:
         self.logger.info("llm tool call", extra=asdict(event))
 
     def on_error(self, event: LLMErrorEvent) -> None:
-        self.logger.warning("llm error", extra=asdict(event))
+        # A retried error is routine; the one that ends the call is worth a warning.
+        log = self.logger.info if event.retrying else self.logger.warning
+        log("llm error", extra=asdict(event))
 
 
 class MetricsObserver:
