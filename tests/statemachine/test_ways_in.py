@@ -1,0 +1,128 @@
+"""The other ways in, through the real ASL: a run started by the API, then one fired by the dataset's schedule."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+from awsenv import BUCKET, REGION, FakeContext, load_handler, route_lambdas
+from test_execution import orders_csv
+
+from iterate.storage.dynamo import DynamoRunRepository
+
+pytestmark = [pytest.mark.statemachine, pytest.mark.filterwarnings("ignore:No application metrics")]
+
+
+def _api(method: str, path: str, body: Any = None, owner: str = "alice") -> tuple[int, Any]:
+    name = "followup" if path.endswith("/followup") else "api"
+    event = {
+        "resource": path,
+        "path": path,
+        "httpMethod": method,
+        "headers": {"Content-Type": "application/json"},
+        "queryStringParameters": None,
+        "pathParameters": None,
+        "requestContext": {
+            "resourcePath": path,
+            "httpMethod": method,
+            "path": path,
+            "stage": "prod",
+            "requestId": "r",
+            "authorizer": {"claims": {"sub": owner}},
+        },
+        "body": json.dumps(body) if body is not None else None,
+        "isBase64Encoded": False,
+    }
+    response = load_handler(name).lambda_handler(event, FakeContext(f"iterate-{name}"))
+    return int(response["statusCode"]), json.loads(response["body"]) if response.get("body") else None
+
+
+def _wait_for_end(sfn: Any, execution_arn: str, timeout_s: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        described = sfn.describe_execution(executionArn=execution_arn)
+        if described["status"] != "RUNNING":
+            return dict(described)
+        time.sleep(0.05)
+    raise TimeoutError(execution_arn)
+
+
+def test_api_run_then_scheduled_run_of_the_same_dataset(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+
+    from iterate.api.app import schedule_name
+
+    # Given the API pointed at the real state machine, and a scheduler role and group
+    iam = boto3.client("iam", region_name=REGION)
+    role = iam.create_role(RoleName="scheduler-role", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    boto3.client("scheduler", region_name=REGION).create_schedule_group(Name="iterate")
+    monkeypatch.setenv("ITERATE_STATE_MACHINE_ARN", machine["arn"])
+    monkeypatch.setenv("ITERATE_SCHEDULER_ROLE_ARN", role)
+    monkeypatch.setenv("ITERATE_SCHEDULE_GROUP", "iterate")
+    with route_lambdas() as calls:
+        # And a dataset created through the API whose file was uploaded with the presigned URL's key
+        status, created = _api("POST", "/datasets", {"name": "Orders", "fileName": "orders.csv"})
+        assert status == 201
+        dataset_id, key = created["dataset"]["datasetId"], created["upload"]["key"]
+        version = machine["s3"].put_object(Bucket=BUCKET, Key=key, Body=orders_csv())["VersionId"]
+        DynamoRunRepository(machine["table"], "alice").record_upload(
+            dataset_id, {"bucket": BUCKET, "key": key, "versionId": version}
+        )
+        # When alice starts a run with instructions and it runs to its end
+        status, queued = _api("POST", f"/datasets/{dataset_id}/runs", {"instructions": "amounts are in USD"})
+        assert status == 202 and queued["status"] == "QUEUED"
+        execution_arn = machine["arn"].replace(":stateMachine:", ":execution:") + ":" + queued["runId"]
+        first = _wait_for_end(machine["sfn"], execution_arn)
+        # Then the same run id went QUEUED → SUCCEEDED, with issues and a report link for her only
+        assert first["status"] == "SUCCEEDED", first
+        assert not calls.failures, calls.failures
+        status, run = _api("GET", f"/runs/{queued['runId']}")
+        assert (
+            run["status"] == "SUCCEEDED"
+            and run["trigger"] == "api"
+            and run["instructions"] == "amounts are in USD"
+        )
+        status, issues = _api("GET", f"/runs/{queued['runId']}/issues")
+        assert status == 200 and len(issues["issues"]) == run["issueCount"] > 0
+        assert _api("GET", f"/runs/{queued['runId']}/report")[0] == 200
+        assert _api("GET", f"/runs/{queued['runId']}/issues", owner="bob")[0] == 404
+        # When she sets a schedule and EventBridge Scheduler fires it (its target input, as configured)
+        assert _api("PUT", f"/datasets/{dataset_id}/schedule", {"expression": "rate(7 days)"})[0] == 200
+        schedule = boto3.client("scheduler", region_name=REGION).get_schedule(
+            Name=schedule_name("alice", dataset_id), GroupName="iterate"
+        )
+        assert schedule["Target"]["Arn"] == machine["arn"]
+        fired = machine["sfn"].start_execution(
+            stateMachineArn=schedule["Target"]["Arn"], name="scheduled-1", input=schedule["Target"]["Input"]
+        )
+        second = _wait_for_end(machine["sfn"], fired["executionArn"])
+    # Then a second, schedule-triggered run of the latest upload succeeded and found the same issues
+    assert second["status"] == "SUCCEEDED", second
+    status, detail = _api("GET", f"/datasets/{dataset_id}")
+    triggers = sorted(r["trigger"] for r in detail["runs"])
+    assert triggers == ["api", "schedule"] and all(r["status"] == "SUCCEEDED" for r in detail["runs"])
+    scheduled = next(r for r in detail["runs"] if r["trigger"] == "schedule")
+    assert scheduled["issueCount"] == run["issueCount"]
+    # And a re-analysis sees the previous run's issues (what new / persisting / resolved is computed from)
+    from iterate.aws.deps import build_deps
+    from iterate.aws.payloads import RunState
+    from iterate.aws.steps import previous_issues
+
+    later = RunState.model_validate(
+        {
+            "runId": "r-later",
+            "owner": "alice",
+            "datasetId": dataset_id,
+            "trigger": "schedule",
+            "bucket": BUCKET,
+            "prefix": f"artifacts/alice/{dataset_id}/r-later/",
+            "source": {"bucket": BUCKET, "key": key, "versionId": version},
+            "startedAt": "2026-11-22T00:00:00Z",
+        }
+    )
+    earlier = previous_issues(build_deps(), later)
+    assert earlier is not None and len(earlier) == scheduled["issueCount"]
