@@ -7,6 +7,7 @@ import gzip
 import hashlib
 import json
 import lzma
+import threading
 import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -58,13 +59,13 @@ class _Digest:
     nul_offset: int | None  # first NUL byte in the raw file, when asked to look
 
 
-def _digest(path: Path, *, find_nul: bool) -> _Digest:
+def _digest(path: Path, *, find_nul: bool, stop: threading.Event) -> _Digest:
     """sha256 of the raw bytes, streamed in chunks (hashlib releases the GIL, so this overlaps the parse)."""
     sha = hashlib.sha256()
     nul: int | None = None
     offset = 0
     with path.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
+        while not stop.is_set() and (chunk := fh.read(_CHUNK)):
             sha.update(chunk)
             if find_nul and nul is None:
                 at = chunk.find(b"\x00")
@@ -98,11 +99,16 @@ def read_table(path: str | Path, *, name: str | None = None) -> Table:
         raise DatasetReadError(path, "file is empty", "upload the file again with its header and data rows")
 
     container = sniff_container(path, head)
+    stop = threading.Event()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="iterate-hash") as pool:
         compression = None if container else sniff_compression(head)
         scan_nul = container is None and compression is None
-        digest = pool.submit(_digest, path, find_nul=scan_nul)
-        table, info, problems, names = _read(path, head, container, compression, digest)
+        digest = pool.submit(_digest, path, find_nul=scan_nul, stop=stop)
+        try:
+            table, info, problems, names = _read(path, head, container, compression, digest)
+        except BaseException:
+            stop.set()  # a refused file needs no hash: do not make the error wait for it
+            raise
         hashed = digest.result()
     source = SourceInfo(
         path=str(path),
