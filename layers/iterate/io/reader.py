@@ -79,8 +79,13 @@ def read_table(path: str | Path, *, name: str | None = None) -> Table:
     """Read CSV/TSV (any delimiter, gzip/bz2/xz), Parquet, JSON Lines or .xlsx into a Table of text columns.
 
     Every value is kept exactly as written ("01907", "N/A", " x ", ""); typed formats are turned into
-    lossless text. Repairs (ragged rows, blank or duplicate headers, encoding fallback) are listed in
-    `table.problems`; anything that cannot be a table raises DatasetReadError naming the file and line.
+    lossless text. Repairs are listed in `table.problems` (ReadProblem kinds): "ragged_row" (a short
+    row is padded with ""; a long row keeps its extra fields at the end of the last column, joined
+    with the delimiter, so no text is lost; either way the row stays at its place), "blank_header",
+    "duplicate_header", "trailing_delimiter", "preamble" (title lines skipped), "encoding" (not UTF-8
+    from some line on), "other_sheets" (.xlsx), "dropped_index_column" (Parquet from pandas).
+    Anything that cannot be a table — including more than 10% ragged rows — raises DatasetReadError
+    naming the file, the line when known, and what to do. The file itself is only ever read.
     """
     path = Path(path)
     _check_file(path)
