@@ -221,6 +221,11 @@ class FunctionsConstruct(Construct):
                 env["ITERATE_EVENT_BUS"] = "default"
             if spec.sandbox or spec.name == "investigate":
                 env["ITERATE_SANDBOX_TIMEOUT_S"] = str(sandbox_code_timeout_s)
+            if spec.sandbox:
+                # The worker's address-space cap must sit below the function's memory, with room for Python.
+                env["ITERATE_SANDBOX_MEMORY_MB"] = str(spec.memory_mb * 3 // 4)
+                # No active tracing here (no X-Ray rights, no route to it): keep the SDK from trying.
+                env["POWERTOOLS_TRACE_DISABLED"] = "true"
 
             vpc_props: dict[str, object] = {}
             if spec.sandbox:

@@ -342,6 +342,12 @@ def test_function_environment_follows_the_runtime_contract(synth: Synth) -> None
         "api"
     ].keys()
     assert "ITERATE_SANDBOX_TIMEOUT_S" in env["sandbox"]
+    sandbox_memory = synth.resources[synth.function_id("sandbox")]["Properties"]["MemorySize"]
+    assert 0 < int(env["sandbox"]["ITERATE_SANDBOX_MEMORY_MB"]) < sandbox_memory
+    assert (
+        int(env["sandbox"]["ITERATE_SANDBOX_TIMEOUT_S"])
+        < synth.resources[synth.function_id("sandbox")]["Properties"]["Timeout"]
+    )
 
 
 def test_every_acknowledged_cdk_nag_finding_has_a_written_reason(synth: Synth) -> None:
