@@ -37,14 +37,17 @@ def generate(path: Path, rows: int, cols: int, seed: int = 0) -> None:
     pacsv.write_csv(pa.table(columns), path, write_options=pacsv.WriteOptions(quoting_style="none"))
 
 
-def interleaved(repeats: int, *fns: Callable[[], object]) -> list[list[float]]:
-    """Run the candidates in turn, `repeats` rounds, so a noisy machine slows them alike."""
-    times: list[list[float]] = [[] for _ in fns]
+def interleaved(repeats: int, *fns: Callable[[], object]) -> list[list[tuple[float, float]]]:
+    """(wall, CPU) seconds per run; candidates take turns so a noisy machine slows them alike.
+
+    CPU time (all threads of this process) barely moves with other processes' load; wall time does.
+    """
+    times: list[list[tuple[float, float]]] = [[] for _ in fns]
     for _ in range(repeats):
         for i, fn in enumerate(fns):
-            start = time.perf_counter()
+            wall, cpu = time.perf_counter(), time.process_time()
             fn()
-            times[i].append(time.perf_counter() - start)
+            times[i].append((time.perf_counter() - wall, time.process_time() - cpu))
     return times
 
 
@@ -69,13 +72,24 @@ def main() -> None:
             lambda: read_table(path),
             lambda: Table.from_arrow(text, name="t", source=table.source),
         )
-        med = statistics.median
+
+        def med(runs: list[tuple[float, float]], k: int) -> float:
+            return statistics.median(r[k] for r in runs)
+
         print(f"file: {path.name} {size_mb:.1f} MB, {table.n_rows} rows x {len(table.columns)} columns")
-        print(f"bare pyarrow.csv.read_csv      : median {med(bare):.3f}s  runs {[round(t, 3) for t in bare]}")
-        print(f"iterate.io.read_table          : median {med(ours):.3f}s  runs {[round(t, 3) for t in ours]}")
-        print(f"  of which Table.from_arrow    : median {med(wrap):.3f}s (dictionary-encoding every column)")
-        print(f"ratio read_table / bare        : {med(ours) / med(bare):.2f}x")
-        print(f"ratio (read_table - from_arrow) / bare: {(med(ours) - med(wrap)) / med(bare):.2f}x")
+        print(f"{'':34} {'wall (median)':>14} {'CPU (median)':>13}")
+        for label, runs in (
+            ("bare pyarrow.csv.read_csv", bare),
+            ("iterate.io.read_table", ours),
+            ("  of which Table.from_arrow", wrap),
+        ):
+            print(f"{label:34} {med(runs, 0):13.3f}s {med(runs, 1):12.3f}s")
+        for k, kind in ((0, "wall"), (1, "CPU")):
+            reading = med(ours, k) - med(wrap, k)
+            print(
+                f"{kind:>4}: read_table / bare = {med(ours, k) / med(bare, k):.2f}x;"
+                f" without Table.from_arrow = {reading / med(bare, k):.2f}x"
+            )
 
 
 if __name__ == "__main__":
