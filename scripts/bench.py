@@ -70,29 +70,40 @@ def read_and_profile(path: Path) -> dict[str, Any]:
     return _child(_PROFILE, str(path))
 
 
-def _analyze_command() -> list[str] | None:
-    """How to run `iterate analyze`, or None while the subcommand does not exist yet."""
-    if importlib.util.find_spec("iterate.cli.analyze") is None:
-        return None
-    exe = shutil.which("iterate", path=str(Path(sys.executable).parent)) or shutil.which("iterate")
-    return [exe] if exe else [sys.executable, "-m", "iterate"]
+_RUN_LOCAL = "import sys; from iterate.pipeline import run_local; run_local(sys.argv[1], sys.argv[2])"
+
+
+def _analyze_command() -> tuple[list[str], str] | None:
+    """How to run `iterate analyze FILE --out DIR` (argv prefix, label); the pipeline itself if no CLI yet."""
+    if importlib.util.find_spec("iterate.cli.analyze") is not None:
+        exe = shutil.which("iterate", path=str(Path(sys.executable).parent)) or shutil.which("iterate")
+        return ([exe, "analyze"] if exe else [sys.executable, "-m", "iterate", "analyze"]), "iterate analyze"
+    if importlib.util.find_spec("iterate.pipeline") is not None:
+        return [sys.executable, "-c", _RUN_LOCAL], "pipeline.run_local (no CLI yet)"
+    return None
 
 
 def analyze(path: Path, out: Path) -> dict[str, Any] | None:
     """Wall time and peak RSS of `iterate analyze FILE --out DIR` as a subprocess (None if unavailable)."""
-    cmd = _analyze_command()
-    if cmd is None:
+    found = _analyze_command()
+    if found is None:
         return None
+    cmd, label = found
     env_free = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}  # offline: no LLM calls
+    env_free["PYTHONPATH"] = str(REPO / "layers") + os.pathsep + os.environ.get("PYTHONPATH", "")
     out.mkdir(parents=True, exist_ok=True)
+    args = [str(path), "--out", str(out)] if label == "iterate analyze" else [str(path), str(out)]
     proc = subprocess.run(
-        [sys.executable, "-c", _WRAP, *cmd, "analyze", str(path), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        env=env_free,
-        timeout=3600,
+        [sys.executable, "-c", _WRAP, *cmd, *args], capture_output=True, text=True, env=env_free, timeout=3600
     )
-    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    result = dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    result["label"] = label
+    analysis = out / "analysis.json"
+    if result["rc"] == 0 and analysis.exists():
+        run = json.loads(analysis.read_text(encoding="utf-8")).get("run") or {}
+        result["timings_ms"] = run.get("timingsMs", {})
+        result["issues"] = len(json.loads(analysis.read_text(encoding="utf-8")).get("issues", []))
+    return result
 
 
 def sandbox_numbers() -> dict[str, Any] | None:
@@ -138,11 +149,13 @@ def run(
     print(f"  {'':<40s}{'wall s':>8s}{'peak MB':>9s}{'ratio':>8s}")
     print(_row(f"bare pyarrow.csv.read_csv (best of {repeats})", b, bare["peak_mb"], b))
     if ana is None:
-        print("  iterate analyze                         not available yet (no iterate.cli.analyze)")
+        print("  iterate analyze                         not available (neither the CLI nor the pipeline)")
     elif ana["rc"] != 0:
-        print(f"  iterate analyze FAILED (exit {ana['rc']}): {ana['stderr'].strip().splitlines()[-1:]}")
+        print(f"  {ana['label']} FAILED (exit {ana['rc']}): {ana['stderr'].strip().splitlines()[-1:]}")
     else:
-        print(_row("iterate analyze FILE --out DIR", ana["wall_s"], ana["peak_mb"], b))
+        print(_row(ana["label"], ana["wall_s"], ana["peak_mb"], b))
+        for step, ms in ana.get("timings_ms", {}).items():
+            print(_row(f"  step {step}", ms / 1000, None, b))
     print(_row("read_table + profile_table (one process)", prof["total_s"], prof["peak_mb"], b))
     print(_row("  of which read_table", prof["read_s"], None, b))
     print(_row("  of which profile_table", prof["profile_s"], None, b))
@@ -150,7 +163,9 @@ def run(
     if ana is not None and ana["rc"] == 0:
         ok = ana["wall_s"] <= TARGET_RATIO * b and ana["peak_mb"] < TARGET_PEAK_MB
         results["meets_targets"] = ok
-        print(f"  -> {'MET' if ok else 'NOT MET'}: {ana['wall_s'] / b:.2f}x, {ana['peak_mb']:.0f} MB")
+        print(
+            f"  -> {'MET' if ok else 'NOT MET'}: {ana['wall_s'] / b:.2f}x, {ana['peak_mb']:.0f} MB ({ana['label']})"
+        )
     if with_sandbox:
         try:
             results["sandbox"] = sb = sandbox_numbers()
