@@ -1,0 +1,264 @@
+"""The investigation loop with fake agents and sandboxes: retries with feedback, repeat detection, confirm."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from iterate.contracts import CodeInvestigation, DatasetProfile, DuplicateStats, Evidence, Issue
+from iterate.investigate import (
+    confirm,
+    investigate_all,
+    investigate_issue,
+    next_code,
+    stop_reason,
+    validate,
+)
+from iterate.ports import DatasetRef
+
+pytestmark = pytest.mark.unit
+
+DATA = DatasetRef(path="/nonexistent/data.parquet")
+PROFILE = DatasetProfile(
+    name="t",
+    rowCount=10,
+    columnCount=2,
+    contentHash="h",
+    nullMarker="",
+    columns=[],
+    duplicates=DuplicateStats(exactRows=0, exactGroups=0, nearRows=0),
+)
+
+
+def make_issue(
+    issue_id: str = "i1", *, rows: int | None = 3, type_: str = "missing_values", source: str = "detector"
+) -> Issue:
+    evidence = (
+        Evidence(
+            affectedCells=rows,
+            affectedRows=rows,
+            affectedShare=rows / 10,
+            stats={"column": "a", "markers": [""]},
+        )
+        if rows is not None
+        else None
+    )
+    return Issue(
+        id=issue_id,
+        type=type_,
+        severity="medium",
+        description="d",
+        affectedColumns=["a"],
+        suggestedAction="s",
+        category="quick_fixes",
+        affectedRows=rows,
+        evidence=evidence,
+        source=source,  # type: ignore[arg-type]
+        status="confirmed" if source == "detector" else "hypothesis",
+    )
+
+
+class ScriptedAgent:
+    """Writes the codes given in turn and records the feedback (earlier attempts) it was shown."""
+
+    source = "llm"
+
+    def __init__(self, codes: list[str]) -> None:
+        self.codes = list(codes)
+        self.seen: list[list[CodeInvestigation]] = []
+
+    def write_code(self, issue: Issue, *, profile: DatasetProfile, attempts: list[CodeInvestigation]) -> str:
+        self.seen.append(list(attempts))
+        return self.codes[min(len(self.seen) - 1, len(self.codes) - 1)]
+
+
+class ScriptedSandbox:
+    """Answers each code with a canned verdict: `ok:N` succeeds with N affected rows, `fail:MSG` fails."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.runs: list[str] = []
+        self.delay_s = delay_s
+        self.active = 0
+        self.max_active = 0
+        self.lock = threading.Lock()
+
+    def run(self, code: str, data: DatasetRef, *, timeout_s: float | None = None) -> CodeInvestigation:
+        with self.lock:
+            self.runs.append(code)
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        time.sleep(self.delay_s)
+        with self.lock:
+            self.active -= 1
+        kind, _, arg = code.partition(":")
+        if kind == "ok":
+            return CodeInvestigation(
+                code=code, success=True, output={"affected_rows": int(arg), "share": 0.5}
+            )
+        if kind == "raw":
+            return CodeInvestigation(code=code, success=True, output={"affected_rows": arg})
+        if kind == "boom":
+            raise RuntimeError("sandbox adapter broke")
+        return CodeInvestigation(code=code, success=False, error=arg, stopped="error")
+
+
+def test_fails_twice_then_succeeds_with_the_errors_fed_back() -> None:
+    # Given an agent whose first two scripts fail with different errors
+    agent = ScriptedAgent(["fail:KeyError a", "fail:TypeError b", "ok:3"])
+    sandbox = ScriptedSandbox()
+    # When the issue is investigated
+    result = investigate_issue(make_issue(), agent=agent, sandbox=sandbox, data=DATA, profile=PROFILE)
+    # Then the third attempt succeeds, and each retry saw the failures before it
+    assert result.success and result.attempts == 3 and result.source == "llm"
+    assert [len(s) for s in agent.seen] == [0, 1, 2]
+    assert [a.error for a in agent.seen[2]] == ["KeyError a", "TypeError b"]
+
+
+def test_the_same_code_again_stops_the_loop_without_running_it_twice() -> None:
+    agent = ScriptedAgent(["fail:NameError x"])  # keeps writing the same code
+    sandbox = ScriptedSandbox()
+    result = investigate_issue(make_issue(), agent=agent, sandbox=sandbox, data=DATA, profile=PROFILE)
+    assert sandbox.runs == ["fail:NameError x"]
+    assert result.success is False and result.attempts == 1
+    assert "repeated the same code" in (result.error or "")
+
+
+def test_the_same_error_twice_stops_the_loop() -> None:
+    agent = ScriptedAgent(["fail:same", "fail :same", "ok:1"])  # different code, same error
+    sandbox = ScriptedSandbox()
+    result = investigate_issue(make_issue(), agent=agent, sandbox=sandbox, data=DATA, profile=PROFILE)
+    assert len(sandbox.runs) == 2
+    assert result.success is False and result.attempts == 2
+    assert "same error repeated" in (result.error or "")
+
+
+def test_at_most_max_attempts() -> None:
+    agent = ScriptedAgent(["fail:a", "fail:b", "fail:c", "ok:3"])
+    sandbox = ScriptedSandbox()
+    result = investigate_issue(
+        make_issue(), agent=agent, sandbox=sandbox, data=DATA, profile=PROFILE, max_attempts=3
+    )
+    assert len(sandbox.runs) == 3 and result.attempts == 3 and not result.success
+    assert "gave up after 3 attempts" in (result.error or "")
+
+
+def test_an_agent_that_raises_ends_the_investigation_not_the_run() -> None:
+    class Broken:
+        def write_code(
+            self, issue: Issue, *, profile: DatasetProfile, attempts: list[CodeInvestigation]
+        ) -> str:
+            raise TimeoutError("LLM did not answer")
+
+    result = investigate_issue(
+        make_issue(), agent=Broken(), sandbox=ScriptedSandbox(), data=DATA, profile=PROFILE
+    )
+    assert result.success is False and "LLM did not answer" in (result.error or "")
+
+
+def test_next_code_is_the_step_function_form_of_the_loop() -> None:
+    agent = ScriptedAgent(["fail:a", "fail:b"])
+    issue = make_issue()
+    first = next_code(issue, [], agent=agent, profile=PROFILE, max_attempts=2)
+    assert first == "fail:a"
+    done = [
+        CodeInvestigation(code="fail:a", success=False, error="a"),
+        CodeInvestigation(code="fail:b", success=False, error="b"),
+    ]
+    assert next_code(issue, done, agent=agent, profile=PROFILE, max_attempts=2) is None
+    won = [CodeInvestigation(code="ok:1", success=True, output={"affected_rows": 1})]
+    assert next_code(issue, won, agent=agent, profile=PROFILE) is None
+    assert stop_reason(won, 3) == "succeeded"
+
+
+@pytest.mark.parametrize(
+    ("output", "ok"),
+    [
+        ({"affected_rows": 0}, True),
+        ({"affected_rows": 12, "examples": []}, True),
+        ({"affected_rows": True}, False),
+        ({"affected_rows": -1}, False),
+        ({"affected_rows": "3"}, False),
+        ({"rows": 3}, False),
+        ([1, 2], False),
+    ],
+)
+def test_validate_requires_an_integer_affected_rows(output: Any, ok: bool) -> None:
+    checked = validate(CodeInvestigation(code="c", success=True, output=output))
+    assert checked.success is ok
+    if not ok:
+        assert checked.stopped == "invalid_output" and checked.error
+
+
+def test_confirm_matches_the_detector_count() -> None:
+    issue = make_issue(rows=3)
+    same = confirm(issue, CodeInvestigation(code="c", success=True, output={"affected_rows": 3}))
+    assert same.status == "confirmed" and same.investigation is not None
+    assert same.evidence is not None and same.evidence.stats["investigation_affected_rows"] == 3
+    other = confirm(issue, CodeInvestigation(code="c", success=True, output={"affected_rows": 5}))
+    assert other.status == "unconfirmed"
+    assert other.evidence is not None
+    assert (
+        other.evidence.stats["detector_affected_rows"] == 3
+        and other.evidence.stats["investigation_affected_rows"] == 5
+    )
+    assert other.affectedRows == 3  # the detector's number stays; both are in the evidence
+
+
+def test_a_failed_investigation_keeps_the_detector_evidence_and_says_why() -> None:
+    issue = make_issue(rows=3)
+    failed = confirm(
+        issue, CodeInvestigation(code="c", success=False, error="timeout after 30 s", stopped="timeout")
+    )
+    assert failed.status == issue.status
+    assert failed.affectedRows == 3 and failed.evidence is not None and failed.evidence.affectedRows == 3
+    assert failed.evidence.stats["investigation_failed"] == "timeout after 30 s"
+
+
+def test_an_llm_hypothesis_takes_its_numbers_from_the_code() -> None:
+    hypothesis = make_issue(rows=None, type_="suspicious_prices", source="llm")
+    output = {
+        "affected_rows": 4,
+        "affected_cells": 4,
+        "share": 0.4,
+        "examples": [{"row": 2, "column": "a", "value": "x"}, {"bad": 1}],
+    }
+    confirmed = confirm(hypothesis, CodeInvestigation(code="c", success=True, output=output, source="llm"))
+    assert confirmed.status == "confirmed" and confirmed.affectedRows == 4
+    assert confirmed.evidence is not None and confirmed.evidence.affectedShare == 0.4
+    assert [e.row for e in confirmed.evidence.examples] == [2]
+    empty = confirm(hypothesis, CodeInvestigation(code="c", success=True, output={"affected_rows": 0}))
+    assert empty.status == "unconfirmed" and empty.affectedRows is None
+
+
+def test_investigate_all_is_bounded_ordered_and_never_raises() -> None:
+    # Given six issues, one read-level, one whose sandbox call blows up, and a slow sandbox
+    codes = {"a": "ok:3", "b": "fail:x", "c": "boom:", "d": "ok:3", "e": "ok:2"}
+
+    class PerIssue:
+        source = "template"
+
+        def supports(self, issue: Issue) -> bool:
+            return issue.id != "e"
+
+        def write_code(
+            self, issue: Issue, *, profile: DatasetProfile, attempts: list[CodeInvestigation]
+        ) -> str:
+            return codes[issue.id]
+
+    issues = [make_issue(i) for i in "abcde"] + [make_issue("r", type_="ragged_rows")]
+    sandbox = ScriptedSandbox(delay_s=0.05)
+    # When they are investigated two at a time
+    out = investigate_all(issues, agent=PerIssue(), sandbox=sandbox, data=DATA, profile=PROFILE, workers=2)
+    # Then the order is kept, at most two ran at once, and each issue got what it deserved
+    assert [i.id for i in out] == ["a", "b", "c", "d", "e", "r"]
+    assert sandbox.max_active <= 2
+    by_id = {i.id: i for i in out}
+    assert by_id["a"].status == "confirmed" and by_id["a"].investigation is not None
+    assert by_id["a"].investigation.source == "template"
+    assert by_id["b"].investigation is not None and not by_id["b"].investigation.success
+    assert by_id["c"].investigation is not None and by_id["c"].investigation.stopped == "crash"
+    assert "sandbox adapter broke" in (by_id["c"].investigation.error or "")
+    assert by_id["e"].investigation is None and by_id["r"].investigation is None

@@ -1,0 +1,234 @@
+"""Offline templates run in the real sandbox recompute each issue type's claim; scripts rerun standalone."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from iterate.agents.offline.investigation import (
+    OfflineInvestigationAgent,
+    UnsupportedIssue,
+    supports,
+    template_code,
+)
+from iterate.contracts import DatasetProfile, DuplicateStats, Evidence, Issue
+from iterate.investigate import investigate_all, save_scripts
+from iterate.io import write_parquet_text
+from iterate.ports import DatasetRef
+from iterate.sandbox import LocalSandbox, SandboxLimits, check_policy
+from iterate.storage.local import LocalArtifactStore
+from iterate.table import SourceInfo, Table
+
+ROWS: dict[str, list[str]] = {
+    "id": ["1", "2", "3", "4", "4", "6", "7", "8", "9"],
+    "city": ["Paris", "paris ", "N/A", "Lyon", "Lyon", "Nice", "", "Lyon", "Lyon"],
+    "amount": ["10", "12", "9999", "11", "11", "$1,000", "abc", "7", "-50"],
+    "zip": ["75001", "7500", "", "69001", "69001", "06000", "n/a", "69001", "69002"],
+    "country": ["FR", "FR", "FR", "FR", "FR", "FR", "FR", "FR", "FR"],
+    "name": ["Ann Smith", "Bob Jones", "Cy Lee", "Dee Lee", "Dee Lee", "Eve", "Fay Jones", "Gus", "Hal"],
+    "last": ["", "Jones", "", "Lee", "Lee", "", "", "Lee", "Jones"],
+    "odd__name": ["a", "b", "c", "d", "d", "e", "f", "g", "h"],
+}
+N = len(ROWS["id"])
+PROFILE = DatasetProfile(
+    name="t",
+    rowCount=N,
+    columnCount=len(ROWS),
+    contentHash="h",
+    nullMarker="",
+    columns=[],
+    duplicates=DuplicateStats(exactRows=1, exactGroups=1, nearRows=0),
+)
+
+
+def issue(issue_id: str, type_: str, rows: int, stats: dict[str, Any]) -> Issue:
+    return Issue(
+        id=issue_id,
+        type=type_,
+        severity="low",
+        description="d",
+        affectedColumns=[],
+        suggestedAction="s",
+        category="quick_fixes",
+        affectedRows=rows,
+        evidence=Evidence(affectedCells=rows, affectedRows=rows, affectedShare=rows / N, stats=stats),
+    )
+
+
+def count(values: list[str], predicate: Any) -> int:
+    return sum(1 for v in values if predicate(v))
+
+
+def fd_violations(lhs: str, rhs: str) -> int:
+    """Rows whose rhs differs from the most frequent rhs of their lhs group (first seen wins a tie)."""
+    groups: dict[str, list[str]] = {}
+    for key, value in zip(ROWS[lhs], ROWS[rhs], strict=True):
+        groups.setdefault(key, []).append(value)
+    return sum(sum(1 for v in vals if v != max(vals, key=vals.count)) for vals in groups.values())
+
+
+def merged_rows(column: str, other: str) -> int:
+    seen = {v for v in ROWS[other] if v.strip()}
+    return sum(
+        1
+        for value, o in zip(ROWS[column], ROWS[other], strict=True)
+        if not o.strip() and any(value.endswith(" " + s) for s in seen)
+    )
+
+
+# Each case: the issue as a detector would write it, with the count worked out here by plain Python.
+CASES = [
+    issue("missing", "missing_values", count(ROWS["city"], lambda v: v.strip().casefold() in {"", "n/a"}),
+          {"column": "city", "markers": ["", "N/A"]}),
+    issue("exact-dupes", "duplicate_rows", 1, {"columns": list(ROWS)}),
+    issue("near-dupes", "near_duplicate_rows", 0, {"columns": ["city", "name"]}),
+    issue("zip-format", "format_violation",
+          count(ROWS["zip"], lambda v: v.strip() not in {"", "n/a"} and not re.fullmatch(r"\d{5}", v)),
+          {"column": "zip", "expected_regex": r"\d{5}", "missing_markers": ["n/a"]}),
+    issue("units", "unit_in_number", 1, {"column": "amount", "bad_values": ["$1,000"]}),
+    issue("spelling", "inconsistent_category", 1,
+          {"column": "city", "bad_values": ["paris "], "canonical": {"paris ": "Paris"}}),
+    issue("outliers", "numeric_outlier", 3, {"column": "amount", "low": 0, "high": 100}),
+    issue("fd", "dependency_violation", fd_violations("country", "city"), {"lhs": ["country"], "rhs": "city", "min_support": 3}),
+    issue("merged", "merged_columns", merged_rows("name", "last"), {"column": "name", "other": "last"}),
+    issue("constant", "constant_column", N, {"column": "country"}),
+    issue("unique", "all_unique_column", 0, {"column": "id"}),
+    issue("dunder-name", "stray_whitespace", 1, {"column": "odd__name", "bad_values": ["e"]}),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    table = Table.from_arrow(pa.table(ROWS), name="t", source=SourceInfo(path="t.csv", format="csv"))
+    return write_parquet_text(table, tmp_path_factory.mktemp("tpl") / "data.parquet")
+
+
+@pytest.fixture(scope="module")
+def investigated(dataset: Path) -> dict[str, Issue]:
+    sandbox = LocalSandbox(SandboxLimits(timeout_s=20))
+    out = investigate_all(
+        CASES,
+        agent=OfflineInvestigationAgent(),
+        sandbox=sandbox,
+        data=DatasetRef(path=str(dataset)),
+        profile=PROFILE,
+    )
+    return {i.id: i for i in out}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_template_recomputes_the_claim(case: Issue, investigated: dict[str, Issue]) -> None:
+    # Given an issue of each type whose count was worked out independently
+    # When its template ran in the sandbox
+    found = investigated[case.id]
+    inv = found.investigation
+    # Then it succeeded, agreed with the count, and returned share and examples that match
+    assert inv is not None and inv.success, (inv.stopped, inv.error) if inv else None
+    assert inv.source == "template"
+    assert inv.output["affected_rows"] == case.affectedRows
+    assert found.status == "confirmed"
+    assert inv.output["share"] == pytest.approx(case.affectedRows / N)
+    assert len(inv.output["examples"]) == min(10, case.affectedRows)
+    for example in inv.output["examples"]:
+        assert ROWS[example["column"]][example["row"]] == example["value"]
+
+
+@pytest.mark.unit
+def test_every_template_passes_the_static_policy() -> None:
+    for case in CASES:
+        assert check_policy(template_code(case)) == [], case.id
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "unsupported",
+    [
+        issue("ragged", "ragged_rows", 2, {"rows": [1, 2]}),
+        issue("header", "blank_header", 1, {"column": "x"}),
+        issue("llm", "seasonal_spike", 3, {}),
+        issue("no-params", "numeric_outlier", 3, {"column": "amount"}),
+    ],
+    ids=lambda i: i.id,
+)
+def test_issues_without_a_template_are_not_investigated(unsupported: Issue) -> None:
+    assert supports(unsupported) is False
+    with pytest.raises(UnsupportedIssue):
+        template_code(unsupported)
+
+
+@pytest.mark.unit
+def test_saved_scripts_rerun_standalone_and_print_the_same_evidence(
+    investigated: dict[str, Issue], dataset: Path, tmp_path: Path
+) -> None:
+    # Given the investigated issues and a local artifact store beside the report
+    store = LocalArtifactStore(tmp_path / "run")
+    failed = investigated["missing"].model_copy(
+        update={
+            "id": "failed-one",
+            "investigation": investigated["missing"].investigation.model_copy(update={"success": False}),
+        }  # type: ignore[union-attr]
+    )
+    # When the scripts are saved
+    keys = save_scripts([*investigated.values(), failed], store)
+    # Then there is one per successful investigation
+    assert sorted(keys) == sorted(f"scripts/{c.id}.py" for c in CASES)
+    # And a script run by hand on the Parquet file, or on a CSV of the same data, prints the sandbox's output
+    csv_path = tmp_path / "data.csv"
+    with csv_path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(list(ROWS))
+        writer.writerows(zip(*ROWS.values(), strict=True))
+    for issue_id in ("zip-format", "outliers", "dunder-name"):
+        script = tmp_path / "run" / "scripts" / f"{issue_id}.py"
+        expected = investigated[issue_id].investigation.output  # type: ignore[union-attr]
+        for data in (dataset, csv_path):
+            done = subprocess.run(
+                [sys.executable, str(script), str(data)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr
+            assert json.loads(done.stdout) == expected
+
+
+@pytest.mark.slow
+def test_detector_issues_on_a_real_benchmark_are_confirmed_by_their_templates(tmp_path: Path) -> None:
+    # Given the issues the detectors find in a public benchmark file (units, merged columns, dependencies...)
+    source = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "beers" / "dirty.csv"
+    if not source.exists():
+        pytest.skip("benchmark datasets not present")
+    from iterate.detect import detect
+    from iterate.io import read_table
+    from iterate.issues import issues_from_findings
+
+    table = read_table(source)
+    issues = issues_from_findings(detect(table).findings, table, None)
+    data = write_parquet_text(table, tmp_path / "beers.parquet")
+    # When every supported issue is investigated offline
+    out = investigate_all(
+        issues,
+        agent=OfflineInvestigationAgent(),
+        sandbox=LocalSandbox(SandboxLimits(timeout_s=30)),
+        data=DatasetRef(path=str(data)),
+        profile=PROFILE,
+    )
+    # Then each one the templates cover is recounted to exactly the detector's number
+    investigated = [i for i in out if i.investigation is not None]
+    assert len(investigated) >= 10
+    disagreements = [
+        (i.id, i.affectedRows, i.investigation.output if i.investigation.success else i.investigation.error)  # type: ignore[union-attr]
+        for i in investigated
+        if i.status != "confirmed" or not i.investigation.success  # type: ignore[union-attr]
+    ]
+    assert disagreements == []
