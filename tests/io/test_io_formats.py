@@ -461,3 +461,38 @@ def test_an_xlsx_header_with_one_name_is_not_mistaken_for_a_title(tmp_path: Path
     table = read_table(path)
     assert table.column_names == ["id", "column_2", "column_3"]
     assert as_rows(table) == [["1", "a", "b"]]
+
+
+@pytest.mark.parametrize(
+    ("filename", "compress", "compression"),
+    [
+        ("events.jsonl.gz", gzip.compress, "gzip"),
+        ("orders.tsv.bz2", None, "bz2"),
+        ("orders.csv.xz", None, "xz"),
+    ],
+)
+def test_other_compressions_and_compressed_json_lines(
+    tmp_path: Path, filename: str, compress, compression: str
+) -> None:  # type: ignore[no-untyped-def]
+    # Given compressed files of each kind
+    import bz2
+    import lzma
+
+    if filename.endswith(".jsonl.gz"):
+        content = b'{"zip": "01907", "amount": 6.0}\n{"zip": "N/A", "amount": null}\n'
+        expected = [["01907", "6.0"], ["N/A", ""]]
+    else:
+        delimiter = "\t" if ".tsv" in filename else ","
+        content = csv_text(["zip", "amount"], [["01907", "6.0"], ["N/A", ""]], delimiter).encode()
+        expected = [["01907", "6.0"], ["N/A", ""]]
+    packer = compress or {"bz2": bz2.compress, "xz": lzma.compress}[compression]
+    path = tmp_path / filename
+    path.write_bytes(packer(content))
+
+    # When it is read
+    table = read_table(path)
+
+    # Then the content is read as if it were not compressed
+    assert table.source.compression == compression
+    assert table.column_names == ["zip", "amount"]
+    assert as_rows(table) == expected
