@@ -37,7 +37,9 @@ class LayersConstruct(Construct):
                 compatible_runtimes=[RUNTIME],
                 compatible_architectures=[ARCHITECTURE],
                 description=LAYER_DESCRIPTIONS.get(name, name),
-                removal_policy=RemovalPolicy.RETAIN,  # old function versions may still reference it
+                # Deleting a superseded layer version does not affect functions already deployed with it (Lambda
+                # keeps their copy), so old versions are not retained to pile up against the storage quota.
+                removal_policy=RemovalPolicy.DESTROY,
             )
 
     def get(self, names: tuple[str, ...]) -> list[lambda_.ILayerVersion]:
