@@ -156,3 +156,12 @@ def test_llm_steps_add_token_usage_and_fallbacks_to_the_run(aws: dict[str, Any])
     assert record["costUsd"] == pytest.approx(0.02)
     assert record["degradedReasons"] == ["understanding: unavailable"]
     assert record["stepDegraded"] == {"understand": ["understanding: unavailable"]}
+
+
+def test_url_encoded_key_in_the_event_still_finds_the_upload(aws: dict[str, Any]) -> None:
+    # Given a file whose name has a space, announced with the key URL-encoded
+    version = aws["s3"].put_object(Bucket=BUCKET, Key="uploads/alice/d1/my orders.csv", Body=CSV)["VersionId"]
+    event = object_created_event(BUCKET, "uploads/alice/d1/my+orders.csv", version)
+    # When ProfileDataset runs, Then it reads the real object and profiles it
+    out = invoke("profile", {"trigger": event, "executionId": "x"})
+    assert out["summary"]["rowCount"] == 6

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote_plus
 
 from pydantic import BaseModel, ValidationError
 
@@ -238,6 +239,20 @@ def _start_run(repo: DynamoRunRepository, run: RunState, execution_id: str) -> N
         raise RunTransitionError(f"run {run.runId} is {existing['status']}; it cannot start")
 
 
+def _download(deps: AwsDeps, source: S3ObjectRef, local: Path) -> None:
+    """The exact object version to local disk; keys with spaces may arrive URL-encoded, so try decoded too."""
+    from botocore.exceptions import ClientError
+
+    extra = {"VersionId": source.versionId} if source.versionId else None
+    try:
+        deps.s3_client().download_file(source.bucket, source.key, str(local), ExtraArgs=extra)
+    except ClientError as exc:
+        decoded = unquote_plus(source.key)
+        if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey") or decoded == source.key:
+            raise
+        deps.s3_client().download_file(source.bucket, decoded, str(local), ExtraArgs=extra)
+
+
 def profile(payload: ProfileInput, deps: AwsDeps, *, execution_id: str) -> ProfileOutput:
     """Claim the upload (one run per object version), create the run, download and profile the file."""
     from iterate import pipeline
@@ -258,8 +273,7 @@ def profile(payload: ProfileInput, deps: AwsDeps, *, execution_id: str) -> Profi
     work = Path(tempfile.mkdtemp(prefix="iterate-", dir=deps.work_dir))
     try:
         local = work / (file_name or "upload")
-        extra = {"VersionId": run.source.versionId} if run.source.versionId else None
-        deps.s3_client().download_file(run.source.bucket, run.source.key, str(local), ExtraArgs=extra)
+        _download(deps, run.source, local)
         with running_step(deps, run, "profile") as ctx:
             # The file keeps its uploaded name, so the dataset is named exactly as `iterate analyze` names it.
             summary = pipeline.profile_step(ctx, local)
