@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from agent_helpers import agents_for
 from fake_anthropic import tool_reply
 from llm_fixtures import make_candidates, make_profile, review_answer, understanding_answer
+
+from iterate.settings import Settings
 
 pytestmark = pytest.mark.unit
 
@@ -38,4 +42,57 @@ def test_a_50_column_run_stays_under_the_input_budget_whatever_the_row_count(fak
             f"{input_tokens(usage['understanding'])} + analysis {input_tokens(usage['analysis'])} = {total} input tokens"
         )
     assert agents.mode == "llm"
+    assert 0 < total < BUDGET
+
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "orders.csv"
+
+
+@pytest.mark.slow
+def test_a_real_50_column_file_stays_under_the_budget(fake, make_llm, tmp_path, capsys):
+    """The benchmark files side by side (20 + 11 + 11 columns) plus 8 sample columns: real profiler output,
+    real detector candidates, the real prompts."""
+    import csv
+
+    from test_agents_pipeline_e2e import smart_claude
+
+    from iterate.pipeline import RunContext, analyze_step, profile_step, understand_step
+    from iterate.storage.local import LocalArtifactStore
+
+    sources = [(SHARED / "hospital" / "dirty.csv", 20), (SHARED / "beers" / "dirty.csv", 11)]
+    sources += [(SHARED / "food" / "dirty.csv", 11), (SAMPLE, 8)]
+    if not all(p.exists() for p, _ in sources):
+        pytest.skip("benchmark datasets not present beside the repo")
+    # Given a 1,000-row, 50-column file built from real dirty datasets
+    tables = []
+    for path, width in sources:
+        with path.open(newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))[:1001]
+        tables.append([[f"{path.parent.name}_{h}" for h in rows[0][:width]], *[r[:width] for r in rows[1:]]])
+    wide = tmp_path / "wide.csv"
+    with wide.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([[cell for t in tables for cell in t[i]] for i in range(1001)])
+    fake.default = smart_claude
+    agents = agents_for(make_llm())
+    ctx = RunContext(
+        run_id="budget",
+        store=LocalArtifactStore(tmp_path / "run"),
+        agents=agents,
+        sandbox=None,  # type: ignore[arg-type]
+        settings=Settings(),
+    )
+    # When profile, understanding and analysis run
+    profile_step(ctx, wide)
+    understand_step(ctx)
+    analyze_step(ctx)
+    # Then understanding + analysis stay under the budget
+    usage = agents.usage()
+    total = input_tokens(usage["total"])
+    with capsys.disabled():
+        print(
+            f"\n[budget] real 50-column file: understanding {input_tokens(usage['understanding'])} + analysis "
+            f"{input_tokens(usage['analysis'])} = {total} input tokens"
+        )
+    assert agents.mode == "llm" and fake.tool_names() == ["record_understanding", "record_review"]
     assert 0 < total < BUDGET

@@ -57,7 +57,8 @@ def user_message(
     shown = sorted(candidates, key=lambda c: -LEVEL.get(c.severity, 0))[:MAX_CANDIDATES_IN_PROMPT]
     parts = [
         "Review these candidate issues, rank them, explain them for the business and add hypotheses.",
-        tagged("candidates", [issue_brief(c) for c in shown]),
+        # Row numbers are left out: the model must not quote them, and the report takes them from code.
+        tagged("candidates", [issue_brief(c, rows=False, description_chars=220) for c in shown]),
         tagged(
             "understanding",
             {
@@ -68,7 +69,8 @@ def user_message(
                 },
             },
         ),
-        tagged("dataset_profile", profile_brief(profile)),
+        # The candidates carry their own examples; three top values per column are enough for hypotheses.
+        tagged("dataset_profile", profile_brief(profile, top=3)),
     ]
     if previous_issues:
         parts.append(

@@ -28,7 +28,7 @@ def tagged(tag: str, obj: Any) -> str:
     return f"<{tag}>\n{safe_json(obj)}\n</{tag}>"
 
 
-def column_brief(col: ColumnProfile) -> dict[str, Any]:
+def column_brief(col: ColumnProfile, *, top: int = TOP_VALUES) -> dict[str, Any]:
     """One column in a few dozen tokens: sizes grow with columns, never with rows."""
     brief: dict[str, Any] = {
         "name": truncate(col.name, MAX_NAME_CHARS),
@@ -39,7 +39,7 @@ def column_brief(col: ColumnProfile) -> dict[str, Any]:
     if col.format:
         brief["format"] = truncate(col.format)
     if col.topValues:
-        brief["top"] = [[truncate(v.value), v.count] for v in col.topValues[:TOP_VALUES]]
+        brief["top"] = [[truncate(v.value), v.count] for v in col.topValues[:top]]
     if col.patterns:
         brief["patterns"] = [truncate(p.value) for p in col.patterns[:PATTERNS]]
     if col.numeric:
@@ -50,11 +50,11 @@ def column_brief(col: ColumnProfile) -> dict[str, Any]:
     return brief
 
 
-def profile_brief(profile: DatasetProfile) -> dict[str, Any]:
+def profile_brief(profile: DatasetProfile, *, top: int = TOP_VALUES) -> dict[str, Any]:
     brief: dict[str, Any] = {
         "file": truncate(profile.name, MAX_NAME_CHARS),
         "rows": profile.rowCount,
-        "columns": [column_brief(c) for c in profile.columns],
+        "columns": [column_brief(c, top=top) for c in profile.columns],
     }
     if profile.candidateKeys:
         brief["keys"] = profile.candidateKeys[:3]
@@ -66,24 +66,35 @@ def profile_brief(profile: DatasetProfile) -> dict[str, Any]:
     return brief
 
 
-def issue_brief(issue: Issue, *, examples: int = 3) -> dict[str, Any]:
-    """An issue as the model needs it: what, where, how much (measured), a few examples."""
+def issue_brief(
+    issue: Issue, *, examples: int = 3, rows: bool = True, description_chars: int = 300
+) -> dict[str, Any]:
+    """An issue as the model needs it: what, where, how much (measured), a few distinct examples."""
     brief: dict[str, Any] = {
         "id": issue.id,
         "type": issue.type,
         "severity": issue.severity,
         "columns": [truncate(c, MAX_NAME_CHARS) for c in issue.affectedColumns],
-        "description": truncate(issue.description, 300),
+        "description": truncate(issue.description, description_chars),
     }
     if issue.affectedRows is not None:
         brief["rows"] = issue.affectedRows
     if issue.evidence is not None:
         brief["share"] = round(issue.evidence.affectedShare, 4)
-        brief["examples"] = [
-            {"row": e.row, "value": truncate(e.value)}
-            | ({"expected": truncate(e.expected)} if e.expected else {})
-            for e in issue.evidence.examples[:examples]
-        ]
+        shown: list[dict[str, Any]] = []
+        seen: set[tuple[str, str | None]] = set()
+        for e in issue.evidence.examples:
+            if len(shown) >= examples:
+                break
+            if (e.value, e.expected) in seen:  # "empty", "empty", "empty" teaches nothing new
+                continue
+            seen.add((e.value, e.expected))
+            item: dict[str, Any] = {"row": e.row} if rows else {}
+            item["value"] = truncate(e.value)
+            if e.expected:
+                item["expected"] = truncate(e.expected)
+            shown.append(item)
+        brief["examples"] = shown
     return brief
 
 
