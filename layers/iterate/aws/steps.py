@@ -167,7 +167,7 @@ def running_step(deps: AwsDeps, run: RunState, step: str, *, llm: bool = False) 
     metrics.add_metric(name=f"{step.title()}DurationMs", unit="Milliseconds", value=elapsed_ms)
     if llm:
         usage, degraded = _usage_of(agents)
-        if usage or degraded:
+        if usage.get("calls") or degraded:  # offline steps have nothing to add
             repo.add_usage(run.runId, step, usage, degraded)
         logger.info("step usage", tokens=usage, degraded=degraded, mode=getattr(agents, "mode", None))
 
