@@ -27,11 +27,30 @@ def main() -> int:
         )
         seconds = time.perf_counter() - started
         for mode in ("strict", "semantic"):
-            cmd = [sys.executable, str(SHARED / "eval" / "score.py"), str(ds / "dirty.csv"), str(ds / "clean.csv")]
+            cmd = [
+                sys.executable,
+                str(SHARED / "eval" / "score.py"),
+                str(ds / "dirty.csv"),
+                str(ds / "clean.csv"),
+            ]
             cmd += [str(out / "flags.csv"), "--json"] + (["--semantic"] if mode == "semantic" else [])
             res = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-            rows.append((ds.name, mode, res["precision"], res["recall"], res["f1"], res["tp"], res["fp"], res["fn"], seconds))
-    print(f"{'dataset':<10}{'mode':<10}{'precision':>10}{'recall':>8}{'F1':>8}{'TP':>7}{'FP':>6}{'FN':>6}{'analyze s':>11}")
+            rows.append(
+                (
+                    ds.name,
+                    mode,
+                    res["precision"],
+                    res["recall"],
+                    res["f1"],
+                    res["tp"],
+                    res["fp"],
+                    res["fn"],
+                    seconds,
+                )
+            )
+    print(
+        f"{'dataset':<10}{'mode':<10}{'precision':>10}{'recall':>8}{'F1':>8}{'TP':>7}{'FP':>6}{'FN':>6}{'analyze s':>11}"
+    )
     for name, mode, p, r, f1, tp, fp, fn, s in rows:
         print(f"{name:<10}{mode:<10}{p:>10.3f}{r:>8.3f}{f1:>8.3f}{tp:>7}{fp:>6}{fn:>6}{s:>11.1f}")
     return 0

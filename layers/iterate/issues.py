@@ -16,7 +16,13 @@ MAX_EXAMPLES = 20
 MAX_VALUE_CHARS = 200
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 # Facts about a column or a row, not wrong values: they do not gain severity from the column's importance.
-FACT_TYPES = {"missing_values", "constant_column", "all_unique_column", "duplicate_rows", "near_duplicate_rows"}
+FACT_TYPES = {
+    "missing_values",
+    "constant_column",
+    "all_unique_column",
+    "duplicate_rows",
+    "near_duplicate_rows",
+}
 
 
 def issue_id(finding: Finding) -> str:
@@ -86,7 +92,9 @@ def to_issue(finding: Finding, table: Table, *, important: set[str], minor: set[
     share = affected_rows / n_rows
     severity = share_severity(share, blocks_analysis=finding.blocks_analysis)
     if finding.type not in FACT_TYPES and finding.flag and important & set(finding.columns):
-        severity = _bump(severity, 1)  # wrong values in a key or determining column spread to everything joined on it
+        severity = _bump(
+            severity, 1
+        )  # wrong values in a key or determining column spread to everything joined on it
     if finding.type == "missing_values" and minor and set(finding.columns) <= minor:
         severity = _bump(severity, -1)  # an optional comment field left empty is normal
     if finding.type == "constant_column":
@@ -137,12 +145,12 @@ class Timeline:
         best = dated[0]
         column = table.column(best.name)
         parsed = pd.to_datetime(pd.Series(column.uniques), format=best.format, errors="coerce")
-        month = parsed.dt.to_period("M")
-        labels = sorted({str(m) for m in month.dropna()})
+        month = parsed.dt.strftime("%Y-%m").fillna("")
+        labels = sorted(set(month) - {""})
         if len(labels) < 3:
             return
         index = {m: i for i, m in enumerate(labels)}
-        per_unique = np.array([index.get(str(m), -1) if not pd.isna(m) else -1 for m in month], dtype=np.int64)
+        per_unique = np.array([index.get(m, -1) for m in month], dtype=np.int64)
         self.column, self.labels = best.name, labels
         self.months = per_unique[column.codes]
 
@@ -180,7 +188,9 @@ class Timeline:
         )
 
 
-def issues_from_findings(findings: list[Finding], table: Table, profile: DatasetProfile | None) -> list[Issue]:
+def issues_from_findings(
+    findings: list[Finding], table: Table, profile: DatasetProfile | None
+) -> list[Issue]:
     important = key_columns(profile)
     minor = minor_columns(profile)
     timeline = Timeline(table, profile)
@@ -212,5 +222,7 @@ def flags_of(findings: list[Finding], table: Table) -> FlagArrays:
         cols.append(names[f.cols[keep]])
         ids.append(np.full(int(keep.sum()), issue_id(f), dtype=object))
     if not rows:
-        return FlagArrays(np.array([], dtype=np.int64), np.array([], dtype=object), np.array([], dtype=object))
+        return FlagArrays(
+            np.array([], dtype=np.int64), np.array([], dtype=object), np.array([], dtype=object)
+        )
     return FlagArrays(np.concatenate(rows), np.concatenate(cols), np.concatenate(ids))

@@ -127,7 +127,9 @@ def _put_file(store: ArtifactStore, key: str, path: Path) -> None:
         store.put_bytes(key, path.read_bytes())
 
 
-def profile_step(ctx: RunContext, source_path: str | Path, *, dataset_name: str | None = None) -> ProfileSummary:
+def profile_step(
+    ctx: RunContext, source_path: str | Path, *, dataset_name: str | None = None
+) -> ProfileSummary:
     """Read the file once, profile it, run the detectors; write data, profile, candidate issues and flags."""
     from iterate.detect import detect
     from iterate.io import read_table, write_parquet_text
@@ -311,7 +313,9 @@ def report_step(ctx: RunContext, *, started_at: str, started_clock: float | None
     profile = get_model(ctx.store, PROFILE, DatasetProfile)
     understanding = get_model(ctx.store, UNDERSTANDING, DatasetUnderstanding)
     draft = get_model(ctx.store, ISSUES, IssueDraft)
-    summary = ProfileSummary.model_validate(get_model(ctx.store, STEPS.format(step="profile"), StepRecord).detail["summary"])
+    summary = ProfileSummary.model_validate(
+        get_model(ctx.store, STEPS.format(step="profile"), StepRecord).detail["summary"]
+    )
     issues = []
     for issue in draft.issues:
         key = INVESTIGATION.format(issue_id=issue.id)
@@ -326,10 +330,14 @@ def report_step(ctx: RunContext, *, started_at: str, started_clock: float | None
         if ctx.store.exists(STEPS.format(step=s))
     ]
     mode, reasons = _mode(records)
-    timings = {r.step: r.durationMs for r in records} | {k: v for k, v in ctx.timings_ms.items() if k not in {"report"}}
+    timings = {r.step: r.durationMs for r in records} | {
+        k: v for k, v in ctx.timings_ms.items() if k not in {"report"}
+    }
     model = next((r.model for r in records if r.model), None) if mode != "offline" else None
     now = datetime.now(UTC)
-    duration = (time.perf_counter() - started_clock) * 1000 if started_clock is not None else sum(timings.values())
+    duration = (
+        (time.perf_counter() - started_clock) * 1000 if started_clock is not None else sum(timings.values())
+    )
     result = AnalysisResult(
         mode=mode,  # type: ignore[arg-type]
         issues=issues,
@@ -353,8 +361,11 @@ def report_step(ctx: RunContext, *, started_at: str, started_clock: float | None
         ),
         severityCounts=dict(Counter(i.severity for i in issues)),
     )
+    result.run.timingsMs["report"] = round((time.perf_counter() - started) * 1000, 1)  # type: ignore[union-attr]
     put_model(ctx.store, ANALYSIS, result)
-    ctx.store.put_bytes(REPORT, render_html(result, profile, understanding).encode("utf-8"), content_type="text/html")
+    ctx.store.put_bytes(
+        REPORT, render_html(result, profile, understanding).encode("utf-8"), content_type="text/html"
+    )
     ctx.report("report", 1, 1, "")
     return result
 
@@ -404,7 +415,9 @@ def run_local(
     previous = out / ANALYSIS
     if ctx.previous_issues is None and previous.exists():
         try:  # re-running into the same directory compares with the last run
-            ctx.previous_issues = AnalysisResult.model_validate(json.loads(previous.read_text("utf-8"))).issues
+            ctx.previous_issues = AnalysisResult.model_validate(
+                json.loads(previous.read_text("utf-8"))
+            ).issues
         except (ValueError, OSError):
             ctx.previous_issues = None
     profile_step(ctx, path)

@@ -61,7 +61,9 @@ class AnalysisDraft:
 
 @runtime_checkable
 class UnderstandingAgent(Protocol):
-    def understand(self, profile: DatasetProfile, *, instructions: str | None = None) -> DatasetUnderstanding: ...
+    def understand(
+        self, profile: DatasetProfile, *, instructions: str | None = None
+    ) -> DatasetUnderstanding: ...
 
 
 @runtime_checkable

@@ -120,6 +120,8 @@ class Table:
         data = {c.name: c.values.to_numpy(zero_copy_only=False) for c in self.columns}
         frame = pd.DataFrame(data) if len(set(self.column_names)) == len(self.columns) else None
         if frame is None:  # duplicate names: build positionally
-            frame = pd.DataFrame({i: c.values.to_numpy(zero_copy_only=False) for i, c in enumerate(self.columns)})
+            frame = pd.DataFrame(
+                {i: c.values.to_numpy(zero_copy_only=False) for i, c in enumerate(self.columns)}
+            )
             frame.columns = self.column_names
         return frame

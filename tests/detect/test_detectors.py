@@ -35,8 +35,18 @@ def findings_of(table: Table, issue_type: str):
 def entity_rows(n: int = 300, seed: int = 1) -> dict[str, list[str]]:
     """Rows of 30 stores, each with one city and zip, and a free order amount."""
     rng = random.Random(seed)
-    stores = [(f"S{i:03d}", rng.choice(["Boston", "Denver", "Austin", "Seattle", "Portland", "Chicago"])) for i in range(30)]
-    zips = {"Boston": "02108", "Denver": "80202", "Austin": "73301", "Seattle": "98101", "Portland": "97201", "Chicago": "60614"}
+    stores = [
+        (f"S{i:03d}", rng.choice(["Boston", "Denver", "Austin", "Seattle", "Portland", "Chicago"]))
+        for i in range(30)
+    ]
+    zips = {
+        "Boston": "02108",
+        "Denver": "80202",
+        "Austin": "73301",
+        "Seattle": "98101",
+        "Portland": "97201",
+        "Chicago": "60614",
+    }
     rows = {"store": [], "city": [], "zip": [], "amount": [], "status": []}
     for _ in range(n):
         store, city = rng.choice(stores)
@@ -131,9 +141,9 @@ def test_conflicting_values_for_the_same_entity_are_flagged_in_the_dependent_col
     rows["zip"][victim] = "99999" if rows["zip"][victim] != "99999" else "11111"
     table = make_table(rows)
     found = findings_of(table, "dependency_violation")
-    assert [(int(r), table.column_names[int(c)]) for f in found for r, c in zip(f.rows, f.cols, strict=True)] == [
-        (victim, "zip")
-    ]
+    assert [
+        (int(r), table.column_names[int(c)]) for f in found for r, c in zip(f.rows, f.cols, strict=True)
+    ] == [(victim, "zip")]
 
 
 def test_a_value_glued_from_an_empty_neighbour_column_is_flagged_in_both_columns():
@@ -197,7 +207,9 @@ def test_issues_crowded_into_a_few_months_get_a_temporal_pattern():
     table = make_table({"order_date": dates, "status": status})
     detection = detect(table)
     # When the issues are built
-    issues = issues_from_findings(detection.findings, table, profile_table(table, null_marker=detection.null_marker))
+    issues = issues_from_findings(
+        detection.findings, table, profile_table(table, null_marker=detection.null_marker)
+    )
     # Then the typo issue says when it happened, with numbers computed from the rows
     typo = next(i for i in issues if i.type == "inconsistent_category")
     assert typo.temporalPattern is not None and "2026-03" in typo.temporalPattern

@@ -15,6 +15,8 @@ class CodeInvestigation(Contract):
     output: Any = None
     error: str | None = None
     execution_time_ms: float | None = None
-    stopped: StopReason | None = Field(default=None, description="why the sandbox stopped the code, if it did")
+    stopped: StopReason | None = Field(
+        default=None, description="why the sandbox stopped the code, if it did"
+    )
     attempts: int = Field(default=1, ge=1)
     source: Literal["template", "llm"] = "template"

@@ -48,8 +48,10 @@ class LengthStats(Contract):
 class ColumnProfile(Contract):
     name: str
     index: int
-    semanticType: str = Field(description="integer, decimal, boolean, date, datetime, categorical, text, "
-                              "identifier, email, phone, postal_code, url, quantity, currency, percent, empty")
+    semanticType: str = Field(
+        description="integer, decimal, boolean, date, datetime, categorical, text, "
+        "identifier, email, phone, postal_code, url, quantity, currency, percent, empty"
+    )
     dataType: str = Field(description="coarse type for clients: string|numeric|date|categorical|boolean")
     format: str | None = Field(default=None, description="date format, unit or currency symbol when known")
     count: int
@@ -64,7 +66,8 @@ class ColumnProfile(Contract):
     numeric: NumericStats | None = None
     dates: DateStats | None = None
     patternsEstimated: bool = Field(
-        default=False, description="patterns counted on a sample of distinct values (very many distinct values)"
+        default=False,
+        description="patterns counted on a sample of distinct values (very many distinct values)",
     )
     conformity: float | None = Field(
         default=None, description="share of non-missing values that fit the semantic type (and its format)"

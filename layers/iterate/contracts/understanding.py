@@ -18,7 +18,9 @@ class ColumnSummary(Contract):
     dataType: str = Field(description="string|numeric|date|categorical|boolean (coarse, for clients)")
     description: str
     sampleValues: list[str] = Field(default_factory=list)
-    semanticType: str | None = Field(default=None, description="the profiler's finer type, e.g. email, currency")
+    semanticType: str | None = Field(
+        default=None, description="the profiler's finer type, e.g. email, currency"
+    )
 
 
 class DatasetUnderstanding(Contract):

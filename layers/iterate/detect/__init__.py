@@ -160,7 +160,12 @@ def _without_overlaps(findings: list[Finding], table: Table) -> list[Finding]:
             if covered.all():
                 keep[i] = False
                 continue
-            excluded = sorted({table.columns[int(c)].value(int(r)) for r, c in zip(f.rows[covered], f.cols[covered])})
+            excluded = sorted(
+                {
+                    table.columns[int(c)].value(int(r))
+                    for r, c in zip(f.rows[covered], f.cols[covered], strict=True)
+                }
+            )
             f.rows, f.cols = f.rows[~covered], f.cols[~covered]
             if f.expected is not None:
                 f.expected = [e for e, k in zip(f.expected, (~covered).tolist(), strict=True) if k]
@@ -244,7 +249,9 @@ def detect(table: Table) -> Detection:
     suspect = _suspect_masks(findings, n)
     derived_findings, derivations = detect_derived(facts, n, suspect)
     findings = [_veto_derived(f, derivations, table) for f in findings]
-    findings = [f for f in findings if not f.flag or f.n_cells or f.type not in VETOED | {"dependency_violation"}]
+    findings = [
+        f for f in findings if not f.flag or f.n_cells or f.type not in VETOED | {"dependency_violation"}
+    ]
     findings += derived_findings
     timed("dependencies", t)
     t = time.perf_counter()

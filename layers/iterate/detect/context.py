@@ -70,7 +70,9 @@ class ColumnFacts:
     @cached_property
     def is_null_marker(self) -> np.ndarray:
         """Missing written the dataset's own way (blank, or its placeholder when it has no blanks)."""
-        marker = np.asarray(pc.equal(self.folded, self.null_marker.strip().lower()).to_numpy(zero_copy_only=False))
+        marker = np.asarray(
+            pc.equal(self.folded, self.null_marker.strip().lower()).to_numpy(zero_copy_only=False)
+        )
         return self.is_blank | marker.astype(bool)
 
     @cached_property
@@ -111,7 +113,9 @@ class ColumnFacts:
     @cached_property
     def has_digit(self) -> np.ndarray:
         return np.asarray(
-            pc.match_substring_regex(self.column.dictionary, pattern=r"\p{Nd}").to_numpy(zero_copy_only=False),
+            pc.match_substring_regex(self.column.dictionary, pattern=r"\p{Nd}").to_numpy(
+                zero_copy_only=False
+            ),
             dtype=bool,
         )
 

@@ -17,7 +17,9 @@ from iterate.detect.findings import Finding
 
 MIN_GROUP = 3  # a group needs this many rows to have a majority worth trusting
 MIN_SHARE = 0.7  # the majority value must hold this share of its group
-MAX_DEVIANT_SHARE = 0.1  # a repeated deviant value must be this rare next to the majority (else: a real split)
+MAX_DEVIANT_SHARE = (
+    0.1  # a repeated deviant value must be this rare next to the majority (else: a real split)
+)
 MIN_CONFIDENCE = 0.9  # share of rows (in groups of 2+) agreeing with their group's majority
 MIN_VOTE_SHARE = 0.5  # share of the judging dependencies that must vote against a cell
 SAMPLE_ROWS = 50_000
@@ -207,7 +209,8 @@ def detect_dependency_violations(
         exp_values = [uniq[int(expected[r])] for r in rows]
         shown = ", ".join(names[:3]) + (" and others" if len(names) > 3 else "")
         examples = "; ".join(
-            f"row {int(r)}: '{uniq[int(y[r])]}' where its group has '{uniq[int(expected[r])]}'" for r in rows[:3]
+            f"row {int(r)}: '{uniq[int(y[r])]}' where its group has '{uniq[int(expected[r])]}'"
+            for r in rows[:3]
         )
         findings.append(
             Finding(

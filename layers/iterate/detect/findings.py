@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +31,7 @@ class Finding:
     category: Category
     detector: str
     stats: dict[str, Any] = field(default_factory=dict)
-    expected: list[str | None] | None = None
+    expected: Sequence[str | None] | None = None
     flag: bool = True
     row_level: bool = False  # affects whole rows (duplicates): affectedRows counts rows, not cells
     blocks_analysis: bool = False

@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow.compute as pc
 
 from iterate.detect.context import ColumnFacts
-from iterate.profile.shapes import shapes
 from iterate.detect.findings import Finding, cells
+from iterate.profile.shapes import shapes
 
 # A number, optionally with a currency sign before it and a unit or percent sign after it.
 NUM_UNIT = (
@@ -90,7 +90,9 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
         return None  # names and categories: their rare shapes are legitimate (typos are found elsewhere)
     rare = (weights <= RARE_SHAPE_SHARE * n) & (weights * 10 < weights[order[0]])
     accepted = [shape_text[i] for i in order if weights[i] > 0 and (not rare[i] or i in set(top.tolist()))]
-    matches = pc.match_substring_regex(f.column.dictionary, pattern=_regex_from_shapes(accepted, engine="re2"))
+    matches = pc.match_substring_regex(
+        f.column.dictionary, pattern=_regex_from_shapes(accepted, engine="re2")
+    )
     bad = ~np.asarray(matches.to_numpy(zero_copy_only=False), dtype=bool) & f.present & (f.counts > 0)
     if not bad.any():
         return None
@@ -109,7 +111,9 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
         rows=rows,
         cols=cols,
         title=(
-            f"Text in the numeric column {f.name}" if kind == "mixed_types" else f"Values breaking the pattern of {f.name}"
+            f"Text in the numeric column {f.name}"
+            if kind == "mixed_types"
+            else f"Values breaking the pattern of {f.name}"
         ),
         description=(
             f"{rows.size:,} values in '{f.name}' do not follow the column's pattern ({pattern_desc}, where 9 is a "
@@ -123,7 +127,9 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
         stats={
             "column": f.name,
             "expected_regex": _regex_from_shapes(accepted),
-            "missing_markers": sorted({f.column.uniques[i] for i in np.flatnonzero(f.is_missing & (f.counts > 0))}),
+            "missing_markers": sorted(
+                {f.column.uniques[i] for i in np.flatnonzero(f.is_missing & (f.counts > 0))}
+            ),
             "dominant_shapes": dominant,
         },
         key=f"shape:{f.name}",
@@ -182,7 +188,11 @@ def detect_units(f: ColumnFacts) -> Finding | None:
         "e.g. '12.0 oz' → 12.0.",
         category="quick_fixes",
         detector="units",
-        stats={"column": f.name, "bad_values": sorted({f.column.uniques[i] for i in ids})[:500], "units": spell},
+        stats={
+            "column": f.name,
+            "bad_values": sorted({f.column.uniques[i] for i in ids})[:500],
+            "units": spell,
+        },
         expected=expected,
         key=f"units:{f.name}",
     )
@@ -214,7 +224,9 @@ def detect_date_formats(f: ColumnFacts) -> Finding | None:
             break
         ok = pd.to_datetime(values[todo], format=fmt, errors="coerce").notna().to_numpy()
         fmt_of[np.flatnonzero(todo)[ok]] = k
-    weights = np.bincount(fmt_of[fmt_of >= 0], weights=f.counts[present][fmt_of >= 0], minlength=len(DATE_FORMATS))
+    weights = np.bincount(
+        fmt_of[fmt_of >= 0], weights=f.counts[present][fmt_of >= 0], minlength=len(DATE_FORMATS)
+    )
     if weights.sum() < 0.9 * f.n_present or (weights > 0).sum() < 2:
         return None
     # Ambiguous day/month values fit several formats: assign them to the dominant one when they fit it.
@@ -239,7 +251,11 @@ def detect_date_formats(f: ColumnFacts) -> Finding | None:
         suggested_action=f"Rewrite every date in one format ({DATE_FORMATS[main]} or ISO 8601).",
         category="quick_fixes",
         detector="dates",
-        stats={"column": f.name, "bad_values": sorted({f.column.uniques[i] for i in ids})[:500],
-               "main_format": DATE_FORMATS[main], "other_formats": others},
+        stats={
+            "column": f.name,
+            "bad_values": sorted({f.column.uniques[i] for i in ids})[:500],
+            "main_format": DATE_FORMATS[main],
+            "other_formats": others,
+        },
         key=f"dates:{f.name}",
     )

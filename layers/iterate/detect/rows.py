@@ -78,6 +78,7 @@ def detect_duplicates(table: Table, facts: list[ColumnFacts]) -> list[Finding]:
                 key="duplicates:exact",
             )
         )
+
     # Near duplicates: equal after case, spacing and punctuation are normalised, ignoring identifier columns
     # (every value different): the same record entered twice under two ids is the near duplicate that matters.
     def normal_codes(f: ColumnFacts) -> np.ndarray:
@@ -199,9 +200,15 @@ def detect_merged_columns(facts: list[ColumnFacts], n_rows: int) -> list[Finding
             a_codes = fa.column.codes[rows]
             ids, inv = np.unique(a_codes, return_inverse=True)
             texts = pa.array([fa.column.uniques[i] for i in ids], pa.string())
-            tail = pc.utf8_trim_whitespace(pc.replace_substring_regex(texts, pattern=r"^.*\s", replacement=""))
-            head = pc.utf8_trim_whitespace(pc.replace_substring_regex(texts, pattern=r"\S+\s*$", replacement=""))
-            has_space = np.asarray(pc.match_substring_regex(texts, pattern=r"\S\s+\S").to_numpy(zero_copy_only=False))
+            tail = pc.utf8_trim_whitespace(
+                pc.replace_substring_regex(texts, pattern=r"^.*\s", replacement="")
+            )
+            head = pc.utf8_trim_whitespace(
+                pc.replace_substring_regex(texts, pattern=r"\S+\s*$", replacement="")
+            )
+            has_space = np.asarray(
+                pc.match_substring_regex(texts, pattern=r"\S\s+\S").to_numpy(zero_copy_only=False)
+            )
             is_b = np.asarray(pc.is_in(tail, value_set=b_values).to_numpy(zero_copy_only=False), dtype=bool)
             hit = has_space & is_b
             if hit.sum() == 0 or hit[inv].sum() < max(3, 0.5 * rows.size):

@@ -9,7 +9,9 @@ from iterate.detect.context import ColumnFacts, to_float
 from iterate.detect.findings import Finding, cells
 
 # Mojibake: UTF-8 bytes decoded as cp1252/latin-1 (Ã©, â€™, Â ), and the replacement character.
-MOJIBAKE = r"Ã[\x{80}-\x{BF}\x{A0}-\x{FF}]|Â[\x{A0}-\x{BF}]|â€[\x{80}-\x{BF}\x{98}-\x{9F}™œ\x{9D}]|â€|\x{FFFD}"
+MOJIBAKE = (
+    r"Ã[\x{80}-\x{BF}\x{A0}-\x{FF}]|Â[\x{A0}-\x{BF}]|â€[\x{80}-\x{BF}\x{98}-\x{9F}™œ\x{9D}]|â€|\x{FFFD}"
+)
 STRAY_SHARE = 0.2  # stray spaces are an issue when only a minority of values have them
 OUTLIER_Z = 6.0  # robust z-score (median / MAD) beyond which a number is an outlier
 
@@ -38,7 +40,11 @@ def detect_whitespace(f: ColumnFacts) -> Finding | None:
         suggested_action="Trim leading and trailing whitespace.",
         category="quick_fixes",
         detector="whitespace",
-        stats={"column": f.name, "bad_values": sorted(trimmed)[:500], "canonical": dict(list(trimmed.items())[:500])},
+        stats={
+            "column": f.name,
+            "bad_values": sorted(trimmed)[:500],
+            "canonical": dict(list(trimmed.items())[:500]),
+        },
         expected=[trimmed[f.column.value(int(r))] for r in rows],
         key=f"whitespace:{f.name}",
     )
@@ -70,7 +76,11 @@ def detect_encoding(f: ColumnFacts) -> Finding | None:
         suggested_action="Re-export the source as UTF-8, or repair the values (the report shows the likely originals).",
         category="quick_fixes",
         detector="encoding",
-        stats={"column": f.name, "bad_values": sorted(repaired)[:500], "canonical": dict(list(repaired.items())[:500])},
+        stats={
+            "column": f.name,
+            "bad_values": sorted(repaired)[:500],
+            "canonical": dict(list(repaired.items())[:500]),
+        },
         expected=[repaired[f.column.value(int(r))] for r in rows],
         key=f"encoding:{f.name}",
     )

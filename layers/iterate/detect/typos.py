@@ -48,7 +48,10 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
     def explained(i: int) -> bool:
         """A frequent value that is itself a variant of a much more frequent one."""
         need = _min_ratio(len(values[i])) * counts[i]
-        return any(j != i and counts[j] >= need and plausible_typo(values[i], values[j]) for j in index.near(values[i]))
+        return any(
+            j != i and counts[j] >= need and plausible_typo(values[i], values[j])
+            for j in index.near(values[i])
+        )
 
     # A vocabulary whose legitimate values sit one edit apart (N/S CLARK ST, ami-1/ami-2) makes one edit
     # weak evidence: there the reference must be far more frequent before a variant counts as a typo.
@@ -146,7 +149,9 @@ def detect_typos(f: ColumnFacts) -> list[Finding]:
     return out
 
 
-def _finding(f: ColumnFacts, pairs: dict[int, int], *, masked: bool, masked_text: list[str] | None = None) -> Finding:
+def _finding(
+    f: ColumnFacts, pairs: dict[int, int], *, masked: bool, masked_text: list[str] | None = None
+) -> Finding:
     uniques = f.column.uniques
 
     def ref_text(ref: int) -> str:
@@ -172,7 +177,11 @@ def _finding(f: ColumnFacts, pairs: dict[int, int], *, masked: bool, masked_text
         "typing of this field at the source.",
         category="smart_fixes",
         detector="typos-masked" if masked else "typos",
-        stats={"column": f.name, "bad_values": sorted(canonical)[:500], "canonical": dict(list(canonical.items())[:500])},
+        stats={
+            "column": f.name,
+            "bad_values": sorted(canonical)[:500],
+            "canonical": dict(list(canonical.items())[:500]),
+        },
         expected=expected,
         key=f"typos{'-masked' if masked else ''}:{f.name}",
     )

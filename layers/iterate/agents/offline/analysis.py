@@ -41,7 +41,9 @@ def summarize(issues: list[Issue], profile: DatasetProfile) -> str:
             f"of {profile.name}."
         )
     by_sev = Counter(i.severity for i in issues)
-    flagged_cols = Counter(c for i in issues if i.evidence and i.evidence.stats.get("flagged") for c in i.affectedColumns)
+    flagged_cols = Counter(
+        c for i in issues if i.evidence and i.evidence.stats.get("flagged") for c in i.affectedColumns
+    )
     parts = [f"{by_sev[s]} {s}" for s in ("high", "medium", "low") if by_sev[s]]
     worst = ", ".join(f"'{c}'" for c, _ in flagged_cols.most_common(3))
     text = (
