@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from iterate.profile import ColumnSketch, choose_null_marker, profile_table
-from iterate.profile.sketch import weighted_quantiles
+from iterate.profile.sketch import SketchMergeError, weighted_quantiles
 
 pytestmark = pytest.mark.unit
 
@@ -127,7 +127,7 @@ def test_given_a_table_in_chunks_when_sketches_merge_then_profile_equals_the_who
 def test_merging_different_columns_is_refused():
     a = ColumnSketch.from_values("a", 0, ["1"])
     b = ColumnSketch.from_values("b", 1, ["1"])
-    with pytest.raises(ValueError):
+    with pytest.raises(SketchMergeError):
         a.merge(b)
 
 

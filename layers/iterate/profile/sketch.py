@@ -33,6 +33,10 @@ SENTINEL_NUMBERS = (-1.0, -9.0, -99.0, -999.0, -9999.0, 99.0, 999.0, 9999.0, 999
 SENTINEL_DATES = ("1900-01-01", "1899-12-31", "1970-01-01", "0001-01-01", "9999-12-31", "2099-12-31")
 
 
+class SketchMergeError(ValueError):
+    """Two sketches of different columns were asked to merge."""
+
+
 @dataclass
 class ColumnSketch:
     """Exact counts of each distinct value of one column over the rows seen so far.
@@ -62,7 +66,7 @@ class ColumnSketch:
     def merge(self, other: ColumnSketch) -> ColumnSketch:
         """The sketch of this chunk followed by `other` (same column)."""
         if other.name != self.name or other.index != self.index:
-            raise ValueError(f"cannot merge column {other.name!r} into {self.name!r}")
+            raise SketchMergeError(f"cannot merge column {other.name!r} into {self.name!r}")
         both = pa.concat_arrays([self.dictionary.cast(pa.string()), other.dictionary.cast(pa.string())])
         enc = pc.dictionary_encode(both)
         codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)

@@ -44,7 +44,6 @@ EMAIL = r"^[A-Za-z0-9._%+'-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$"
 URL = r"(?i)^(https?|ftp)://[^\s/?#]+\.[^\s/?#]+\S*$|^www\.[^\s/]+\.[A-Za-z]{2,}\S*$"
 # Country code, area code (maybe in parentheses), then 2-4 and 3-4 digit groups: 6 to 15 digits in all.
 PHONE = r"^\+?\d{0,3}[\s.-]?(\(\d{1,4}\)|\d{1,4})[\s.-]?\d{2,4}[\s.-]?\d{3,4}$"
-PERCENT = r"^[+-]?(\d+\.?\d*|\.\d+)\s?%$"
 POSTAL = {
     "us": r"^\d{5}(-\d{4})?$",
     "uk": r"(?i)^[A-Z]{1,2}\d[A-Z\d]? ?\d[A-Z]{2}$",
@@ -58,7 +57,6 @@ _NAME_HINTS = {
     "phone": re.compile(r"phone|tel|mobile|cell|fax", re.I),
     "postal_code": re.compile(r"zip|postal|postcode|plz", re.I),
     "identifier": re.compile(r"(^|[_\s-])(id|key|code|no|number|num|ref|sku|uuid)$|id$", re.I),
-    "date": re.compile(r"date|time|_at$|day|dob|created|updated", re.I),
 }
 
 
