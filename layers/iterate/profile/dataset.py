@@ -180,16 +180,18 @@ def candidate_keys(
     rows = np.flatnonzero(keep)
     rng = np.random.default_rng(seed)
     sample = np.sort(rng.choice(rows, size=min(len(rows), 50_000), replace=False))
+    # A key column may hold no missing value on the kept rows.
+    complete = [
+        (c, np.take(c.codes, rows)) for c, inf in top if not np.take(inf.missing, c.codes[rows]).any()
+    ]
     pairs: list[list[str]] = []
-    for i, (a, ia) in enumerate(top):
-        for b, ib in top[i + 1 :]:
+    for i, (a, a_rows) in enumerate(complete):
+        for b, b_rows in complete[i + 1 :]:
             if a.n_unique * b.n_unique < n_keep:
-                continue
-            if ia.missing[a.codes[rows]].any() or ib.missing[b.codes[rows]].any():
                 continue
             if not _unique_pairs(a.codes[sample], b.codes[sample], b.n_unique):
                 continue
-            if _unique_pairs(a.codes[rows], b.codes[rows], b.n_unique):
+            if _unique_pairs(a_rows, b_rows, b.n_unique):
                 pairs.append([x.name for x in sorted((a, b), key=lambda col: col.index)])
     return pairs
 
