@@ -35,6 +35,7 @@ def string_buffers(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 def byte_lengths(values: pa.Array) -> np.ndarray:
+    """Length of each string in UTF-8 bytes."""
     offsets, _ = string_buffers(values)
     return np.diff(offsets)
 

@@ -202,6 +202,7 @@ def _unique_pairs(a: np.ndarray, b: np.ndarray, nb: int) -> bool:
 
 
 def coded_columns(table: Table, inferences: list[TypeInference]) -> list[CodedColumn]:
+    """Each column's per-row codes with missing values as -1, and whether it may take part in dependencies."""
     out = []
     for c, inf in zip(table.columns, inferences, strict=True):
         n_distinct = int((~inf.missing).sum())

@@ -31,6 +31,7 @@ class GroupMajority:
 
     @property
     def violating_rows(self) -> np.ndarray:
+        """0-based rows whose rhs differs from their group's majority."""
         return np.flatnonzero(~self.agrees)
 
     def confidence(self, min_group: int = 2) -> tuple[float, int]:
@@ -98,6 +99,8 @@ class CodedColumn:
 
 @dataclass
 class Dependency:
+    """lhs → rhs holds for `confidence` of the rows in lhs groups of two or more (`support_rows`)."""
+
     lhs: str
     rhs: str
     confidence: float

@@ -69,6 +69,7 @@ class NumberInfo:
         return {k: int(r) for k, r in zip(enc.dictionary.to_pylist(), rows.tolist(), strict=True) if r > 0}
 
     def is_marker(self, marker: str) -> np.ndarray:
+        """Per value: written with this marker (`%`, a currency, a unit key)."""
         return np.asarray(
             pc.fill_null(pc.equal(self.marker, marker), False).to_numpy(zero_copy_only=False), bool
         )
@@ -186,6 +187,7 @@ TIME_FORMATS = frozenset(f for d in DATE_FORMATS if d.has_time for f in d.format
 
 
 def date_family(fmt: str) -> DateFormat | None:
+    """The recognised family a strptime format belongs to (None for formats we do not list)."""
     for d in DATE_FORMATS:
         if fmt in d.formats:
             return d

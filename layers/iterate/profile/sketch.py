@@ -52,10 +52,12 @@ class ColumnSketch:
 
     @classmethod
     def from_column(cls, column: Column) -> ColumnSketch:
+        """The sketch of a whole Table column (shares its dictionary and counts; no copy)."""
         return cls(column.name, column.index, column.dictionary, np.asarray(column.counts, dtype=np.int64))
 
     @classmethod
     def from_values(cls, name: str, index: int, values: pa.Array | list[str]) -> ColumnSketch:
+        """The sketch of one chunk of a column's text values."""
         arr = values if isinstance(values, pa.Array | pa.ChunkedArray) else pa.array(values, pa.string())
         return cls.from_column(Column(name, index, arr))
 
@@ -77,6 +79,7 @@ class ColumnSketch:
 
     @cached_property
     def missing(self) -> np.ndarray:
+        """Per distinct value: blank or a missing-like token."""
         return missing_like(self.dictionary)
 
     def missing_tokens(self) -> dict[str, int]:
@@ -84,6 +87,7 @@ class ColumnSketch:
         return token_counts(self.dictionary, self.counts, self.missing)
 
     def infer(self) -> TypeInference:
+        """The semantic type of the values seen so far."""
         return infer_semantic_type(self, missing=self.missing)
 
     def finalize(self, null_marker: str = "", inference: TypeInference | None = None) -> ColumnProfile:
@@ -93,6 +97,7 @@ class ColumnSketch:
 
 
 def build_profile(sketch: ColumnSketch, inf: TypeInference, null_marker: str) -> ColumnProfile:
+    """The ColumnProfile of a sketch given its type inference and the dataset's null marker."""
     counts = sketch.counts
     n = int(counts.sum())
     missing_mask = inf.missing
