@@ -496,3 +496,15 @@ def test_other_compressions_and_compressed_json_lines(
     assert table.source.compression == compression
     assert table.column_names == ["zip", "amount"]
     assert as_rows(table) == expected
+
+
+def test_a_header_that_starts_like_a_magic_number_is_still_text(tmp_path: Path) -> None:
+    # Given a CSV whose first column name begins with letters some binary formats start with
+    path = tmp_path / "codes.csv"
+    path.write_text("MZ_code,flag\nA1,yes\n", encoding="utf-8")
+    gif = tmp_path / "gif8.csv"
+    gif.write_text("GIF8 count;n\n3;4\n", encoding="utf-8")
+
+    # When it is read / Then it is a table
+    assert as_rows(read_table(path)) == [["A1", "yes"]]
+    assert as_rows(read_table(gif)) == [["3", "4"]]

@@ -29,7 +29,8 @@ _COMPRESSIONS: list[tuple[bytes, str]] = [
     (b"\xfd7zXZ\x00", "xz"),
 ]
 
-# Files people upload by mistake; the hint says what to do instead.
+# Files people upload by mistake; the hint says what to do instead. Magics are long enough (or binary
+# enough) that no text header starts with one; other binaries are caught by their NUL/control bytes.
 _NOT_TABLES: list[tuple[bytes, str, str]] = [
     (
         b"\x89PNG",
@@ -42,16 +43,20 @@ _NOT_TABLES: list[tuple[bytes, str, str]] = [
         "upload the data as CSV, TSV, Parquet, JSON Lines or .xlsx",
     ),
     (
-        b"GIF8",
+        b"GIF87a",
         "is a GIF image, not a text table",
         "upload the data as CSV, TSV, Parquet, JSON Lines or .xlsx",
     ),
-    (b"%PDF", "is a PDF document, not a text table", "export the table from its source as CSV or .xlsx"),
+    (
+        b"GIF89a",
+        "is a GIF image, not a text table",
+        "upload the data as CSV, TSV, Parquet, JSON Lines or .xlsx",
+    ),
+    (b"%PDF-", "is a PDF document, not a text table", "export the table from its source as CSV or .xlsx"),
     (b"SQLite format 3\x00", "is an SQLite database, not a text table", "export the table you want as CSV"),
     (b"7z\xbc\xaf\x27\x1c", "is a 7-Zip archive, not a text table", "extract it and upload the file inside"),
-    (b"Rar!", "is a RAR archive, not a text table", "extract it and upload the file inside"),
+    (b"Rar!\x1a\x07", "is a RAR archive, not a text table", "extract it and upload the file inside"),
     (b"\x7fELF", "is a program, not a text table", "upload the data file instead"),
-    (b"MZ", "is a Windows program, not a text table", "upload the data file instead"),
 ]
 
 _OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
