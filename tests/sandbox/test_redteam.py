@@ -182,8 +182,10 @@ MODES = {
     "runtime": SandboxLimits(
         timeout_s=1, memory_mb=512, max_output_bytes=100_000, setup_allowance_s=5, enforce_policy=False
     ),
-    # as on Lambda, where namespaces are refused: limits, audit hook and builtins alone
+    # as on Lambda, where namespaces are refused and each run is a fresh process: Landlock, limits, audit
+    # hook, disabled library I/O and builtins alone
     "runtime_no_namespaces": SandboxLimits(
+        prefork=False,
         timeout_s=1,
         memory_mb=512,
         max_output_bytes=100_000,
@@ -224,6 +226,15 @@ class Listener:
 
 
 @pytest.fixture(scope="module")
+def sandboxes() -> Iterator[dict[str, LocalSandbox]]:
+    """One sandbox per layer configuration, each with its zygote, shared by the module's tests."""
+    made = {mode: LocalSandbox(limits) for mode, limits in MODES.items()}
+    yield made
+    for sandbox in made.values():
+        sandbox.close()
+
+
+@pytest.fixture(scope="module")
 def listener() -> Iterator[Listener]:
     server = Listener()
     yield server
@@ -243,6 +254,7 @@ def test_hostile_snippet_is_contained(
     dataset: Path,
     tmp_path: Path,
     listener: Listener,
+    sandboxes: dict[str, LocalSandbox],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Given a secret in the caller's environment, a host file with a token, a path that must not appear
@@ -257,7 +269,7 @@ def test_hostile_snippet_is_contained(
         .replace("PORT", str(listener.port))
         .replace("PARENT", str(os.getpid()))
     )
-    sandbox = LocalSandbox(MODES[mode])
+    sandbox = sandboxes[mode]
     accepted_before = listener.accepted
 
     # When the snippet runs in the sandbox

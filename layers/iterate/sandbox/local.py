@@ -5,12 +5,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, get_args
@@ -48,6 +52,9 @@ class SandboxLimits:
     max_processes: int = 256
     namespaces: bool | None = None
     enforce_policy: bool = True
+    # Fork each investigation from a process that imported pandas once (a zygote) instead of starting
+    # Python afresh: ~0.05 s instead of ~0.4 s per run. Off where one sandbox runs one investigation (Lambda).
+    prefork: bool = True
 
     @classmethod
     def from_settings(cls, settings: Any, **overrides: Any) -> SandboxLimits:
@@ -90,6 +97,37 @@ class LocalSandbox:
         self.limits = limits or SandboxLimits()
         self.python = python or sys.executable
         self._python_paths = _python_paths()
+        self._zygote: _Zygote | None = None
+        self._zygote_lock = threading.Lock()
+        self._zygote_failed = False
+
+    def close(self) -> None:
+        """Stop the zygote, if one was started (also done when the sandbox is garbage-collected)."""
+        with self._zygote_lock:
+            if self._zygote is not None:
+                self._zygote.close()
+                self._zygote = None
+
+    def __enter__(self) -> LocalSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _running_zygote(self) -> _Zygote | None:
+        if not self.limits.prefork or self._zygote_failed:
+            return None
+        with self._zygote_lock:
+            if self._zygote is not None and not self._zygote.alive():
+                self._zygote.close()
+                self._zygote = None
+            if self._zygote is None:
+                try:
+                    self._zygote = _Zygote(self.python)
+                except (OSError, TimeoutError, subprocess.SubprocessError):
+                    self._zygote_failed = True  # fresh processes from now on: slower, same isolation
+                    return None
+            return self._zygote
 
     def run(self, code: str, data: DatasetRef, *, timeout_s: float | None = None) -> CodeInvestigation:
         """Run `code` against the dataset; never raises for anything the code does."""
@@ -123,17 +161,17 @@ class LocalSandbox:
 
         tmp = Path(tempfile.mkdtemp(prefix="iterate-sandbox-"))
         try:
+            zygote = self._running_zygote()
+            if zygote is not None:
+                return self._fork_from(zygote, code, data.path, timeout, tmp, started)
             return self._spawn(code, data.path, timeout, tmp, started)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _spawn(self, code: str, path: str, timeout: float, tmp: Path, started: float) -> SandboxOutcome:
+    def _job(self, code: str, timeout: float, tmp: Path, data_fd: int, result_fd: int) -> dict[str, Any]:
         workdir = tmp / "work"
-        workdir.mkdir()
-        data_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        result_fd = os.open(tmp / "result.json", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        stderr_path = tmp / "stderr.txt"
-        job = {
+        workdir.mkdir(exist_ok=True)
+        return {
             "code": code,
             "data_fd": data_fd,
             "result_fd": result_fd,
@@ -147,6 +185,32 @@ class LocalSandbox:
             "workdir": str(workdir),
             "python_paths": self._python_paths,
         }
+
+    def _fork_from(
+        self, zygote: _Zygote, code: str, path: str, timeout: float, tmp: Path, started: float
+    ) -> SandboxOutcome:
+        data_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        result_fd = os.open(tmp / "result.json", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        stderr_path = tmp / "stderr.txt"
+        stderr_fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            job = self._job(code, timeout, tmp, data_fd, result_fd)
+            returncode, timed_out = zygote.run(
+                job, [data_fd, result_fd, stderr_fd], timeout + self.limits.setup_allowance_s
+            )
+            raw = os.pread(result_fd, self.limits.max_output_bytes * 2 + 65536, 0)
+        finally:
+            for fd in (data_fd, result_fd, stderr_fd):
+                os.close(fd)
+        stderr_tail = stderr_path.read_bytes()[-4000:].decode("utf-8", "replace")
+        return self._outcome(code, started, raw, returncode, timed_out, timeout, stderr_tail)
+
+    def _spawn(self, code: str, path: str, timeout: float, tmp: Path, started: float) -> SandboxOutcome:
+        data_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        result_fd = os.open(tmp / "result.json", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        stderr_path = tmp / "stderr.txt"
+        job = self._job(code, timeout, tmp, data_fd, result_fd)
+        workdir = job["workdir"]
         timed_out = False
         try:
             with open(stderr_path, "wb") as stderr:
@@ -262,3 +326,81 @@ class LocalSandbox:
             execution_time_ms=round((time.perf_counter() - started) * 1000, 1),
             stopped=stopped,
         )
+
+
+class _Zygote:
+    """A worker process that imported pandas and pyarrow once and forks one handler per investigation.
+
+    It never runs investigation code itself; each job is a fresh fork, isolated exactly as a fresh process
+    would be. Jobs arrive on a Unix socket in a private directory, with the descriptors they need.
+    """
+
+    def __init__(self, python: str, *, start_timeout_s: float = 60.0) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="iterate-zygote-"))
+        self.path = str(self.dir / "zygote.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(self.path)
+            listener.listen(64)
+            env = dict(CHILD_ENV, JE_ARROW_MALLOC_CONF="background_thread:false")  # a single thread can fork
+            self.proc = subprocess.Popen(
+                [python, "-I", "-B", str(WORKER), "--zygote", str(listener.fileno())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                cwd=self.dir,
+                pass_fds=(listener.fileno(),),
+                start_new_session=True,
+            )
+        finally:
+            listener.close()
+        self._finalizer = weakref.finalize(self, _Zygote._stop, self.proc, str(self.dir))
+        assert self.proc.stdout is not None
+        ready = select.select([self.proc.stdout], [], [], start_timeout_s)[0]
+        if not ready or self.proc.stdout.readline() != b"ready\n":
+            self.close()
+            raise TimeoutError("the sandbox zygote did not start")
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close(self) -> None:
+        self._finalizer()
+
+    @staticmethod
+    def _stop(proc: subprocess.Popen[bytes], directory: str) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+    def run(self, job: dict[str, Any], fds: list[int], deadline_s: float) -> tuple[int, bool]:
+        """Send one job; wait for its exit status. Returns (status, timed_out); kills it at the deadline."""
+        payload = json.dumps(job).encode()
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(self.path)
+            message = f"{len(payload):08d}".encode() + payload
+            sent = socket.send_fds(conn, [message[:32768]], fds)
+            conn.sendall(message[sent:])
+            reader = conn.makefile("rb")
+            end = time.monotonic() + deadline_s
+            conn.settimeout(max(0.1, end - time.monotonic()))
+            pid = int(json.loads(reader.readline())["pid"])
+            try:
+                conn.settimeout(max(0.1, end - time.monotonic()))
+                line = reader.readline()
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+                return EXIT_SIGNAL_BASE + signal.SIGKILL, True
+            if not line:  # the handler died without a word
+                return EXIT_SIGNAL_BASE + signal.SIGKILL, False
+            return int(json.loads(line)["status"]), False
+        except (OSError, ValueError, KeyError) as exc:
+            raise SandboxError(f"the sandbox zygote failed: {exc}") from exc
+        finally:
+            conn.close()

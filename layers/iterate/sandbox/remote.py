@@ -7,6 +7,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -115,7 +116,8 @@ def run_event(
     as a failed investigation (`crash`), not raised: the run goes on.
     """
     started = time.perf_counter()
-    sandbox = LocalSandbox(limits)
+    # One investigation per invocation: a zygote would cost more than it saves.
+    sandbox = LocalSandbox(replace(limits, prefork=False))
     refusal = sandbox.refuse(event.code)
     if refusal is not None:
         return refusal

@@ -798,8 +798,8 @@ def _finish(result_fd: int, verdict: dict, violations: list[str], isolation: dic
     return 0
 
 
-def main() -> int:
-    job = json.loads(sys.stdin.read())
+def execute(job: dict) -> int:
+    """One investigation from a fresh process: isolate (namespaces when allowed), run, return the status."""
     result_fd = job["result_fd"]
     isolation = {"network": "audit_hook", "filesystem": "audit_hook", "pid_namespace": False}
     if job.get("namespaces"):
@@ -842,6 +842,94 @@ def main() -> int:
     if libc is not None:
         libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     return run_investigation(job, isolation, result_fd)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Zygote: pandas and pyarrow imported once, one fork per investigation (saves the ~0.3 s import each time)
+
+HEADER = 8
+
+
+def _recv_job(conn) -> tuple[dict, list[int]]:  # type: ignore[no-untyped-def]
+    """A length-prefixed JSON job whose first chunk carries the descriptors (data, result, stderr)."""
+    import socket
+
+    first, fds, _, _ = socket.recv_fds(conn, 65536, 3)
+    if len(first) < HEADER:
+        raise ValueError("short job header")
+    size = int(first[:HEADER])
+    data = bytearray(first[HEADER:])
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            raise ValueError("job cut short")
+        data += chunk
+    return json.loads(bytes(data)), fds
+
+
+def _handle(conn) -> None:  # type: ignore[no-untyped-def]
+    """In a process forked from the zygote: take one job, run it in a further child, report its status."""
+    os.setsid()  # the caller kills this whole group on timeout
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    job, fds = _recv_job(conn)
+    data_fd, result_fd, stderr_fd = fds
+    job.update(data_fd=data_fd, result_fd=result_fd)
+    conn.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+    runner = os.fork()
+    if runner == 0:
+        conn.close()
+        os.dup2(stderr_fd, 1)
+        os.dup2(stderr_fd, 2)
+        keep = {0, 1, 2, data_fd, result_fd}
+        for fd in range(3, 1024):
+            if fd not in keep:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        code = 1
+        try:
+            code = execute(job)
+        finally:
+            os._exit(code)
+    for fd in fds:
+        os.close(fd)
+    _, status = os.waitpid(runner, 0)
+    code = EXIT_SIGNAL_BASE + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    with contextlib.suppress(OSError):
+        conn.sendall(json.dumps({"status": code}).encode() + b"\n")
+
+
+def zygote(listen_fd: int) -> int:
+    """Serve jobs on an inherited listening socket until it is closed; one forked handler per job."""
+    import socket
+
+    import numpy  # noqa: F401 (imported once here, shared by every fork)
+    import pandas  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+
+    for name in ALLOWED_IMPORTS:
+        __import__(name)
+    listener = socket.socket(fileno=listen_fd)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped by the kernel
+    os.write(1, b"ready\n")
+    while True:
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            return 0
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            try:
+                _handle(conn)
+            finally:
+                os._exit(0)
+        conn.close()
+
+
+def main() -> int:
+    if len(sys.argv) == 3 and sys.argv[1] == "--zygote":
+        return zygote(int(sys.argv[2]))
+    return execute(json.loads(sys.stdin.read()))
 
 
 if __name__ == "__main__":
