@@ -508,3 +508,15 @@ def test_a_header_that_starts_like_a_magic_number_is_still_text(tmp_path: Path) 
     # When it is read / Then it is a table
     assert as_rows(read_table(path)) == [["A1", "yes"]]
     assert as_rows(read_table(gif)) == [["3", "4"]]
+
+
+@pytest.mark.parametrize("header", ["PAR1_id,name", "BZh9_score,name"])
+def test_a_text_header_starting_with_parquet_or_bzip2_letters_is_text(tmp_path: Path, header: str) -> None:
+    # Given a CSV whose first bytes spell the start of a Parquet or bzip2 signature
+    path = tmp_path / "data.csv"
+    path.write_text(f"{header}\n1,Ann\n", encoding="utf-8")
+
+    # When it is read / Then it is read as the CSV it is
+    table = read_table(path)
+    assert table.source.format == "csv" and table.source.compression is None
+    assert as_rows(table) == [["1", "Ann"]]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,6 @@ _BOMS: list[tuple[bytes, str]] = [
 
 _COMPRESSIONS: list[tuple[bytes, str]] = [
     (b"\x1f\x8b", "gzip"),
-    (b"BZh", "bz2"),
     (b"\xfd7zXZ\x00", "xz"),
 ]
 
@@ -59,6 +59,7 @@ _NOT_TABLES: list[tuple[bytes, str, str]] = [
     (b"\x7fELF", "is a program, not a text table", "upload the data file instead"),
 ]
 
+_BZIP2 = re.compile(rb"BZh[1-9](1AY&SY|\x17rE8P\x90)")
 _OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 
 SUPPORTED = "CSV, TSV, Parquet, JSON Lines or .xlsx"
@@ -97,7 +98,18 @@ def read_head(path: Path, n: int = HEAD_BYTES) -> bytes:
         return fh.read(n)
 
 
+def _ends_with(path: Path, magic: bytes) -> bool:
+    with path.open("rb") as fh:
+        fh.seek(0, 2)
+        size = fh.tell()
+        fh.seek(max(0, size - len(magic)))
+        return fh.read() == magic
+
+
 def sniff_compression(head: bytes) -> str | None:
+    # bzip2 starts with the letters "BZh": check the block-size digit and block magic too.
+    if _BZIP2.match(head):
+        return "bz2"
     for magic, name in _COMPRESSIONS:
         if head.startswith(magic):
             return name
@@ -106,7 +118,8 @@ def sniff_compression(head: bytes) -> str | None:
 
 def sniff_container(path: Path, head: bytes) -> str | None:
     """'parquet' / 'xlsx' from magic bytes, an error for binary formats we cannot read, else None."""
-    if head.startswith(b"PAR1"):
+    # "PAR1" is also four letters a CSV header could start with; Parquet follows it with binary pages.
+    if head.startswith(b"PAR1") and (b"\x00" in head[:4096] or _ends_with(path, b"PAR1")):
         return "parquet"
     if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
         return _sniff_zip(path)
