@@ -227,3 +227,28 @@ def test_sandbox_crash_on_one_investigation_leaves_the_run_succeeded(machine: di
     assert any(o["success"] for o in outcomes)
     run = DynamoRunRepository(machine["table"], "alice").list_runs()[0]
     assert run["status"] == "SUCCEEDED"
+
+
+def test_cancelled_run_stops_at_the_next_step_and_stays_cancelled(machine: dict[str, Any]) -> None:
+    real_understand = load_handler("understand").lambda_handler
+
+    def understand_then_cancelled(event: dict[str, Any], context: Any) -> Any:
+        # The owner's DELETE /runs/{id} lands while UnderstandDataset is running (before StopExecution does).
+        result = real_understand(event, context)
+        repo = DynamoRunRepository(machine["table"], event["run"]["owner"])
+        repo.transition(event["run"]["runId"], from_status="RUNNING", to_status="CANCELLED")
+        return result
+
+    # Given an upload whose run gets cancelled during UnderstandDataset
+    version = _upload(machine, orders_csv())
+    with route_lambdas({"sandbox": _sandbox_handler(), "understand": understand_then_cancelled}) as calls:
+        done = run_execution(
+            machine["sfn"], machine["arn"], object_created_event(BUCKET, UPLOAD_KEY, version)
+        )
+    # Then the next step refuses to work on it, nothing is investigated, and the run stays CANCELLED
+    assert [name for name, _ in calls] == ["profile", "understand", "analyze", "record_failure"]
+    assert done["status"] == "FAILED"
+    (run,) = DynamoRunRepository(machine["table"], "alice").list_runs()
+    assert run["status"] == "CANCELLED"
+    (event,) = received_events(machine["sqs"], machine["queue_url"])
+    assert event["detail"]["status"] == "CANCELLED" and event["detail"]["error"] == "RunCancelledError"

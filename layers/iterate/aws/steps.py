@@ -65,6 +65,10 @@ class DatasetNotFoundError(LookupError):
     """A run was asked for a dataset this owner does not have, or one with no upload yet."""
 
 
+class RunCancelledError(RuntimeError):
+    """The owner cancelled the run: later steps stop instead of spending work on it."""
+
+
 class CompletionEventError(RuntimeError):
     """EventBridge refused the completion event (retried by the state machine)."""
 
@@ -145,6 +149,10 @@ def running_step(deps: AwsDeps, run: RunState, step: str, *, llm: bool = False) 
 
     logger.append_keys(run_id=run.runId, dataset_id=run.datasetId, owner=run.owner, step=step)
     repo = repository(deps, run.owner)
+    current = repo.get_run(run.runId)
+    if current is not None and current.get("status") == "CANCELLED":
+        # StopExecution may land after this step started; the record is what the owner decided.
+        raise RunCancelledError(f"run {run.runId} was cancelled by its owner")
     settings = settings_with_secret(deps.settings, provider=deps.secret_provider) if llm else deps.settings
     agents = _build_agents(deps, settings)
     progress = _progress_callback(repo, run.runId, step)
