@@ -24,27 +24,35 @@ TARGET_PEAK_MB = 4096.0
 _BARE = """
 import json, resource, sys, time
 import pyarrow.csv as pacsv
-times = []
+times, cpus = [], []
 for _ in range(int(sys.argv[2])):
-    t = time.perf_counter(); table = pacsv.read_csv(sys.argv[1]); times.append(time.perf_counter() - t)
+    t, c = time.perf_counter(), time.process_time()
+    table = pacsv.read_csv(sys.argv[1])
+    times.append(time.perf_counter() - t); cpus.append(time.process_time() - c)
     rows = table.num_rows; del table
-print(json.dumps({"times": times, "rows": rows, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({"times": times, "cpus": cpus, "rows": rows,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 _PROFILE = """
 import json, resource, sys, time
 t0 = time.perf_counter()
 from iterate.io import read_table
 from iterate.profile import profile_table
-t1 = time.perf_counter(); table = read_table(sys.argv[1]); t2 = time.perf_counter()
-profile = profile_table(table); t3 = time.perf_counter()
+t1, c1 = time.perf_counter(), time.process_time()
+table = read_table(sys.argv[1])
+t2, c2 = time.perf_counter(), time.process_time()
+profile = profile_table(table)
+t3, c3 = time.perf_counter(), time.process_time()
 print(json.dumps({"import_s": t1 - t0, "read_s": t2 - t1, "profile_s": t3 - t2, "total_s": t3 - t0,
+                  "total_cpu_s": c3, "read_cpu_s": c2 - c1, "profile_cpu_s": c3 - c2,
                   "rows": table.n_rows, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 _WRAP = """
 import json, resource, subprocess, sys, time
 t = time.perf_counter(); proc = subprocess.run(sys.argv[1:], capture_output=True, text=True); wall = time.perf_counter() - t
-print(json.dumps({"wall_s": wall, "rc": proc.returncode, "stderr": proc.stderr[-2000:],
-                  "peak_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rc": proc.returncode,
+                  "stderr": proc.stderr[-2000:], "peak_mb": usage.ru_maxrss / 1024}))
 """
 
 
@@ -61,7 +69,8 @@ def _child(code: str, *args: str, timeout: float = 1800) -> dict[str, Any]:
 def bare_read(path: Path, repeats: int) -> dict[str, Any]:
     """Best of `repeats` bare `pyarrow.csv.read_csv` calls, and the peak memory of that process."""
     out = _child(_BARE, str(path), str(repeats))
-    out["best_s"] = min(out["times"])
+    best = min(range(len(out["times"])), key=lambda i: out["times"][i])
+    out["best_s"], out["best_cpu_s"] = out["times"][best], out["cpus"][best]
     return out
 
 
@@ -128,11 +137,27 @@ def sandbox_numbers() -> dict[str, Any] | None:
     return result if isinstance(result, dict) else {"result": result}
 
 
-def _row(label: str, wall: float | None, peak: float | None, bare: float) -> str:
+def _row(
+    label: str,
+    wall: float | None,
+    peak: float | None,
+    bare: float,
+    cpu: float | None = None,
+    bare_cpu: float = 0,
+) -> str:
     w = f"{wall:8.2f}" if wall is not None else "       -"
     p = f"{peak:9.0f}" if peak is not None else "        -"
     r = f"{wall / bare:7.2f}x" if wall is not None and bare > 0 else "       -"
-    return f"  {label:<40s}{w}{p}{r}"
+    c = f"{cpu:8.2f}" if cpu is not None else "       -"
+    rc = f"{cpu / bare_cpu:7.2f}x" if cpu is not None and bare_cpu > 0 else "       -"
+    return f"  {label:<40s}{w}{p}{r}{c}{rc}"
+
+
+def _load() -> str:
+    try:
+        return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
 
 
 def run(
@@ -141,24 +166,38 @@ def run(
     """Measure everything and print the table; returns the numbers (also written to out/bench.json)."""
     size_mb = path.stat().st_size / 1e6
     results: dict[str, Any] = {"file": str(path), "size_mb": round(size_mb, 1), "cpus": os.cpu_count()}
+    results["load_before"] = load_before = _load()
     results["bare"] = bare = bare_read(path, repeats)
     results["profile"] = prof = read_and_profile(path)
     results["analyze"] = ana = analyze(path, out / "analyze") if with_analyze else None
-    b = bare["best_s"]
+    b, bc = bare["best_s"], bare["best_cpu_s"]
+    results["load_after"] = load_after = _load()
     print(f"\nfile {path.name}: {size_mb:.0f} MB, {bare['rows']:,} rows; {os.cpu_count()} CPUs")
-    print(f"  {'':<40s}{'wall s':>8s}{'peak MB':>9s}{'ratio':>8s}")
-    print(_row(f"bare pyarrow.csv.read_csv (best of {repeats})", b, bare["peak_mb"], b))
-    if ana is None:
+    print(f"  load average before {load_before}, after {load_after} (wall times swing with it; CPU less so)")
+    print(f"  {'':<40s}{'wall s':>8s}{'peak MB':>9s}{'ratio':>8s}{'cpu s':>8s}{'ratio':>8s}")
+    print(_row(f"bare pyarrow.csv.read_csv (best of {repeats})", b, bare["peak_mb"], b, bc, bc))
+    if not with_analyze:
+        print("  iterate analyze                         skipped (--no-analyze)")
+    elif ana is None:
         print("  iterate analyze                         not available (neither the CLI nor the pipeline)")
     elif ana["rc"] != 0:
         print(f"  {ana['label']} FAILED (exit {ana['rc']}): {ana['stderr'].strip().splitlines()[-1:]}")
     else:
-        print(_row(ana["label"], ana["wall_s"], ana["peak_mb"], b))
+        print(_row(ana["label"], ana["wall_s"], ana["peak_mb"], b, ana.get("cpu_s"), bc))
         for step, ms in ana.get("timings_ms", {}).items():
             print(_row(f"  step {step}", ms / 1000, None, b))
-    print(_row("read_table + profile_table (one process)", prof["total_s"], prof["peak_mb"], b))
-    print(_row("  of which read_table", prof["read_s"], None, b))
-    print(_row("  of which profile_table", prof["profile_s"], None, b))
+    print(
+        _row(
+            "read_table + profile_table (one process)",
+            prof["total_s"],
+            prof["peak_mb"],
+            b,
+            prof["total_cpu_s"],
+            bc,
+        )
+    )
+    print(_row("  of which read_table", prof["read_s"], None, b, prof["read_cpu_s"], bc))
+    print(_row("  of which profile_table", prof["profile_s"], None, b, prof["profile_cpu_s"], bc))
     print(f"  targets: iterate analyze <= {TARGET_RATIO:.0f}x the bare read, peak < {TARGET_PEAK_MB:.0f} MB")
     if ana is not None and ana["rc"] == 0:
         ok = ana["wall_s"] <= TARGET_RATIO * b and ana["peak_mb"] < TARGET_PEAK_MB
