@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from awsenv import BUCKET
+from awsenv import BUCKET, REGION
 
 from iterate.storage import StatusConflictError
 from iterate.storage.dynamo import DynamoRunRepository, RunTransitionError, find_run_owner
@@ -46,6 +46,8 @@ def test_presigned_get_reads_exactly_that_object(aws: dict[str, Any]) -> None:
     # Then it returns that object and names only that key
     assert response.status_code == 200 and response.content == b"PAR1..."
     assert "artifacts/alice/d1/r1/data.parquet" in url and "X-Amz-Expires=60" in url
+    # And it names the regional endpoint, the one the sandbox's VPC gateway endpoint serves
+    assert url.startswith(f"https://{BUCKET}.s3.{REGION}.amazonaws.com/")
 
 
 def test_run_status_transitions_are_conditional(aws: dict[str, Any]) -> None:

@@ -22,8 +22,9 @@ def client(service: str) -> Any:
 
     extra: dict[str, Any] = {}
     if service == "s3":
-        # Virtual-host addressing with SigV4 is what presigned URLs in every region need.
-        extra["s3"] = {"addressing_style": "virtual"}
+        # Presigned URLs must name the regional endpoint (bucket.s3.<region>.amazonaws.com, SigV4): the sandbox
+        # reaches S3 only through its VPC's gateway endpoint, which serves that region's endpoint, not the global one.
+        extra["s3"] = {"addressing_style": "virtual", "us_east_1_regional_endpoint": "regional"}
         extra["signature_version"] = "s3v4"
     return _session().client(service, config=Config(retries=_RETRIES, **extra))  # type: ignore[arg-type]
 
