@@ -154,7 +154,7 @@ missing = {str(m).strip().lower() for m in PARAMS["missing_markers"]}
 y = col(rhs)
 votes = np.zeros(ROWS, dtype=np.int64)
 cover = np.zeros(ROWS, dtype=np.int64)
-conflicting = 0
+voted = []
 for name in determinants:
     x = col(name)
     valid = ~x.str.strip().str.lower().isin(missing)
@@ -182,13 +182,15 @@ for name in determinants:
     against = in_strong & (y.to_numpy() != major.to_numpy()) & lone
     cover += in_strong
     votes += against
-    conflicting += int(pd.Series(x[against]).nunique())
+    voted.append((x, against))
 mask = (votes >= 1) & (votes >= min_vote_share * cover) & ~y.isin(EXCLUDED).to_numpy()
 if PARAMS.get("derivation"):
     # A value equal to left + separator + right in its own row is right, however rare (the detector agrees).
     rule = PARAMS["derivation"]
     derived = col(rule["left"]) + rule["separator"] + col(rule["right"])
     mask = mask & (y != derived).to_numpy()
+# Groups (of any determinant) whose majority a flagged row contradicts.
+conflicting = sum(int(x[mask & against].nunique()) for x, against in voted)
 result = summary(mask, mask.sum(), rhs, rhs=rhs, determinants=determinants, conflicting_groups=conflicting)
 """
 
