@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import importlib.util
+import io
 import json
 import sys
 import threading
@@ -32,6 +34,7 @@ PLACEHOLDER = {
     "record_failure": "RecordFailureFunctionArn",
 }
 _LOAD_LOCK = threading.Lock()
+UPLOAD_KEY = "uploads/alice/orders/orders.csv"
 MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 
 
@@ -306,3 +309,25 @@ def history(sfn: Any, execution_arn: str) -> list[dict[str, Any]]:
         if not page.get("nextToken"):
             return events
         kwargs["nextToken"] = page["nextToken"]
+
+
+def orders_csv() -> bytes:
+    """A small orders file with problems a data engineer would expect found: blanks, a duplicate row,
+    one state spelled three ways, an outlier, a bad email."""
+    rows = [["order_id", "customer", "email", "state", "amount", "order_date"]]
+    states = ["CA", "NY", "TX", "WA"]
+    for i in range(1, 61):
+        state = states[i % 4]
+        email = f"user{i}@example.com"
+        amount = f"{20 + (i * 7) % 90}.{i % 10}0"
+        rows.append([str(1000 + i), f"Customer {i}", email, state, amount, f"2026-0{1 + i % 9}-1{i % 10}"])
+    rows[5][3] = "calif."
+    rows[9][3] = "California"
+    rows[12][2] = ""
+    rows[13][2] = "not-an-email"
+    rows[20][4] = "99999.00"
+    rows[30][1] = ""
+    rows.append(list(rows[7]))
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue().encode()

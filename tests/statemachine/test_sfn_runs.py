@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -12,9 +10,11 @@ import pytest
 from awsenv import (
     BUCKET,
     REPO,
+    UPLOAD_KEY,
     history,
     load_handler,
     object_created_event,
+    orders_csv,
     received_events,
     route_lambdas,
     run_execution,
@@ -24,7 +24,6 @@ from iterate.storage.dynamo import DynamoRunRepository
 
 pytestmark = [pytest.mark.statemachine, pytest.mark.filterwarnings("ignore:No application metrics")]
 
-UPLOAD_KEY = "uploads/alice/orders/orders.csv"
 RUN_ARTIFACTS = (
     "data.parquet",
     "profile.json",
@@ -35,28 +34,6 @@ RUN_ARTIFACTS = (
     "report.html",
     "flags.csv",
 )
-
-
-def orders_csv() -> bytes:
-    """A small orders file with problems a data engineer would expect found: blanks, a duplicate row,
-    one state spelled three ways, an outlier, a bad email."""
-    rows = [["order_id", "customer", "email", "state", "amount", "order_date"]]
-    states = ["CA", "NY", "TX", "WA"]
-    for i in range(1, 61):
-        state = states[i % 4]
-        email = f"user{i}@example.com"
-        amount = f"{20 + (i * 7) % 90}.{i % 10}0"
-        rows.append([str(1000 + i), f"Customer {i}", email, state, amount, f"2026-0{1 + i % 9}-1{i % 10}"])
-    rows[5][3] = "calif."
-    rows[9][3] = "California"
-    rows[12][2] = ""
-    rows[13][2] = "not-an-email"
-    rows[20][4] = "99999.00"
-    rows[30][1] = ""
-    rows.append(list(rows[7]))
-    out = io.StringIO()
-    csv.writer(out, lineterminator="\n").writerows(rows)
-    return out.getvalue().encode()
 
 
 def _sandbox_handler() -> Any:

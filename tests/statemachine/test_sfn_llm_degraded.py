@@ -8,8 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from awsenv import BUCKET, REGION, object_created_event, received_events, route_lambdas, run_execution
-from test_execution import UPLOAD_KEY, orders_csv
+from awsenv import (
+    BUCKET,
+    REGION,
+    UPLOAD_KEY,
+    object_created_event,
+    orders_csv,
+    received_events,
+    route_lambdas,
+    run_execution,
+)
 
 from iterate.storage.dynamo import DynamoRunRepository
 

@@ -7,8 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from awsenv import BUCKET, REGION, FakeContext, load_handler, route_lambdas
-from test_execution import orders_csv
+from awsenv import BUCKET, REGION, FakeContext, load_handler, orders_csv, route_lambdas
 
 from iterate.storage.dynamo import DynamoRunRepository
 
