@@ -29,6 +29,15 @@ def col(name):
     return df.iloc[:, NAMES.index(name)].astype(str)
 
 
+def left_out(values):
+    """Cells the detector leaves out: explained by a more specific issue, or equal to their row's derivation."""
+    out = values.isin(EXCLUDED)
+    rule = PARAMS.get("derivation")
+    if rule:
+        out = out | (values == col(rule["left"]) + rule["separator"] + col(rule["right"]))
+    return out
+
+
 def examples(mask, name):
     rows = np.flatnonzero(np.asarray(mask, dtype=bool))[:10]
     values = col(name)
@@ -95,7 +104,7 @@ if PARAMS.get("expected_regex"):
 else:
     bad = list(PARAMS["bad_values"])
     rule = "bad_values"
-mask = present & values.isin(bad) & ~values.isin(EXCLUDED)
+mask = present & values.isin(bad) & ~left_out(values)
 found = values[mask].value_counts().head(20)
 result = summary(mask, mask.sum(), name, column=name, rule=rule, by_value={str(k): int(v) for k, v in found.items()})
 """
@@ -103,7 +112,7 @@ result = summary(mask, mask.sum(), name, column=name, rule=rule, by_value={str(k
 BAD_VALUES = """\
 name = PARAMS["column"]
 values = col(name)
-mask = values.isin(list(PARAMS["bad_values"]))
+mask = values.isin(list(PARAMS["bad_values"])) & ~left_out(values)
 found = values[mask].value_counts().head(20)
 result = summary(mask, mask.sum(), name, column=name, by_value={str(k): int(v) for k, v in found.items()})
 """
@@ -113,7 +122,7 @@ name = PARAMS["column"]
 values = col(name)
 numbers = pd.to_numeric(values.str.replace(r"[,%$\\s]", "", regex=True), errors="coerce")
 low, high = float(PARAMS["low"]), float(PARAMS["high"])
-mask = numbers.notna() & ((numbers < low) | (numbers > high)) & ~values.isin(EXCLUDED)
+mask = numbers.notna() & ((numbers < low) | (numbers > high)) & ~left_out(values)
 flagged = numbers[mask]
 result = summary(
     mask,
@@ -183,12 +192,7 @@ for name in determinants:
     cover += in_strong
     votes += against
     voted.append((x, against))
-mask = (votes >= 1) & (votes >= min_vote_share * cover) & ~y.isin(EXCLUDED).to_numpy()
-if PARAMS.get("derivation"):
-    # A value equal to left + separator + right in its own row is right, however rare (the detector agrees).
-    rule = PARAMS["derivation"]
-    derived = col(rule["left"]) + rule["separator"] + col(rule["right"])
-    mask = mask & (y != derived).to_numpy()
+mask = (votes >= 1) & (votes >= min_vote_share * cover) & ~left_out(y).to_numpy()
 # Groups (of any determinant) whose majority a flagged row contradicts.
 conflicting = sum(int(x[mask & against].nunique()) for x, against in voted)
 result = summary(mask, mask.sum(), rhs, rhs=rhs, determinants=determinants, conflicting_groups=conflicting)
