@@ -105,6 +105,13 @@ def test_with_a_key_every_llm_step_runs_through_the_sdk(fake, tmp_path, monkeypa
     assert all(
         i.businessImpact == "Distorts monthly revenue." for i in result.issues if i.source == "detector"
     )
+    # And the follow-up conversation starts from the run directory the pipeline wrote
+    from iterate.cli.main import main
+
+    smart = next(i for i in result.issues if i.category == "smart_fixes" and i.source == "detector")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert main(["followup", str(tmp_path / "out"), smart.id, "--json"]) == 0
+    assert (tmp_path / "out" / "followups" / f"{smart.id}.json").exists()
 
 
 def test_an_overloaded_api_still_completes_the_run_degraded_in_seconds(fake, tmp_path, monkeypatch):
