@@ -268,11 +268,11 @@ def profile_table_full(
         done = dict(
             zip(largest_first, pool.map(lambda i: _column(sketches[i], marker), largest_first), strict=True)
         )
+        inferences = [done[i][0] for i in range(len(sketches))]
+        columns: list[ColumnProfile] = [done[i][1] for i in range(len(sketches))]
+        deps = find_dependencies(coded_columns(table, inferences), table.n_rows, mapper=pool.map)
         dups = dup_future.result()
-    inferences = [done[i][0] for i in range(len(sketches))]
-    columns: list[ColumnProfile] = [done[i][1] for i in range(len(sketches))]
     keys = candidate_keys(table, inferences, dups)
-    deps = find_dependencies(coded_columns(table, inferences), table.n_rows)
     notes = [
         f"{p.kind}" + (f" at line {p.line}" if p.line is not None else "") + (f" ({p.column})" if p.column else "")
         + f": {p.detail}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -117,11 +118,19 @@ def _change_rate(sorted_lhs: np.ndarray, rhs_sorted: np.ndarray) -> float:
     return float(((rhs_sorted[1:] != rhs_sorted[:-1]) & same).sum() / pairs)
 
 
-def find_dependencies(columns: list[CodedColumn], n_rows: int, *, seed: int = 0) -> list[Dependency]:
+Mapper = Callable[
+    [Callable[[CodedColumn], list[Dependency]], Iterable[CodedColumn]], Iterable[list[Dependency]]
+]
+
+
+def find_dependencies(
+    columns: list[CodedColumn], n_rows: int, *, seed: int = 0, mapper: Mapper | None = None
+) -> list[Dependency]:
     """Single-column approximate dependencies lhs → rhs worth reporting.
 
     A sample of rows rules out most pairs cheaply (in a dependency the rhs rarely changes between rows of
-    the same lhs group); survivors are measured exactly on every row with `group_majority`.
+    the same lhs group); survivors are measured exactly on every row with `group_majority`. `mapper`
+    (e.g. a thread pool's map) spreads the lhs columns over workers.
     """
     if n_rows < 20:
         return []
@@ -133,9 +142,9 @@ def find_dependencies(columns: list[CodedColumn], n_rows: int, *, seed: int = 0)
     rhs_cols = [c for c in columns if c.eligible_rhs and 2 <= c.n_distinct <= n_rows / 2]
     # The rate at which rhs changes between neighbours of a group is about 2 × (1 - confidence) at most.
     max_rate = 2 * (1 - MIN_CONFIDENCE) + 0.05
-    found: list[Dependency] = []
     sampled = {id(c): (c.codes if sample is None else np.take(c.codes, sample)) for c in lhs_cols + rhs_cols}
-    for lhs in lhs_cols:
+
+    def dependents(lhs: CodedColumn) -> list[Dependency]:
         l_codes = sampled[id(lhs)]
         # Small codes sort by radix (int16), several times faster than a comparison sort.
         key = l_codes.astype(np.int16) if lhs.n_codes < 2**15 else l_codes
@@ -143,6 +152,7 @@ def find_dependencies(columns: list[CodedColumn], n_rows: int, *, seed: int = 0)
         l_sorted = l_codes[order]
         valid = l_sorted >= 0
         order, l_sorted = order[valid], l_sorted[valid]
+        out = []
         for rhs in rhs_cols:
             if rhs is lhs or rhs.n_distinct > 2 * lhs.n_distinct:
                 continue
@@ -150,7 +160,10 @@ def find_dependencies(columns: list[CodedColumn], n_rows: int, *, seed: int = 0)
                 continue
             dep = _measure(lhs, rhs, n_rows)
             if dep is not None:
-                found.append(dep)
+                out.append(dep)
+        return out
+
+    found = [d for deps in (mapper or map)(dependents, lhs_cols) for d in deps]
     found.sort(key=lambda d: (-d.confidence, d.violating_rows, d.lhs, d.rhs))
     return found[:MAX_REPORTED]
 
