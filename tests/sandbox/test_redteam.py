@@ -167,6 +167,13 @@ SNIPPETS = [
     ),
     Snippet("kill_parent", "import os\nos.kill(os.getppid(), 9)"),
     Snippet("chain_kill_parent", "o = pd.io.common.os\no.kill(o.getppid(), 9)\no.kill(PARENT, 9)"),
+    Snippet(
+        "thread_race",
+        # Many threads hammering os.system while others keep the hook busy: none may slip through.
+        "import re\nt = re.enum.sys.modules['_thread']\no = pd.io.common.os\n"
+        "for i in range(20):\n    t.start_new_thread(o.system, ('touch TARGET',))\n"
+        "for i in range(10 ** 6):\n    pass",
+    ),
     # --- output floods
     Snippet("huge_print", "print('x' * 10 ** 8)"),
     Snippet("huge_result", "result = {'x': 'y' * 10 ** 8}"),

@@ -138,6 +138,7 @@ DENIED_EVENT_PREFIXES = (
     "builtins.input",
     "builtins.breakpoint",
     "cpython.",
+    "_thread.start_new_thread",  # raised from Python 3.13 on; the hook is per-thread anyway
 )
 # Modules whose import is refused at run time, whoever asks (pandas imports none of these lazily).
 DENIED_MODULES = {
@@ -404,7 +405,12 @@ def _stack_has(fragment: str) -> bool:
 
 def make_audit_hook(read_prefixes: tuple[str, ...], violations: list[str]):  # type: ignore[no-untyped-def]
     """An audit hook (active once `arm()` is called) that refuses what the static policy should have caught."""
-    state = {"armed": False, "busy": False}
+    from _thread import get_ident
+
+    state = {"armed": False}
+    # Threads inside the hook right now: it must not re-enter itself, yet a second thread's events must
+    # still be judged while the first one is being checked.
+    busy: set[int] = set()
 
     def deny(event: str, detail: str = "") -> None:
         message = f"{event} refused by the sandbox" + (f" ({detail})" if detail else "")
@@ -421,9 +427,12 @@ def make_audit_hook(read_prefixes: tuple[str, ...], violations: list[str]):  # t
         return any(real == p or real.startswith(p + os.sep) for p in read_prefixes)
 
     def hook(event: str, args: tuple) -> None:
-        if not state["armed"] or state["busy"]:
+        if not state["armed"]:
             return
-        state["busy"] = True
+        me = get_ident()
+        if me in busy:
+            return
+        busy.add(me)
         try:
             if event.startswith(DENIED_EVENT_PREFIXES):
                 deny(event)
@@ -456,7 +465,7 @@ def make_audit_hook(read_prefixes: tuple[str, ...], violations: list[str]):  # t
             ):
                 deny(event)
         finally:
-            state["busy"] = False
+            busy.discard(me)
 
     def arm() -> None:
         state["armed"] = True
