@@ -1,5 +1,14 @@
 """RunInSandbox: untrusted investigation code run against one run's dataset, inside this isolated function."""
 
+# What this function needs from its deployment (the CDK construct is not here):
+# - its own role with no policy beyond basic execution (logs; X-Ray if traced): the dataset arrives as a
+#   presigned GET for exactly that run's data.parquet, so no S3, DynamoDB or Secrets Manager permission;
+# - VPC isolated subnets, no NAT, a security group with no inbound and HTTPS out only to the S3 gateway
+#   endpoint's prefix list; the endpoint policy limited to GetObject on the artifacts bucket;
+# - reserved concurrency (blast-radius cap), timeout > ITERATE_SANDBOX_TIMEOUT_S + about 15 s for download
+#   and start-up, memory above ITERATE_SANDBOX_MEMORY_MB plus the loaded dataset, ephemeral storage for it;
+# - env: ITERATE_SANDBOX_TIMEOUT_S, ITERATE_SANDBOX_MEMORY_MB, ITERATE_SANDBOX_MAX_OUTPUT_BYTES only.
+
 from __future__ import annotations
 
 import os

@@ -77,6 +77,19 @@ class SandboxOutcome:
     stderr_tail: str = ""
 
 
+def _package_dirs() -> list[str]:
+    """Where pandas, numpy and pyarrow are installed (site-packages, or /opt/python in a Lambda layer)."""
+    import numpy
+    import pandas
+    import pyarrow
+
+    return sorted({str(Path(str(m.__file__)).resolve().parent.parent) for m in (pandas, numpy, pyarrow)})
+
+
+def _child_env() -> dict[str, str]:
+    return dict(CHILD_ENV, ITERATE_SANDBOX_PATHS=os.pathsep.join(_package_dirs()))
+
+
 def _python_paths() -> list[str]:
     """Directories the interpreter needs inside the jail: its prefixes and the packages' real locations."""
     import numpy
@@ -219,7 +232,7 @@ class LocalSandbox:
                     stdin=subprocess.PIPE,
                     stdout=stderr,
                     stderr=stderr,
-                    env=dict(CHILD_ENV),
+                    env=_child_env(),
                     cwd=workdir,
                     pass_fds=(data_fd, result_fd),
                     start_new_session=True,
@@ -342,7 +355,7 @@ class _Zygote:
         try:
             listener.bind(self.path)
             listener.listen(64)
-            env = dict(CHILD_ENV, JE_ARROW_MALLOC_CONF="background_thread:false")  # a single thread can fork
+            env = dict(_child_env(), JE_ARROW_MALLOC_CONF="background_thread:false")  # one thread can fork
             self.proc = subprocess.Popen(
                 [python, "-I", "-B", str(WORKER), "--zygote", str(listener.fileno())],
                 stdin=subprocess.DEVNULL,

@@ -936,6 +936,11 @@ def zygote(listen_fd: int) -> int:
 
 
 def main() -> int:
+    # `-I` ignores PYTHONPATH, which is how Lambda layers (/opt/python) are found: the caller names the
+    # directories holding pandas, numpy and pyarrow instead.
+    for path in os.environ.get("ITERATE_SANDBOX_PATHS", "").split(os.pathsep):
+        if path and path not in sys.path:
+            sys.path.append(path)
     if len(sys.argv) == 3 and sys.argv[1] == "--zygote":
         return zygote(int(sys.argv[2]))
     return execute(json.loads(sys.stdin.read()))
