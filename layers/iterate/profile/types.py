@@ -112,8 +112,8 @@ def kth_largest(c: np.ndarray, k: int) -> int:
 def _sample_positions(counts: np.ndarray, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Distinct values to decide the type on, with the rows each stands for.
 
-    All present values when few; else the most frequent ones (their own rows) plus an even stride over the
-    rest, each stride value weighted so the stride stands for all the rows of the values not picked.
+    All present values when few; else the most frequent ones (their own rows) plus an even stride over all
+    present values, the stride weighted so it stands for every row not held by the frequent ones.
     """
     idx = np.flatnonzero(present)
     if len(idx) <= SAMPLE_UNIQUES:
@@ -121,15 +121,17 @@ def _sample_positions(counts: np.ndarray, present: np.ndarray) -> tuple[np.ndarr
     c = np.take(counts, idx)
     k = SAMPLE_UNIQUES // 10
     kth = kth_largest(c, k)
-    is_top = c > kth
-    ties = np.flatnonzero(c == kth)[: max(0, k - int(is_top.sum()))]
-    is_top[ties] = True
-    rest = np.flatnonzero(~is_top)
-    stride = rest[:: max(1, len(rest) // (SAMPLE_UNIQUES - k))]
-    scale = c[rest].sum() / max(1, c[stride].sum())
-    positions = np.concatenate([idx[is_top], idx[stride]])
-    weights = np.concatenate([c[is_top], c[stride] * scale]).astype(np.float64)
-    order = np.argsort(positions)
+    # Frequent values: those above the k-th count (ties at the k-th are left to the stride).
+    top = idx[c > kth]
+    stride = idx[:: max(1, len(idx) // (SAMPLE_UNIQUES - len(top)))]
+    if len(top):
+        stride = stride[~np.isin(stride, top)]
+    top_rows = float(np.take(counts, top).sum())
+    stride_rows = float(np.take(counts, stride).sum())
+    scale = (float(c.sum()) - top_rows) / max(1.0, stride_rows)
+    positions = np.concatenate([top, stride])
+    weights = np.concatenate([np.take(counts, top), np.take(counts, stride) * scale]).astype(np.float64)
+    order = np.argsort(positions, kind="stable")
     return positions[order], weights[order]
 
 
