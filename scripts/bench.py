@@ -115,8 +115,8 @@ def analyze(path: Path, out: Path) -> dict[str, Any] | None:
     return result
 
 
-def sandbox_numbers() -> dict[str, Any] | None:
-    """Numbers from `scripts/bench_sandbox.py` (sandbox engineer's), when that script exists."""
+def sandbox_numbers(path: Path) -> dict[str, Any] | None:
+    """Numbers from `scripts/bench_sandbox.py` (sandbox engineer's), when that script exists, on `path`."""
     script = REPO / "scripts" / "bench_sandbox.py"
     if not script.exists():
         return None
@@ -129,7 +129,10 @@ def sandbox_numbers() -> dict[str, Any] | None:
     saved = sys.argv
     sys.argv = [str(script)]
     try:
-        result = module.main()
+        try:
+            result = module.main(["--file", str(path)])
+        except TypeError:  # a main() that takes no arguments
+            result = module.main()
     except SystemExit as exc:
         result = {"exit": exc.code}
     finally:
@@ -207,7 +210,7 @@ def run(
         )
     if with_sandbox:
         try:
-            results["sandbox"] = sb = sandbox_numbers()
+            results["sandbox"] = sb = sandbox_numbers(path)
         except Exception as exc:  # the sandbox bench is someone else's; its failure must not hide ours
             results["sandbox"] = sb = {"error": f"{type(exc).__name__}: {exc}"}
         print(
