@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import shutil
@@ -209,13 +211,19 @@ def run(
             f"  -> {'MET' if ok else 'NOT MET'}: {ana['wall_s'] / b:.2f}x, {ana['peak_mb']:.0f} MB ({ana['label']})"
         )
     if with_sandbox:
+        print("\nsandbox (scripts/bench_sandbox.py):", flush=True)
+        printed = io.StringIO()
         try:
-            results["sandbox"] = sb = sandbox_numbers(path)
+            with contextlib.redirect_stdout(printed):
+                results["sandbox"] = sb = sandbox_numbers(path)
         except Exception as exc:  # the sandbox bench is someone else's; its failure must not hide ours
             results["sandbox"] = sb = {"error": f"{type(exc).__name__}: {exc}"}
-        print(
-            "\nsandbox:", "scripts/bench_sandbox.py not present" if sb is None else json.dumps(sb, indent=2)
-        )
+        # Its own printout when it has one; otherwise the numbers it returned.
+        text = printed.getvalue().strip()
+        if sb is None:
+            print("  not present")
+        else:
+            print(text if text and "error" not in sb else json.dumps(sb, indent=2, default=str))
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
     return results
