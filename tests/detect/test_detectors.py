@@ -222,3 +222,19 @@ def test_a_label_column_that_never_repeats_is_reported_but_an_identifier_is_not(
     table = make_table({"label": labels, "id": [f"ID{i:05d}" for i in range(60)]})
     found = findings_of(table, "all_unique_column")
     assert [f.columns for f in found] == [["label"]] and not found[0].flag
+
+
+def test_the_same_record_under_a_new_id_and_other_case_is_a_near_duplicate():
+    # Given people with unique ids and names, one entered twice under a new id with different case and spaces
+    n = 200
+    rows = {
+        "id": [f"id{i}" for i in range(n)],
+        "name": [f"Person {i}" for i in range(n)],
+        "city": ["Boston", "Austin"] * (n // 2),
+        "tier": ["a", "b", "c", "d"] * (n // 4),
+    }
+    rows["id"][150], rows["name"][150] = "id-new", "PERSON 7 "
+    rows["city"][150], rows["tier"][150] = rows["city"][7], rows["tier"][7]
+    # Then only that row is a near duplicate (rows merely sharing a city and tier are not)
+    near = findings_of(make_table(rows), "near_duplicate_rows")
+    assert [f.rows.tolist() for f in near] == [[150]]

@@ -43,6 +43,15 @@ def _row_keys(code_columns: list[np.ndarray], n_rows: int) -> np.ndarray:
     return keys
 
 
+def _identifier_like(f: ColumnFacts, n_rows: int) -> bool:
+    """Every value different, written like a code (digits, no spaces): an id, left out of near duplicates."""
+    if f.column.n_unique < n_rows:
+        return False
+    sample = f.column.dictionary.slice(0, 1000)
+    coded = pc.match_substring_regex(sample, pattern=r"^\S*\d\S*$")
+    return pc.sum(coded).as_py() >= 0.9 * len(sample)
+
+
 def _later_copies(keys: np.ndarray) -> np.ndarray:
     """Rows that repeat an earlier row with the same key."""
     _, first = np.unique(keys, return_index=True)
@@ -81,20 +90,34 @@ def detect_duplicates(table: Table, facts: list[ColumnFacts]) -> list[Finding]:
 
     # Near duplicates: equal after case, spacing and punctuation are normalised, ignoring identifier columns
     # (every value different): the same record entered twice under two ids is the near duplicate that matters.
-    def normal_codes(f: ColumnFacts) -> np.ndarray:
-        normal = pc.utf8_trim_whitespace(
-            pc.replace_substring_regex(pc.utf8_lower(f.column.dictionary), pattern=r"[^\w]+", replacement=" ")
+    def normalise(values: pa.Array) -> pa.Array:
+        lowered = pc.utf8_lower(values)
+        return pc.utf8_trim_whitespace(
+            pc.replace_substring_regex(lowered, pattern=r"[^\w]+", replacement=" ")
         )
-        enc = pc.dictionary_encode(normal)
-        per_unique = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        return per_unique[f.column.codes]
 
-    content = [f for f in facts if f.column.n_unique < n]
-    if not content:
-        return out
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        norm_codes = list(pool.map(normal_codes, content))
-    near_keys = _row_keys(norm_codes, n)
+    def codes_of(normal: pa.Array) -> np.ndarray:
+        return pc.dictionary_encode(normal).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+
+    content = [f for f in facts if not _identifier_like(f, n)]
+    if len(content) < max(2, 0.5 * len(facts)):
+        return out  # too little left to call two rows the same record
+    # Normalising a column costs in proportion to its distinct values: small columns are normalised whole and
+    # narrow the search to rows that repeat on them; big columns are then normalised on those rows only.
+    small = [f for f in content if f.column.n_unique <= 0.2 * n]
+    big = [f for f in content if f.column.n_unique > 0.2 * n]
+    small_codes = [codes_of(normalise(f.column.dictionary))[f.column.codes] for f in small]
+    small_keys = _row_keys(small_codes, n)
+    repeats = np.bincount(small_keys - small_keys.min())[small_keys - small_keys.min()] > 1
+    candidates = np.flatnonzero(repeats)
+    if big and candidates.size:
+        take = pa.array(candidates)
+        big_codes = [codes_of(normalise(f.column.values.take(take))) for f in big]
+        keys_c = _row_keys([small_keys[candidates], *big_codes], candidates.size)
+        near_keys = np.arange(n, dtype=np.int64) + n  # rows that are not candidates: their own ids
+        near_keys[candidates] = keys_c
+    else:
+        near_keys = small_keys
     near = np.setdiff1d(_later_copies(near_keys), exact, assume_unique=True)
     if near.size:
         out.append(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 _DIGITS = re.compile(r"\d+")
 
@@ -61,12 +61,15 @@ class DeletionIndex:
             for d in deletes1(text):
                 self._by_key[d].append(ident)
 
-    def near(self, query: str) -> set[int]:
+    def near(self, query: str, accept: Callable[[int], bool] | None = None) -> set[int]:
+        """Indexed ids within one edit of `query`; `accept` filters candidates cheaply before the distance."""
         found: set[int] = set()
         for d in deletes1(query):
             ids = self._by_key.get(d)
             if ids:
                 found.update(ids)
+        if accept is not None:
+            found = {i for i in found if accept(i)}
         return {i for i in found if bounded_distance(query, self._text[i], 1) is not None}
 
 
@@ -77,6 +80,10 @@ def qgrams(s: str, q: int = 3) -> set[str]:
 
 def _token_budget(length: int) -> int:
     return 2 if length >= 8 else 1
+
+
+def digits_of(text: str) -> tuple[str, ...]:
+    return tuple(_DIGITS.findall(text))
 
 
 def plausible_typo(variant: str, reference: str) -> bool:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import Finding, cells
-from iterate.detect.textdist import DeletionIndex, bounded_distance, plausible_typo, qgrams
+from iterate.detect.textdist import DeletionIndex, bounded_distance, digits_of, plausible_typo, qgrams
 
 MIN_FREQUENT = 3  # a value must be seen this often to be a reference spelling
 _PUNCT = re.compile(r"[\s\W_]+", re.UNICODE)
@@ -44,20 +45,28 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
     top_share = counts[order[0]] / max(n_present, 1)
     result: dict[int, int] = {}
     index = DeletionIndex((i, values[i]) for i in frequent)
+    digits = [
+        digits_of(v) for v in values
+    ]  # a variant keeps its reference's digits: checked before distances
+
+    def same_digits(i: int) -> Callable[[int], bool]:
+        return lambda j: digits[j] == digits[i]
 
     def explained(i: int) -> bool:
         """A frequent value that is itself a variant of a much more frequent one."""
         need = _min_ratio(len(values[i])) * counts[i]
         return any(
             j != i and counts[j] >= need and plausible_typo(values[i], values[j])
-            for j in index.near(values[i])
+            for j in index.near(values[i], same_digits(i))
         )
 
     # A vocabulary whose legitimate values sit one edit apart (N/S CLARK ST, ami-1/ami-2) makes one edit
     # weak evidence: there the reference must be far more frequent before a variant counts as a typo.
     legit = [i for i in frequent if not explained(i)]
     legit_set = set(legit)
-    close_peers = sum(1 for i in legit if any(j != i and j in legit_set for j in index.near(values[i])))
+    close_peers = sum(
+        1 for i in legit if any(j != i and j in legit_set for j in index.near(values[i], same_digits(i)))
+    )
     density_factor = 5.0 if close_peers >= max(2, 0.1 * len(legit)) else 1.0
     # 1. Same after case and spacing normalisation.
     by_norm: dict[str, int] = {}
@@ -86,7 +95,7 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
         if length <= 3 and top_share < 0.5:
             continue  # short codes (states, sizes) are dense: one edit apart is normal for them
         best, best_count = -1, 0.0
-        for j in index.near(v):
+        for j in index.near(v, same_digits(i)):
             if j != i and counts[j] >= need and counts[j] > best_count and plausible_typo(v, values[j]):
                 best, best_count = j, counts[j]
         if best < 0 and length >= 9:
