@@ -20,7 +20,7 @@ def _deps() -> AwsDeps:
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
-@metrics.log_metrics
+@metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     payload = StepInput.model_validate(event)
     return steps.analyze(payload, _deps()).model_dump(mode="json")

@@ -26,7 +26,7 @@ def _deps() -> AwsDeps:
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
-@metrics.log_metrics
+@metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     payload = InvestigateInput.validate_python(event)
     if isinstance(payload, GenerateCodeInput):
