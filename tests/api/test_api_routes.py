@@ -231,3 +231,21 @@ def test_openapi_document_is_up_to_date(repo_root: Any) -> None:
         "/issues/{issue_ref}/followup",
         "/datasets/{dataset_id}/schedule",
     } <= set(paths)
+
+
+def test_a_run_that_cannot_start_is_failed_not_left_queued(
+    call: Any, world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a state machine ARN that does not exist
+    dataset_id = _uploaded_dataset(call, world)
+    monkeypatch.setenv("ITERATE_STATE_MACHINE_ARN", world["machine"] + "-gone")
+    from awsenv import reset_caches
+
+    reset_caches()
+    # When alice starts a run, Then the request fails and the run is FAILED with the reason, not QUEUED
+    from botocore.exceptions import ClientError
+
+    with pytest.raises(ClientError):
+        call("POST", f"/datasets/{dataset_id}/runs", body={})
+    (run,) = DynamoRunRepository(world["table"], "alice").list_runs()
+    assert run["status"] == "FAILED" and run["reason"] == "not started"

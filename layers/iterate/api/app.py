@@ -232,11 +232,22 @@ def _register_core(
             source=source,
             instructions=body.instructions,
         )
-        execution = deps.sfn_client().start_execution(
-            stateMachineArn=deps.config.need("state_machine_arn"),
-            name=run_id,
-            input=request.model_dump_json(),
-        )
+        try:
+            execution = deps.sfn_client().start_execution(
+                stateMachineArn=deps.config.need("state_machine_arn"),
+                name=run_id,
+                input=request.model_dump_json(),
+            )
+        except Exception as exc:
+            # A run that never started must not sit QUEUED forever; the caller gets the 500 and can retry.
+            r.transition(
+                run_id,
+                from_status="QUEUED",
+                to_status="FAILED",
+                error=type(exc).__name__,
+                reason="not started",
+            )
+            raise
         r.set_run_fields(run_id, executionArn=execution["executionArn"])
         return _run_view(r.require_run(run_id)), 202
 
