@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -97,7 +98,16 @@ class Table:
     ) -> Table:
         """Wrap a pyarrow table of text columns; `names` overrides the (possibly deduplicated) names."""
         names = names or table.column_names
-        columns = [Column(n, i, table.column(i)) for i, n in enumerate(names)]
+        if table.num_rows >= 100_000 and len(names) > 1:
+            # Dictionary encoding is C++ work that releases the GIL: columns are encoded side by side.
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+                columns = list(
+                    pool.map(lambda item: Column(item[1], item[0], table.column(item[0])), enumerate(names))
+                )
+        else:
+            columns = [Column(n, i, table.column(i)) for i, n in enumerate(names)]
         return cls(name=name, columns=columns, n_rows=table.num_rows, source=source, problems=problems or [])
 
     @property
