@@ -184,10 +184,19 @@ SNIPPETS = [
 
 MODES = {
     # everything on: what users get
-    "full": SandboxLimits(timeout_s=1, memory_mb=512, max_output_bytes=100_000, setup_allowance_s=5),
+    "full": SandboxLimits(timeout_s=1, memory_mb=512, max_output_bytes=100_000, setup_allowance_s=4),
     # the static policy assumed bypassed: namespaces, limits, audit hook and builtins must hold
     "runtime": SandboxLimits(
-        timeout_s=1, memory_mb=512, max_output_bytes=100_000, setup_allowance_s=5, enforce_policy=False
+        timeout_s=1, memory_mb=512, max_output_bytes=100_000, setup_allowance_s=4, enforce_policy=False
+    ),
+    # as for an ordinary (non-root) account on a laptop: the namespaces come from a user namespace
+    "runtime_user_namespace": SandboxLimits(
+        timeout_s=1,
+        memory_mb=512,
+        max_output_bytes=100_000,
+        setup_allowance_s=4,
+        enforce_policy=False,
+        user_namespace_first=True,
     ),
     # as on Lambda, where namespaces are refused and each run is a fresh process: Landlock, limits, audit
     # hook, disabled library I/O and builtins alone
@@ -196,7 +205,7 @@ MODES = {
         timeout_s=1,
         memory_mb=512,
         max_output_bytes=100_000,
-        setup_allowance_s=5,
+        setup_allowance_s=4,
         enforce_policy=False,
         namespaces=False,
     ),
@@ -253,8 +262,28 @@ def test_there_are_at_least_40_hostile_snippets() -> None:
     assert len({s.id for s in SNIPPETS}) == len(SNIPPETS)
 
 
-@pytest.mark.parametrize("mode", list(MODES))
-@pytest.mark.parametrize("snippet", SNIPPETS, ids=lambda s: s.id)
+# Loops, bombs and floods test limits that do not depend on how the namespaces were made: the user
+# namespace mode skips them to keep the suite fast.
+LIMITS_ONLY = {
+    "busy_loop",
+    "loop_swallowing_exceptions",
+    "ignore_signals_then_loop",
+    "memory_one_shot",
+    "memory_growing",
+    "huge_print",
+    "huge_result",
+    "print_flood",
+    "fd1_flood",
+}
+CASES = [
+    pytest.param(snippet, mode, id=f"{snippet.id}-{mode}")
+    for mode in MODES
+    for snippet in SNIPPETS
+    if not (mode == "runtime_user_namespace" and snippet.id in LIMITS_ONLY)
+]
+
+
+@pytest.mark.parametrize(("snippet", "mode"), CASES)
 def test_hostile_snippet_is_contained(
     snippet: Snippet,
     mode: str,
@@ -313,5 +342,20 @@ def test_the_namespaces_are_really_used_here(dataset: Path) -> None:
         assert outcome.isolation["network"] == "namespace"
         assert outcome.isolation["filesystem"] == "jail"
         assert outcome.isolation["capabilities"] == "dropped"
+        assert outcome.isolation["namespaces"] == "root"
     else:
-        assert outcome.isolation["network"] == "audit_hook"
+        assert outcome.isolation["network"] in {"namespace", "audit_hook"}
+        assert outcome.isolation.get("namespaces") in {"user", None}
+
+
+def test_the_user_namespace_path_isolates_like_root(
+    dataset: Path, sandboxes: dict[str, LocalSandbox]
+) -> None:
+    outcome = sandboxes["runtime_user_namespace"].run_detailed(
+        "result = {'n': len(df)}", DatasetRef(path=str(dataset))
+    )
+    assert outcome.investigation.success
+    if outcome.isolation.get("namespaces_refused"):
+        pytest.skip(f"user namespaces refused here: {outcome.isolation['namespaces_refused']}")
+    assert outcome.isolation["namespaces"] == "user"
+    assert outcome.isolation["network"] == "namespace" and outcome.isolation["filesystem"] == "jail"

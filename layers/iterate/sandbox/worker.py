@@ -29,6 +29,7 @@ import traceback
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWUSER = 0x10000000
 MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
@@ -38,6 +39,10 @@ MS_BIND = 4096
 MS_MOVE = 8192
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
+MS_NOATIME = 1024
+MS_NODIRATIME = 2048
+MS_RELATIME = 1 << 21
+ST_RELATIME = 4096  # statvfs's flag for relatime (the MS_ value differs)
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAPBSET_DROP = 24
@@ -239,7 +244,11 @@ def _bind_readonly(libc, path: str, newroot: str) -> None:  # type: ignore[no-un
         with open(target, "a"):
             pass
     _mount(libc, path, target, None, MS_BIND | MS_REC)
-    _mount(libc, None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    # Flags the source mount already has must be kept (a user namespace may not clear them).
+    kept = os.statvfs(path).f_flag & (MS_NOEXEC | MS_NOATIME | MS_NODIRATIME)
+    if os.statvfs(path).f_flag & ST_RELATIME:
+        kept |= MS_RELATIME
+    _mount(libc, None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | kept)
 
 
 def build_jail(libc, job: dict) -> None:  # type: ignore[no-untyped-def]
@@ -261,7 +270,9 @@ def build_jail(libc, job: dict) -> None:  # type: ignore[no-untyped-def]
     for dev in ("null", "zero", "urandom", "random"):
         _bind_readonly(libc, f"/dev/{dev}", newroot)
     os.makedirs(newroot + "/proc", exist_ok=True)
-    _mount(libc, "proc", newroot + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    # A container may refuse a fresh /proc to a user namespace; the jail works without one.
+    with contextlib.suppress(OSError):
+        _mount(libc, "proc", newroot + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.makedirs(newroot + "/work", exist_ok=True)
     os.makedirs(newroot + "/tmp", exist_ok=True)
     os.chdir(newroot)
@@ -642,8 +653,11 @@ def set_limits(job: dict) -> None:
     cpu = math.ceil(job["timeout_s"]) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     # Address space: what the loaded interpreter and dataset already reserve, plus the memory budget.
-    with open("/proc/self/statm") as statm:
-        baseline = int(statm.read().split()[0]) * resource.getpagesize()
+    try:
+        with open("/proc/self/statm") as statm:
+            baseline = int(statm.read().split()[0]) * resource.getpagesize()
+    except OSError:  # no /proc in the jail: what pandas and pyarrow reserve, measured at about 1.5 GB
+        baseline = 2 * 1024**3
     limit = baseline + job["memory_mb"] * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     fsize = job["max_output_bytes"] * 2 + 65536
@@ -807,13 +821,38 @@ def _finish(result_fd: int, verdict: dict, violations: list[str], isolation: dic
     return 0
 
 
+def enter_namespaces(libc, *, user_first: bool) -> tuple[str | None, str]:  # type: ignore[no-untyped-def]
+    """New network, mount and PID namespaces: as root directly, else inside a new user namespace.
+
+    The user namespace is how an ordinary account (a laptop) gets the same isolation: "root" inside maps
+    to the caller's own uid outside, with no power over anything the caller could not touch already.
+    Returns the mode used ("root", "user") or None, and the reason the last attempt was refused.
+    """
+    import ctypes
+
+    flags = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID
+    if not user_first and libc.unshare(flags) == 0:
+        return "root", ""
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(flags | CLONE_NEWUSER) != 0:
+        return None, os.strerror(ctypes.get_errno())
+    try:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as handle:
+                handle.write(text)
+    except OSError as exc:
+        return None, f"user namespace mapping refused: {exc.strerror}"
+    return "user", ""
+
+
 def execute(job: dict) -> int:
     """One investigation from a fresh process: isolate (namespaces when allowed), run, return the status."""
     result_fd = job["result_fd"]
     isolation = {"network": "audit_hook", "filesystem": "audit_hook", "pid_namespace": False}
     if job.get("namespaces"):
         libc = _libc()
-        if libc.unshare(CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID) == 0:
+        mode, refused = enter_namespaces(libc, user_first=bool(job.get("user_namespace_first")))
+        if mode is not None:
             init = os.fork()
             if init:
                 # Outside the namespaces: wait for its pid 1 and pass its status on.
@@ -833,6 +872,7 @@ def execute(job: dict) -> int:
                     "filesystem": f"audit_hook ({exc})",
                     "pid_namespace": True,
                 }
+            isolation["namespaces"] = mode
             child = os.fork()
             if child:
                 os._exit(reap_as_init(child))
@@ -843,7 +883,7 @@ def execute(job: dict) -> int:
             except OSError as exc:
                 isolation["capabilities"] = f"kept ({exc})"
             os._exit(run_investigation(job, isolation, result_fd))
-        isolation["namespaces_refused"] = os.strerror(__import__("ctypes").get_errno())
+        isolation["namespaces_refused"] = refused
     else:
         libc = None
     if job.get("workdir"):
