@@ -17,7 +17,7 @@ from urllib.parse import unquote_plus
 from pydantic import BaseModel, ValidationError
 
 from iterate.aws.deps import AwsDeps
-from iterate.aws.observability import logger, metrics
+from iterate.aws.observability import logger, metrics, tracer
 from iterate.aws.payloads import (
     AnalyzeOutput,
     FailureInput,
@@ -261,6 +261,7 @@ def _download(deps: AwsDeps, source: S3ObjectRef, local: Path) -> None:
         deps.s3_client().download_file(source.bucket, decoded, str(local), ExtraArgs=extra)
 
 
+@tracer.capture_method(capture_response=False)
 def profile(payload: ProfileInput, deps: AwsDeps, *, execution_id: str) -> ProfileOutput:
     """Claim the upload (one run per object version), create the run, download and profile the file."""
     from iterate import pipeline
@@ -293,6 +294,7 @@ def profile(payload: ProfileInput, deps: AwsDeps, *, execution_id: str) -> Profi
 # --- UnderstandDataset / AnalyzeDataset -----------------------------------------------------------
 
 
+@tracer.capture_method(capture_response=False)
 def understand(payload: StepInput, deps: AwsDeps) -> StepOutput:
     from iterate import pipeline
 
@@ -325,6 +327,7 @@ def previous_issues(deps: AwsDeps, run: RunState) -> list[Any] | None:
     return None
 
 
+@tracer.capture_method(capture_response=False)
 def analyze(payload: StepInput, deps: AwsDeps) -> AnalyzeOutput:
     from iterate import pipeline
 
@@ -371,6 +374,7 @@ def _finish_investigation(
     )
 
 
+@tracer.capture_method(capture_response=False)
 def generate_code(payload: GenerateCodeInput, deps: AwsDeps) -> GenerateCodeOutput:
     """The next attempt's code for one issue, with a presigned GET of this run's data for the sandbox."""
     from iterate import pipeline
@@ -422,6 +426,7 @@ def _failure_text(failure: SandboxFailure) -> str:
     return f"{failure.Error}: {message}"[:2000] if message else failure.Error
 
 
+@tracer.capture_method(capture_response=False)
 def record_attempt(payload: RecordAttemptInput, deps: AwsDeps) -> RecordAttemptOutput:
     """Keep one sandbox outcome; finish the investigation on success or when the attempts are spent."""
     run = payload.run
@@ -510,6 +515,7 @@ def _record_investigations(ctx: Any, record: dict[str, Any]) -> None:
     )
 
 
+@tracer.capture_method(capture_response=False)
 def report(payload: StepInput, deps: AwsDeps) -> ReportOutput:
     """Merge everything into analysis.json and report.html, store the issues, mark the run SUCCEEDED."""
     from iterate import pipeline
@@ -564,6 +570,7 @@ def _reason(error: StateError) -> str:
     return _failure_text(SandboxFailure(Error=error.Error, Cause=error.Cause))
 
 
+@tracer.capture_method(capture_response=False)
 def record_failure(payload: FailureInput, deps: AwsDeps, *, execution_id: str) -> FailureOutput:
     """Mark the run FAILED with the caught error's class and message, and announce it. Uploads are untouched."""
     state = dict(payload.state)
