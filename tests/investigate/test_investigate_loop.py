@@ -231,6 +231,10 @@ def test_an_llm_hypothesis_takes_its_numbers_from_the_code() -> None:
     assert [e.row for e in confirmed.evidence.examples] == [2]
     empty = confirm(hypothesis, CodeInvestigation(code="c", success=True, output={"affected_rows": 0}))
     assert empty.status == "unconfirmed" and empty.affectedRows is None
+    # A number the LLM wrote into its hypothesis is replaced by the code's, not compared with it
+    guessed = hypothesis.model_copy(update={"affectedRows": 999})
+    proven = confirm(guessed, CodeInvestigation(code="c", success=True, output=output, source="llm"))
+    assert proven.status == "confirmed" and proven.affectedRows == 4
 
 
 def test_investigate_all_is_bounded_ordered_and_never_raises() -> None:

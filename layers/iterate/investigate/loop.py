@@ -163,7 +163,8 @@ def confirm(issue: Issue, investigation: CodeInvestigation | None) -> Issue:
         return issue.model_copy(update=update)
     output = investigation.output if isinstance(investigation.output, dict) else {}
     recomputed = int(output.get("affected_rows", 0))
-    claimed = issue.affectedRows
+    # An LLM's hypothesis carries no count worth checking (any number in it came from text, not code).
+    claimed = None if issue.source == "llm" else issue.affectedRows
     if claimed is None and issue.evidence is not None and issue.source == "detector":
         claimed = issue.evidence.affectedRows
     if claimed is None:
