@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from iterate.profile import ColumnSketch, choose_null_marker, profile_table
+from iterate.profile import ColumnSketch, choose_null_marker, finalize_all, profile_table
 from iterate.profile.sketch import SketchMergeError, weighted_quantiles
 
 pytestmark = pytest.mark.unit
@@ -151,3 +151,22 @@ def test_kth_largest_matches_sorting_for_small_and_huge_counts():
 def test_given_a_spike_of_zeros_when_profiled_then_zero_is_a_real_value(make_table):
     values = [f"{n} patients" for n in range(1, 300)] + ["0 patients"] * 100
     assert profile_table(make_table({"sample": values})).columns[0].disguisedMissing == 0
+
+
+def test_given_pieces_of_a_dataset_when_merged_then_columns_and_null_marker_equal_the_whole(make_table):
+    # Given a dataset whose null marker (N/A) only wins once its pieces are added up
+    data = {
+        "a": ["1", "N/A", "", "4", "N/A", "6", "N/A", "8"],
+        "b": ["x", "", "y", "", "z", "N/A", "w", "v"],
+    }
+    whole = profile_table(make_table(data))
+    pieces = [(0, 3), (3, 8)]
+    merged = []
+    for i, name in enumerate(data):
+        sketches = [ColumnSketch.from_values(name, i, data[name][a:b]) for a, b in pieces]
+        merged.append(sketches[0].merge(sketches[1]))
+    # When the merged sketches are finalized together
+    marker, columns = finalize_all(merged)
+    # Then the marker and every column profile match the whole dataset's
+    assert marker == whole.nullMarker == "N/A"
+    assert columns == whole.columns

@@ -11,7 +11,7 @@ from iterate.profile.dataset import (
 from iterate.profile.fd import GroupMajority, group_majority
 from iterate.profile.missing import choose_null_marker, missing_like
 from iterate.profile.parse import NumberInfo, guess_date_format, parse_dates, parse_numbers
-from iterate.profile.sketch import ColumnSketch
+from iterate.profile.sketch import ColumnSketch, finalize_all
 from iterate.profile.types import TypeInference, infer_semantic_type
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "candidate_keys",
     "choose_null_marker",
     "duplicate_rows",
+    "finalize_all",
     "group_majority",
     "guess_date_format",
     "infer_semantic_type",

@@ -18,7 +18,7 @@ from iterate.contracts.profile import (
     ValueCount,
 )
 from iterate.profile._bytes import fast_shapes
-from iterate.profile.missing import missing_like, null_marker_mask, token_counts
+from iterate.profile.missing import choose_null_marker, missing_like, null_marker_mask, token_counts
 from iterate.profile.types import TypeInference, infer_semantic_type, kth_largest
 from iterate.table import Column
 
@@ -298,3 +298,16 @@ def disguised_sentinels(inf: TypeInference, counts: np.ndarray) -> np.ndarray:
         if (v < lo and (v < 0 <= lo or lo - v > span)) or v > hi + span:
             out[i] = True
     return out
+
+
+def finalize_all(
+    sketches: list[ColumnSketch], null_marker: str | None = None
+) -> tuple[str, list[ColumnProfile]]:
+    """(null marker, column profiles) of a dataset from its (merged) column sketches.
+
+    The null marker is chosen from the sketches' missing-token counts, which merge like everything else,
+    so pieces of a huge file profiled apart and merged give the same columns as the whole file.
+    """
+    if null_marker is None:
+        null_marker = choose_null_marker(s.missing_tokens() for s in sketches)
+    return null_marker, [s.finalize(null_marker) for s in sketches]
