@@ -117,6 +117,21 @@ def test_fails_twice_then_succeeds_with_the_errors_fed_back() -> None:
     assert [a.error for a in agent.seen[2]] == ["KeyError a", "TypeError b"]
 
 
+def test_the_source_is_read_after_each_attempt() -> None:
+    # Given an agent that answers with a template first and Claude's code on the retry
+    class Switching(ScriptedAgent):
+        @property
+        def source(self) -> str:  # type: ignore[override]
+            return "template" if len(self.seen) == 1 else "llm"
+
+    agent = Switching(["fail:template broke", "ok:3"])
+    result = investigate_issue(
+        make_issue(), agent=agent, sandbox=ScriptedSandbox(), data=DATA, profile=PROFILE
+    )
+    # Then the successful attempt is credited to the LLM, not to the template that started
+    assert result.success and result.source == "llm"
+
+
 def test_the_same_code_again_stops_the_loop_without_running_it_twice() -> None:
     agent = ScriptedAgent(["fail:NameError x"])  # keeps writing the same code
     sandbox = ScriptedSandbox()

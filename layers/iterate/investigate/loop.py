@@ -96,7 +96,6 @@ def investigate_issue(
     timeout_s: float | None = None,
 ) -> CodeInvestigation:
     """Generate → run → validate, feeding failures back, for at most `max_attempts` attempts."""
-    source = _source(agent)
     attempts: list[CodeInvestigation] = []
     ended = ""
     while True:
@@ -109,13 +108,15 @@ def investigate_issue(
             reason = stop_reason(attempts, max_attempts)
             ended = reason or "the generator repeated the same code"
             break
+        # Read after each write_code: a fallback agent says per attempt whether a template or Claude wrote it.
+        source = _source(agent)
         run = sandbox.run(code, data, timeout_s=timeout_s)
         attempts.append(validate(run).model_copy(update={"attempts": len(attempts) + 1, "source": source}))
         if attempts[-1].success:
             return attempts[-1]
     if not attempts:
         return CodeInvestigation(
-            code="", success=False, error=ended, stopped="error", attempts=1, source=source
+            code="", success=False, error=ended, stopped="error", attempts=1, source=_source(agent)
         )
     last = attempts[-1]
     error = f"{last.error or 'failed'} (stopped retrying: {ended})"
