@@ -170,3 +170,17 @@ def test_given_pieces_of_a_dataset_when_merged_then_columns_and_null_marker_equa
     # Then the marker and every column profile match the whole dataset's
     assert marker == whole.nullMarker == "N/A"
     assert columns == whole.columns
+
+
+def test_given_huge_and_overflowing_numbers_when_profiled_then_stats_are_finite_and_json_round_trips(
+    make_table,
+):
+    from iterate.contracts import DatasetProfile
+
+    values = ["1e300", "-1e300", "2e300", "1e309", "5"] * 10
+    profile = profile_table(make_table({"big": values}))
+    stats = profile.columns[0].numeric
+    assert stats is not None and stats.count == 40  # 1e309 overflows: not a number
+    assert np.isfinite([stats.mean, stats.std, stats.min, stats.max]).all()
+    assert stats.mean == pytest.approx(np.mean([1e300, -1e300, 2e300, 5]))
+    assert DatasetProfile.model_validate_json(profile.model_dump_json()) == profile

@@ -150,6 +150,8 @@ def parse_numbers(values: pa.Array | list[str]) -> tuple[np.ndarray, NumberInfo]
             unit_sub = pc.if_else(pa.array(is_unit), suffix, null)
             currency = _scatter(n, ok, cur_sub)
             unit = _scatter(n, ok, unit_sub)
+    # 1e999 overflows to infinity: not a number a profile can hold (JSON has no Infinity).
+    out[~np.isfinite(out)] = np.nan
     return out, NumberInfo(plain, percent, currency, unit, thousands)
 
 

@@ -204,16 +204,19 @@ def _numeric(inf: TypeInference, counts: np.ndarray, present: np.ndarray) -> Num
         return None
     v, w = inf.numbers[keep], counts[keep].astype(np.float64)
     total = w.sum()
-    mean = float((v * w).sum() / total)
-    var = float((w * (v - mean) ** 2).sum() / (total - 1)) if total > 1 else 0.0
+    # Moments on values scaled to at most 1, so 1e300-sized numbers neither overflow nor lose the mean.
+    scale = float(np.abs(v).max()) or 1.0
+    u = v / scale
+    mean_u = float((u * w).sum() / total)
+    var_u = float((w * (u - mean_u) ** 2).sum() / (total - 1)) if total > 1 else 0.0
     q1, median, q3, lo, hi = weighted_quantiles(v, w, [0.25, 0.5, 0.75, 0.005, 0.995])
     (mad,) = weighted_quantiles(np.abs(v - median), w, [0.5])
     return NumericStats(
         count=int(total),
         min=float(v.min()),
         max=float(v.max()),
-        mean=mean,
-        std=float(np.sqrt(var)),
+        mean=mean_u * scale,
+        std=float(np.sqrt(var_u)) * scale,
         median=median,
         mad=mad,
         q1=q1,
