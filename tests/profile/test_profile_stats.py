@@ -184,3 +184,16 @@ def test_given_huge_and_overflowing_numbers_when_profiled_then_stats_are_finite_
     assert np.isfinite([stats.mean, stats.std, stats.min, stats.max]).all()
     assert stats.mean == pytest.approx(np.mean([1e300, -1e300, 2e300, 5]))
     assert DatasetProfile.model_validate_json(profile.model_dump_json()) == profile
+
+
+def test_given_dates_when_profiled_then_quartiles_match_pandas(make_table):
+    rng = np.random.default_rng(6)
+    days = pd.Timestamp("2020-01-01") + pd.to_timedelta(rng.integers(0, 900, 1001), unit="D")
+    values = [d.strftime("%Y-%m-%d") for d in days]
+    dates = profile_table(make_table({"d": values})).columns[0].dates
+    s = pd.Series(days)
+    assert dates is not None
+    assert (dates.min, dates.max) == (str(s.min().date()), str(s.max().date()))
+    assert dates.median == str(s.median().floor("D").date())
+    assert dates.q1 == str(s.quantile(0.25).floor("D").date())
+    assert dates.q3 == str(s.quantile(0.75).floor("D").date())

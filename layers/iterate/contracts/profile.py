@@ -37,6 +37,9 @@ class DateStats(Contract):
     min: str
     max: str
     formats: list[ValueCount] = Field(default_factory=list)
+    median: str | None = None
+    q1: str | None = None
+    q3: str | None = None
 
 
 class LengthStats(Contract):

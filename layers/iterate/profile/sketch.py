@@ -250,11 +250,19 @@ def _dates(inf: TypeInference, counts: np.ndarray, present: np.ndarray) -> DateS
     with_time = inf.semantic_type == "datetime"
     fmt = (lambda x: str(x).replace("T", " ")) if with_time else (lambda x: str(x.astype("datetime64[D]")))
     formats = sorted(inf.date_formats.items(), key=lambda kv: (-kv[1], kv[0]))
+    secs = d.astype(np.int64).astype(np.float64)
+    q1, median, q3 = (
+        np.datetime64(int(np.floor(q)), "s")
+        for q in weighted_quantiles(secs, counts[keep], [0.25, 0.5, 0.75])
+    )
     return DateStats(
         count=int(counts[keep].sum()),
         min=fmt(d.min()),
         max=fmt(d.max()),
         formats=[ValueCount(value=f, count=c) for f, c in formats if c],
+        median=fmt(median),
+        q1=fmt(q1),
+        q3=fmt(q3),
     )
 
 
