@@ -105,6 +105,12 @@ def test_map_fans_out_with_bounds_and_passes_run_and_issue(asl: dict[str, Any]) 
     assert loop["TryAgain"]["Choices"][0]["Next"] == "GenerateCode"
     assert loop["RunInSandbox"]["Resource"] == "${SandboxFunctionArn}"
     assert loop["RunInSandbox"]["Catch"][0]["Next"] == "RecordAttempt", "a sandbox crash is a failed attempt"
+    # Every child's result is gathered into the Map's output: each one must stay tiny
+    assert (
+        loop["InvestigationDone"]["Parameters"] == {"issueId.$": "$.issueId"}
+        and loop["InvestigationDone"]["End"]
+    )
+    assert fan_out["ResultPath"] is None
 
 
 def test_every_state_is_reachable_and_paths_are_simple(asl: dict[str, Any]) -> None:
