@@ -31,9 +31,8 @@ T = TypeVar("T")
 
 
 def _random_odd(n: int, seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).integers(1, 2**62, size=n, dtype=np.uint64) * np.uint64(2) + np.uint64(
-        1
-    )
+    draws = np.random.default_rng(seed).integers(1, 2**62, size=n, dtype=np.uint64)
+    return draws * np.uint64(2) + np.uint64(1)
 
 
 def _u64(v: np.ndarray) -> np.ndarray:
@@ -253,8 +252,9 @@ def profile_table_full(
 ) -> ProfileResult:
     """`profile_table`, also returning the per-column type inferences and per-row duplicate marks.
 
-    `workers` threads share the columns (largest first) and the duplicate search; pyarrow and numpy
-    release the GIL in their kernels, so two cores do the work in a little over half the time.
+    `workers` threads (default: up to 2) share the columns, largest first, beside the duplicate search;
+    pyarrow and numpy release the GIL in their heavy kernels, so the threads can overlap. The result does
+    not depend on the number of workers.
     """
     sketches = [ColumnSketch.from_column(c) for c in table.columns]
     workers = max(1, workers if workers is not None else min(2, os.cpu_count() or 1))
