@@ -68,25 +68,28 @@ result = summary(mask, mask.sum(), name, column=name, by_value={str(k): int(v) f
 
 DUPLICATES = """\
 columns = PARAMS["columns"]
-frame = pd.concat([col(c) for c in columns], axis=1, keys=range(len(columns)))
-mask = frame.duplicated(keep="first")
-groups = int(frame[frame.duplicated(keep=False)].drop_duplicates().shape[0])
+# Rows compared as integer codes (one per distinct value): the same answer as comparing text, far faster.
+keys = pd.DataFrame({i: pd.factorize(col(c))[0] for i, c in enumerate(columns)})
+mask = keys.duplicated(keep="first")
+groups = int(keys[keys.duplicated(keep=False)].drop_duplicates().shape[0])
 result = summary(mask, mask.sum() * len(columns), columns[0], groups=groups)
 """
 
 NEAR_DUPLICATES = """\
 columns = PARAMS["columns"]
+
+
+def near_codes(values):
+    # Lower case, every run of characters other than ASCII letters, digits and "_" becomes one space;
+    # worked out once per distinct value, then spread to the rows.
+    codes, uniques = pd.factorize(values)
+    normal = pd.Series(uniques, dtype=str).str.lower().str.replace(r"[^0-9A-Za-z_]+", " ", regex=True).str.strip()
+    return pd.factorize(normal)[0][codes]
+
+
 # Exact copies are judged on every column; near ones on the columns given (identifiers left out).
-everything = pd.concat([df.iloc[:, i].astype(str) for i in range(len(NAMES))], axis=1, keys=range(len(NAMES)))
-exact = pd.concat([col(c) for c in columns], axis=1, keys=range(len(columns)))
-
-
-def normalise(s):
-    # Lower case, every run of characters other than ASCII letters, digits and "_" becomes one space.
-    return s.str.lower().str.replace(r"[^0-9A-Za-z_]+", " ", regex=True).str.strip()
-
-
-near = pd.concat([normalise(exact[i]) for i in exact.columns], axis=1)
+everything = pd.DataFrame({i: pd.factorize(df.iloc[:, i].astype(str))[0] for i in range(len(NAMES))})
+near = pd.DataFrame({i: near_codes(col(c)) for i, c in enumerate(columns)})
 mask = near.duplicated(keep="first") & ~everything.duplicated(keep="first")
 result = summary(mask, mask.sum() * len(columns), columns[0])
 """
