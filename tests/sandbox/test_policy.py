@@ -69,6 +69,7 @@ def test_hostile_constructs_are_refused_with_a_rule(code: str, rule: str) -> Non
         "for _ in range(3):\n    pass\nresult = {'ok': True}",
         "result = {'o': df['a'].astype(object).to_dict(), 't': str(type(1))}",
         "x = df.groupby(['a', 'b']).size().reset_index(name='n')\nresult = {'n': len(x)}",
+        "result = {'numeric': bool(pd.api.types.is_numeric_dtype(pd.to_numeric(df['a'], errors='coerce')))}",
     ],
 )
 def test_ordinary_analysis_code_passes(code: str) -> None:

@@ -90,7 +90,6 @@ BANNED_ATTRIBUTES = frozenset(
         "compat",
         "core",
         "util",
-        "api",
         "plotting",
         "clipboard",
         "common",
