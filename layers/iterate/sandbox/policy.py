@@ -66,7 +66,6 @@ BANNED_ATTRIBUTES = frozenset(
         "marshal",
         "gc",
         "inspect",
-        "types",
         "threading",
         "multiprocessing",
         "signal",
