@@ -38,6 +38,7 @@ from iterate.storage.dynamo import TERMINAL, DynamoRunRepository, RunTransitionE
 
 DepsProvider = Callable[[], AwsDeps]
 PRESIGN_UPLOAD_S = 900
+FOLLOWUP_LLM_BUDGET_S = 20.0
 ERROR_TEXTS = {
     400: "the body is not valid JSON",
     401: "no authenticated user",
@@ -418,7 +419,8 @@ def _register_followup(
         else:
             from iterate.agents import build_agents
 
-            agents = build_agents(settings)
+            # API Gateway gives up after 29 s: a slow Claude must fall back to the offline agent before that.
+            agents = build_agents(settings, deadline_s=FOLLOWUP_LLM_BUDGET_S)
         question = agents.followup.next_question(issue, history)
         turn = len(history)
         try:

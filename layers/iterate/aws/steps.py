@@ -103,12 +103,21 @@ def artifact_store(deps: AwsDeps, run: RunState) -> S3ArtifactStore:
     return S3ArtifactStore(deps.s3_client(), run.bucket, run.prefix)
 
 
-def _build_agents(deps: AwsDeps, settings: Settings) -> Any:
+LLM_CACHE_PREFIX = "artifacts/{owner}/_llm-cache/"
+
+
+def _build_agents(deps: AwsDeps, settings: Settings, run: RunState) -> Any:
     if deps.agents_factory is not None:
         return deps.agents_factory(settings)
     from iterate.agents import build_agents  # lazily: the LLM stack is only paid for where it is used
 
-    return build_agents(settings)
+    if not settings.anthropic_api_key:
+        return build_agents(settings)
+    from iterate.llm.cache import StoreCache
+
+    # Answers cached in S3 per owner: a retried step or a re-analysis of unchanged data costs no tokens.
+    store = S3ArtifactStore(deps.s3_client(), run.bucket, LLM_CACHE_PREFIX.format(owner=run.owner))
+    return build_agents(settings, cache=StoreCache(store, prefix="answers"))
 
 
 def _progress_callback(
@@ -154,7 +163,7 @@ def running_step(deps: AwsDeps, run: RunState, step: str, *, llm: bool = False) 
         # StopExecution may land after this step started; the record is what the owner decided.
         raise RunCancelledError(f"run {run.runId} was cancelled by its owner")
     settings = settings_with_secret(deps.settings, provider=deps.secret_provider) if llm else deps.settings
-    agents = _build_agents(deps, settings)
+    agents = _build_agents(deps, settings, run)
     progress = _progress_callback(repo, run.runId, step)
     ctx = RunContext(
         run_id=run.runId,
