@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from iterate.contracts import DatasetProfile, Evidence, EvidenceExample, Issue, Severity
 from iterate.detect import Finding
-from iterate.report import FlagArrays
 from iterate.table import Table
+
+if TYPE_CHECKING:
+    from iterate.report import FlagArrays
 
 MAX_EXAMPLES = 20
 MAX_VALUE_CHARS = 200
@@ -212,6 +215,8 @@ def issues_from_findings(
 
 def flags_of(findings: list[Finding], table: Table) -> FlagArrays:
     """Every flagged cell with the issue that flagged it (a cell may appear under several issues)."""
+    from iterate.report import FlagArrays
+
     names = np.array(table.column_names, dtype=object)
     rows, cols, ids = [], [], []
     for f in findings:

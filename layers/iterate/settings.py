@@ -15,7 +15,7 @@ class Settings(BaseModel):
     anthropic_api_key: str | None = Field(default=None, repr=False)
     anthropic_secret_arn: str | None = None  # on AWS the key comes from Secrets Manager
     anthropic_base_url: str | None = None
-    model: str = "claude-sonnet-4-5"
+    model: str = "claude-sonnet-5-5"  # current Sonnet-class; ITERATE_MODEL overrides
     llm_timeout_s: float = 60.0
     llm_max_retries: int = 4
     # Sandbox
