@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from iterate.detect.context import ColumnFacts, dataset_null_marker, facts_for, to_float
 from iterate.detect.dependencies import Dependency, Judgement, detect_dependency_violations
 from iterate.detect.derived import Derivation, detect_derived
-from iterate.detect.findings import Finding
+from iterate.detect.findings import MAX_LISTED, Finding
 from iterate.detect.formats import detect_date_formats, detect_shape_violations, detect_units
 from iterate.detect.missing import detect_missing
 from iterate.detect.rows import detect_column_shape, detect_duplicates, detect_merged_columns
@@ -69,7 +69,7 @@ def _read_findings(table: Table) -> list[Finding]:
                 suggested_action="Re-export the file with consistent quoting, or fix these rows at the source.",
                 category="smart_fixes",
                 detector="reader",
-                stats={"rows": rows[:500].tolist(), "lines": [p.line for p in ragged[:500]]},
+                stats={"rows": rows[:MAX_LISTED].tolist(), "lines": [p.line for p in ragged[:MAX_LISTED]]},
                 flag=False,
                 row_level=True,
                 key="read:ragged",
@@ -128,7 +128,7 @@ def _veto_consistent(f: Finding, judgements: dict[int, Judgement], table: Table)
     if "canonical" in f.stats:
         f.stats["canonical"] = {k: v for k, v in f.stats["canonical"].items() if k not in dropped}
     # Values every row of their entity repeats: code recounting the finding leaves them out.
-    f.stats["excluded_values"] = sorted(set(f.stats.get("excluded_values", [])) | dropped)[:500]
+    f.stats["excluded_values"] = sorted(set(f.stats.get("excluded_values", [])) | dropped)[:MAX_LISTED]
     return f
 
 
@@ -169,7 +169,7 @@ def _without_overlaps(findings: list[Finding], table: Table) -> list[Finding]:
             f.rows, f.cols = f.rows[~covered], f.cols[~covered]
             if f.expected is not None:
                 f.expected = [e for e, k in zip(f.expected, (~covered).tolist(), strict=True) if k]
-            f.stats["excluded_values"] = excluded[:500]
+            f.stats["excluded_values"] = excluded[:MAX_LISTED]
             for name in ("bad_values",):
                 if name in f.stats:
                     f.stats[name] = [v for v in f.stats[name] if v not in set(excluded)]

@@ -10,6 +10,10 @@ import numpy as np
 
 from iterate.contracts import Category
 
+# Values listed in a finding's stats (so code can recount it) are capped: enough for any real vocabulary
+# of variants, small enough for analysis.json and an investigation script to carry.
+MAX_LISTED = 5000
+
 
 @dataclass
 class Finding:

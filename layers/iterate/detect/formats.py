@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from iterate.detect.context import ColumnFacts
-from iterate.detect.findings import Finding, cells
+from iterate.detect.findings import MAX_LISTED, Finding, cells
 from iterate.profile.shapes import shapes
 
 # A number, optionally with a currency sign before it and a unit or percent sign after it.
@@ -190,7 +190,7 @@ def detect_units(f: ColumnFacts) -> Finding | None:
         detector="units",
         stats={
             "column": f.name,
-            "bad_values": sorted({f.column.uniques[i] for i in ids})[:500],
+            "bad_values": sorted({f.column.uniques[i] for i in ids})[:MAX_LISTED],
             "units": spell,
         },
         expected=expected,
@@ -253,7 +253,7 @@ def detect_date_formats(f: ColumnFacts) -> Finding | None:
         detector="dates",
         stats={
             "column": f.name,
-            "bad_values": sorted({f.column.uniques[i] for i in ids})[:500],
+            "bad_values": sorted({f.column.uniques[i] for i in ids})[:MAX_LISTED],
             "main_format": DATE_FORMATS[main],
             "other_formats": others,
         },

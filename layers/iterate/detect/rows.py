@@ -107,7 +107,9 @@ def detect_duplicates(table: Table, facts: list[ColumnFacts]) -> list[Finding]:
     small = [f for f in content if f.column.n_unique <= 0.2 * n]
     big = [f for f in content if f.column.n_unique > 0.2 * n]
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:  # pyarrow releases the GIL
-        small_codes = list(pool.map(lambda f: codes_of(normalise(f.column.dictionary))[f.column.codes], small))
+        small_codes = list(
+            pool.map(lambda f: codes_of(normalise(f.column.dictionary))[f.column.codes], small)
+        )
     small_keys = _row_keys(small_codes, n)
     repeats = np.bincount(small_keys - small_keys.min())[small_keys - small_keys.min()] > 1
     candidates = np.flatnonzero(repeats)

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from iterate.detect.context import ColumnFacts, to_float
-from iterate.detect.findings import Finding, cells
+from iterate.detect.findings import MAX_LISTED, Finding, cells
 
 # Mojibake: UTF-8 bytes decoded as cp1252/latin-1 (Ã©, â€™, Â ), and the replacement character.
 MOJIBAKE = (
@@ -42,8 +42,8 @@ def detect_whitespace(f: ColumnFacts) -> Finding | None:
         detector="whitespace",
         stats={
             "column": f.name,
-            "bad_values": sorted(trimmed)[:500],
-            "canonical": dict(list(trimmed.items())[:500]),
+            "bad_values": sorted(trimmed)[:MAX_LISTED],
+            "canonical": dict(list(trimmed.items())[:MAX_LISTED]),
         },
         expected=[trimmed[f.column.value(int(r))] for r in rows],
         key=f"whitespace:{f.name}",
@@ -78,8 +78,8 @@ def detect_encoding(f: ColumnFacts) -> Finding | None:
         detector="encoding",
         stats={
             "column": f.name,
-            "bad_values": sorted(repaired)[:500],
-            "canonical": dict(list(repaired.items())[:500]),
+            "bad_values": sorted(repaired)[:MAX_LISTED],
+            "canonical": dict(list(repaired.items())[:MAX_LISTED]),
         },
         expected=[repaired[f.column.value(int(r))] for r in rows],
         key=f"encoding:{f.name}",

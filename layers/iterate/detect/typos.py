@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from iterate.detect.context import ColumnFacts
-from iterate.detect.findings import Finding, cells
+from iterate.detect.findings import MAX_LISTED, Finding, cells
 from iterate.detect.textdist import DeletionIndex, bounded_distance, digits_of, plausible_typo, qgrams
 
 MIN_FREQUENT = 3  # a value must be seen this often to be a reference spelling
@@ -188,8 +188,8 @@ def _finding(
         detector="typos-masked" if masked else "typos",
         stats={
             "column": f.name,
-            "bad_values": sorted(canonical)[:500],
-            "canonical": dict(list(canonical.items())[:500]),
+            "bad_values": sorted(canonical)[:MAX_LISTED],
+            "canonical": dict(list(canonical.items())[:MAX_LISTED]),
         },
         expected=expected,
         key=f"typos{'-masked' if masked else ''}:{f.name}",
