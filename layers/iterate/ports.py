@@ -42,6 +42,8 @@ class DatasetRef:
     key: str | None = None
     version_id: str | None = None
     format: str = "parquet"
+    # Only these columns are loaded (template code names the columns it reads); None loads every column.
+    columns: tuple[str, ...] | None = None
 
 
 class Sandbox(Protocol):

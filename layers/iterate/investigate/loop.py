@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, Literal
 
 from iterate.contracts import CodeInvestigation, DatasetProfile, Evidence, EvidenceExample, Issue
@@ -85,6 +86,25 @@ def validate(investigation: CodeInvestigation) -> CodeInvestigation:
     return investigation.model_copy(update={"success": False, "stopped": "invalid_output", "error": problem})
 
 
+def needed_columns(issue: Issue) -> tuple[str, ...] | None:
+    """The columns an issue's template reads (from its parameters); None when it reads every column."""
+    stats = issue.evidence.stats if issue.evidence else {}
+    if issue.type in {"duplicate_rows", "near_duplicate_rows"}:
+        return None
+    names: list[str] = []
+    for key in ("column", "other", "rhs", "left", "right"):
+        if isinstance(stats.get(key), str):
+            names.append(stats[key])
+    for key in ("determinants", "lhs"):
+        if isinstance(stats.get(key), list):
+            names += [n for n in stats[key] if isinstance(n, str)]
+    derivation = stats.get("derivation")
+    if isinstance(derivation, dict):
+        names += [v for k, v in derivation.items() if k in ("left", "right") and isinstance(v, str)]
+    names += [c for c in issue.affectedColumns if c != "*"]
+    return tuple(dict.fromkeys(names)) or None
+
+
 def investigate_issue(
     issue: Issue,
     *,
@@ -110,7 +130,9 @@ def investigate_issue(
             break
         # Read after each write_code: a fallback agent says per attempt whether a template or Claude wrote it.
         source = _source(agent)
-        run = sandbox.run(code, data, timeout_s=timeout_s)
+        # A template reads only the columns its issue names: on a wide, long file the rest is never loaded.
+        narrowed = replace(data, columns=needed_columns(issue)) if source == "template" else data
+        run = sandbox.run(code, narrowed, timeout_s=timeout_s)
         attempts.append(validate(run).model_copy(update={"attempts": len(attempts) + 1, "source": source}))
         if attempts[-1].success:
             return attempts[-1]

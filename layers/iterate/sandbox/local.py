@@ -178,17 +178,26 @@ class LocalSandbox:
         try:
             zygote = self._running_zygote()
             if zygote is not None:
-                return self._fork_from(zygote, code, data.path, timeout, tmp, started)
-            return self._spawn(code, data.path, timeout, tmp, started)
+                return self._fork_from(zygote, code, data.path, timeout, tmp, started, data.columns)
+            return self._spawn(code, data.path, timeout, tmp, started, data.columns)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _job(self, code: str, timeout: float, tmp: Path, data_fd: int, result_fd: int) -> dict[str, Any]:
+    def _job(
+        self,
+        code: str,
+        timeout: float,
+        tmp: Path,
+        data_fd: int,
+        result_fd: int,
+        columns: tuple[str, ...] | None,
+    ) -> dict[str, Any]:
         workdir = tmp / "work"
         workdir.mkdir(exist_ok=True)
         return {
             "code": code,
             "data_fd": data_fd,
+            "columns": list(columns) if columns is not None else None,
             "result_fd": result_fd,
             "timeout_s": timeout,
             "memory_mb": self.limits.memory_mb,
@@ -203,14 +212,21 @@ class LocalSandbox:
         }
 
     def _fork_from(
-        self, zygote: _Zygote, code: str, path: str, timeout: float, tmp: Path, started: float
+        self,
+        zygote: _Zygote,
+        code: str,
+        path: str,
+        timeout: float,
+        tmp: Path,
+        started: float,
+        columns: tuple[str, ...] | None = None,
     ) -> SandboxOutcome:
         data_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         result_fd = os.open(tmp / "result.json", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         stderr_path = tmp / "stderr.txt"
         stderr_fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            job = self._job(code, timeout, tmp, data_fd, result_fd)
+            job = self._job(code, timeout, tmp, data_fd, result_fd, columns)
             returncode, timed_out = zygote.run(
                 job, [data_fd, result_fd, stderr_fd], timeout + self.limits.setup_allowance_s
             )
@@ -221,11 +237,19 @@ class LocalSandbox:
         stderr_tail = stderr_path.read_bytes()[-4000:].decode("utf-8", "replace")
         return self._outcome(code, started, raw, returncode, timed_out, timeout, stderr_tail)
 
-    def _spawn(self, code: str, path: str, timeout: float, tmp: Path, started: float) -> SandboxOutcome:
+    def _spawn(
+        self,
+        code: str,
+        path: str,
+        timeout: float,
+        tmp: Path,
+        started: float,
+        columns: tuple[str, ...] | None = None,
+    ) -> SandboxOutcome:
         data_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         result_fd = os.open(tmp / "result.json", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         stderr_path = tmp / "stderr.txt"
-        job = self._job(code, timeout, tmp, data_fd, result_fd)
+        job = self._job(code, timeout, tmp, data_fd, result_fd, columns)
         workdir = job["workdir"]
         timed_out = False
         try:

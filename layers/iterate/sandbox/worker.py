@@ -689,14 +689,32 @@ def _jsonable(value: object, depth: int = 0) -> object:
     raise TypeError(f"result contains a {type(value).__name__}, which is not JSON-serialisable")
 
 
-def load_frame(fd: int):  # type: ignore[no-untyped-def]
-    """The dataset as a DataFrame of text columns, nulls as empty strings, from the inherited descriptor."""
+def load_frame(fd: int, wanted: list[str] | None = None):  # type: ignore[no-untyped-def]
+    """The dataset as a DataFrame of text columns, nulls as empty strings, from the inherited descriptor.
+
+    `wanted`: names (as written) of the only columns to load; a big file's other columns are never read.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     with os.fdopen(fd, "rb") as handle:
-        table = pq.read_table(handle, use_threads=False)
+        if wanted is not None:
+            schema = pq.read_schema(handle)
+            meta = schema.metadata or {}
+            written = json.loads(meta[b"iterate.names"]) if b"iterate.names" in meta else schema.names
+            picked = [i for i, name in enumerate(written) if name in set(wanted)]
+            if picked and len(written) == len(schema.names):
+                handle.seek(0)
+                table = pq.read_table(handle, columns=[schema.names[i] for i in picked], use_threads=False)
+                table = table.replace_schema_metadata(
+                    {b"iterate.names": json.dumps([written[i] for i in picked]).encode()}
+                )
+            else:
+                handle.seek(0)
+                table = pq.read_table(handle, use_threads=False)
+        else:
+            table = pq.read_table(handle, use_threads=False)
     columns = []
     for column in table.columns:
         if column.type != pa.string() and column.type != pa.large_string():
@@ -721,7 +739,7 @@ def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
 
         for name in ALLOWED_IMPORTS:
             __import__(name)
-        frame = load_frame(job["data_fd"])
+        frame = load_frame(job["data_fd"], job.get("columns"))
         code = compile(job["code"], CODE_NAME, "exec")
     except SyntaxError as exc:
         verdict.update(error=f"SyntaxError: {exc.msg} (line {exc.lineno})", stopped="error")
