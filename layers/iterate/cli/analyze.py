@@ -1,0 +1,180 @@
+"""`iterate analyze FILE`: the whole pipeline on a laptop, with progress on stderr and a one-screen summary."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+from typing import TextIO
+
+from iterate.contracts import AnalysisResult
+
+HELP = """\
+Analyze a tabular file: profile it, find its data-quality problems, prove each one with code run in a
+sandbox, and write a report. Runs offline with no AWS account and no LLM key.
+
+Reads CSV/TSV (delimiter and quoting sniffed, .gz/.bz2/.xz), Parquet, JSON Lines and Excel .xlsx, in UTF-8
+(with or without BOM), UTF-16 or cp1252/latin-1. Values are kept as text as written. The input is never
+modified.
+
+Writes into --out DIR (default ./iterate-out/<file name>/):
+  analysis.json       "mode" first (offline | llm | degraded), then the issues, their evidence and
+                      investigations, the summary and run metadata (timings, token usage, cost)
+  report.html         one self-contained page: issues, evidence, investigation code, column charts
+  flags.csv           row,column,issue_id for every cell believed wrong (row = 0-based data row, header
+                      excluded; column = the header name)
+  profile.json        column types and statistics, duplicates, candidate keys, dependencies
+  understanding.json  the dataset and its columns in business language
+  scripts/<issue>.py  each investigation that proved its issue, runnable on its own
+  investigations/, steps/, data.parquet, candidates.json, issues.json   the steps' intermediate artifacts
+
+Modes: with no ANTHROPIC_API_KEY the offline agents run ("offline"). With a key, Claude writes the
+explanations and investigation code ("llm"); a step where Claude fails falls back to its offline twin and
+the run says "degraded" with the reasons. Every number shown is computed by code from the data.
+
+Environment: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, ITERATE_MODEL, ITERATE_LLM_TIMEOUT_S,
+ITERATE_SANDBOX_TIMEOUT_S, ITERATE_SANDBOX_MEMORY_MB, ITERATE_INVESTIGATION_WORKERS, ITERATE_CACHE_DIR,
+ITERATE_DEBUG=1 (print tracebacks).
+
+Exit codes: 0 the analysis ran (whatever it found); 2 the file could not be read (the message names the
+file, the line and what to do); 1 an unexpected error.
+"""
+
+STEP_LABELS = {
+    "read": "Reading",
+    "detect": "Detecting",
+    "profile": "Profiling",
+    "understand": "Understanding",
+    "analyze": "Analyzing",
+    "investigate": "Investigating",
+    "report": "Writing report",
+}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "analyze",
+        help="analyze a file and write the report",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("file", metavar="FILE", help="the dataset to analyze")
+    parser.add_argument("--out", metavar="DIR", help="output directory (default ./iterate-out/<file name>/)")
+    parser.add_argument(
+        "--instructions",
+        metavar="TEXT",
+        help="context for the agents, e.g. 'amounts are in EUR; status is an enum'",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print analysis.json to stdout instead of the summary"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress display")
+    parser.set_defaults(func=run)
+
+
+class Progress:
+    """Step progress on stderr: one updating line on a terminal, one line per step otherwise."""
+
+    def __init__(self, stream: TextIO, *, quiet: bool) -> None:
+        self.stream = stream
+        self.quiet = quiet
+        self.tty = stream.isatty()
+        self.started = time.perf_counter()
+        self.last_step = ""
+
+    def __call__(self, step: str, done: int, total: int, message: str) -> None:
+        if self.quiet:
+            return
+        elapsed = time.perf_counter() - self.started
+        label = STEP_LABELS.get(step, step)
+        if self.tty:
+            width = 24
+            filled = int(width * done / total) if total else width
+            bar = "#" * filled + "-" * (width - filled)
+            line = f"\r{label:<15} [{bar}] {done}/{total} {message[:40]:<40} {elapsed:6.1f}s"
+            self.stream.write(line)
+            if step == "report" and done == total:
+                self.stream.write("\n")
+            self.stream.flush()
+        elif done == total:
+            self.stream.write(f"{elapsed:7.1f}s  {label}: done{(' — ' + message) if message else ''}\n")
+            self.stream.flush()
+        self.last_step = step
+
+
+def default_out(path: Path) -> Path:
+    name = path.name
+    for suffix in (".gz", ".bz2", ".xz"):
+        name = name.removesuffix(suffix)
+    return Path("iterate-out") / (Path(name).stem or "dataset")
+
+
+def summary_text(result: AnalysisResult, out: Path) -> str:
+    """The one-screen summary: dataset, mode, issues by severity, the top issues, where the files are."""
+    run = result.run
+    counts = Counter(i.severity for i in result.issues)
+    lines = []
+    if run is not None:
+        lines.append(
+            f"{run.datasetName}: {run.rowCount:,} rows × {run.columnCount} columns, {run.durationMs / 1000:.1f}s"
+        )
+    mode = result.mode + (f" ({'; '.join(run.degradedReasons[:2])})" if run and run.degradedReasons else "")
+    lines.append(f"mode: {mode}")
+    lines.append(
+        f"{len(result.issues)} issues: {counts.get('high', 0)} high, {counts.get('medium', 0)} medium, "
+        f"{counts.get('low', 0)} low"
+    )
+    for issue in result.issues[:10]:
+        share = f"{issue.evidence.affectedShare:.1%}" if issue.evidence else ""
+        proven = ""
+        if issue.investigation is not None:
+            proven = "proven" if issue.investigation.success and issue.status == "confirmed" else issue.status
+        cols = ", ".join(issue.affectedColumns[:3]) + ("…" if len(issue.affectedColumns) > 3 else "")
+        rows = f"{issue.affectedRows:,} rows" if issue.affectedRows is not None else ""
+        lines.append(
+            f"  {issue.severity:<6} {issue.type:<22} {cols[:30]:<30} {rows:>12} {share:>7}  {proven}"
+        )
+    if len(result.issues) > 10:
+        lines.append(f"  … and {len(result.issues) - 10} more in the report")
+    lines.append(f"report:   {out / 'report.html'}")
+    lines.append(f"analysis: {out / 'analysis.json'}")
+    lines.append(f"flags:    {out / 'flags.csv'}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from iterate.io import DatasetReadError
+    from iterate.pipeline import run_local
+
+    path = Path(args.file)
+    out = Path(args.out) if args.out else default_out(path)
+    progress = Progress(sys.stderr, quiet=args.quiet)
+    try:
+        if not path.exists():
+            raise DatasetReadError(str(path), "file not found", "check the path and try again")
+        result = run_local(path, out, instructions=args.instructions, progress=progress)
+    except DatasetReadError as exc:
+        if progress.tty and not args.quiet:
+            sys.stderr.write("\n")
+        print(f"iterate: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\niterate: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if os.environ.get("ITERATE_DEBUG"):
+            traceback.print_exc()
+        print(
+            f"iterate: unexpected error: {type(exc).__name__}: {exc} (re-run with ITERATE_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    else:
+        print(summary_text(result, out))
+    return 0

@@ -1,0 +1,607 @@
+"""report.html: one self-contained page (inline CSS, SVG and a little JS) that opens offline and stays small."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from iterate.contracts import (
+    AnalysisResult,
+    CodeInvestigation,
+    ColumnProfile,
+    DatasetProfile,
+    DatasetUnderstanding,
+    Issue,
+)
+from iterate.report.charts import (
+    Bar,
+    HeatCell,
+    box_plot,
+    clip,
+    esc,
+    fmt_num,
+    hbar_chart,
+    heat_strip,
+    severity_chart,
+    stacked_severity_bars,
+)
+
+SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+STATUS_ORDER = {"confirmed": 0, "unconfirmed": 1, "hypothesis": 2}
+CATEGORY_LABEL = {"quick_fixes": "Quick fix", "smart_fixes": "Smart fix"}
+# Control characters would be invisible (or break the layout); show them as \\xNN instead.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_EDGE_WS = re.compile(r"^(\s+)|(\s+)$")
+
+
+@dataclass(frozen=True)
+class ReportLimits:
+    """Caps that keep the page small whatever the data: the report sees the profile and capped evidence only."""
+
+    examples_per_issue: int = 10
+    top_values: int = 12
+    columns: int = 200
+    issues: int = 500
+    value_chars: int = 120
+    text_chars: int = 1000
+    code_chars: int = 6000
+    output_chars: int = 2000
+    stats_items: int = 20
+
+
+def _asset(name: str) -> str:
+    return resources.files("iterate.report").joinpath(name).read_text(encoding="utf-8")
+
+
+def _anchor(prefix: str, name: str) -> str:
+    """A stable, attribute-safe id for a column or issue (names may hold any character)."""
+    return prefix + "-" + hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+
+
+class _Renderer:
+    def __init__(
+        self,
+        analysis: AnalysisResult,
+        profile: DatasetProfile,
+        understanding: DatasetUnderstanding,
+        limits: ReportLimits,
+    ) -> None:
+        self.a, self.p, self.u, self.lim = analysis, profile, understanding, limits
+        self.issues = sorted(
+            analysis.issues,
+            key=lambda i: (
+                SEVERITY_ORDER.get(i.severity, 9),
+                STATUS_ORDER.get(i.status, 9),
+                -self._rows(i),
+                i.id,
+            ),
+        )
+        self.by_column: dict[str, list[Issue]] = defaultdict(list)
+        for issue in self.issues:
+            for col in dict.fromkeys(issue.affectedColumns):
+                self.by_column[col].append(issue)
+
+    # ---- small pieces -------------------------------------------------------------------------------
+    def text(self, value: object, limit: int | None = None) -> str:
+        """Escaped prose (descriptions, LLM text), clipped."""
+        return esc(clip(str(value), limit or self.lim.text_chars))
+
+    def val(self, value: object) -> str:
+        """A data value: clipped, escaped, with edge whitespace and control characters made visible."""
+        s = str(value)
+        if s == "":
+            return '<span class="empty">(empty)</span>'
+        s = clip(s, self.lim.value_chars)
+        s = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", s)
+        parts = []
+        pos = 0
+        for m in _EDGE_WS.finditer(s):
+            parts.append(esc(s[pos : m.start()]))
+            ws = m.group().replace(" ", "·").replace("\t", "→").replace("\n", "↵").replace("\r", "␍")
+            parts.append(f'<span class="ws" title="whitespace">{esc(ws)}</span>')
+            pos = m.end()
+        parts.append(esc(s[pos:]))
+        return f'<code class="v">{"".join(parts)}</code>'
+
+    @staticmethod
+    def _rows(issue: Issue) -> int:
+        if issue.evidence is not None:
+            return issue.evidence.affectedRows
+        return issue.affectedRows or 0
+
+    def severity_counts(self) -> dict[str, int]:
+        counts = {"high": 0, "medium": 0, "low": 0}
+        for issue in self.a.issues:
+            counts[issue.severity] = counts.get(issue.severity, 0) + 1
+        return counts
+
+    # ---- sections -----------------------------------------------------------------------------------
+    def header(self) -> str:
+        run = self.a.run
+        name = (run.datasetName if run else None) or self.p.name or self.u.summary.name
+        mode = self.a.mode
+        meta = [
+            f"<div><span>Rows × columns</span> <b>{fmt_num(self.p.rowCount)} × {fmt_num(self.p.columnCount)}</b></div>",
+            f'<div><span>Mode</span> <span class="badge mode-{esc(mode)}">{esc(mode)}</span></div>',
+            f"<div><span>Completed</span> <b>{esc(clip(self.a.completedAt, 40))}</b></div>",
+        ]
+        if run is not None:
+            meta.append(f"<div><span>Run time</span> <b>{esc(_duration(run.durationMs))}</b></div>")
+            if run.model and mode != "offline":
+                meta.append(f"<div><span>Model</span> <b>{self.text(run.model, 80)}</b></div>")
+            total = run.usage.get("total")
+            if total is not None and (total.calls or total.inputTokens or total.outputTokens):
+                meta.append(
+                    f"<div><span>Tokens</span> <b>{fmt_num(total.inputTokens)} in / "
+                    f"{fmt_num(total.outputTokens)} out</b> <span>({total.calls} calls)</span></div>"
+                )
+                meta.append(f"<div><span>Cost</span> <b>${total.costUsd:,.4f}</b></div>")
+        sub = self.text(run.sourceFile, 300) if run else ""
+        return (
+            '<header class="top"><div class="wrap">'
+            f"<h1>Data-quality report · {self.text(name, 300)}</h1>"
+            f'<div class="sub mono">{sub}</div>'
+            f'<div class="meta">{"".join(meta)}</div>'
+            "</div></header>"
+        )
+
+    def notices(self) -> str:
+        out = []
+        run = self.a.run
+        if self.a.mode == "degraded" or (run and run.degradedReasons):
+            reasons = "".join(f"<li>{self.text(r, 500)}</li>" for r in (run.degradedReasons if run else []))
+            out.append(
+                '<div class="notice"><b>Degraded run.</b> Some steps fell back to the offline engine; '
+                "every number below is still computed by code."
+                + (f'<ul class="obs">{reasons}</ul>' if reasons else "")
+                + "</div>"
+            )
+        elif self.a.mode == "offline":
+            out.append(
+                '<div class="notice">Offline mode: the descriptions come from the built-in offline engine '
+                "(no LLM key was configured). Findings and numbers are the same code either way.</div>"
+            )
+        if run and run.instructions:
+            out.append(
+                f'<div class="notice"><b>Instructions given:</b> {self.text(run.instructions, 2000)}</div>'
+            )
+        return "".join(out)
+
+    def summary(self) -> str:
+        counts = self.severity_counts()
+        confirmed = sum(1 for i in self.a.issues if i.status == "confirmed")
+        cats: defaultdict[str, int] = defaultdict(int)
+        for issue in self.a.issues:
+            cats[issue.category] += 1
+        flagged_rows = max((self._rows(i) for i in self.a.issues), default=0)
+        kpis = "".join(
+            f'<div class="kpi {sev}"><div class="v">{counts[sev]}</div><div class="l">{sev} severity</div></div>'
+            for sev in ("high", "medium", "low")
+        )
+        kpis += (
+            f'<div class="kpi"><div class="v">{confirmed}/{len(self.a.issues)}</div>'
+            '<div class="l">confirmed by code</div></div>'
+            f'<div class="kpi"><div class="v">{cats["quick_fixes"]} · {cats["smart_fixes"]}</div>'
+            '<div class="l">quick fixes · smart fixes</div></div>'
+        )
+        timings = ""
+        if self.a.run and self.a.run.timingsMs:
+            bars = [
+                Bar(k, round(v), f"{k}: {_duration(v)}") for k, v in list(self.a.run.timingsMs.items())[:12]
+            ]
+            timings = f'<div class="card"><h3>Time per step (ms)</h3>{hbar_chart(bars, width=360)}</div>'
+        return (
+            '<section id="summary"><h2>Summary</h2>'
+            f'<div class="kpis">{kpis}</div>'
+            '<div class="grid2">'
+            f'<div class="card"><h3>What we found</h3><p>{self.text(self.a.summary)}</p>'
+            f'<p class="muted small">The widest issue touches {fmt_num(flagged_rows)} of '
+            f"{fmt_num(self.p.rowCount)} rows.</p></div>"
+            f'<div class="card"><h3>Issues by severity</h3>{severity_chart(counts)}</div>'
+            f"{timings}"
+            "</div></section>"
+        )
+
+    def column_heat(self) -> str:
+        cols = self.p.columns[: self.lim.columns]
+        cells = []
+        for c in cols:
+            its = self.by_column.get(c.name, [])
+            worst = min((i.severity for i in its), key=lambda s: SEVERITY_ORDER.get(s, 9), default=None)
+            share = max((i.evidence.affectedShare for i in its if i.evidence), default=0.5 if its else 0.0)
+            cells.append(HeatCell(c.name, worst, len(its), share, _anchor("col", c.name)))
+        note = ""
+        if len(self.p.columns) > len(cols):
+            note = f'<p class="muted small">First {len(cols)} of {len(self.p.columns)} columns shown.</p>'
+        ranked = sorted(self.by_column.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:25]
+        stacked = stacked_severity_bars(
+            [(name, _count_by(its, "severity")) for name, its in ranked], width=560
+        )
+        return (
+            '<section id="columns-heat"><h2>Issues per column</h2><div class="card">'
+            '<p class="muted small">One square per column, in file order: colour = worst severity, '
+            "shade = share of rows affected, grey = no issue. Click a square to open its profile.</p>"
+            f"{heat_strip(cells)}{note}"
+            + (f'<h3 style="margin-top:16px">Most affected columns</h3>{stacked}' if ranked else "")
+            + "</div></section>"
+        )
+
+    def issues_section(self) -> str:
+        shown = self.issues[: self.lim.issues]
+        filters = (
+            '<div class="filters">'
+            + "".join(
+                f'<label><input type="checkbox" checked data-filter-sev="{s}"> '
+                f'<span class="badge sev-{s}">{s}</span></label>'
+                for s in ("high", "medium", "low")
+            )
+            + '<input type="search" id="issue-search" placeholder="Filter by text, column, type…">'
+            '<button type="button" id="expand-all">Expand all</button>'
+            '<button type="button" id="collapse-all">Collapse all</button>'
+            f'<span class="muted"><span id="issue-shown">{len(shown)}</span> of {len(self.issues)} shown</span>'
+            "</div>"
+        )
+        note = ""
+        if len(self.issues) > len(shown):
+            note = (
+                f'<p class="muted small">{len(self.issues) - len(shown)} lower-ranked issues are left out of '
+                "this page; analysis.json lists them all.</p>"
+            )
+        body = "".join(self.issue(i, n) for n, i in enumerate(shown))
+        if not self.issues:
+            body = '<div class="card">No data-quality issues were found.</div>'
+        return f'<section id="issues"><h2>Issues</h2>{filters}{body}{note}</section>'
+
+    def issue(self, issue: Issue, n: int) -> str:
+        ev = issue.evidence
+        cols_text = ", ".join(clip(c, 80) for c in issue.affectedColumns[:12])
+        if len(issue.affectedColumns) > 12:
+            cols_text += f" … (+{len(issue.affectedColumns) - 12})"
+        search_text = " ".join(
+            [issue.id, issue.type, issue.description[:300], *issue.affectedColumns[:12]]
+        ).lower()
+        nums = []
+        if ev is not None:
+            nums.append(f"<b>{fmt_num(ev.affectedRows)}</b> rows ({ev.affectedShare:.1%})")
+            nums.append(f"<b>{fmt_num(ev.affectedCells)}</b> cells")
+        elif issue.affectedRows is not None:
+            nums.append(f"<b>{fmt_num(issue.affectedRows)}</b> rows")
+        badges = (
+            f'<span class="badge sev-{esc(issue.severity)}">{esc(issue.severity)}</span>'
+            f'<span class="badge st-{esc(issue.status)}">{esc(issue.status)}</span>'
+            f'<span class="badge cat">{esc(CATEGORY_LABEL.get(issue.category, issue.category))}</span>'
+            f'<span class="muted small mono">{self.text(issue.type, 60)}</span>'
+        )
+        parts = [
+            f"<h4>Description</h4><p>{self.text(issue.description)}</p>",
+        ]
+        if issue.businessImpact:
+            parts.append(f"<h4>Business impact</h4><p>{self.text(issue.businessImpact)}</p>")
+        parts.append(f"<h4>Suggested action</h4><p>{self.text(issue.suggestedAction)}</p>")
+        if issue.temporalPattern:
+            parts.append(f"<h4>Pattern over time</h4><p>{self.text(issue.temporalPattern)}</p>")
+        if ev is not None:
+            parts.append(self.evidence(issue))
+        if issue.investigation is not None:
+            parts.append(self.investigation(issue.investigation))
+        source = f"found by {esc(issue.source)}" + (
+            f" · {self.text(issue.detector, 80)}" if issue.detector else ""
+        )
+        parts.append(
+            f'<p class="muted small">id <span class="mono">{self.text(issue.id, 120)}</span> · {source}</p>'
+        )
+        return (
+            f'<details class="issue {esc(issue.severity)}" id="{_anchor("issue", issue.id)}" '
+            f'data-sev="{esc(issue.severity)}" data-text="{esc(search_text)}"{" open" if n < 3 else ""}>'
+            f'<summary><div><div class="badges">{badges}</div>'
+            f'<div class="title">{self.text(clip(issue.description, 220))}</div></div>'
+            f'<div class="nums">{" · ".join(nums)}</div>'
+            f'<div class="cols">Columns: {esc(cols_text) or "—"}</div></summary>'
+            f'<div class="body">{"".join(parts)}</div></details>'
+        )
+
+    def evidence(self, issue: Issue) -> str:
+        ev = issue.evidence
+        assert ev is not None
+        out = [
+            "<h4>Evidence</h4>",
+            f"<p>{fmt_num(ev.affectedCells)} cells in {fmt_num(ev.affectedRows)} rows "
+            f"({ev.affectedShare:.2%} of {fmt_num(self.p.rowCount)} rows).</p>",
+        ]
+        examples = ev.examples[: self.lim.examples_per_issue]
+        if examples:
+            has_expected = any(e.expected is not None for e in examples)
+            has_note = any(e.note for e in examples)
+            head = "<tr><th class='num'>row</th><th>column</th><th>value</th>"
+            head += "<th>expected</th>" if has_expected else ""
+            head += "<th>note</th>" if has_note else ""
+            rows = []
+            for e in examples:
+                cells = f"<td class='num'>{e.row}</td><td>{self.text(e.column, 80)}</td><td>{self.val(e.value)}</td>"
+                if has_expected:
+                    cells += f"<td>{self.val(e.expected) if e.expected is not None else ''}</td>"
+                if has_note:
+                    cells += f"<td>{self.text(e.note or '', 300)}</td>"
+                rows.append(f"<tr>{cells}</tr>")
+            more = ""
+            if len(ev.examples) > len(examples):
+                more = f'<p class="muted small">{len(examples)} of {len(ev.examples)} examples shown.</p>'
+            out.append(f'<table class="t">{head}</tr>{"".join(rows)}</table>{more}')
+        if ev.stats:
+            items = list(ev.stats.items())[: self.lim.stats_items]
+            stat_rows = "".join(
+                f"<tr><th>{self.text(k, 80)}</th><td>{self.text(_compact(v), 300)}</td></tr>"
+                for k, v in items
+            )
+            out.append(
+                f'<details class="code"><summary>Statistics</summary><table class="t">{stat_rows}</table></details>'
+            )
+        return "".join(out)
+
+    def investigation(self, inv: CodeInvestigation) -> str:
+        if inv.success:
+            verdict = '<span class="ok">✔ code ran and returned evidence</span>'
+        else:
+            why = inv.stopped or "error"
+            verdict = f'<span class="bad">✘ investigation failed ({esc(why)})</span>'
+        meta = [f"{inv.attempts} attempt{'s' if inv.attempts != 1 else ''}", f"code by {esc(inv.source)}"]
+        if inv.execution_time_ms is not None:
+            meta.append(esc(_duration(inv.execution_time_ms)))
+        out = [
+            f"<h4>Investigation</h4><p>{verdict} <span class='muted small'>· {' · '.join(meta)}</span></p>"
+        ]
+        if inv.error:
+            out.append(f'<pre class="out">{self.text(inv.error, self.lim.output_chars)}</pre>')
+        if inv.output is not None:
+            out.append(self.output_summary(inv.output))
+        out.append(
+            '<details class="code"><summary>Show the code</summary>'
+            f'<pre class="code">{self.text(inv.code, self.lim.code_chars)}</pre></details>'
+        )
+        return "".join(out)
+
+    def output_summary(self, output: Any) -> str:
+        scalars = []
+        if isinstance(output, dict):
+            scalars = [
+                (k, v) for k, v in output.items() if isinstance(v, str | int | float | bool) or v is None
+            ][: self.lim.stats_items]
+        table = ""
+        if scalars:
+            rows = "".join(
+                f"<tr><th>{self.text(k, 80)}</th><td>{self.text(_compact(v), 300)}</td></tr>"
+                for k, v in scalars
+            )
+            table = f'<table class="t">{rows}</table>'
+        full = self.text(_pretty(output), self.lim.output_chars)
+        return f'{table}<details class="code"><summary>Full output</summary><pre class="out">{full}</pre></details>'
+
+    def understanding(self) -> str:
+        s = self.u.summary
+        obs = "".join(f"<li>{self.text(o, 1000)}</li>" for o in s.observations[:30])
+        cols = self.u.columns[: self.lim.columns]
+        rows = "".join(
+            f"<tr><td><a href='#{_anchor('col', c.name)}'>{self.text(c.name, 80)}</a></td>"
+            f"<td class='mono small'>{self.text(c.semanticType or c.dataType, 40)}</td>"
+            f"<td>{self.text(c.description, 600)}</td></tr>"
+            for c in cols
+        )
+        more = ""
+        if len(self.u.columns) > len(cols):
+            more = f'<p class="muted small">First {len(cols)} of {len(self.u.columns)} columns shown.</p>'
+        context = ""
+        if self.u.suggested_context:
+            context = (
+                f'<p class="muted small"><b>Context:</b> {self.text(self.u.suggested_context, 1500)}</p>'
+            )
+        return (
+            '<section id="understanding"><h2>What this dataset is</h2><div class="card">'
+            f"<p>{self.text(s.description)}</p>"
+            + (f'<h3>Observations</h3><ul class="obs">{obs}</ul>' if obs else "")
+            + context
+            + (
+                '<h3 style="margin-top:14px">Columns</h3><table class="t"><tr><th>column</th><th>type</th>'
+                f"<th>business meaning</th></tr>{rows}</table>{more}"
+                if rows
+                else ""
+            )
+            + "</div></section>"
+        )
+
+    def profile_section(self) -> str:
+        p = self.p
+        d = p.duplicates
+        facts = [
+            f"<tr><th>Exact duplicate rows</th><td class='num'>{fmt_num(d.exactRows)}</td></tr>",
+            f"<tr><th>Duplicate groups</th><td class='num'>{fmt_num(d.exactGroups)}</td></tr>",
+            f"<tr><th>Near-duplicate rows</th><td class='num'>{fmt_num(d.nearRows)}</td></tr>",
+            f"<tr><th>Missing-value marker</th><td>{self.val(p.nullMarker)}</td></tr>",
+        ]
+        keys = ", ".join(" + ".join(clip(c, 60) for c in k) for k in p.candidateKeys[:10])
+        if keys:
+            facts.append(f"<tr><th>Candidate keys</th><td>{esc(keys)}</td></tr>")
+        fds = "".join(
+            f"<tr><td>{esc(' + '.join(clip(c, 60) for c in fd.lhs))} → {esc(clip(fd.rhs, 60))}</td>"
+            f"<td class='num'>{fd.confidence:.1%}</td><td class='num'>{fmt_num(fd.violatingRows)}</td></tr>"
+            for fd in p.functionalDependencies[:20]
+        )
+        notes = "".join(f"<li>{self.text(n, 500)}</li>" for n in p.readNotes[:20])
+        top = (
+            '<div class="grid2"><div class="card"><h3>Dataset</h3>'
+            f'<table class="t">{"".join(facts)}</table>'
+            + (f'<h3 style="margin-top:12px">Reading notes</h3><ul class="obs">{notes}</ul>' if notes else "")
+            + "</div>"
+            + (
+                '<div class="card"><h3>Functional dependencies</h3><table class="t"><tr><th>rule</th>'
+                f"<th class='num'>holds</th><th class='num'>violating rows</th></tr>{fds}</table></div>"
+                if fds
+                else ""
+            )
+            + "</div>"
+        )
+        described = {c.name: c.description for c in self.u.columns}
+        cols = p.columns[: self.lim.columns]
+        cards = "".join(self.column_card(c, described.get(c.name)) for c in cols)
+        more = ""
+        if len(p.columns) > len(cols):
+            more = (
+                f'<p class="muted">Showing the first {len(cols)} of {len(p.columns)} columns; '
+                "profile.json holds every column.</p>"
+            )
+        return (
+            f'<section id="profile"><h2>Column profiles</h2>{top}'
+            f'<div class="colcards" style="margin-top:16px">{cards}</div>{more}</section>'
+        )
+
+    def column_card(self, c: ColumnProfile, description: str | None) -> str:
+        its = self.by_column.get(c.name, [])
+        issue_badge = ""
+        if its:
+            worst = min((i.severity for i in its), key=lambda s: SEVERITY_ORDER.get(s, 9))
+            first = its[0]
+            issue_badge = (
+                f'<a class="badge sev-{esc(worst)}" href="#{_anchor("issue", first.id)}">'
+                f"{len(its)} issue{'s' if len(its) != 1 else ''}</a>"
+            )
+        n_total = c.count or 0
+        stats = [
+            ("values", fmt_num(c.count)),
+            ("missing", f"{fmt_num(c.missing)}" + (f" ({c.missing / n_total:.1%})" if n_total else "")),
+            ("disguised missing", fmt_num(c.disguisedMissing)),
+            ("distinct", fmt_num(c.distinct)),
+            ("distinct ratio", f"{c.distinctRatio:.1%}"),
+            ("unique ratio", f"{c.uniqueRatio:.1%}"),
+        ]
+        if c.length is not None:
+            stats.append(("length min/mean/max", f"{c.length.min} / {c.length.mean:.1f} / {c.length.max}"))
+        if c.numeric is not None:
+            nm = c.numeric
+            stats += [
+                ("mean", fmt_num(nm.mean)),
+                ("std", fmt_num(nm.std)),
+                ("MAD", fmt_num(nm.mad)),
+            ]
+        if c.dates is not None:
+            stats += [("earliest", clip(c.dates.min, 40)), ("latest", clip(c.dates.max, 40))]
+        if c.format:
+            stats.append(("format", clip(c.format, 40)))
+        stat_html = "".join(f"<div><span>{esc(k)}</span>{esc(v)}</div>" for k, v in stats)
+        chart = ""
+        if c.numeric is not None:
+            chart = box_plot(c.numeric)
+        tv = c.topValues[: self.lim.top_values]
+        if tv:
+            bars = [
+                Bar(v.value if v.value != "" else "(empty)", v.count, clip(f"{v.value!r}: {v.count:,}", 220))
+                for v in tv
+            ]
+            chart += (
+                f'<div class="muted small" style="margin-top:6px">Top values ({len(tv)} of '
+                f"{fmt_num(c.distinct)} distinct)</div>{hbar_chart(bars, width=340)}"
+            )
+        patterns = ""
+        if c.patterns:
+            patterns = (
+                '<div class="muted small" style="margin-top:6px">Shapes: '
+                + ", ".join(f"{self.val(pt.value)} ×{fmt_num(pt.count)}" for pt in c.patterns[:5])
+                + "</div>"
+            )
+        desc = f'<div class="desc">{self.text(description, 600)}</div>' if description else ""
+        return (
+            f'<div class="card colcard" id="{_anchor("col", c.name)}">'
+            f"<h3><span>{self.text(c.name, 120)}</span>"
+            f'<span><span class="badge cat mono">{self.text(c.semanticType, 30)}</span> {issue_badge}</span></h3>'
+            f"{desc}{chart}{patterns}<div class='stats'>{stat_html}</div></div>"
+        )
+
+    def footer(self) -> str:
+        run = self.a.run
+        bits = [f"schema {esc(self.a.schemaVersion)}"]
+        if run is not None:
+            bits += [
+                f"run {self.text(run.runId, 80)}",
+                f"iterate {self.text(run.engineVersion, 40)}",
+                f"content hash <span class='mono'>{self.text(run.contentHash, 80)}</span>",
+            ]
+        return (
+            '<footer class="wrap">Generated by Iterate · '
+            + " · ".join(bits)
+            + ". Every count on this page was computed by code from the data. Values longer than "
+            f"{self.lim.value_chars} characters are shortened (…).</footer>"
+        )
+
+    def page(self) -> str:
+        run = self.a.run
+        title = (run.datasetName if run else None) or self.p.name
+        script = _asset("report.js")
+        digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
+        # Defence in depth behind the escaping: only this page's own script may run, nothing may load.
+        csp = (
+            "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+            f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
+        )
+        return (
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>Iterate report · {self.text(title, 120)}</title>"
+            f"<style>{_asset('report.css')}</style></head><body>"
+            f"{self.header()}"
+            '<nav class="toc"><div class="wrap" style="padding:9px 24px">'
+            '<a href="#summary">Summary</a><a href="#issues">Issues</a><a href="#columns-heat">Issues per column</a>'
+            '<a href="#understanding">Dataset</a><a href="#profile">Column profiles</a></div></nav>'
+            f'<main class="wrap">{self.notices()}{self.summary()}{self.issues_section()}{self.column_heat()}'
+            f"{self.understanding()}{self.profile_section()}</main>"
+            f"{self.footer()}<script>{script}</script></body></html>\n"
+        )
+
+
+def _duration(ms: float) -> str:
+    if ms < 1000:
+        return f"{ms:.0f} ms"
+    s = ms / 1000
+    return f"{s:.1f} s" if s < 120 else f"{int(s // 60)} min {int(s % 60)} s"
+
+
+def _compact(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _pretty(value: Any) -> str:
+    try:
+        return json.dumps(value, indent=2, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _count_by(issues: list[Issue], attr: str) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for issue in issues:
+        counts[getattr(issue, attr)] += 1
+    return counts
+
+
+def render_html(
+    analysis: AnalysisResult,
+    profile: DatasetProfile,
+    understanding: DatasetUnderstanding,
+    *,
+    limits: ReportLimits | None = None,
+) -> str:
+    """The whole report as one self-contained HTML page; every value from the data or an LLM is escaped.
+
+    The page sees only the profile and the (capped) evidence, so a million-row input does not make it
+    bigger than a thousand-row one; `limits` caps examples, top values, columns, issues and value length.
+    """
+    return _Renderer(analysis, profile, understanding, limits or ReportLimits()).page()

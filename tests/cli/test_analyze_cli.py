@@ -1,0 +1,116 @@
+"""`iterate analyze` end to end, as a user runs it: files written, summary, JSON, and bad input."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iterate.contracts import AnalysisResult
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "samples" / "orders.csv"
+
+
+def iterate(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "iterate", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
+
+
+@pytest.fixture(scope="module")
+def analyzed(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path, str]:
+    out = tmp_path_factory.mktemp("out") / "orders"
+    before = hashlib.sha256(SAMPLE.read_bytes()).hexdigest()
+    done = iterate("analyze", str(SAMPLE), "--out", str(out))
+    return done, out, before
+
+
+def test_it_writes_every_artifact_and_leaves_the_input_untouched(analyzed):
+    done, out, before = analyzed
+    assert done.returncode == 0, done.stderr
+    for name in ("analysis.json", "understanding.json", "profile.json", "flags.csv", "report.html"):
+        assert (out / name).is_file(), name
+    assert any((out / "scripts").glob("*.py"))
+    assert hashlib.sha256(SAMPLE.read_bytes()).hexdigest() == before
+
+
+def test_analysis_json_starts_with_the_mode_and_validates(analyzed):
+    _, out, _ = analyzed
+    text = (out / "analysis.json").read_text()
+    assert text.lstrip("{\n ").startswith('"mode": "offline"')
+    result = AnalysisResult.model_validate_json(text)
+    assert result.issues and all(i.evidence is not None for i in result.issues)
+
+
+def test_flags_name_rows_and_columns_of_the_input(analyzed):
+    _, out, _ = analyzed
+    with (out / "flags.csv").open() as fh:
+        flags = list(csv.DictReader(fh))
+    with SAMPLE.open() as fh:
+        rows = list(csv.reader(fh))
+    header, data = rows[0], rows[1:]
+    ids = {i.id for i in AnalysisResult.model_validate_json((out / "analysis.json").read_text()).issues}
+    assert flags and set(flags[0]) == {"row", "column", "issue_id"}
+    for flag in flags:
+        assert 0 <= int(flag["row"]) < len(data)
+        assert flag["column"] in header and flag["issue_id"] in ids
+    # the planted placeholder e-mails are flagged on their own rows
+    email = header.index("email")
+    na_rows = {str(r) for r, row in enumerate(data) if row[email] == "N/A"}
+    flagged = {f["row"] for f in flags if f["column"] == "email"}
+    assert na_rows and na_rows <= flagged
+
+
+def test_the_summary_fits_a_screen_and_says_where_the_report_is(analyzed):
+    done, out, _ = analyzed
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) <= 24
+    assert "mode: offline" in done.stdout and "issues:" in done.stdout
+    assert str(out / "report.html") in done.stdout
+
+
+def test_json_flag_prints_the_analysis(tmp_path):
+    done = iterate("analyze", str(SAMPLE), "--out", str(tmp_path / "o"), "--json", "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert AnalysisResult.model_validate_json(done.stdout).mode == "offline"
+    assert done.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"", "empty"),
+        (b"a,b,c\n", "no data rows"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4, "not a text table"),
+    ],
+)
+def test_bad_input_gets_one_clear_line_and_exit_2(tmp_path, content, expected):
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(content)
+    done = iterate("analyze", str(bad), "--out", str(tmp_path / "o"), "--quiet")
+    assert done.returncode == 2
+    message = done.stderr.strip()
+    assert message.startswith("iterate: error: bad.csv") and expected in message
+    assert len(message.splitlines()) == 1
+    assert bad.read_bytes() == content
+
+
+def test_a_missing_file_is_a_clear_error(tmp_path):
+    done = iterate("analyze", str(tmp_path / "nope.csv"), "--quiet")
+    assert done.returncode == 2 and "file not found" in done.stderr
+
+
+def test_help_documents_the_outputs_and_modes():
+    done = iterate("analyze", "--help")
+    assert done.returncode == 0
+    for word in ("analysis.json", "flags.csv", "report.html", "offline", "degraded", "ANTHROPIC_API_KEY"):
+        assert word in done.stdout
+    top = iterate("--help")
+    assert "analyze" in top.stdout and "sandbox" in top.stdout and "followup" in top.stdout
