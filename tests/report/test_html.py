@@ -51,7 +51,9 @@ def test_it_shows_the_numbers_of_the_contracts(build):
 
 def test_a_wide_analysis_stays_small(build):
     # 500 columns, 100 issues with many examples and long values
-    analysis, profile, understanding = build(columns=500, issues=100, examples=60, value="x" * 300, top_values=40)
+    analysis, profile, understanding = build(
+        columns=500, issues=100, examples=60, value="x" * 300, top_values=40
+    )
     page = render_html(analysis, profile, understanding)
     assert len(page.encode()) < 3_000_000
     assert "x" * 1001 not in page  # long text is cut (cell values at 120 characters, prose at 1,000)

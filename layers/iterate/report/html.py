@@ -107,7 +107,7 @@ class _Renderer:
             parts.append(f'<span class="ws" title="whitespace">{esc(ws)}</span>')
             pos = m.end()
         parts.append(esc(s[pos:]))
-        return f'<code class="v">{"".join(parts)}</code>'
+        return f'<code class="val">{"".join(parts)}</code>'
 
     @staticmethod
     def _rows(issue: Issue) -> int:
@@ -278,9 +278,9 @@ class _Renderer:
             f'<span class="badge cat">{esc(CATEGORY_LABEL.get(issue.category, issue.category))}</span>'
             f'<span class="muted small mono">{self.text(issue.type, 60)}</span>'
         )
-        parts = [
-            f"<h4>Description</h4><p>{self.text(issue.description)}</p>",
-        ]
+        parts = []
+        if len(issue.description) > 220:  # the summary line already shows a short description in full
+            parts.append(f"<h4>Description</h4><p>{self.text(issue.description)}</p>")
         if issue.businessImpact:
             parts.append(f"<h4>Business impact</h4><p>{self.text(issue.businessImpact)}</p>")
         parts.append(f"<h4>Suggested action</h4><p>{self.text(issue.suggestedAction)}</p>")
