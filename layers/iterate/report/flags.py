@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import io
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -42,10 +41,13 @@ def neutralise(text: str) -> str:
 
 
 def _csv_field(text: str) -> str:
-    """One CSV field with RFC 4180 quoting, only when needed (comma, quote, CR or LF)."""
-    buf = io.StringIO()
-    csv.writer(buf, lineterminator="").writerow([text])
-    return buf.getvalue()
+    """One CSV field with RFC 4180 quoting, only when needed (comma, quote, CR or LF).
+
+    Written by hand: csv.writer decides on quoting by its line terminator, so it misses a bare CR or LF.
+    """
+    if any(ch in text for ch in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
 
 
 def _to_arrays(flags: FlagsInput) -> tuple[pa.Array, pa.Array, pa.Array]:
