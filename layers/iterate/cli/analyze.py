@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import time
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -77,33 +79,51 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 class Progress:
-    """Step progress on stderr: one updating line on a terminal, one line per step otherwise."""
+    """Step progress on stderr: one updating line on a terminal, one line per finished step otherwise."""
 
-    def __init__(self, stream: TextIO, *, quiet: bool) -> None:
+    def __init__(
+        self,
+        stream: TextIO,
+        *,
+        quiet: bool,
+        tty: bool | None = None,
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self.stream = stream
         self.quiet = quiet
-        self.tty = stream.isatty()
-        self.started = time.perf_counter()
+        self.tty = stream.isatty() if tty is None else tty
+        self.clock = clock
+        self.started = clock()
         self.last_step = ""
+        self.open_line = False  # a terminal line is drawn and not yet ended
 
     def __call__(self, step: str, done: int, total: int, message: str) -> None:
         if self.quiet:
             return
-        elapsed = time.perf_counter() - self.started
+        elapsed = self.clock() - self.started
         label = STEP_LABELS.get(step, step)
+        message = " ".join(message.split())  # a message must never break the single line
         if self.tty:
             width = 24
-            filled = int(width * done / total) if total else width
-            bar = "#" * filled + "-" * (width - filled)
-            line = f"\r{label:<15} [{bar}] {done}/{total} {message[:40]:<40} {elapsed:6.1f}s"
+            filled = min(int(width * done / total), width) if total else width
+            bar = "█" * filled + "░" * (width - filled)
+            line = f"\r{label:<15} {bar} {done}/{total}  {elapsed:5.1f}s  {message[:50]}\x1b[K"
             self.stream.write(line)
-            if step == "report" and done == total:
-                self.stream.write("\n")
+            self.open_line = True
+            if step == "report" and done >= total:
+                self.end_line()
             self.stream.flush()
-        elif done == total:
+        elif done >= total and total:
             self.stream.write(f"{elapsed:7.1f}s  {label}: done{(' — ' + message) if message else ''}\n")
             self.stream.flush()
         self.last_step = step
+
+    def end_line(self) -> None:
+        """End the terminal's updating line so the next output starts on a fresh one."""
+        if self.open_line:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.open_line = False
 
 
 def default_out(path: Path) -> Path:
@@ -113,7 +133,10 @@ def default_out(path: Path) -> Path:
     return Path("iterate-out") / (Path(name).stem or "dataset")
 
 
-def summary_text(result: AnalysisResult, out: Path) -> str:
+SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2}
+
+
+def summary_text(result: AnalysisResult, out: Path, *, width: int = 100) -> str:
     """The one-screen summary: dataset, mode, issues by severity, the top issues, where the files are."""
     run = result.run
     counts = Counter(i.severity for i in result.issues)
@@ -123,21 +146,30 @@ def summary_text(result: AnalysisResult, out: Path) -> str:
             f"{run.datasetName}: {run.rowCount:,} rows × {run.columnCount} columns, {run.durationMs / 1000:.1f}s"
         )
     mode = result.mode + (f" ({'; '.join(run.degradedReasons[:2])})" if run and run.degradedReasons else "")
-    lines.append(f"mode: {mode}")
+    lines.append(f"mode: {mode}"[:width])
     lines.append(
         f"{len(result.issues)} issues: {counts.get('high', 0)} high, {counts.get('medium', 0)} medium, "
         f"{counts.get('low', 0)} low"
     )
-    for issue in result.issues[:10]:
+    ranked = sorted(
+        result.issues,
+        key=lambda i: (
+            SEVERITY_RANK.get(i.severity, 9),
+            -(i.evidence.affectedRows if i.evidence else 0),
+            i.id,
+        ),
+    )
+    for issue in ranked[:10]:
         share = f"{issue.evidence.affectedShare:.1%}" if issue.evidence else ""
         proven = ""
         if issue.investigation is not None:
             proven = "proven" if issue.investigation.success and issue.status == "confirmed" else issue.status
         cols = ", ".join(issue.affectedColumns[:3]) + ("…" if len(issue.affectedColumns) > 3 else "")
-        rows = f"{issue.affectedRows:,} rows" if issue.affectedRows is not None else ""
-        lines.append(
-            f"  {issue.severity:<6} {issue.type:<22} {cols[:30]:<30} {rows:>12} {share:>7}  {proven}"
-        )
+        cols = " ".join(cols.split())  # a header name with a newline must not break the line
+        n_rows = issue.evidence.affectedRows if issue.evidence else issue.affectedRows
+        rows = f"{n_rows:,} rows" if n_rows is not None else ""
+        line = f"  {issue.severity:<6} {issue.type:<22} {cols[:30]:<30} {rows:>12} {share:>7}  {proven}"
+        lines.append(line.rstrip()[:width])
     if len(result.issues) > 10:
         lines.append(f"  … and {len(result.issues) - 10} more in the report")
     lines.append(f"report:   {out / 'report.html'}")
@@ -146,35 +178,58 @@ def summary_text(result: AnalysisResult, out: Path) -> str:
     return "\n".join(lines)
 
 
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
 def run(args: argparse.Namespace) -> int:
+    """Run the analysis; 0 when it ran (whatever it found), 2 on unreadable input or settings, 1 otherwise."""
+    from pydantic import ValidationError
+
     from iterate.io import DatasetReadError
     from iterate.pipeline import run_local
+    from iterate.settings import Settings
 
     path = Path(args.file)
     out = Path(args.out) if args.out else default_out(path)
     progress = Progress(sys.stderr, quiet=args.quiet)
     try:
-        if not path.exists():
-            raise DatasetReadError(str(path), "file not found", "check the path and try again")
-        result = run_local(path, out, instructions=args.instructions, progress=progress)
+        settings = Settings.from_env()
+    except ValidationError as exc:
+        bad = ", ".join(str(e["loc"][0]) for e in exc.errors())
+        print(f"iterate: error: invalid setting in the environment: {bad} — fix or unset it", file=sys.stderr)
+        return 2
+    if not path.exists():
+        print(f"iterate: error: {path}: file not found — check the path and try again", file=sys.stderr)
+        return 2
+    if path.is_dir():
+        print(f"iterate: error: {path}: is a directory — give one data file", file=sys.stderr)
+        return 2
+    try:
+        result = run_local(path, out, instructions=args.instructions, settings=settings, progress=progress)
     except DatasetReadError as exc:
-        if progress.tty and not args.quiet:
-            sys.stderr.write("\n")
-        print(f"iterate: error: {exc}", file=sys.stderr)
+        progress.end_line()
+        print(f"iterate: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("\niterate: interrupted", file=sys.stderr)
+        progress.end_line()
+        print("iterate: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
+        progress.end_line()
         if os.environ.get("ITERATE_DEBUG"):
             traceback.print_exc()
         print(
-            f"iterate: unexpected error: {type(exc).__name__}: {exc} (re-run with ITERATE_DEBUG=1 for the traceback)",
+            f"iterate: error: unexpected {type(exc).__name__}: {_one_line(str(exc))[:300]} "
+            "(re-run with ITERATE_DEBUG=1 for the traceback)",
             file=sys.stderr,
         )
         return 1
+    progress.end_line()
     if args.json:
-        print(result.model_dump_json(indent=2))
+        written = out / "analysis.json"
+        # the file's exact bytes when it exists, so `--json` and the file never disagree
+        print(written.read_text(encoding="utf-8") if written.is_file() else result.model_dump_json(indent=2))
     else:
-        print(summary_text(result, out))
+        print(summary_text(result, out, width=max(shutil.get_terminal_size((100, 24)).columns, 60)))
     return 0
