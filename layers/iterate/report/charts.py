@@ -58,7 +58,7 @@ def hbar_chart(bars: Sequence[Bar], *, width: int = 360, label_chars: int = 22, 
     for i, b in enumerate(bars):
         y = 2 + i * row_h
         w = max(plot_w * (b.value / top), 1.5 if b.value else 0)
-        tip = esc(b.title or f"{b.label}: {fmt_num(b.value)}")
+        tip = esc(clip(b.title or f"{b.label}: {fmt_num(b.value)}", 240))
         out.append(
             f"<g><title>{tip}</title>"
             f'<text x="{label_w - 6:.1f}" y="{y + row_h * 0.68:.1f}" font-size="11" text-anchor="end" '
@@ -97,7 +97,9 @@ def stacked_severity_bars(rows: Sequence[tuple[str, dict[str, int]]], *, width: 
     for i, (name, counts) in enumerate(rows):
         y = 2 + i * row_h
         total = sum(counts.values())
-        tip = esc(f"{name}: " + ", ".join(f"{counts.get(s, 0)} {s}" for s in ("high", "medium", "low")))
+        tip = esc(
+            f"{clip(name, 200)}: " + ", ".join(f"{counts.get(s, 0)} {s}" for s in ("high", "medium", "low"))
+        )
         out.append(
             f"<g><title>{tip}</title>"
             f'<text x="{label_w - 6:.1f}" y="{y + 12.5}" font-size="11" text-anchor="end" fill="#3e4c59">'
@@ -135,8 +137,10 @@ def heat_strip(cells: Sequence[HeatCell], *, width: int = 1140) -> str:
     size = min(max((width - 10) / per_row, 8), 40)
     gap = 2
     n_rows = math.ceil(len(cells) / per_row)
-    height = n_rows * (size + gap) + 2
-    w = per_row * (size + gap) + 2
+    # one row of squares has room for slanted names under it; wider tables rely on the tooltips
+    label_h = 86 if n_rows == 1 else 0
+    height = n_rows * (size + gap) + 2 + label_h
+    w = per_row * (size + gap) + 2 + label_h
     out = [
         f'<svg viewBox="0 0 {w:.0f} {height:.0f}" width="{w:.0f}" height="{height:.0f}" role="img" '
         f'xmlns="http://www.w3.org/2000/svg">'
@@ -150,7 +154,7 @@ def heat_strip(cells: Sequence[HeatCell], *, width: int = 1140) -> str:
         else:
             colour, opacity = "#e4e7eb", 1.0
         tip = esc(
-            f"{c.name}: {c.issues} issue(s)"
+            f"{clip(c.name, 200)}: {c.issues} issue(s)"
             + (f", worst {c.severity}, up to {c.share:.1%} of rows" if c.issues else "")
         )
         rect = (
@@ -158,6 +162,12 @@ def heat_strip(cells: Sequence[HeatCell], *, width: int = 1140) -> str:
             f'fill-opacity="{opacity:.2f}"><title>{tip}</title></rect>'
         )
         out.append(f'<a href="#{esc(c.anchor)}">{rect}</a>' if c.issues else rect)
+        if label_h:
+            lx, ly = x + size / 2 - 3, y + size + 8
+            out.append(
+                f'<text x="{lx:.1f}" y="{ly:.1f}" font-size="10.5" fill="#3e4c59" '
+                f'transform="rotate(45 {lx:.1f} {ly:.1f})">{esc(clip(c.name, 16))}</text>'
+            )
     out.append("</svg>")
     return "".join(out)
 

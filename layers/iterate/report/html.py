@@ -264,7 +264,7 @@ class _Renderer:
         if len(issue.affectedColumns) > 12:
             cols_text += f" … (+{len(issue.affectedColumns) - 12})"
         search_text = " ".join(
-            [issue.id, issue.type, issue.description[:300], *issue.affectedColumns[:12]]
+            clip(t, 300) for t in [issue.id, issue.type, issue.description, *issue.affectedColumns[:12]]
         ).lower()
         nums = []
         if ev is not None:
