@@ -28,7 +28,9 @@ Writes into --out DIR (default ./iterate-out/<file name>/):
                       investigations, the summary and run metadata (timings, token usage, cost)
   report.html         one self-contained page: issues, evidence, investigation code, column charts
   flags.csv           row,column,issue_id for every cell believed wrong (row = 0-based data row, header
-                      excluded; column = the header name)
+                      excluded; column = the header name, written exactly as in the file; only a
+                      name or id starting with = + - @ TAB or CR gets a leading ' so a spreadsheet
+                      cannot run it as a formula)
   profile.json        column types and statistics, duplicates, candidate keys, dependencies
   understanding.json  the dataset and its columns in business language
   scripts/<issue>.py  each investigation that proved its issue, runnable on its own
@@ -42,8 +44,13 @@ Environment: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, ITERATE_MODEL, ITERATE_LLM_T
 ITERATE_SANDBOX_TIMEOUT_S, ITERATE_SANDBOX_MEMORY_MB, ITERATE_INVESTIGATION_WORKERS, ITERATE_CACHE_DIR,
 ITERATE_DEBUG=1 (print tracebacks).
 
-Exit codes: 0 the analysis ran (whatever it found); 2 the file could not be read (the message names the
-file, the line and what to do); 1 an unexpected error.
+Output: progress on stderr (one updating line on a terminal, one line per finished step otherwise, none
+with --quiet); on stdout a one-screen summary (dataset, mode, issues by severity, the top 10 issues, where
+the files are), or with --json the content of analysis.json.
+
+Exit codes: 0 the analysis ran (whatever it found); 2 the file is missing or could not be read (one line
+naming the file, the line and what to do) or an ITERATE_* setting is invalid; 1 an unexpected error (one
+line; ITERATE_DEBUG=1 prints the traceback); 130 interrupted.
 """
 
 STEP_LABELS = {
@@ -60,7 +67,7 @@ STEP_LABELS = {
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "analyze",
-        help="analyze a file and write the report",
+        help="analyze FILE: write report.html, analysis.json, flags.csv (see iterate analyze --help)",
         description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
