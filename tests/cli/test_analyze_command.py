@@ -143,8 +143,18 @@ def test_progress_off_a_terminal_is_one_line_per_finished_step():
     assert "\r" not in stream.getvalue()
 
 
+class Terminal(io.StringIO):
+    def __init__(self, encoding: str) -> None:
+        super().__init__()
+        self._encoding = encoding
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self._encoding
+
+
 def test_progress_on_a_terminal_redraws_one_line_with_a_bar_and_elapsed_time():
-    stream = io.StringIO()
+    stream = Terminal("utf-8")
     ticks = iter([0.0, 1.5, 3.0, 4.5])
     progress = Progress(stream, quiet=False, tty=True, clock=lambda: next(ticks))
     progress("investigate", 1, 4, "issue 1")
@@ -156,6 +166,12 @@ def test_progress_on_a_terminal_redraws_one_line_with_a_bar_and_elapsed_time():
     first = text.split("\r")[1]
     assert "Investigating" in first and "1/4" in first and "1.5s" in first
     assert "██████░░░░░░░░░░░░░░░░░░" in first  # a quarter of the 24-cell bar
+
+
+def test_a_terminal_that_cannot_print_blocks_gets_an_ascii_bar():
+    stream = Terminal("ascii")
+    Progress(stream, quiet=False, tty=True, clock=lambda: 0.0)("read", 1, 2, "half")
+    assert "############------------" in stream.getvalue()
 
 
 def test_unreadable_input_is_one_line_and_exit_2(data_file, tmp_path, fake_pipeline, capsys):

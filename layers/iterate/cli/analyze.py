@@ -103,6 +103,11 @@ class Progress:
         self.started = clock()
         self.last_step = ""
         self.open_line = False  # a terminal line is drawn and not yet ended
+        try:  # block characters where the terminal can print them, plain ASCII otherwise
+            "█░".encode(getattr(stream, "encoding", None) or "ascii")
+            self.cells = ("█", "░")
+        except (LookupError, UnicodeEncodeError):
+            self.cells = ("#", "-")
 
     def __call__(self, step: str, done: int, total: int, message: str) -> None:
         if self.quiet:
@@ -113,7 +118,7 @@ class Progress:
         if self.tty:
             width = 24
             filled = min(int(width * done / total), width) if total else width
-            bar = "█" * filled + "░" * (width - filled)
+            bar = self.cells[0] * filled + self.cells[1] * (width - filled)
             line = f"\r{label:<15} {bar} {done}/{total}  {elapsed:5.1f}s  {message[:50]}\x1b[K"
             self.stream.write(line)
             self.open_line = True
