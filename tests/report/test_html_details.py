@@ -112,3 +112,15 @@ def test_examples_are_capped_and_the_cap_is_said(build):
     table = re.search(r'<table class="t">(.*?)</table>', page, flags=re.S).group(1)
     assert 0 < table.count("<tr>") - 1 <= 20
     assert "of 50 examples shown" in page
+
+
+def test_five_hundred_issues_with_long_code_stay_under_3_mb(build):
+    # Given the widest, noisiest analysis: 500 columns, 500 issues, long values and long investigation code
+    analysis, profile, understanding = build(
+        columns=500, issues=500, examples=60, value="z" * 400, top_values=40, code="x = 1\n" * 3000
+    )
+    # When rendered
+    page = render_html(analysis, profile, understanding)
+    # Then it stays small, and says which issues it left to analysis.json
+    assert len(page.encode()) < 3_000_000
+    assert "350 lower-ranked issues are left out of this page" in page

@@ -47,11 +47,13 @@ class ReportLimits:
     examples_per_issue: int = 10
     top_values: int = 12
     columns: int = 200
-    issues: int = 500
+    issues: int = 150
     value_chars: int = 120
     text_chars: int = 1000
     code_chars: int = 6000
     output_chars: int = 2000
+    # With many issues the code and outputs share this budget, so 500 issues do not mean 500 full scripts.
+    investigation_budget_chars: int = 500_000
     stats_items: int = 20
 
 
@@ -73,6 +75,14 @@ class _Renderer:
         limits: ReportLimits,
     ) -> None:
         self.a, self.p, self.u, self.lim = analysis, profile, understanding, limits
+        n_inv = max(sum(1 for i in analysis.issues[: limits.issues] if i.investigation is not None), 1)
+        share = limits.investigation_budget_chars // n_inv
+        self.code_chars = max(min(limits.code_chars, share * 2 // 3), 800)
+        self.output_chars = max(min(limits.output_chars, share // 3), 400)
+        # The same idea for examples and prose: a few hundred issues each get less room, the page stays small.
+        n_shown = max(min(len(analysis.issues), limits.issues), 1)
+        self.examples = max(min(limits.examples_per_issue, 1500 // n_shown), 3)
+        self.issue_text = max(min(limits.text_chars, 150_000 // n_shown), 240)
         self.issues = sorted(
             analysis.issues,
             key=lambda i: (
@@ -280,12 +290,14 @@ class _Renderer:
         )
         parts = []
         if len(issue.description) > 220:  # the summary line already shows a short description in full
-            parts.append(f"<h4>Description</h4><p>{self.text(issue.description)}</p>")
+            parts.append(f"<h4>Description</h4><p>{self.text(issue.description, self.issue_text)}</p>")
         if issue.businessImpact:
-            parts.append(f"<h4>Business impact</h4><p>{self.text(issue.businessImpact)}</p>")
-        parts.append(f"<h4>Suggested action</h4><p>{self.text(issue.suggestedAction)}</p>")
+            parts.append(f"<h4>Business impact</h4><p>{self.text(issue.businessImpact, self.issue_text)}</p>")
+        parts.append(f"<h4>Suggested action</h4><p>{self.text(issue.suggestedAction, self.issue_text)}</p>")
         if issue.temporalPattern:
-            parts.append(f"<h4>Pattern over time</h4><p>{self.text(issue.temporalPattern)}</p>")
+            parts.append(
+                f"<h4>Pattern over time</h4><p>{self.text(issue.temporalPattern, self.issue_text)}</p>"
+            )
         if ev is not None:
             parts.append(self.evidence(issue))
         if issue.investigation is not None:
@@ -314,7 +326,7 @@ class _Renderer:
             f"<p>{fmt_num(ev.affectedCells)} cells in {fmt_num(ev.affectedRows)} rows "
             f"({ev.affectedShare:.2%} of {fmt_num(self.p.rowCount)} rows).</p>",
         ]
-        examples = ev.examples[: self.lim.examples_per_issue]
+        examples = ev.examples[: self.examples]
         if examples:
             has_expected = any(e.expected is not None for e in examples)
             has_note = any(e.note for e in examples)
@@ -327,7 +339,7 @@ class _Renderer:
                 if has_expected:
                     cells += f"<td>{self.val(e.expected) if e.expected is not None else ''}</td>"
                 if has_note:
-                    cells += f"<td>{self.text(e.note or '', 300)}</td>"
+                    cells += f"<td>{self.text(e.note or '', 160)}</td>"
                 rows.append(f"<tr>{cells}</tr>")
             more = ""
             if len(ev.examples) > len(examples):
@@ -336,7 +348,7 @@ class _Renderer:
         if ev.stats:
             items = list(ev.stats.items())[: self.lim.stats_items]
             stat_rows = "".join(
-                f"<tr><th>{self.text(k, 80)}</th><td>{self.text(_compact(v), 300)}</td></tr>"
+                f"<tr><th>{self.text(k, 80)}</th><td>{self.text(_compact(v), 160)}</td></tr>"
                 for k, v in items
             )
             out.append(
@@ -357,12 +369,12 @@ class _Renderer:
             f"<h4>Investigation</h4><p>{verdict} <span class='muted small'>· {' · '.join(meta)}</span></p>"
         ]
         if inv.error:
-            out.append(f'<pre class="out">{self.text(inv.error, self.lim.output_chars)}</pre>')
+            out.append(f'<pre class="out">{self.text(inv.error, self.output_chars)}</pre>')
         if inv.output is not None:
             out.append(self.output_summary(inv.output))
         out.append(
             '<details class="code"><summary>Show the code</summary>'
-            f'<pre class="code">{self.text(inv.code, self.lim.code_chars)}</pre></details>'
+            f'<pre class="code">{self.text(inv.code, self.code_chars)}</pre></details>'
         )
         return "".join(out)
 
@@ -375,11 +387,11 @@ class _Renderer:
         table = ""
         if scalars:
             rows = "".join(
-                f"<tr><th>{self.text(k, 80)}</th><td>{self.text(_compact(v), 300)}</td></tr>"
+                f"<tr><th>{self.text(k, 80)}</th><td>{self.text(_compact(v), 160)}</td></tr>"
                 for k, v in scalars
             )
             table = f'<table class="t">{rows}</table>'
-        full = self.text(_pretty(output), self.lim.output_chars)
+        full = self.text(_pretty(output), self.output_chars)
         return f'{table}<details class="code"><summary>Full output</summary><pre class="out">{full}</pre></details>'
 
     def understanding(self) -> str:
@@ -498,7 +510,7 @@ class _Renderer:
         tv = c.topValues[: self.lim.top_values]
         if tv:
             bars = [
-                Bar(v.value if v.value != "" else "(empty)", v.count, clip(f"{v.value!r}: {v.count:,}", 220))
+                Bar(v.value if v.value != "" else "(empty)", v.count, clip(f"{v.value!r}: {v.count:,}", 80))
                 for v in tv
             ]
             chart += (
@@ -512,7 +524,7 @@ class _Renderer:
                 + ", ".join(f"{self.val(pt.value)} ×{fmt_num(pt.count)}" for pt in c.patterns[:5])
                 + "</div>"
             )
-        desc = f'<div class="desc">{self.text(description, 600)}</div>' if description else ""
+        desc = f'<div class="desc">{self.text(description, 300)}</div>' if description else ""
         return (
             f'<div class="card colcard" id="{_anchor("col", c.name)}">'
             f"<h3><span>{self.text(c.name, 120)}</span>"
