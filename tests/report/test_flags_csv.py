@@ -93,6 +93,7 @@ def test_negative_rows_are_refused():
         write_flags_csv([(-1, "a", "x")], io.StringIO())
 
 
+@pytest.mark.slow
 def test_three_million_flags_are_written_fast(tmp_path):
     # Given 3M flags over a million rows, as arrays (what the detectors produce)
     rng = np.random.default_rng(0)

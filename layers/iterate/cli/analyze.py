@@ -179,7 +179,7 @@ def summary_text(result: AnalysisResult, out: Path, *, width: int = 100) -> str:
         cols = ", ".join(issue.affectedColumns[:3]) + ("…" if len(issue.affectedColumns) > 3 else "")
         cols = " ".join(cols.split())  # a header name with a newline must not break the line
         n_rows = issue.evidence.affectedRows if issue.evidence else issue.affectedRows
-        rows = f"{n_rows:,} rows" if n_rows is not None else ""
+        rows = f"{n_rows:,} row{'' if n_rows == 1 else 's'}" if n_rows is not None else ""
         line = f"  {issue.severity:<6} {issue.type:<22} {cols[:30]:<30} {rows:>12} {share:>7}  {proven}"
         lines.append(line.rstrip()[:width])
     if len(result.issues) > 10:

@@ -229,7 +229,15 @@ class _Renderer:
         note = ""
         if len(self.p.columns) > len(cols):
             note = f'<p class="muted small">First {len(cols)} of {len(self.p.columns)} columns shown.</p>'
-        ranked = sorted(self.by_column.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:25]
+        ranked = sorted(  # most issues first, then the worse ones, then the ones touching more rows
+            self.by_column.items(),
+            key=lambda kv: (
+                -len(kv[1]),
+                min(SEVERITY_ORDER.get(i.severity, 9) for i in kv[1]),
+                -max(self._rows(i) for i in kv[1]),
+                kv[0],
+            ),
+        )[:25]
         stacked = stacked_severity_bars(
             [(name, _count_by(its, "severity")) for name, its in ranked], width=560
         )
