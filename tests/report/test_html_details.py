@@ -124,3 +124,15 @@ def test_five_hundred_issues_with_long_code_stay_under_3_mb(build):
     # Then it stays small, and says which issues it left to analysis.json
     assert len(page.encode()) < 3_000_000
     assert "350 lower-ranked issues are left out of this page" in page
+
+
+def test_date_columns_chart_their_formats(build):
+    from iterate.contracts import DateStats, ValueCount
+
+    analysis, profile, understanding = build(columns=3)
+    profile.columns[2].dates = DateStats(
+        count=900, min="2024-01-01", max="2025-12-31",
+        formats=[ValueCount(value="%Y-%m-%d", count=880), ValueCount(value="%d/%m/%Y", count=20)],
+    )  # fmt: skip
+    card = section(render_html(analysis, profile, understanding), "profile")
+    assert "Date formats" in card and "%d/%m/%Y: 20" in card and "2025-12-31" in card

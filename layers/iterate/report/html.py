@@ -532,6 +532,11 @@ class _Renderer:
                 + ", ".join(f"{self.val(pt.value)} ×{fmt_num(pt.count)}" for pt in c.patterns[:5])
                 + "</div>"
             )
+        if c.dates is not None and c.dates.formats:
+            bars = [Bar(f.value, f.count, clip(f"{f.value}: {f.count:,}", 80)) for f in c.dates.formats[:6]]
+            patterns += '<div class="muted small" style="margin-top:6px">Date formats</div>' + hbar_chart(
+                bars, width=340
+            )
         desc = f'<div class="desc">{self.text(description, 300)}</div>' if description else ""
         return (
             f'<div class="card colcard" id="{_anchor("col", c.name)}">'
