@@ -238,3 +238,15 @@ def test_the_same_record_under_a_new_id_and_other_case_is_a_near_duplicate():
     # Then only that row is a near duplicate (rows merely sharing a city and tier are not)
     near = findings_of(make_table(rows), "near_duplicate_rows")
     assert [f.rows.tolist() for f in near] == [[150]]
+
+
+def test_rows_sharing_a_few_small_categories_are_not_near_duplicates():
+    # Given unique ids and three small categories: many rows coincide on the categories by chance
+    rng = random.Random(9)
+    rows = {
+        "id": [f"R{i:05d}" for i in range(2000)],
+        "size": [rng.choice("SML") for _ in range(2000)],
+        "color": [rng.choice(["red", "blue"]) for _ in range(2000)],
+        "ok": [rng.choice(["yes", "no"]) for _ in range(2000)],
+    }
+    assert findings_of(make_table(rows), "near_duplicate_rows") == []

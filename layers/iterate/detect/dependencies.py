@@ -23,6 +23,7 @@ MAX_DEVIANT_SHARE = (
 MIN_CONFIDENCE = 0.9  # share of rows (in groups of 2+) agreeing with their group's majority
 MIN_VOTE_SHARE = 0.5  # share of the judging dependencies that must vote against a cell
 SAMPLE_ROWS = 50_000
+MAX_COLUMNS = 80  # dependencies are searched among at most this many columns on each side
 DENSE_LIMIT = 262_144
 
 
@@ -104,8 +105,10 @@ def discover(facts: list[ColumnFacts], n_rows: int, *, seed: int = 7) -> list[De
         return []
     rng = np.random.default_rng(seed)
     sample = None if n_rows <= SAMPLE_ROWS else np.sort(rng.choice(n_rows, SAMPLE_ROWS, replace=False))
+    # Pairs grow with the square of the width: a very wide table is searched among its first columns only.
     lhs_cols = [f for f in facts if 2 <= f.column.n_unique <= 0.8 * n_rows and f.n_present >= MIN_GROUP]
     rhs_cols = [f for f in facts if f.column.n_unique >= 2]
+    lhs_cols, rhs_cols = lhs_cols[:MAX_COLUMNS], rhs_cols[:MAX_COLUMNS]
 
     def compact(codes: np.ndarray) -> tuple[np.ndarray, int]:
         """The sample's codes renumbered 0..k-1 (so tables scale with the sample, not the column)."""

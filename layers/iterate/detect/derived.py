@@ -38,11 +38,25 @@ def find_derivations(facts: list[ColumnFacts], n_rows: int) -> list[Derivation]:
     rng = np.random.default_rng(11)
     sample = np.arange(n_rows) if n_rows <= SAMPLE else np.sort(rng.choice(n_rows, SAMPLE, replace=False))
     cols = [f for f in facts if f.column.n_unique >= 2 and f.n_present >= 0.5 * n_rows]
+    if len(cols) < 3:
+        return []
     text = {f.index: _values(f, sample) for f in cols}
+    # Cheap vectorised screens before any per-row string work: a target starts with its left source's first
+    # character, ends with its right source's last one, and is longer than either.
+    first = np.array([[ord(v[0]) if v else -1 for v in text[f.index]] for f in cols])
+    last = np.array([[ord(v[-1]) if v else -1 for v in text[f.index]] for f in cols])
+    mean_len = np.array([np.mean([len(v) for v in text[f.index]]) for f in cols])
     out = []
-    for target in cols:
+    for t_pos, target in enumerate(cols):
         tv = text[target.index]
-        for left in cols:
+        starts_like = (first == first[t_pos]).mean(axis=1) >= MIN_HOLDS
+        ends_like = (last == last[t_pos]).mean(axis=1) >= MIN_HOLDS
+        shorter = mean_len < mean_len[t_pos]
+        right_ok = {cols[p].index for p in np.flatnonzero(ends_like & shorter) if p != t_pos}
+        if not right_ok:
+            continue
+        for l_pos in np.flatnonzero(starts_like & shorter):
+            left = cols[int(l_pos)]
             if left.index == target.index:
                 continue
             lv = text[left.index]
@@ -51,7 +65,7 @@ def find_derivations(facts: list[ColumnFacts], n_rows: int) -> list[Derivation]:
                 continue
             rests = [t[len(a) :] for t, a in zip(tv, lv, strict=True)]
             for right in cols:
-                if right.index in (target.index, left.index):
+                if right.index in (target.index, left.index) or right.index not in right_ok:
                     continue
                 rv = text[right.index]
                 for sep in SEPARATORS:

@@ -102,6 +102,13 @@ def detect_duplicates(table: Table, facts: list[ColumnFacts]) -> list[Finding]:
     content = [f for f in facts if not _identifier_like(f, n)]
     if len(content) < max(2, 0.5 * len(facts)):
         return out  # too little left to call two rows the same record
+    # Rows can only be called the same record if the columns compared could tell records apart: with a few
+    # small categories, equal rows are a coincidence. Require a column that nearly identifies rows on its
+    # own (a name, an address), or room for a thousand times more combinations than rows.
+    identifying = max(f.column.n_unique for f in content) >= 0.5 * n
+    roomy = sum(np.log2(max(f.column.n_unique, 1)) for f in content) >= np.log2(max(n, 2)) + 10
+    if not (identifying or roomy):
+        return out
     # Normalising a column costs in proportion to its distinct values: small columns are normalised whole and
     # narrow the search to rows that repeat on them; big columns are then normalised on those rows only.
     small = [f for f in content if f.column.n_unique <= 0.2 * n]

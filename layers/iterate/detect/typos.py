@@ -12,6 +12,7 @@ from iterate.detect.findings import MAX_LISTED, Finding, cells
 from iterate.detect.textdist import DeletionIndex, bounded_distance, digits_of, plausible_typo, qgrams
 
 MIN_FREQUENT = 3  # a value must be seen this often to be a reference spelling
+MAX_CANDIDATES = 20  # references checked by edit distance per value, the ones sharing the most grams
 _PUNCT = re.compile(r"[\s\W_]+", re.UNICODE)
 
 
@@ -84,6 +85,7 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
         for g in gs:
             by_gram.setdefault(g, []).append(i)
     top_count = counts[order[0]]
+    common_gram = max(50, len(grams) // 10)
     for i in range(len(values)):
         if i in result or counts[i] == 0 or counts[i] * 3 > top_count:
             continue  # nothing is frequent enough to be this value's reference spelling
@@ -102,10 +104,14 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
             gs = qgrams(v)
             tally: dict[int, int] = {}
             for g in gs:
-                for j in by_gram.get(g, ()):
+                posting = by_gram.get(g, ())
+                if len(posting) > common_gram:
+                    continue  # a gram most values share (a common prefix) tells nothing and costs the most
+                for j in posting:
                     tally[j] = tally.get(j, 0) + 1
             k = _max_edits(length)
-            for j, shared in tally.items():
+            ranked = sorted(tally.items(), key=lambda kv: -kv[1])[:MAX_CANDIDATES]
+            for j, shared in ranked:
                 if j == i or counts[j] < need or shared < len(gs) * 0.3:
                     continue
                 if (
