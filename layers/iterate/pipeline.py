@@ -7,7 +7,6 @@ The same functions run in-process for `iterate analyze` (a local directory store
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import time
 import uuid
@@ -392,7 +391,7 @@ def run_local(
     if agents is None:
         from iterate.agents import build_agents
 
-        cache_dir = Path(os.environ.get("ITERATE_CACHE_DIR", Path.home() / ".cache" / "iterate" / "llm"))
+        cache_dir = Path(settings.cache_dir) if settings.cache_dir else Path.home() / ".cache" / "iterate" / "llm"
         agents = build_agents(settings, cache_dir=cache_dir if settings.anthropic_api_key else None)
     if sandbox is None:
         from iterate.sandbox import LocalSandbox, SandboxLimits

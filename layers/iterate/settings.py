@@ -18,6 +18,7 @@ class Settings(BaseModel):
     model: str = "claude-sonnet-5-5"  # current Sonnet-class; ITERATE_MODEL overrides
     llm_timeout_s: float = 60.0
     llm_max_retries: int = 4
+    cache_dir: str | None = None  # where Claude's answers are cached locally (default ~/.cache/iterate/llm)
     # Sandbox
     sandbox_timeout_s: float = 30.0
     sandbox_memory_mb: int = 8192
@@ -40,6 +41,7 @@ class Settings(BaseModel):
             "model": e.get("ITERATE_MODEL"),
             "llm_timeout_s": e.get("ITERATE_LLM_TIMEOUT_S"),
             "llm_max_retries": e.get("ITERATE_LLM_MAX_RETRIES"),
+            "cache_dir": e.get("ITERATE_CACHE_DIR"),
             "sandbox_timeout_s": e.get("ITERATE_SANDBOX_TIMEOUT_S"),
             "sandbox_memory_mb": e.get("ITERATE_SANDBOX_MEMORY_MB"),
             "sandbox_max_output_bytes": e.get("ITERATE_SANDBOX_MAX_OUTPUT_BYTES"),
