@@ -77,9 +77,12 @@ def smart_claude(request: dict[str, Any]) -> Reply:
 def run(fake, tmp_path, monkeypatch, **settings: Any):
     from iterate.pipeline import run_local
 
-    monkeypatch.setenv("ITERATE_CACHE_DIR", str(tmp_path / "cache"))
     config = Settings(
-        anthropic_api_key="test-key", anthropic_base_url=fake.url, model="claude-sonnet-5-5", **settings
+        anthropic_api_key="test-key",
+        anthropic_base_url=fake.url,
+        model="claude-sonnet-5-5",
+        cache_dir=str(tmp_path / "cache"),
+        **settings,
     )
     return run_local(SAMPLE, tmp_path / "out", settings=config)
 
@@ -157,8 +160,12 @@ def test_a_hostile_cell_in_the_file_does_not_remove_a_single_detector_issue(fake
     fake.default = obedient
     from iterate.pipeline import run_local
 
-    monkeypatch.setenv("ITERATE_CACHE_DIR", str(tmp_path / "cache"))
-    config = Settings(anthropic_api_key="test-key", anthropic_base_url=fake.url, model="claude-sonnet-5-5")
+    config = Settings(
+        anthropic_api_key="test-key",
+        anthropic_base_url=fake.url,
+        model="claude-sonnet-5-5",
+        cache_dir=str(tmp_path / "cache"),
+    )
     # When the pipeline runs
     result = run_local(source, tmp_path / "out", settings=config)
     # Then every detector candidate is in the report with its measured counts
