@@ -229,3 +229,37 @@ def test_cancelled_run_stops_at_the_next_step_and_stays_cancelled(machine: dict[
     assert run["status"] == "CANCELLED"
     (event,) = received_events(machine["sqs"], machine["queue_url"])
     assert event["detail"]["status"] == "CANCELLED" and event["detail"]["error"] == "RunCancelledError"
+
+
+def test_a_failing_code_generator_fails_its_investigation_not_the_run(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from iterate import pipeline
+    from iterate.investigate import GenerationFailed
+
+    real = pipeline.generate_code_step
+    doomed: list[str] = []
+
+    def generate(ctx: Any, issue_id: str, attempts: Any) -> Any:
+        # The generator itself breaks on the first issue it is asked about (as an agent with no template would).
+        if not doomed:
+            doomed.append(issue_id)
+        if issue_id in doomed:
+            raise GenerationFailed("no template and no LLM for this issue")
+        return real(ctx, issue_id, attempts)
+
+    # Given an upload and a code generator that fails on one issue
+    monkeypatch.setattr(pipeline, "generate_code_step", generate)
+    version = _upload(machine, orders_csv())
+    # When the run executes
+    with route_lambdas({"sandbox": _sandbox_handler()}):
+        done = run_execution(
+            machine["sfn"], machine["arn"], object_created_event(BUCKET, UPLOAD_KEY, version)
+        )
+    # Then the run SUCCEEDED and that one issue says why its investigation failed
+    assert done["status"] == "SUCCEEDED", DynamoRunRepository(machine["table"], "alice").list_runs()
+    prefix = json.loads(done["output"])["run"]["prefix"]
+    analysis = json.loads(_artifact(machine, prefix, "analysis.json"))
+    failed = next(i for i in analysis["issues"] if i["id"] == doomed[0])["investigation"]
+    assert failed["success"] is False and "code generator failed" in failed["error"]
+    assert any(i["investigation"] and i["investigation"]["success"] for i in analysis["issues"])

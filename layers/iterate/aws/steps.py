@@ -45,6 +45,7 @@ from iterate.aws.payloads import (
 )
 from iterate.aws.secrets import settings_with_secret
 from iterate.contracts import CodeInvestigation
+from iterate.investigate import GenerationFailed
 from iterate.settings import Settings
 from iterate.storage.dynamo import TERMINAL, DynamoRunRepository, RunTransitionError
 from iterate.storage.s3 import S3ArtifactStore
@@ -396,7 +397,19 @@ def generate_code(payload: GenerateCodeInput, deps: AwsDeps) -> GenerateCodeOutp
         attempts = [CodeInvestigation.model_validate(a) for a in state["attempts"]]
         code = None
         if len(attempts) < ctx.settings.investigation_max_attempts:
-            code = pipeline.generate_code_step(ctx, payload.issueId, attempts)
+            try:
+                code = pipeline.generate_code_step(ctx, payload.issueId, attempts)
+            except GenerationFailed as exc:
+                # The generator itself failed: the investigation fails with its reason, never the run.
+                failed = CodeInvestigation(
+                    code="",
+                    success=False,
+                    error=f"the code generator failed: {exc}",
+                    stopped="error",
+                    attempts=max(len(attempts), 1),
+                )
+                attempts.append(failed)
+                state["attempts"] = [a.model_dump(mode="json") for a in attempts]
         if code is None:
             if attempts and not state.get("finished"):
                 # The generator gave up: the last failed attempt is what the report shows, with its reason.
