@@ -249,6 +249,11 @@ def investigate_step(ctx: RunContext, data: DatasetRef | None = None) -> list[Is
     todo = [i for i in issues if supports(i, ctx.agents.investigation)]
     ctx.report("investigate", 0, max(len(todo), 1), f"{len(todo)} investigations")
     data = data or DatasetRef(path=ctx.store.uri(DATA), format="parquet")
+
+    def on_done(done: int, total: int, issue: Issue) -> None:
+        if done < total:  # the last one is reported below with the tally
+            ctx.report("investigate", done, total, issue.id)
+
     done = investigate_all(
         todo,
         agent=ctx.agents.investigation,
@@ -258,6 +263,7 @@ def investigate_step(ctx: RunContext, data: DatasetRef | None = None) -> list[Is
         workers=ctx.settings.investigation_workers,
         max_attempts=ctx.settings.investigation_max_attempts,
         timeout_s=ctx.settings.sandbox_timeout_s,
+        on_done=on_done,
     )
     for issue in done:
         if issue.investigation is not None:
@@ -391,7 +397,9 @@ def run_local(
     if agents is None:
         from iterate.agents import build_agents
 
-        cache_dir = Path(settings.cache_dir) if settings.cache_dir else Path.home() / ".cache" / "iterate" / "llm"
+        cache_dir = (
+            Path(settings.cache_dir) if settings.cache_dir else Path.home() / ".cache" / "iterate" / "llm"
+        )
         agents = build_agents(settings, cache_dir=cache_dir if settings.anthropic_api_key else None)
     if sandbox is None:
         from iterate.sandbox import LocalSandbox, SandboxLimits

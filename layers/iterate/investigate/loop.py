@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -231,13 +232,25 @@ def investigate_all(
     workers: int = 2,
     max_attempts: int = 3,
     timeout_s: float | None = None,
+    on_done: Callable[[int, int, Issue], None] | None = None,
 ) -> list[Issue]:
     """Investigate every supported issue, `workers` at a time, in the order given; never raises for one issue.
 
     Threads are enough to drive the local sandbox: each investigation runs in its own process.
+    on_done(done, total, issue) is called as each investigation ends (for progress displays).
     """
+    finished = [0]
+    lock = threading.Lock()
 
     def one(issue: Issue) -> Issue:
+        result = _one(issue)
+        if on_done is not None:
+            with lock:
+                finished[0] += 1
+                on_done(finished[0], len(issues), result)
+        return result
+
+    def _one(issue: Issue) -> Issue:
         if not supports(issue, agent):
             return issue
         try:
