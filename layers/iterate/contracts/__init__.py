@@ -2,6 +2,7 @@
 
 from iterate.contracts.analysis import (
     ISSUE_TYPES,
+    READ_LEVEL_TYPES,
     AnalysisResult,
     Category,
     Evidence,
@@ -29,6 +30,7 @@ from iterate.contracts.understanding import ColumnSummary, DatasetSummary, Datas
 
 __all__ = [
     "ISSUE_TYPES",
+    "READ_LEVEL_TYPES",
     "SCHEMA_VERSION",
     "AnalysisResult",
     "Category",

@@ -31,7 +31,10 @@ ISSUE_TYPES = (
     "all_unique_column",
     "ragged_rows",
     "blank_header",
+    "duplicate_header",
 )
+# Problems found while reading the file: reported with the reader's evidence, no code can recount them.
+READ_LEVEL_TYPES = frozenset({"ragged_rows", "blank_header", "duplicate_header"})
 
 
 class EvidenceExample(Contract):

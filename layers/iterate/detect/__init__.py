@@ -81,7 +81,7 @@ def _read_findings(table: Table) -> list[Finding]:
         idx = table.column_names.index(col) if col in table.column_names else -1
         out.append(
             Finding(
-                type="blank_header" if p.kind == "blank_header" else "format_violation",
+                type=p.kind,
                 columns=[col],
                 rows=np.array([], dtype=np.int64),
                 cols=np.array([], dtype=np.int64),

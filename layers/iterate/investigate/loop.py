@@ -8,11 +8,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Literal
 
-from iterate.contracts import CodeInvestigation, DatasetProfile, Evidence, EvidenceExample, Issue
+from iterate.contracts import (
+    READ_LEVEL_TYPES,
+    CodeInvestigation,
+    DatasetProfile,
+    Evidence,
+    EvidenceExample,
+    Issue,
+)
 from iterate.ports import DatasetRef, InvestigationAgent, Sandbox
 
 # Issues the reader produced while repairing the file: the loaded frame cannot show them again.
-READ_LEVEL_TYPES = frozenset({"ragged_rows", "blank_header"})
 
 
 class GenerationFailed(Exception):

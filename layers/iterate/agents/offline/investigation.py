@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-from iterate.contracts import CodeInvestigation, DatasetProfile, Issue
+from iterate.contracts import READ_LEVEL_TYPES, CodeInvestigation, DatasetProfile, Issue
 
 # Read-level issues (the reader repaired the file) cannot be re-proven from the loaded frame.
-READ_LEVEL_TYPES = frozenset({"ragged_rows", "blank_header"})
 
 # Shared by every template: where the parameters come from and how examples and the result are built.
 PRELUDE = '''\
