@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from iterate.contracts import DatasetProfile, Evidence, EvidenceExample, Issue, Severity
+from iterate.contracts import DatasetProfile, Evidence, EvidenceExample, Issue, RunComparison, Severity
 from iterate.detect import Finding
 from iterate.table import Table
 
@@ -231,3 +231,25 @@ def flags_of(findings: list[Finding], table: Table) -> FlagArrays:
             np.array([], dtype=np.int64), np.array([], dtype=object), np.array([], dtype=object)
         )
     return FlagArrays(np.concatenate(rows), np.concatenate(cols), np.concatenate(ids))
+
+
+def compare_runs(issues: list[Issue], previous: list[Issue]) -> tuple[list[Issue], RunComparison]:
+    """Mark each issue new / persisting / regressed / improved against the previous run; list the resolved."""
+    before = {i.id: i for i in previous}
+    marked = []
+    tally = {"new": 0, "persisting": 0, "regressed": 0, "improved": 0}
+    for issue in issues:
+        old = before.get(issue.id)
+        if old is None:
+            change = "new"
+        elif (issue.affectedRows or 0) > (old.affectedRows or 0):
+            change = "regressed"
+        elif (issue.affectedRows or 0) < (old.affectedRows or 0):
+            change = "improved"
+        else:
+            change = "persisting"
+        tally[change] += 1
+        marked.append(issue.model_copy(update={"change": change}))
+    now = {i.id for i in issues}
+    resolved = sorted(i for i in before if i not in now)
+    return marked, RunComparison(**tally, resolved=resolved)

@@ -27,6 +27,7 @@ from iterate.contracts import (
     DatasetProfile,
     DatasetUnderstanding,
     Issue,
+    RunComparison,
     RunMetadata,
     TokenUsage,
 )
@@ -98,6 +99,7 @@ class IssueDraft(Contract):
     issues: list[Issue]
     summary: str
     notes: list[str] = Field(default_factory=list)
+    comparison: RunComparison | None = None
 
 
 def _record(ctx: RunContext, step: str, started: float, *, agents: bool = False, **detail: Any) -> None:
@@ -205,10 +207,19 @@ def analyze_step(ctx: RunContext) -> list[str]:
         instructions=ctx.instructions,
         previous_issues=ctx.previous_issues,
     )
-    put_model(ctx.store, ISSUES, IssueDraft(issues=draft.issues, summary=draft.summary, notes=draft.notes))
+    issues, comparison = draft.issues, None
+    if ctx.previous_issues is not None:  # a re-analysis: how did each issue change since the last run?
+        from iterate.issues import compare_runs
+
+        issues, comparison = compare_runs(issues, ctx.previous_issues)
+    put_model(
+        ctx.store,
+        ISSUES,
+        IssueDraft(issues=issues, summary=draft.summary, notes=draft.notes, comparison=comparison),
+    )
     ctx.report("analyze", 1, 1, f"{len(draft.issues)} issues")
     _record(ctx, "analyze", started, agents=True)
-    return [i.id for i in draft.issues if supports(i, ctx.agents.investigation)]
+    return [i.id for i in issues if supports(i, ctx.agents.investigation)]
 
 
 def _issue(ctx: RunContext, issue_id: str) -> Issue:
@@ -365,6 +376,7 @@ def report_step(ctx: RunContext, *, started_at: str, started_clock: float | None
             model=model,
         ),
         severityCounts=dict(Counter(i.severity for i in issues)),
+        comparison=draft.comparison,
     )
     result.run.timingsMs["report"] = round((time.perf_counter() - started) * 1000, 1)  # type: ignore[union-attr]
     put_model(ctx.store, ANALYSIS, result)

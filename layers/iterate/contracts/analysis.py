@@ -70,6 +70,9 @@ class Issue(Contract):
     evidence: Evidence | None = None
     investigation: CodeInvestigation | None = None
     status: Literal["confirmed", "hypothesis", "unconfirmed"] = "confirmed"
+    change: Literal["new", "persisting", "regressed", "improved"] | None = Field(
+        default=None, description="against the previous run of the same dataset (None on a first run)"
+    )
     source: Literal["detector", "llm"] = "detector"
     detector: str | None = None
     businessImpact: str | None = None
@@ -101,6 +104,16 @@ class RunMetadata(Contract):
     model: str | None = None
 
 
+class RunComparison(Contract):
+    """How this run's issues differ from the previous run's (matched by issue id)."""
+
+    new: int = 0
+    persisting: int = 0
+    regressed: int = Field(default=0, description="still there, affecting more rows than before")
+    improved: int = Field(default=0, description="still there, affecting fewer rows than before")
+    resolved: list[str] = Field(default_factory=list, description="ids of previous issues no longer found")
+
+
 class AnalysisResult(Contract):
     mode: Mode
     schemaVersion: str = SCHEMA_VERSION
@@ -109,3 +122,4 @@ class AnalysisResult(Contract):
     completedAt: str
     run: RunMetadata | None = None
     severityCounts: dict[str, int] = Field(default_factory=dict)
+    comparison: RunComparison | None = None

@@ -183,6 +183,17 @@ class _Renderer:
             )
         return "".join(out)
 
+    def comparison(self) -> str:
+        """Since the previous run: how many issues are new, regressed, improved, unchanged, resolved."""
+        c = self.a.comparison
+        if c is None:
+            return ""
+        parts = f"{c.new} new, {c.regressed} regressed, {c.improved} improved, {c.persisting} unchanged, "
+        parts += f"{len(c.resolved)} resolved"
+        resolved = ", ".join(self.text(r, 60) for r in c.resolved[:10])
+        more = f" (resolved: {resolved}{'…' if len(c.resolved) > 10 else ''})" if c.resolved else ""
+        return f'<p class="small"><b>Since the previous run:</b> {esc(parts)}{more}.</p>'
+
     def summary(self) -> str:
         counts = self.severity_counts()
         confirmed = sum(1 for i in self.a.issues if i.status == "confirmed")
@@ -212,7 +223,7 @@ class _Renderer:
             '<div class="grid2">'
             f'<div class="card"><h3>What we found</h3><p>{self.text(self.a.summary)}</p>'
             f'<p class="muted small">The widest issue touches {fmt_num(flagged_rows)} of '
-            f"{fmt_num(self.p.rowCount)} rows.</p></div>"
+            f"{fmt_num(self.p.rowCount)} rows.</p>{self.comparison()}</div>"
             f'<div class="card"><h3>Issues by severity</h3>{severity_chart(counts)}</div>'
             f"{timings}"
             "</div></section>"
@@ -294,7 +305,8 @@ class _Renderer:
             f'<span class="badge sev-{esc(issue.severity)}">{esc(issue.severity)}</span>'
             f'<span class="badge st-{esc(issue.status)}">{esc(issue.status)}</span>'
             f'<span class="badge cat">{esc(CATEGORY_LABEL.get(issue.category, issue.category))}</span>'
-            f'<span class="muted small mono">{self.text(issue.type, 60)}</span>'
+            + (f'<span class="badge cat">{esc(issue.change)} since last run</span>' if issue.change else "")
+            + f'<span class="muted small mono">{self.text(issue.type, 60)}</span>'
         )
         parts = []
         if len(issue.description) > 220:  # the summary line already shows a short description in full
