@@ -373,15 +373,15 @@ def test_a_call_budget_below_the_api_gateway_limit_falls_back_in_time(fake, make
     # API Gateway's 29 s), and a model that takes 3 s
     profile = make_profile()
     issue = state_issue(make_candidates(profile))
-    fake.default = slow(tool_reply("ask_question", FOLLOWUP), 3.0)
+    fake.default = slow(tool_reply("ask_question", FOLLOWUP), 6.0)
     llm = make_llm(timeout_s=60.0)
     llm._sdk()
     agents = build_agents(Settings(), llm=llm, offline=twins(), deadline_s=1.0)
     # When the follow-up agent is asked
     started = time.perf_counter()
     question = agents.followup.next_question(issue, [])
-    # Then it gave up within the budget (the answer would take 3 s) and the rules asked instead
-    assert time.perf_counter() - started < 2.8
+    # Then it gave up within the budget (the answer would take 6 s) and the rules asked instead
+    assert time.perf_counter() - started < 4.5
     assert question == OfflineFollowupAgent().next_question(issue, [])
     assert agents.degraded_reasons[0].startswith("followup: unavailable")
 

@@ -65,13 +65,13 @@ def test_a_529_storm_gives_up_after_the_retries_and_opens_the_breaker(fake, make
     started = time.perf_counter()
     with pytest.raises(CircuitOpenError):
         llm.complete(request("analysis"))
-    assert time.perf_counter() - started < 0.05
+    assert time.perf_counter() - started < 0.5  # the request count below is the real proof
     assert len(fake.requests) == 4
 
 
 def test_an_answer_slower_than_the_timeout_is_abandoned_quickly(fake, make_llm):
-    # Given a server that takes 3 s to answer, and a 0.3 s per-call timeout
-    fake.default = slow(text_reply("too late"), 3.0)
+    # Given a server that takes 6 s to answer, and a 0.3 s per-call timeout
+    fake.default = slow(text_reply("too late"), 6.0)
     llm = make_llm(timeout_s=0.3, max_timeout_retries=1, deadline_s=5.0)
     llm._sdk()  # the one-off SDK import is not what this test measures
     # When the adapter is called
@@ -80,7 +80,7 @@ def test_an_answer_slower_than_the_timeout_is_abandoned_quickly(fake, make_llm):
         llm.complete(request())
     # Then it gave up after one retry of the timeout, long before a single answer could arrive
     assert len(fake.requests) == 2
-    assert time.perf_counter() - started < 2.0
+    assert time.perf_counter() - started < 4.0
 
 
 def test_a_refused_request_is_not_retried(fake, make_llm, sleeps):
