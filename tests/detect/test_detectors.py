@@ -250,3 +250,20 @@ def test_rows_sharing_a_few_small_categories_are_not_near_duplicates():
         "ok": [rng.choice(["yes", "no"]) for _ in range(2000)],
     }
     assert findings_of(make_table(rows), "near_duplicate_rows") == []
+
+
+def test_a_placeholder_number_far_outside_the_range_is_disguised_missing():
+    # Given ages between 18 and 80, and 9999 written where the age is unknown
+    rng = random.Random(5)
+    ages = [str(rng.randint(18, 80)) for _ in range(300)]
+    for r in (3, 50, 51, 120, 200):
+        ages[r] = "9999"
+    found = findings_of(make_table({"age": ages}), "disguised_missing")
+    assert [sorted(int(r) for r in f.rows) for f in found] == [[3, 50, 51, 120, 200]]
+    assert found[0].stats["markers"] == ["9999"]
+
+
+def test_a_legitimate_value_that_looks_like_a_placeholder_is_left_alone():
+    # 99 among scores from 0 to 100 is a score, not a placeholder
+    scores = [str(i % 101) for i in range(505)]
+    assert findings_of(make_table({"score": scores}), "disguised_missing") == []

@@ -15,7 +15,7 @@ from iterate.detect.dependencies import Dependency, Judgement, detect_dependency
 from iterate.detect.derived import Derivation, detect_derived
 from iterate.detect.findings import MAX_LISTED, Finding
 from iterate.detect.formats import detect_date_formats, detect_shape_violations, detect_units
-from iterate.detect.missing import detect_missing
+from iterate.detect.missing import detect_missing, detect_sentinels
 from iterate.detect.rows import detect_column_shape, detect_duplicates, detect_merged_columns
 from iterate.detect.text import detect_encoding, detect_outliers, detect_whitespace
 from iterate.detect.typos import detect_typos
@@ -231,7 +231,7 @@ def detect(table: Table) -> Detection:
     def per_column(f: ColumnFacts) -> list[Finding]:
         if f.column.n_unique <= 1:
             return []
-        found = [detect_units(f), detect_date_formats(f), detect_shape_violations(f)]
+        found = [detect_sentinels(f), detect_units(f), detect_date_formats(f), detect_shape_violations(f)]
         found += detect_typos(f)
         found += [detect_whitespace(f), detect_encoding(f), detect_outliers(f, is_measure=_is_measure(f))]
         return [x for x in found if x is not None]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import Finding, cells
@@ -68,3 +70,53 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int) -> list[Finding]:
                 )
             )
     return out
+
+
+def _sentinel_texts() -> pa.Array:
+    from iterate.profile.sketch import SENTINEL_DATES, SENTINEL_NUMBERS
+
+    texts = {d for d in SENTINEL_DATES}
+    for v in SENTINEL_NUMBERS:
+        texts |= {f"{v:g}", f"{v:.1f}", f"{v:.2f}"}
+    return pa.array(sorted(texts), pa.string())
+
+
+def detect_sentinels(f: ColumnFacts) -> Finding | None:
+    """Placeholder numbers and dates (9999, -1, 1900-01-01) standing in for missing: a spike far outside the
+    range of every other value. The profiler's rule decides; only columns holding such a value pay for it."""
+    trimmed = pc.utf8_trim_whitespace(f.column.dictionary)
+    hit = np.asarray(
+        pc.is_in(trimmed, value_set=_sentinel_texts()).to_numpy(zero_copy_only=False), dtype=bool
+    )
+    if not (hit & f.present & (f.counts > 0)).any():
+        return None
+    from iterate.profile.sketch import disguised_sentinels
+    from iterate.profile.types import infer_semantic_type
+
+    inference = infer_semantic_type(f.column, missing=f.is_missing)
+    sentinel = disguised_sentinels(inference, f.counts) & (f.counts > 0)
+    if not sentinel.any():
+        return None
+    ids = np.flatnonzero(sentinel)
+    rows, cols = cells(f.column.rows_of(ids), f.index)
+    markers = sorted({f.column.uniques[i].strip() for i in ids})
+    shown = ", ".join(repr(m) for m in markers[:5])
+    return Finding(
+        type="disguised_missing",
+        columns=[f.name],
+        rows=rows,
+        cols=cols,
+        title=f"Placeholder values standing in for missing in {f.name}",
+        description=(
+            f"{rows.size:,} cells in '{f.name}' hold {shown}, a value repeated far more often than others and far "
+            "outside the range of the rest of the column: the usual sign of a placeholder for 'unknown'. "
+            "Averages and ranges computed on this column are distorted by it."
+        ),
+        suggested_action="Replace the placeholder with a real missing value (empty), after checking with the "
+        "source system that it means 'unknown'.",
+        category="smart_fixes",
+        detector="sentinels",
+        stats={"column": f.name, "markers": markers},
+        expected=[f.null_marker] * rows.size,
+        key=f"sentinel:{f.name}",
+    )
