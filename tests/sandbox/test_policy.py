@@ -79,3 +79,10 @@ def test_ordinary_analysis_code_passes(code: str) -> None:
 def test_code_too_long_is_refused_before_parsing() -> None:
     violations = check_policy("x = 1\n" * (MAX_CODE_CHARS // 5))
     assert [v.rule for v in violations] == ["size"]
+
+
+def test_the_worker_allows_exactly_the_imports_the_policy_allows():
+    # The worker runs standalone (python -I worker.py) and keeps its own copy of the allowlist: they must agree.
+    from iterate.sandbox import policy, worker
+
+    assert set(worker.ALLOWED_IMPORTS) == set(policy.ALLOWED_IMPORTS)

@@ -93,12 +93,6 @@ class ColumnFacts:
         return _encode(shapes(self.column.dictionary))
 
     @cached_property
-    def coarse_shape_codes(self) -> tuple[np.ndarray, list[str]]:
-        """Shapes with word runs merged (`9 a a a` → `9 a`): an address keeps one shape however many words."""
-        fine = shapes(self.column.dictionary)
-        return _encode(pc.replace_substring_regex(fine, pattern=r"a(?: a)+", replacement="a"))
-
-    @cached_property
     def masked_codes(self) -> tuple[np.ndarray, list[str]]:
         """Digit runs masked (`619 patients` → `# patients`): codes and masked strings."""
         return _encode(digit_masked(self.column.dictionary))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -13,8 +12,6 @@ import pyarrow.compute as pc
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import Finding, cells
 from iterate.table import Table
-
-_NORMALISE = re.compile(r"[^\w]+", re.UNICODE)
 
 
 def _row_keys(code_columns: list[np.ndarray], n_rows: int) -> np.ndarray:
