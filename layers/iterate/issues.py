@@ -201,7 +201,7 @@ def issues_from_findings(
     out = []
     for f in findings:
         issue = to_issue(f, table, important=important, minor=minor)
-        pattern = timeline.pattern(np.unique(f.rows)) if f.type not in {"constant_column"} else None
+        pattern = timeline.pattern(f.unique_rows()) if f.type not in {"constant_column"} else None
         if pattern:
             issue = issue.model_copy(update={"temporalPattern": pattern})
         n = seen.get(issue.id, 0)

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from iterate.detect.context import ColumnFacts, dataset_null_marker, facts_for, to_float
-from iterate.detect.dependencies import Dependency, Judgement, detect_dependency_violations
+from iterate.detect.dependencies import Dependency, Judgement, detect_dependency_violations, discover
 from iterate.detect.derived import Derivation, detect_derived
 from iterate.detect.findings import MAX_LISTED, Finding
 from iterate.detect.formats import detect_date_formats, detect_shape_violations, detect_units
@@ -238,12 +238,17 @@ def detect(table: Table) -> Detection:
 
     t = time.perf_counter()
     # pyarrow and numpy release the GIL: columns are examined side by side, results kept in column order.
+    # The dependency search and the row-level detectors need no column's findings: they start first and
+    # run alongside the columns.
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        searched = pool.submit(discover, facts, n)
+        duplicates = pool.submit(detect_duplicates, table, facts)
+        merged = pool.submit(detect_merged_columns, facts, n)
         for found_in_column in pool.map(per_column, facts):
             findings += found_in_column
-    timed("columns", t)
-    t = time.perf_counter()
-    fd_findings, deps, judgements = detect_dependency_violations(facts, n)
+        timed("columns", t)
+        t = time.perf_counter()
+        fd_findings, deps, judgements = detect_dependency_violations(facts, n, searched.result())
     findings = [_veto_consistent(f, judgements, table) for f in findings]
     findings += fd_findings
     suspect = _suspect_masks(findings, n)
@@ -255,9 +260,9 @@ def detect(table: Table) -> Detection:
     findings += derived_findings
     timed("dependencies", t)
     t = time.perf_counter()
-    findings += detect_merged_columns(facts, n)
+    findings += merged.result()
     findings = _without_overlaps(findings, table)
-    findings += detect_duplicates(table, facts)
+    findings += duplicates.result()
     findings += detect_column_shape(facts, n)
     timed("rows", t)
     return Detection(findings, null_marker, deps, facts, timings)

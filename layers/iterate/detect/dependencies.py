@@ -156,9 +156,11 @@ class Judgement:
 
 
 def detect_dependency_violations(
-    facts: list[ColumnFacts], n_rows: int
+    facts: list[ColumnFacts], n_rows: int, deps: list[Dependency] | None = None
 ) -> tuple[list[Finding], list[Dependency], dict[int, Judgement]]:
-    deps = discover(facts, n_rows)
+    """Cells that break the dependencies (`deps`, or those `discover` finds), and each dependent's votes."""
+    if deps is None:
+        deps = discover(facts, n_rows)
     judgements: dict[int, Judgement] = {}
     by_rhs: dict[int, list[Dependency]] = {}
     for d in deps:

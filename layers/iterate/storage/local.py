@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,15 @@ class LocalArtifactStore:
         tmp = target.with_name(f".{target.name}.tmp{os.getpid()}-{threading.get_ident()}")
         tmp.write_bytes(data)
         tmp.replace(target)  # atomic: a reader never sees half a file
+        return str(target)
+
+    def put_file(self, key: str, source: str | Path) -> str:
+        """Copy a local file in (streamed by the OS, never read whole into memory), atomically."""
+        target = self.path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp{os.getpid()}-{threading.get_ident()}")
+        shutil.copyfile(source, tmp)
+        tmp.replace(target)
         return str(target)
 
     def get_bytes(self, key: str) -> bytes:
