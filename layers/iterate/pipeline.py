@@ -134,6 +134,7 @@ def profile_step(
 ) -> ProfileSummary:
     """Read the file once, profile it, run the detectors; write data, profile, candidate issues and flags."""
     from iterate.detect import detect
+    from iterate.detect.context import dataset_null_marker
     from iterate.io import read_table, write_parquet_text
     from iterate.issues import flags_of, issues_from_findings
     from iterate.profile import profile_table
@@ -149,22 +150,30 @@ def profile_step(
         write_parquet_text(table, path)
         _put_file(ctx.store, DATA, path)
 
+    def timed_profile(null_marker: str) -> DatasetProfile:
+        t = time.perf_counter()
+        profile = profile_table(table, null_marker=null_marker)
+        ctx.timings_ms["profile_table"] = round((time.perf_counter() - t) * 1000, 1)
+        return profile
+
     with (
         tempfile.TemporaryDirectory(prefix="iterate-") as tmp,
         ThreadPoolExecutor(max_workers=1, thread_name_prefix="iterate-data") as writer,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="iterate-profile") as profiler,
     ):
         # The sandbox's copy of the data is written while the detectors run: Parquet encoding and
         # compression are C++ that releases the GIL, so on two cores this costs almost no wall time.
         data_written = writer.submit(write_data, Path(tmp) / DATA)
+        # The profile needs only the dataset's null marker: it is built alongside the detectors.
+        null_marker = dataset_null_marker(table)
+        profiled = profiler.submit(timed_profile, null_marker)
         ctx.report("detect", 0, 1, "looking for problems")
         t = time.perf_counter()
-        detection = detect(table)
+        detection = detect(table, null_marker=null_marker)
         ctx.timings_ms["detect"] = round((time.perf_counter() - t) * 1000, 1)
         ctx.report("detect", 1, 1, f"{len(detection.findings)} findings")
         ctx.report("profile", 0, 1, "column statistics")
-        t = time.perf_counter()
-        profile = profile_table(table, null_marker=detection.null_marker)
-        ctx.timings_ms["profile"] = round((time.perf_counter() - t) * 1000, 1)
+        profile = profiled.result()
         ctx.report("profile", 1, 1, "")
         candidates = issues_from_findings(detection.findings, table, profile)
         flags = flags_of(detection.findings, table)

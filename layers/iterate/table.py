@@ -73,7 +73,10 @@ class Column:
         return np.flatnonzero(mask[self.codes])
 
     def value(self, row: int) -> str:
-        return self.uniques[int(self.codes[row])]
+        code = int(self.codes[row])
+        # One value of a million-value column need not turn the whole dictionary into Python strings.
+        cached: list[str] | None = self.__dict__.get("uniques")
+        return cached[code] if cached is not None else str(self.dictionary[code].as_py())
 
 
 @dataclass

@@ -138,7 +138,7 @@ def dataset_null_marker(table: Table) -> str:
             )
         )
         for i in hit:
-            tok = col.uniques[i].strip()
+            tok = str(col.dictionary[int(i)].as_py()).strip()
             if tok == "":
                 blanks += int(col.counts[i])
             else:
