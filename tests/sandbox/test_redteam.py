@@ -32,7 +32,8 @@ class Snippet:
 
 
 # Placeholders: CANARY (a host file the code must not read or touch), TARGET (a host path it must not
-# create), PORT (a listener on the host that must never see a connection).
+# create), PORT (a listener on the host that must never see a connection), ZYGOTES (the sockets of every
+# zygote and dataset zygote the module's sandboxes started, which must never take a job from the code).
 SNIPPETS = [
     # --- shell and subprocesses
     Snippet("os_system", "import os\nos.system('touch TARGET')"),
@@ -109,6 +110,12 @@ SNIPPETS = [
     ),
     Snippet(
         "urllib_urlopen", "import urllib.request\nurllib.request.urlopen('http://127.0.0.1:PORT/', timeout=1)"
+    ),
+    Snippet(
+        "zygote_sockets",
+        "import re\nk = re.enum.sys.modules['socket']\n"
+        "for path in ZYGOTES:\n    s = k.socket(k.AF_UNIX)\n    s.connect(path)\n"
+        "    s.sendall(b'00000017{\"kind\": \"dataset\"}')\n    result = {'x': str(s.recv(100))}",
     ),
     Snippet("pandas_read_csv_url", "result = {'x': pd.read_csv('http://127.0.0.1:PORT/x.csv').to_dict()}"),
     Snippet("pandas_read_json_url", "result = {'x': str(pd.read_json('http://127.0.0.1:PORT/x.json'))}"),
@@ -242,9 +249,11 @@ class Listener:
 
 
 @pytest.fixture(scope="module")
-def sandboxes() -> Iterator[dict[str, LocalSandbox]]:
-    """One sandbox per layer configuration, each with its zygote, shared by the module's tests."""
+def sandboxes(dataset: Path) -> Iterator[dict[str, LocalSandbox]]:
+    """One sandbox per layer configuration, each with its zygotes started, shared by the module's tests."""
     made = {mode: LocalSandbox(limits) for mode, limits in MODES.items()}
+    for sandbox in made.values():
+        assert sandbox.run("result = {'n': len(df)}", DatasetRef(path=str(dataset))).success
     yield made
     for sandbox in made.values():
         sandbox.close()
@@ -255,6 +264,14 @@ def listener() -> Iterator[Listener]:
     server = Listener()
     yield server
     server.close()
+
+
+def zygote_sockets(sandboxes: dict[str, LocalSandbox]) -> list[str]:
+    paths = [s._zygote.path for s in sandboxes.values() if s._zygote is not None]
+    for sandbox in sandboxes.values():
+        paths += [e.zygote.path for e in sandbox._datasets._entries.values() if e.zygote is not None]
+    assert len(paths) >= 6  # three prefork modes: each a zygote and a dataset zygote
+    return paths
 
 
 def test_there_are_at_least_40_hostile_snippets() -> None:
@@ -304,6 +321,7 @@ def test_hostile_snippet_is_contained(
         .replace("TARGET", str(target))
         .replace("PORT", str(listener.port))
         .replace("PARENT", str(os.getpid()))
+        .replace("ZYGOTES", json.dumps(zygote_sockets(sandboxes)))
     )
     sandbox = sandboxes[mode]
     accepted_before = listener.accepted
@@ -329,6 +347,10 @@ def test_hostile_snippet_is_contained(
         assert result.error and len(result.error) > 10
     if mode == "full" and check_policy(code):
         assert result.stopped == "policy"
+    # And whatever reached a runner got there the way its configuration runs code: forked from the dataset
+    # zygote onto the preloaded frame (no earlier snippet broke it), or loading the file in a fresh process
+    if "network" in outcome.isolation:
+        assert outcome.isolation["frame"] == ("preloaded" if sandbox.limits.prefork else "loaded")
 
 
 def test_the_namespaces_are_really_used_here(dataset: Path) -> None:

@@ -15,6 +15,8 @@ import tempfile
 import threading
 import time
 import weakref
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, get_args
@@ -40,6 +42,10 @@ class SandboxError(Exception):
     """The sandbox itself could not be used (missing dataset, no interpreter): not a verdict on the code."""
 
 
+class _ZygoteGone(SandboxError):
+    """A zygote was not there to take a job, or dropped it before starting it: the job may go elsewhere."""
+
+
 @dataclass(frozen=True)
 class SandboxLimits:
     """What one investigation may use. `namespaces=None` tries Linux namespaces and falls back when refused."""
@@ -57,6 +63,14 @@ class SandboxLimits:
     prefork: bool = True
     # Try a user namespace before plain namespaces (what a non-root account gets); for tests of that path.
     user_namespace_first: bool = False
+    # With prefork, each dataset's frame is loaded once by a "dataset zygote" forked from the zygote, and
+    # every investigation of that dataset is forked from it (isolated the same way) instead of reading the
+    # file again: a 1M-row file costs ~1.5 s of CPU to load. How many dataset zygotes stay alive (the least
+    # recently used is closed first; 0 loads the frame in every investigation), the estimated in-memory
+    # size above which a dataset is not preloaded, and how long its load may take (outside any job's time).
+    preload_datasets: int = 2
+    preload_max_mb: int = 4096
+    preload_timeout_s: float = 300.0
 
     @classmethod
     def from_settings(cls, settings: Any, **overrides: Any) -> SandboxLimits:
@@ -77,6 +91,8 @@ class SandboxOutcome:
     isolation: dict[str, Any] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
     stderr_tail: str = ""
+    # CPU seconds of the processes that ran it, when a zygote reported them (not on a timeout).
+    cpu_s: float | None = None
 
 
 def _package_dirs() -> list[str]:
@@ -115,13 +131,25 @@ class LocalSandbox:
         self._zygote: _Zygote | None = None
         self._zygote_lock = threading.Lock()
         self._zygote_failed = False
+        self._counters = _Counters()
+        self._datasets = _DatasetZygotes(max(0, self.limits.preload_datasets))
 
     def close(self) -> None:
-        """Stop the zygote, if one was started (also done when the sandbox is garbage-collected)."""
+        """Stop the zygotes, if any were started (also done when the sandbox is garbage-collected).
+
+        A dataset zygote still serving a run stops as soon as that run ends.
+        """
+        self._datasets.close()
         with self._zygote_lock:
             if self._zygote is not None:
                 self._zygote.close()
                 self._zygote = None
+
+    def stats(self) -> dict[str, float]:
+        """What this sandbox did: `preloads` (datasets loaded by a dataset zygote), `preloaded_runs`, and
+        CPU seconds its processes reported (`job_cpu_s`: runners; `dataset_zygote_cpu_s`: dataset zygotes,
+        counted when they stop; `preload_cpu_s`: the part of it spent loading)."""
+        return self._counters.snapshot()
 
     def __enter__(self) -> LocalSandbox:
         return self
@@ -177,18 +205,70 @@ class LocalSandbox:
         tmp = Path(tempfile.mkdtemp(prefix="iterate-sandbox-"))
         try:
             zygote = self._running_zygote()
-            if zygote is not None:
-                return self._fork_from(zygote, code, data.path, timeout, tmp, started, data.columns)
-            return self._spawn(code, data.path, timeout, tmp, started, data.columns)
+            if zygote is None:
+                return self._spawn(code, data.path, timeout, tmp, started, data.columns)
+            if self.limits.preload_datasets > 0:
+                outcome = self._run_preloaded(zygote, code, data.path, timeout, tmp, started, data.columns)
+                if outcome is not None:
+                    return outcome
+            return self._fork_from(zygote, code, data.path, timeout, tmp, started, data.columns)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def _run_preloaded(
+        self,
+        base: _Zygote,
+        code: str,
+        path: str,
+        timeout: float,
+        tmp: Path,
+        started: float,
+        columns: tuple[str, ...] | None,
+    ) -> SandboxOutcome | None:
+        """Run on the zygote holding this dataset's frame (started on first use); None when there is none.
+
+        The dataset is identified by what the file is now (path, device, inode, size, times), never by
+        anything the code says: a rewritten file gets a new dataset zygote, and one holding another
+        dataset's frame is never used.
+        """
+        data_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            identity = _identity(path, os.fstat(data_fd))
+
+            def start() -> _DatasetZygote:
+                zygote = _DatasetZygote(
+                    base,
+                    data_fd,
+                    max_mb=self.limits.preload_max_mb,
+                    timeout_s=self.limits.preload_timeout_s,
+                    counters=self._counters,
+                )
+                if _identity(path, os.fstat(data_fd)) != identity:  # written to while it loaded
+                    zygote.close()
+                    raise SandboxError("the dataset changed while it was being preloaded")
+                return zygote
+
+            entry = self._datasets.acquire(identity, start)
+        finally:
+            os.close(data_fd)
+        if entry is None or entry.zygote is None:
+            return None
+        try:
+            outcome = self._fork_from(entry.zygote, code, None, timeout, tmp, started, columns)
+        except _ZygoteGone:  # it stopped before taking the job: the job runs from the base zygote
+            self._datasets.discard(entry)
+            return None
+        finally:
+            self._datasets.release(entry)
+        self._counters.add("preloaded_runs")
+        return outcome
 
     def _job(
         self,
         code: str,
         timeout: float,
         tmp: Path,
-        data_fd: int,
+        data_fd: int | None,
         result_fd: int,
         columns: tuple[str, ...] | None,
     ) -> dict[str, Any]:
@@ -213,29 +293,35 @@ class LocalSandbox:
 
     def _fork_from(
         self,
-        zygote: _Zygote,
+        zygote: _Zygote | _DatasetZygote,
         code: str,
-        path: str,
+        path: str | None,
         timeout: float,
         tmp: Path,
         started: float,
         columns: tuple[str, ...] | None = None,
     ) -> SandboxOutcome:
-        data_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        result_fd = os.open(tmp / "result.json", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        """One job through a zygote; `path` None for a dataset zygote (its runners have the frame)."""
+        fresh = os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        data_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC) if path is not None else None
+        result_fd = os.open(tmp / "result.json", os.O_RDWR | fresh, 0o600)
         stderr_path = tmp / "stderr.txt"
-        stderr_fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        stderr_fd = os.open(stderr_path, os.O_WRONLY | fresh, 0o600)
+        # The order the handler expects: result, stderr, then the dataset when the runner reads it.
+        fds = [result_fd, stderr_fd] + ([data_fd] if data_fd is not None else [])
         try:
             job = self._job(code, timeout, tmp, data_fd, result_fd, columns)
-            returncode, timed_out = zygote.run(
-                job, [data_fd, result_fd, stderr_fd], timeout + self.limits.setup_allowance_s
-            )
+            returncode, timed_out, cpu_s = zygote.run(job, fds, timeout + self.limits.setup_allowance_s)
             raw = os.pread(result_fd, self.limits.max_output_bytes * 2 + 65536, 0)
         finally:
-            for fd in (data_fd, result_fd, stderr_fd):
+            for fd in fds:
                 os.close(fd)
+        if cpu_s is not None:
+            self._counters.add("job_cpu_s", cpu_s)
         stderr_tail = stderr_path.read_bytes()[-4000:].decode("utf-8", "replace")
-        return self._outcome(code, started, raw, returncode, timed_out, timeout, stderr_tail)
+        outcome = self._outcome(code, started, raw, returncode, timed_out, timeout, stderr_tail)
+        outcome.cpu_s = cpu_s
+        return outcome
 
     def _spawn(
         self,
@@ -368,11 +454,85 @@ class LocalSandbox:
         )
 
 
+def _identity(path: str, st: os.stat_result) -> tuple[Any, ...]:
+    """What a dataset zygote is keyed on: the path and the file's identity, so a rewritten file is new."""
+    return (os.path.abspath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class _Counters:
+    """Thread-safe running totals (see `LocalSandbox.stats`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[str, float] = {}
+
+    def add(self, name: str, amount: float = 1) -> None:
+        with self._lock:
+            self._values[name] = self._values.get(name, 0) + amount
+
+    def snapshot(self) -> dict[str, float]:
+        with self._lock:
+            return dict(self._values)
+
+
+def _send_job(path: str, job: dict[str, Any], fds: list[int]) -> socket.socket:
+    """Connect to a zygote's socket and send a length-prefixed job, the descriptors with its first chunk."""
+    payload = json.dumps(job).encode()
+    message = f"{len(payload):08d}".encode() + payload
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+        sent = socket.send_fds(conn, [message[:32768]], fds)
+        conn.sendall(message[sent:])
+    except OSError as exc:  # nothing was started: the zygote is gone or went away while reading
+        conn.close()
+        raise _ZygoteGone(f"the sandbox zygote is not serving: {exc}") from exc
+    return conn
+
+
+def _run_job(
+    path: str, job: dict[str, Any], fds: list[int], deadline_s: float
+) -> tuple[int, bool, float | None]:
+    """Send one job; wait for its exit status. Returns (status, timed_out, cpu_s); kills it at the deadline."""
+    conn = _send_job(path, job, fds)
+    try:
+        reader = conn.makefile("rb")
+        end = time.monotonic() + deadline_s
+        conn.settimeout(max(0.1, end - time.monotonic()))
+        try:
+            hello = reader.readline()
+        except ConnectionError as exc:  # it died with the job still queued
+            raise _ZygoteGone(f"the sandbox zygote dropped the job: {exc}") from exc
+        if not hello:  # refused or dropped before its handler said anything: not started
+            raise _ZygoteGone("the sandbox zygote closed the connection before starting the job")
+        pid = int(json.loads(hello)["pid"])
+        try:
+            conn.settimeout(max(0.1, end - time.monotonic()))
+            line = reader.readline()
+        except TimeoutError:
+            # The handler's process group: its runner and whatever that started. Never the zygote.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            return EXIT_SIGNAL_BASE + signal.SIGKILL, True, None
+        if not line:  # the handler died without a word
+            return EXIT_SIGNAL_BASE + signal.SIGKILL, False, None
+        report = json.loads(line)
+        cpu = report.get("cpu_s")
+        return int(report["status"]), False, float(cpu) if isinstance(cpu, int | float) else None
+    except _ZygoteGone:
+        raise
+    except (OSError, ValueError, KeyError) as exc:
+        raise SandboxError(f"the sandbox zygote failed: {exc}") from exc
+    finally:
+        conn.close()
+
+
 class _Zygote:
     """A worker process that imported pandas and pyarrow once and forks one handler per investigation.
 
     It never runs investigation code itself; each job is a fresh fork, isolated exactly as a fresh process
-    would be. Jobs arrive on a Unix socket in a private directory, with the descriptors they need.
+    would be. Jobs arrive on a Unix socket in a private directory, with the descriptors they need. Its
+    stdin is a pipe from this process: when this process dies, the zygote sees the end and exits.
     """
 
     def __init__(self, python: str, *, start_timeout_s: float = 60.0) -> None:
@@ -385,7 +545,7 @@ class _Zygote:
             env = dict(_child_env(), JE_ARROW_MALLOC_CONF="background_thread:false")  # one thread can fork
             self.proc = subprocess.Popen(
                 [python, "-I", "-B", str(WORKER), "--zygote", str(listener.fileno())],
-                stdin=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
                 env=env,
@@ -413,34 +573,198 @@ class _Zygote:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
         shutil.rmtree(directory, ignore_errors=True)
 
-    def run(self, job: dict[str, Any], fds: list[int], deadline_s: float) -> tuple[int, bool]:
-        """Send one job; wait for its exit status. Returns (status, timed_out); kills it at the deadline."""
-        payload = json.dumps(job).encode()
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    def run(self, job: dict[str, Any], fds: list[int], deadline_s: float) -> tuple[int, bool, float | None]:
+        """Send one job; wait for its exit status. Returns (status, timed_out, cpu_s)."""
+        return _run_job(self.path, job, fds, deadline_s)
+
+
+class _DatasetZygote:
+    """A process forked from the zygote that loaded one dataset's frame once; forks a handler per job.
+
+    Its runners inherit the frame copy-on-write and are isolated exactly like the zygote's own. It keeps
+    a control connection to this process: closing our end (or this process dying) stops it, and it dies
+    with the zygote. Jobs arrive on its own socket, in a private directory.
+    """
+
+    def __init__(
+        self, base: _Zygote, data_fd: int, *, max_mb: int, timeout_s: float, counters: _Counters
+    ) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="iterate-dataset-"))
+        self.path = str(self.dir / "dataset.sock")
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            conn.connect(self.path)
-            message = f"{len(payload):08d}".encode() + payload
-            sent = socket.send_fds(conn, [message[:32768]], fds)
-            conn.sendall(message[sent:])
-            reader = conn.makefile("rb")
-            end = time.monotonic() + deadline_s
-            conn.settimeout(max(0.1, end - time.monotonic()))
-            pid = int(json.loads(reader.readline())["pid"])
-            try:
-                conn.settimeout(max(0.1, end - time.monotonic()))
-                line = reader.readline()
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pid, signal.SIGKILL)
-                return EXIT_SIGNAL_BASE + signal.SIGKILL, True
-            if not line:  # the handler died without a word
-                return EXIT_SIGNAL_BASE + signal.SIGKILL, False
-            return int(json.loads(line)["status"]), False
-        except (OSError, ValueError, KeyError) as exc:
-            raise SandboxError(f"the sandbox zygote failed: {exc}") from exc
+            listener.bind(self.path)
+            listener.listen(64)
+            request = {"kind": "dataset", "max_mb": max_mb}
+            self.control = _send_job(base.path, request, [data_fd, listener.fileno()])
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
         finally:
-            conn.close()
+            listener.close()
+        self._reader = self.control.makefile("rb")
+        self._pid = [0]  # filled in below; the finalizer reads it
+        self._finalizer = weakref.finalize(
+            self, _DatasetZygote._stop, self.control, self._reader, self._pid, str(self.dir), counters
+        )
+        end = time.monotonic() + timeout_s
+        try:
+            self.control.settimeout(timeout_s)
+            hello = self._reader.readline()
+            if not hello:
+                raise _ZygoteGone("the sandbox zygote did not take the dataset")
+            self._pid[0] = int(json.loads(hello)["pid"])
+            self.control.settimeout(max(0.1, end - time.monotonic()))
+            ready = json.loads(self._reader.readline() or b"{}")
+        except (OSError, ValueError, KeyError) as exc:
+            self.close()
+            raise SandboxError(f"the dataset zygote did not start: {exc}") from exc
+        except BaseException:
+            self.close()
+            raise
+        if not ready.get("ready"):
+            self.close()
+            raise SandboxError(f"the dataset was not preloaded: {ready.get('error') or 'no answer'}")
+        self.control.settimeout(None)
+        self.rows = int(ready.get("rows", 0))
+        counters.add("preloads")
+        counters.add("preload_cpu_s", float(ready.get("cpu_s") or 0))
+
+    @property
+    def pid(self) -> int:
+        return self._pid[0]
+
+    def alive(self) -> bool:
+        """It writes nothing between 'ready' and stopping: a readable control connection means it stopped."""
+        try:
+            return not select.select([self.control], [], [], 0)[0]
+        except (OSError, ValueError):
+            return False
+
+    def run(self, job: dict[str, Any], fds: list[int], deadline_s: float) -> tuple[int, bool, float | None]:
+        return _run_job(self.path, job, fds, deadline_s)
+
+    def close(self) -> None:
+        self._finalizer()
+
+    @staticmethod
+    def _stop(
+        control: socket.socket, reader: Any, pid: list[int], directory: str, counters: _Counters
+    ) -> None:
+        """Tell it to stop (our end closes for writing), take its last report; kill it if it does not end."""
+        ended = False
+        try:
+            control.shutdown(socket.SHUT_WR)
+            control.settimeout(5.0)
+            while line := reader.readline():
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    report = json.loads(line)
+                    if "ready" not in report:
+                        counters.add("dataset_zygote_cpu_s", float(report["cpu_s"]))
+            ended = True  # end of stream: its side is closed, it has exited
+        except (OSError, ValueError):
+            pass
+        if not ended and pid[0]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid[0], signal.SIGKILL)  # its own session: it and nothing else
+        with contextlib.suppress(OSError):
+            reader.close()
+        control.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@dataclass(eq=False)
+class _Entry:
+    """One dataset's zygote in the pool: started once, by the first run that needs it."""
+
+    key: tuple[Any, ...]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    zygote: _DatasetZygote | None = None
+    users: int = 0
+    retired: bool = False
+
+
+class _DatasetZygotes:
+    """The live dataset zygotes by dataset identity: at most `capacity`, least recently used closed first.
+
+    A retired zygote (evicted, found dead, or the sandbox closed) takes no new runs and stops when the
+    runs using it end. A dataset whose zygote could not start is not tried again (its runs load it).
+    """
+
+    REFUSED_KEPT = 32
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[tuple[Any, ...], _Entry] = OrderedDict()
+        self._refused: OrderedDict[tuple[Any, ...], str] = OrderedDict()
+
+    def acquire(self, key: tuple[Any, ...], start: Callable[[], _DatasetZygote]) -> _Entry | None:
+        """The entry for `key` with a running zygote (one start however many threads ask), or None.
+
+        Every entry returned must be given back with `release`.
+        """
+        closing: list[_DatasetZygote] = []
+        with self._lock:
+            if key in self._refused:
+                return None
+            entry = self._entries.get(key)
+            if entry is not None and entry.zygote is not None and not entry.zygote.alive():
+                closing += self._retire(entry)
+                entry = None
+            if entry is None:
+                entry = self._entries[key] = _Entry(key)
+                while len(self._entries) > self.capacity:
+                    closing += self._retire(next(iter(self._entries.values())))
+            self._entries.move_to_end(key)
+            entry.users += 1
+        for zygote in closing:
+            zygote.close()
+        with entry.lock:
+            if entry.zygote is None and not entry.retired:
+                try:
+                    entry.zygote = start()
+                except (OSError, SandboxError) as exc:
+                    with self._lock:
+                        if not isinstance(exc, _ZygoteGone):  # not the zygote's absence: the dataset's
+                            self._refused[key] = str(exc)
+                            while len(self._refused) > self.REFUSED_KEPT:
+                                self._refused.popitem(last=False)
+                        self._retire(entry)
+        if entry.zygote is None:
+            self.release(entry)
+            return None
+        return entry
+
+    def release(self, entry: _Entry) -> None:
+        with self._lock:
+            entry.users -= 1
+            stop = entry.retired and entry.users == 0 and entry.zygote is not None
+        if stop and entry.zygote is not None:
+            entry.zygote.close()
+
+    def discard(self, entry: _Entry) -> None:
+        """Take a zygote found not serving out of the pool (the next run of its dataset starts another)."""
+        with self._lock:
+            closing = self._retire(entry)
+        for zygote in closing:
+            zygote.close()
+
+    def close(self) -> None:
+        with self._lock:
+            closing = [z for entry in list(self._entries.values()) for z in self._retire(entry)]
+        for zygote in closing:
+            zygote.close()
+
+    def _retire(self, entry: _Entry) -> list[_DatasetZygote]:
+        """Under the lock: out of the pool; returns its zygote when nobody is using it (to close)."""
+        if self._entries.get(entry.key) is entry:
+            del self._entries[entry.key]
+        entry.retired = True
+        return [entry.zygote] if entry.users == 0 and entry.zygote is not None else []

@@ -3,7 +3,9 @@
 # Started by LocalSandbox as `python -I -B worker.py` with an empty environment. It reads its job (JSON) on
 # stdin, the dataset arrives as an inherited read-only file descriptor, and the verdict goes to another
 # inherited descriptor. Only the standard library, pyarrow and pandas are used here: the engine (`iterate`)
-# is not importable inside the jail and must not be.
+# is not importable inside the jail and must not be. Locally the process is usually forked from a zygote
+# instead (end of this file); one forked from a dataset zygote takes the frame that zygote loaded once
+# rather than reading the descriptor, and is otherwise isolated the same way.
 #
 # Layers, each meant to hold when the others are bypassed:
 #   1. namespaces (when the OS allows): new network (no interfaces), PID (the code is not pid 1 and every
@@ -689,20 +691,39 @@ def _jsonable(value: object, depth: int = 0) -> object:
     raise TypeError(f"result contains a {type(value).__name__}, which is not JSON-serialisable")
 
 
+def _written_names(schema) -> list[str]:  # type: ignore[no-untyped-def]
+    """The names as written (repeats included), which iterate.io.write_parquet_text keeps in metadata."""
+    meta = schema.metadata or {}
+    return json.loads(meta[b"iterate.names"]) if b"iterate.names" in meta else list(schema.names)
+
+
+def _text_frame(table):  # type: ignore[no-untyped-def]
+    """A pandas frame of the table's columns as text, nulls as empty strings, under the written names."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = []
+    for column in table.columns:
+        if column.type != pa.string() and column.type != pa.large_string():
+            column = pc.cast(column, pa.string())
+        columns.append(pc.fill_null(column, ""))
+    frame = pa.table(columns, names=[f"c{i}" for i in range(len(columns))]).to_pandas()
+    names = _written_names(table.schema)
+    frame.columns = names if len(names) == len(columns) else table.column_names
+    return frame
+
+
 def load_frame(fd: int, wanted: list[str] | None = None):  # type: ignore[no-untyped-def]
     """The dataset as a DataFrame of text columns, nulls as empty strings, from the inherited descriptor.
 
     `wanted`: names (as written) of the only columns to load; a big file's other columns are never read.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     with os.fdopen(fd, "rb") as handle:
         if wanted is not None:
             schema = pq.read_schema(handle)
-            meta = schema.metadata or {}
-            written = json.loads(meta[b"iterate.names"]) if b"iterate.names" in meta else schema.names
+            written = _written_names(schema)
             picked = [i for i, name in enumerate(written) if name in set(wanted)]
             if picked and len(written) == len(schema.names):
                 handle.seek(0)
@@ -715,17 +736,47 @@ def load_frame(fd: int, wanted: list[str] | None = None):  # type: ignore[no-unt
                 table = pq.read_table(handle, use_threads=False)
         else:
             table = pq.read_table(handle, use_threads=False)
-    columns = []
-    for column in table.columns:
-        if column.type != pa.string() and column.type != pa.large_string():
-            column = pc.cast(column, pa.string())
-        columns.append(pc.fill_null(column, ""))
-    frame = pa.table(columns, names=[f"c{i}" for i in range(len(columns))]).to_pandas()
-    # iterate.io.write_parquet_text keeps the names as written (repeats included) in this metadata key.
-    metadata = table.schema.metadata or {}
-    names = json.loads(metadata[b"iterate.names"]) if b"iterate.names" in metadata else table.column_names
-    frame.columns = names if len(names) == len(columns) else table.column_names
-    return frame
+    return _text_frame(table)
+
+
+def preload_frame(fd: int, max_mb: int):  # type: ignore[no-untyped-def]
+    """The whole dataset, loaded once by a dataset zygote: (frame, whether columns can be picked from it).
+
+    Refuses (MemoryError) a dataset estimated above `max_mb` in memory: runners then load only the
+    columns they need, as without a dataset zygote.
+    """
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    with os.fdopen(fd, "rb") as handle:
+        meta = pq.read_metadata(handle)
+        raw = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+        # Arrow-backed strings (pandas 3) cost their bytes and offsets; Python str objects far more.
+        per_cell = 64 if pd.Series(["x"]).dtype == object else 16
+        estimate_mb = (2 * raw + per_cell * meta.num_rows * meta.num_columns) / 2**20
+        if estimate_mb > max_mb:
+            raise MemoryError(f"about {estimate_mb:.0f} MB in memory, over the {max_mb} MB preload cap")
+        handle.seek(0)
+        table = pq.read_table(handle, use_threads=False)
+    # load_frame narrows only when the written names match the stored columns one to one.
+    narrowable = len(_written_names(table.schema)) == table.num_columns
+    return _text_frame(table), narrowable
+
+
+def select_columns(frame, narrowable: bool, wanted: list[str] | None):  # type: ignore[no-untyped-def]
+    """What `load_frame(fd, wanted)` gives, taken from the preloaded whole frame (same names, order, values)."""
+    if wanted is None:
+        return frame
+    want = set(wanted)
+    picked = [i for i, name in enumerate(frame.columns) if name in want]
+    if not picked or not narrowable:
+        return frame
+    return frame.iloc[:, picked].copy(deep=False)
+
+
+# Set in a dataset zygote before it serves: {"frame": DataFrame, "narrowable": bool}. Each runner forked
+# from it takes its frame from here (copy-on-write) instead of reading the file.
+PRELOADED: dict = {}
 
 
 def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
@@ -739,7 +790,12 @@ def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
 
         for name in ALLOWED_IMPORTS:
             __import__(name)
-        frame = load_frame(job["data_fd"], job.get("columns"))
+        if PRELOADED:
+            isolation["frame"] = "preloaded"
+            frame = select_columns(PRELOADED["frame"], PRELOADED["narrowable"], job.get("columns"))
+        else:
+            isolation["frame"] = "loaded"
+            frame = load_frame(job["data_fd"], job.get("columns"))
         code = compile(job["code"], CODE_NAME, "exec")
     except SyntaxError as exc:
         verdict.update(error=f"SyntaxError: {exc.msg} (line {exc.lineno})", stopped="error")
@@ -912,13 +968,14 @@ def execute(job: dict) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Zygote: pandas and pyarrow imported once, one fork per investigation (saves the ~0.3 s import each time)
+# Zygote: pandas and pyarrow imported once, one fork per investigation (saves the ~0.3 s import each time).
+# A dataset zygote, forked from it on the host's request, also holds one dataset's frame, loaded once.
 
 HEADER = 8
 
 
 def _recv_job(conn) -> tuple[dict, list[int]]:  # type: ignore[no-untyped-def]
-    """A length-prefixed JSON job whose first chunk carries the descriptors (data, result, stderr)."""
+    """A length-prefixed JSON job whose first chunk carries the descriptors it needs."""
     import socket
 
     first, fds, _, _ = socket.recv_fds(conn, 65536, 3)
@@ -934,20 +991,49 @@ def _recv_job(conn) -> tuple[dict, list[int]]:  # type: ignore[no-untyped-def]
     return json.loads(bytes(data)), fds
 
 
-def _handle(conn) -> None:  # type: ignore[no-untyped-def]
-    """In a process forked from the zygote: take one job, run it in a further child, report its status."""
+def _send_line(conn, message: dict) -> None:  # type: ignore[no-untyped-def]
+    conn.sendall(json.dumps(message).encode() + b"\n")
+
+
+def _cpu_s(usage: resource.struct_rusage) -> float:
+    return usage.ru_utime + usage.ru_stime
+
+
+def _handle(conn, preloaded: bool = False) -> None:  # type: ignore[no-untyped-def]
+    """In a process forked from a zygote: take one job, run it in a further child, report its status.
+
+    A job's descriptors are (result, stderr, dataset); from a dataset zygote (`preloaded`) there is no
+    dataset descriptor: the runner takes the frame already in memory. The base zygote also takes
+    `{"kind": "dataset"}` requests (descriptors: dataset, listening socket): this process then becomes
+    that dataset's zygote. Anything else is refused by closing the connection before any pid is sent.
+    """
     os.setsid()  # the caller kills this whole group on timeout
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # not the base zygote's stdin, which is the host's lifeline
+    os.close(devnull)
     job, fds = _recv_job(conn)
-    data_fd, result_fd, stderr_fd = fds
-    job.update(data_fd=data_fd, result_fd=result_fd)
-    conn.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+    kind = job.get("kind", "run")
+    if kind == "dataset" and not preloaded and len(fds) == 2:
+        _send_line(conn, {"pid": os.getpid()})
+        dataset_zygote(conn, data_fd=fds[0], listen_fd=fds[1], max_mb=int(job["max_mb"]))
+        return
+    if kind != "run" or len(fds) != (2 if preloaded else 3):
+        for fd in fds:
+            os.close(fd)
+        return
+    result_fd, stderr_fd = fds[0], fds[1]
+    job["result_fd"] = result_fd
+    job.pop("data_fd", None)
+    if not preloaded:
+        job["data_fd"] = fds[2]
+    _send_line(conn, {"pid": os.getpid()})
     runner = os.fork()
     if runner == 0:
         conn.close()
         os.dup2(stderr_fd, 1)
         os.dup2(stderr_fd, 2)
-        keep = {0, 1, 2, data_fd, result_fd}
+        keep = {0, 1, 2, result_fd, *fds[2:]}
         for fd in range(3, 1024):
             if fd not in keep:
                 with contextlib.suppress(OSError):
@@ -959,14 +1045,72 @@ def _handle(conn) -> None:  # type: ignore[no-untyped-def]
             os._exit(code)
     for fd in fds:
         os.close(fd)
-    _, status = os.waitpid(runner, 0)
+    _, status, usage = os.wait4(runner, 0)
     code = EXIT_SIGNAL_BASE + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    # The runner's CPU (with the namespace init and the code's process it reaped) and this handler's own.
+    cpu = _cpu_s(usage) + _cpu_s(resource.getrusage(resource.RUSAGE_SELF))
     with contextlib.suppress(OSError):
-        conn.sendall(json.dumps({"status": code}).encode() + b"\n")
+        _send_line(conn, {"status": code, "cpu_s": round(cpu, 4)})
+
+
+def dataset_zygote(control, *, data_fd: int, listen_fd: int, max_mb: int) -> None:  # type: ignore[no-untyped-def]
+    """Load one dataset's frame once, then fork a handler per job arriving on `listen_fd`.
+
+    A process forked from the base zygote at the host's request, before any investigation code and
+    outside any job's time limit. It never runs investigation code itself: each job gets a handler and a
+    runner forked from here, isolated exactly as from the base zygote, which inherit the frame
+    copy-on-write instead of reading the file. It serves this dataset only (the host keys it on the
+    file's identity), stops when the host closes `control` (or dies), and dies with the base zygote.
+    """
+    import gc
+    import select
+    import socket
+
+    parent = os.getppid()
+    with contextlib.suppress(OSError, AttributeError):
+        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    listener = socket.socket(fileno=listen_fd)
+    if os.getppid() != parent:  # the base zygote died before the death signal was armed
+        return
+    try:
+        frame, narrowable = preload_frame(data_fd, max_mb)
+    except Exception as exc:  # the host falls back to loading in each runner, which reports the failure
+        with contextlib.suppress(OSError):
+            _send_line(control, {"error": f"{type(exc).__name__}: {exc}"[:2000]})
+        return
+    PRELOADED.update(frame=frame, narrowable=narrowable)
+    gc.freeze()  # collections in the runners then leave the preloaded objects' pages shared
+    rows, width = frame.shape
+    cpu = round(_cpu_s(resource.getrusage(resource.RUSAGE_SELF)), 4)
+    _send_line(control, {"ready": True, "rows": rows, "columns": width, "cpu_s": cpu})
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped by the kernel
+    while True:
+        if control in select.select([listener, control], [], [])[0]:
+            break  # the host closed it (or died): serve no more
+        try:
+            conn, _ = listener.accept()
+        except OSError:
+            break
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            control.close()
+            try:
+                _handle(conn, preloaded=True)
+            finally:
+                os._exit(0)
+        conn.close()
+    listener.close()
+    with contextlib.suppress(OSError):
+        _send_line(control, {"cpu_s": round(_cpu_s(resource.getrusage(resource.RUSAGE_SELF)), 4)})
 
 
 def zygote(listen_fd: int) -> int:
-    """Serve jobs on an inherited listening socket until it is closed; one forked handler per job."""
+    """Serve jobs on an inherited listening socket, one forked handler per job.
+
+    Stops when the socket is closed or stdin (a pipe the host holds) ends: no zygote outlives its host.
+    """
+    import select
     import socket
 
     import numpy  # noqa: F401 (imported once here, shared by every fork)
@@ -979,6 +1123,8 @@ def zygote(listen_fd: int) -> int:
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped by the kernel
     os.write(1, b"ready\n")
     while True:
+        if 0 in select.select([listener.fileno(), 0], [], [])[0]:
+            return 0
         try:
             conn, _ = listener.accept()
         except OSError:
