@@ -129,6 +129,13 @@ def _put_file(store: ArtifactStore, key: str, path: Path) -> None:
         store.put_bytes(key, path.read_bytes())
 
 
+def _prepare(sandbox: Sandbox | None, data: DatasetRef | None) -> None:
+    """Let a sandbox that can (LocalSandbox.prepare) start its processes and load the data in the background."""
+    prepare = getattr(sandbox, "prepare", None)
+    if callable(prepare):
+        prepare(data)
+
+
 def profile_step(
     ctx: RunContext, source_path: str | Path, *, dataset_name: str | None = None
 ) -> ProfileSummary:
@@ -149,6 +156,8 @@ def profile_step(
     def write_data(path: Path) -> None:
         write_parquet_text(table, path)
         _put_file(ctx.store, DATA, path)
+        # Investigations run on this file: a sandbox that can load it ahead of them starts now.
+        _prepare(ctx.sandbox, DatasetRef(path=ctx.store.uri(DATA), format="parquet"))
 
     def timed_profile(null_marker: str) -> DatasetProfile:
         t = time.perf_counter()
@@ -421,8 +430,6 @@ def run_local(
     previous_issues: list[Issue] | None = None,
 ) -> AnalysisResult:
     """The whole pipeline in-process: what `iterate analyze` runs, with the same steps as the state machine."""
-    from iterate.storage.local import LocalArtifactStore
-
     settings = settings or Settings.from_env()
     if agents is None:
         from iterate.agents import build_agents
@@ -431,10 +438,31 @@ def run_local(
             Path(settings.cache_dir) if settings.cache_dir else Path.home() / ".cache" / "iterate" / "llm"
         )
         agents = build_agents(settings, cache_dir=cache_dir if settings.anthropic_api_key else None)
+    owned = None
     if sandbox is None:
         from iterate.sandbox import LocalSandbox, SandboxLimits
 
-        sandbox = LocalSandbox(SandboxLimits.from_settings(settings))
+        sandbox = owned = LocalSandbox(SandboxLimits.from_settings(settings))
+    _prepare(sandbox, None)  # the sandbox's interpreter starts while the file is read
+    try:
+        return _run_steps(sandbox, agents, settings, path, out_dir, instructions, progress, previous_issues)
+    finally:
+        if owned is not None:  # its processes (and the dataset they hold) go with the run
+            owned.close()
+
+
+def _run_steps(
+    sandbox: Sandbox,
+    agents: Agents,
+    settings: Settings,
+    path: str | Path,
+    out_dir: str | Path,
+    instructions: str | None,
+    progress: Progress | None,
+    previous_issues: list[Issue] | None,
+) -> AnalysisResult:
+    from iterate.storage.local import LocalArtifactStore
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     ctx = RunContext(

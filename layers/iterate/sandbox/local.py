@@ -231,6 +231,21 @@ class LocalSandbox:
         anything the code says: a rewritten file gets a new dataset zygote, and one holding another
         dataset's frame is never used.
         """
+        entry = self._dataset_entry(base, path)
+        if entry is None or entry.zygote is None:
+            return None
+        try:
+            outcome = self._fork_from(entry.zygote, code, None, timeout, tmp, started, columns)
+        except _ZygoteGone:  # it stopped before taking the job: the job runs from the base zygote
+            self._datasets.discard(entry)
+            return None
+        finally:
+            self._datasets.release(entry)
+        self._counters.add("preloaded_runs")
+        return outcome
+
+    def _dataset_entry(self, base: _Zygote, path: str) -> _Entry | None:
+        """The (acquired) entry of the dataset zygote holding this file's frame, started on first use."""
         data_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             identity = _identity(path, os.fstat(data_fd))
@@ -248,20 +263,35 @@ class LocalSandbox:
                     raise SandboxError("the dataset changed while it was being preloaded")
                 return zygote
 
-            entry = self._datasets.acquire(identity, start)
+            return self._datasets.acquire(identity, start)
         finally:
             os.close(data_fd)
-        if entry is None or entry.zygote is None:
+
+    def prepare(self, data: DatasetRef | None = None) -> threading.Thread | None:
+        """Start the zygote, and load `data`'s frame into a dataset zygote, in the background, now.
+
+        A hint for the pipeline, which knows minutes ahead which dataset its investigations will run on:
+        the work overlaps the detectors instead of delaying the first investigation. Nothing is decided
+        here; whatever fails is met again (and reported) by `run`. Returns the thread, for tests.
+        """
+        if not self.limits.prefork or self._zygote_failed:
             return None
-        try:
-            outcome = self._fork_from(entry.zygote, code, None, timeout, tmp, started, columns)
-        except _ZygoteGone:  # it stopped before taking the job: the job runs from the base zygote
-            self._datasets.discard(entry)
-            return None
-        finally:
-            self._datasets.release(entry)
-        self._counters.add("preloaded_runs")
-        return outcome
+        path = data.path if data is not None else None
+
+        def warm() -> None:
+            try:
+                zygote = self._running_zygote()
+                if zygote is None or not path or self.limits.preload_datasets <= 0:
+                    return
+                entry = self._dataset_entry(zygote, path)
+                if entry is not None:
+                    self._datasets.release(entry)
+            except Exception:  # a hint only: run() meets the same failure and reports it
+                return
+
+        thread = threading.Thread(target=warm, name="iterate-sandbox-prepare", daemon=True)
+        thread.start()
+        return thread
 
     def _job(
         self,
