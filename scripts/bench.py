@@ -114,6 +114,12 @@ def analyze(path: Path, out: Path) -> dict[str, Any] | None:
         run = json.loads(analysis.read_text(encoding="utf-8")).get("run") or {}
         result["timings_ms"] = run.get("timingsMs", {})
         result["issues"] = len(json.loads(analysis.read_text(encoding="utf-8")).get("issues", []))
+        step = out / "steps" / "investigate.json"
+        if step.exists():  # the sandbox's runners are reaped by its zygotes: their CPU is reported here
+            sandbox = json.loads(step.read_text(encoding="utf-8")).get("detail", {}).get("sandbox", {})
+            # A dataset zygote still running when the step ended has reported only its load so far.
+            zygotes = max(float(sandbox.get(k, 0.0)) for k in ("dataset_zygote_cpu_s", "preload_cpu_s"))
+            result["sandbox_cpu_s"] = float(sandbox.get("job_cpu_s", 0.0)) + zygotes
     return result
 
 
@@ -188,7 +194,12 @@ def run(
     elif ana["rc"] != 0:
         print(f"  {ana['label']} FAILED (exit {ana['rc']}): {ana['stderr'].strip().splitlines()[-1:]}")
     else:
-        print(_row(ana["label"], ana["wall_s"], ana["peak_mb"], b, ana.get("cpu_s"), bc))
+        cpu = ana.get("cpu_s")
+        if cpu is not None and ana.get("sandbox_cpu_s"):
+            cpu += ana["sandbox_cpu_s"]  # counted once: RUSAGE_CHILDREN never sees processes a zygote reaped
+        print(_row(ana["label"], ana["wall_s"], ana["peak_mb"], b, cpu, bc))
+        if ana.get("sandbox_cpu_s"):
+            print(_row("  of which sandbox processes (CPU)", None, None, b, ana["sandbox_cpu_s"], bc))
         for step, ms in ana.get("timings_ms", {}).items():
             print(_row(f"  step {step}", ms / 1000, None, b))
     print(

@@ -308,7 +308,10 @@ def investigate_step(ctx: RunContext, data: DatasetRef | None = None) -> list[Is
             put_model(ctx.store, INVESTIGATION.format(issue_id=issue.id), issue.investigation)
     ok = sum(1 for i in done if i.investigation is not None and i.investigation.success)
     ctx.report("investigate", max(len(todo), 1), max(len(todo), 1), f"{ok} of {len(todo)} proven")
-    _record(ctx, "investigate", started, agents=True, investigated=len(todo), succeeded=ok)
+    # What the sandbox's own processes used (their CPU is not the caller's: a zygote reaps them).
+    stats = getattr(ctx.sandbox, "stats", None)
+    sandbox = stats() if callable(stats) else {}
+    _record(ctx, "investigate", started, agents=True, investigated=len(todo), succeeded=ok, sandbox=sandbox)
     return done
 
 
