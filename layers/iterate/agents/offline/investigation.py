@@ -21,19 +21,39 @@ ROWS = len(df)
 NAMES = list(df.columns)
 # Cells another, more specific issue already explains: the detector left them out, so does the recount.
 EXCLUDED = list(PARAMS.get("excluded_values", []))
+TEXT = {{}}  # the columns col() has converted to text already
 
 
 def col(name):
-    """The column as text, by position so duplicate names stay addressable."""
-    return df.iloc[:, NAMES.index(name)].astype(str)
+    """The column as text, by position so duplicate names stay addressable (converted once)."""
+    if name not in TEXT:
+        TEXT[name] = df.iloc[:, NAMES.index(name)].astype(str)
+    return TEXT[name]
 
 
-def left_out(values):
-    """Cells the detector leaves out: explained by a more specific issue, or equal to their row's derivation."""
-    out = values.isin(EXCLUDED)
+def encode(values):
+    """Integer codes of the rows and the distinct values they stand for (a missing value is one of them).
+
+    Work done once per distinct value reaches the rows as `per_value[codes]`: on a long column with few
+    distinct values that is far cheaper than doing it on every row.
+    """
+    codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    return codes, pd.Series(uniques)
+
+
+def left_out(values, coded=None):
+    """Cells the detector leaves out: explained by a more specific issue, or equal to their row's derivation.
+
+    `coded`: the values' (codes, uniques) from encode(), when at hand: each distinct value is then looked up
+    once instead of once per row.
+    """
+    if coded is None:
+        out = values.isin(EXCLUDED).to_numpy(dtype=bool)
+    else:
+        out = coded[1].isin(EXCLUDED).to_numpy(dtype=bool)[coded[0]]
     rule = PARAMS.get("derivation")
     if rule:
-        out = out | (values == col(rule["left"]) + rule["separator"] + col(rule["right"]))
+        out = out | (values == col(rule["left"]) + rule["separator"] + col(rule["right"])).to_numpy(dtype=bool)
     return out
 
 
@@ -60,53 +80,99 @@ MARKERS = """\
 name = PARAMS["column"]
 values = col(name)
 markers = {str(m).strip().casefold() for m in PARAMS["markers"]}
-mask = values.str.strip().str.casefold().isin(markers)
+stripped = values.str.strip()
+# casefold() runs in Python, so it is applied to distinct values only, and only to those short enough to be
+# a marker once folded (folding never makes text shorter).
+longest = max((len(m) for m in markers), default=-1)
+short = stripped[stripped.str.len() <= longest].unique().tolist()
+mask = stripped.isin([v for v in short if v.casefold() in markers])
 found = values[mask].value_counts().head(20)
 result = summary(mask, mask.sum(), name, column=name, by_value={str(k): int(v) for k, v in found.items()})
 """
 
-DUPLICATES = """\
+TWINS = """\
+def twins(positions, rows, normal=None):
+    \"\"\"The rows (of `rows`) equal to another of them on every column given, and a key per group of equal rows.
+
+    Columns are read one at a time as integer codes, one per distinct value (after `normal`, worked out once
+    per distinct value, when given), and folded into one integer key per row. Once the keys could take many
+    more values than there are rows, they are renumbered and rows left without a twin are dropped: the
+    columns after that are only read on the rows still in the running. Columns with few distinct values (in
+    the first rows) go first, as they are the cheapest to read; the order never changes the answer.
+    \"\"\"
+    variety = {i: df.iloc[:1000, i].astype(str).nunique() for i in positions}
+    order = sorted(positions, key=lambda i: variety[i])
+    key = np.zeros(len(rows), dtype=np.int64)
+    span = 1  # every key is below this
+    for i in order:
+        values = df.iloc[:, i] if len(rows) == ROWS else df.iloc[rows, i]
+        codes, uniques = pd.factorize(values.astype(str), use_na_sentinel=False)
+        if normal is not None:
+            normal_codes, uniques = pd.factorize(normal(uniques), use_na_sentinel=False)
+            codes = normal_codes[codes]
+        key = key * len(uniques) + codes
+        span *= len(uniques)
+        if span > 16 * len(rows) or i == order[-1]:
+            key, keys = pd.factorize(key)
+            span = len(keys)
+            twin = np.bincount(key, minlength=span)[key] > 1
+            rows, key = rows[twin], key[twin]
+    return rows, key
+
+
+"""
+
+DUPLICATES_BODY = """\
 columns = PARAMS["columns"]
-# Rows compared as integer codes (one per distinct value): the same answer as comparing text, far faster.
-keys = pd.DataFrame({i: pd.factorize(col(c))[0] for i, c in enumerate(columns)})
-mask = keys.duplicated(keep="first")
-groups = int(keys[keys.duplicated(keep=False)].drop_duplicates().shape[0])
+rows, key = twins([NAMES.index(c) for c in columns], np.arange(ROWS))
+mask = np.zeros(ROWS, dtype=bool)
+mask[rows[pd.Series(key).duplicated(keep="first").to_numpy()]] = True
+groups = int(np.unique(key).size)
 result = summary(mask, mask.sum() * len(columns), columns[0], groups=groups)
 """
 
-NEAR_DUPLICATES = """\
+NEAR_DUPLICATES_BODY = """\
 columns = PARAMS["columns"]
 
 
-def near_codes(values):
-    # Lower case, every run of characters other than ASCII letters, digits and "_" becomes one space;
-    # worked out once per distinct value, then spread to the rows.
-    codes, uniques = pd.factorize(values)
-    normal = pd.Series(uniques, dtype=str).str.lower().str.replace(r"[^0-9A-Za-z_]+", " ", regex=True).str.strip()
-    return pd.factorize(normal)[0][codes]
+def near(values):
+    # Lower case, every run of characters other than ASCII letters, digits and "_" becomes one space.
+    return pd.Series(values, dtype=str).str.lower().str.replace(r"[^0-9A-Za-z_]+", " ", regex=True).str.strip()
 
 
-# Exact copies are judged on every column; near ones on the columns given (identifiers left out).
-everything = pd.DataFrame({i: pd.factorize(df.iloc[:, i].astype(str))[0] for i in range(len(NAMES))})
-near = pd.DataFrame({i: near_codes(col(c)) for i, c in enumerate(columns)})
-mask = near.duplicated(keep="first") & ~everything.duplicated(keep="first")
+# Rows equal to an earlier one once normalised, on the columns given (identifiers left out).
+rows, key = twins([NAMES.index(c) for c in columns], np.arange(ROWS), normal=near)
+later = rows[pd.Series(key).duplicated(keep="first").to_numpy()]
+# Exact copies on every column are the duplicate-rows issue; any exact twin is also a near one, so they
+# are all among these rows.
+exact_rows, exact_key = twins(range(len(NAMES)), rows)
+copies = exact_rows[pd.Series(exact_key).duplicated(keep="first").to_numpy()]
+mask = np.zeros(ROWS, dtype=bool)
+mask[later] = True
+mask[copies] = False
 result = summary(mask, mask.sum() * len(columns), columns[0])
 """
+
+DUPLICATES = TWINS + DUPLICATES_BODY
+NEAR_DUPLICATES = TWINS + NEAR_DUPLICATES_BODY
 
 PATTERN = """\
 name = PARAMS["column"]
 values = col(name)
-stripped = values.str.strip()
+# Each distinct value is judged once; the verdicts reach the rows through their codes.
+codes, uniques = encode(values)
+stripped = uniques.str.strip()
 missing = set(PARAMS.get("missing_markers", []))
-present = (stripped != "") & ~stripped.isin(missing)
+present = ((stripped != "") & ~stripped.isin(missing)).to_numpy(dtype=bool)
 if PARAMS.get("expected_regex"):
     pattern = re.compile(PARAMS["expected_regex"])
-    bad = [u for u in values[present].unique() if not pattern.fullmatch(str(u))]
+    fits = np.array([pattern.fullmatch(str(u)) is not None for u in uniques.tolist()], dtype=bool)
+    bad = present & ~fits
     rule = "expected_regex"
 else:
-    bad = list(PARAMS["bad_values"])
+    bad = present & uniques.isin(list(PARAMS["bad_values"])).to_numpy(dtype=bool)
     rule = "bad_values"
-mask = present & values.isin(bad) & ~left_out(values)
+mask = bad[codes] & ~left_out(values, (codes, uniques))
 found = values[mask].value_counts().head(20)
 result = summary(mask, mask.sum(), name, column=name, rule=rule, by_value={str(k): int(v) for k, v in found.items()})
 """
@@ -114,7 +180,7 @@ result = summary(mask, mask.sum(), name, column=name, rule=rule, by_value={str(k
 BAD_VALUES = """\
 name = PARAMS["column"]
 values = col(name)
-mask = values.isin(list(PARAMS["bad_values"])) & ~left_out(values)
+mask = values.isin(list(PARAMS["bad_values"])).to_numpy(dtype=bool) & ~left_out(values)
 found = values[mask].value_counts().head(20)
 result = summary(mask, mask.sum(), name, column=name, by_value={str(k): int(v) for k, v in found.items()})
 """
@@ -122,10 +188,13 @@ result = summary(mask, mask.sum(), name, column=name, by_value={str(k): int(v) f
 OUTLIER = """\
 name = PARAMS["column"]
 values = col(name)
-numbers = pd.to_numeric(values.str.replace(r"[,%$\\s]", "", regex=True), errors="coerce")
 low, high = float(PARAMS["low"]), float(PARAMS["high"])
-mask = numbers.notna() & ((numbers < low) | (numbers > high)) & ~left_out(values)
-flagged = numbers[mask]
+# Each distinct value is parsed and judged once; the verdicts reach the rows through their codes.
+codes, uniques = encode(values)
+numbers = pd.to_numeric(uniques.str.replace(r"[,%$\\s]", "", regex=True), errors="coerce")
+outside = (numbers.notna() & ((numbers < low) | (numbers > high))).to_numpy(dtype=bool)
+mask = outside[codes] & ~left_out(values, (codes, uniques))
+flagged = numbers.iloc[codes[mask]]
 result = summary(
     mask,
     mask.sum(),
@@ -142,15 +211,30 @@ DEPENDENCY = """\
 lhs = list(PARAMS["lhs"])
 rhs = PARAMS["rhs"]
 support = int(PARAMS.get("min_support", 1))
-frame = pd.concat([col(c) for c in [*lhs, rhs]], axis=1, keys=[*range(len(lhs)), "rhs"])
-keys = list(range(len(lhs)))
-sizes = frame.groupby(keys, sort=False)["rhs"].transform("size")
-counts = frame.groupby([*keys, "rhs"], sort=False).size().reset_index(name="n")
-modes = counts.loc[counts.groupby(keys, sort=False)["n"].idxmax(), [*keys, "rhs"]]
-modes = modes.rename(columns={"rhs": "mode"})
-joined = frame.merge(modes, on=keys, how="left")
-mask = (sizes.to_numpy() >= support) & (joined["rhs"].to_numpy() != joined["mode"].to_numpy())
-conflicting = int(frame[mask].drop_duplicates(subset=keys).shape[0])
+# Values are compared as integer codes (one per distinct value) and counted with numpy.
+y_codes, y_uniques = encode(col(rhs))
+n_y = max(len(y_uniques), 1)
+# Each row's lhs group as one integer; a row with a missing (NaN) lhs value joins no group.
+key = np.zeros(ROWS, dtype=np.int64)
+grouped = np.ones(ROWS, dtype=bool)
+for name in lhs:
+    codes, uniques = encode(col(name))
+    key = pd.factorize(key * len(uniques) + codes)[0]
+    grouped &= ~uniques.isna().to_numpy()[codes]
+sizes = np.bincount(key[grouped], minlength=key.max() + 1 if ROWS else 0)
+# Each (group, rhs) pair, numbered in order of first appearance, and how often it occurs.
+counted = grouped & ~y_uniques.isna().to_numpy()[y_codes]
+pair_codes, pairs = pd.factorize(key[counted] * n_y + y_codes[counted])
+n = np.bincount(pair_codes, minlength=len(pairs))
+# The mode of each group: its most frequent rhs, the first seen winning a tie (-1 when there is none).
+ranked = np.lexsort((np.arange(len(pairs)), -n, pairs // n_y))
+group_of, rhs_of = pairs[ranked] // n_y, pairs[ranked] % n_y
+top = np.ones(len(ranked), dtype=bool)
+top[1:] = group_of[1:] != group_of[:-1]
+mode = np.full(len(sizes), -1, dtype=np.int64)
+mode[group_of[top]] = rhs_of[top]
+mask = grouped & (sizes[key] >= support) & (y_codes != mode[key])
+conflicting = int(np.unique(key[mask]).size)
 result = summary(mask, mask.sum(), rhs, lhs=lhs, rhs=rhs, conflicting_groups=conflicting)
 """
 
@@ -162,41 +246,56 @@ min_share = float(PARAMS.get("min_share", 0.7))
 min_vote_share = float(PARAMS.get("min_vote_share", 0.5))
 max_deviant_share = float(PARAMS.get("max_deviant_share", 0.1))
 missing = {str(m).strip().lower() for m in PARAMS["missing_markers"]}
+# Values are compared as integer codes (one per distinct value) and counted with numpy.
 y = col(rhs)
+y_codes, y_uniques = encode(y)
+n_y = max(len(y_uniques), 1)
+y_missing = y_uniques.str.strip().str.lower().isin(missing).to_numpy(dtype=bool)
+y_nan = y_uniques.isna().to_numpy()
 votes = np.zeros(ROWS, dtype=np.int64)
 cover = np.zeros(ROWS, dtype=np.int64)
 voted = []
 for name in determinants:
-    x = col(name)
-    valid = ~x.str.strip().str.lower().isin(missing)
-    pairs = pd.DataFrame({"x": x[valid], "y": y[valid]})
-    counts = pairs.groupby(["x", "y"], sort=False).size().rename("n").reset_index()
-    counts = counts.sort_values(["x", "n"], ascending=[True, False], kind="stable")
-    ranked = counts.groupby("x", sort=False)
-    groups = pd.DataFrame({"size": ranked["n"].sum(), "major": ranked["y"].first(), "major_count": ranked["n"].first()})
-    runner_up = counts[ranked.cumcount().to_numpy() == 1].set_index("x")["n"]
-    groups["second_count"] = runner_up.reindex(groups.index).fillna(0).astype(int)
-    major_missing = groups["major"].str.strip().str.lower().isin(missing)
+    x_codes, x_uniques = encode(col(name))
+    n_x = len(x_uniques)
+    valid = ~x_uniques.str.strip().str.lower().isin(missing).to_numpy(dtype=bool)[x_codes]
+    # Pairs with a missing (NaN) side are not counted.
+    counted = valid & ~x_uniques.isna().to_numpy()[x_codes] & ~y_nan[y_codes]
+    # Each (x, y) pair that occurs, and how often.
+    pair_codes, pairs = pd.factorize(x_codes[counted] * n_y + y_codes[counted])
+    n = np.bincount(pair_codes, minlength=len(pairs))
+    # Per x: the group size, its most frequent y and the runner-up's count (a tie is no strong majority).
+    ranked = np.lexsort((-n, pairs // n_y))
+    x_of, y_of, n_of = pairs[ranked] // n_y, pairs[ranked] % n_y, n[ranked]
+    top = np.ones(len(ranked), dtype=bool)
+    top[1:] = x_of[1:] != x_of[:-1]
+    runner_up = np.zeros(len(ranked), dtype=bool)
+    runner_up[1:] = top[:-1] & ~top[1:]
+    size = np.bincount(x_codes[counted], minlength=n_x)
+    major = np.full(n_x, -1, dtype=np.int64)
+    major[x_of[top]] = y_of[top]
+    major_count = np.zeros(n_x, dtype=np.int64)
+    major_count[x_of[top]] = n_of[top]
+    second_count = np.zeros(n_x, dtype=np.int64)
+    second_count[x_of[runner_up]] = n_of[runner_up]
     strong = (
-        (groups["size"] >= min_group)
-        & (groups["major_count"] >= 2)
-        & (groups["major_count"] >= min_share * groups["size"])
-        & (groups["major_count"] > groups["second_count"])
-        & ~major_missing
+        (size >= min_group)
+        & (major_count >= 2)
+        & (major_count >= min_share * size)
+        & (major_count > second_count)
+        & ~y_missing[np.maximum(major, 0)]
     )
-    in_strong = (valid & x.map(strong).fillna(False).astype(bool)).to_numpy()
-    major = x.map(groups["major"])
-    major_count = x.map(groups["major_count"]).fillna(0).to_numpy()
-    pair_count = pd.MultiIndex.from_arrays([x, y]).map(counts.set_index(["x", "y"])["n"])
-    pair_count = pd.Series(pair_count).fillna(0).to_numpy()
-    lone = (pair_count == 1) | (pair_count <= max_deviant_share * major_count)
-    against = in_strong & (y.to_numpy() != major.to_numpy()) & lone
+    in_strong = valid & strong[x_codes]
+    pair_count = np.zeros(ROWS, dtype=np.int64)
+    pair_count[counted] = n[pair_codes]
+    lone = (pair_count == 1) | (pair_count <= max_deviant_share * major_count[x_codes])
+    against = in_strong & (y_codes != major[x_codes]) & lone
     cover += in_strong
     votes += against
-    voted.append((x, against))
-mask = (votes >= 1) & (votes >= min_vote_share * cover) & ~left_out(y).to_numpy()
+    voted.append((x_codes, against))
+mask = (votes >= 1) & (votes >= min_vote_share * cover) & ~left_out(y, (y_codes, y_uniques))
 # Groups (of any determinant) whose majority a flagged row contradicts.
-conflicting = sum(int(x[mask & against].nunique()) for x, against in voted)
+conflicting = sum(int(np.unique(x_codes[mask & against]).size) for x_codes, against in voted)
 result = summary(mask, mask.sum(), rhs, rhs=rhs, determinants=determinants, conflicting_groups=conflicting)
 """
 
@@ -218,7 +317,7 @@ other = PARAMS["other"]
 values = col(name)
 others = col(other)
 blank = others.str.strip() == ""
-seen = set(others[~blank].str.strip().unique())
+seen = set(others[~blank].str.strip().unique().tolist())
 
 
 def merged(value):
@@ -226,23 +325,23 @@ def merged(value):
     return any(" ".join(parts[i:]) in seen for i in range(1, len(parts)))
 
 
-hits = {v for v in values[blank].unique() if merged(v)}
+hits = {v for v in values[blank].unique().tolist() if merged(v)}
 mask = blank & values.isin(hits)
 result = summary(mask, mask.sum(), name, column=name, other=other)
 """
 
 CONSTANT = """\
 name = PARAMS["column"]
-distinct = int(col(name).nunique(dropna=False))
-mask = pd.Series([distinct == 1] * ROWS)
-result = summary(mask, mask.sum(), name, column=name, distinct=distinct)
+count = int(col(name).nunique(dropna=False))
+mask = np.full(ROWS, count == 1)
+result = summary(mask, mask.sum(), name, column=name, distinct=count)
 """
 
 ALL_UNIQUE = """\
 name = PARAMS["column"]
-distinct = int(col(name).nunique(dropna=False))
-mask = pd.Series([distinct == ROWS and ROWS > 0] * ROWS)
-result = summary(mask, mask.sum(), name, column=name, distinct=distinct)
+count = int(col(name).nunique(dropna=False))
+mask = np.full(ROWS, count == ROWS and ROWS > 0)
+result = summary(mask, mask.sum(), name, column=name, distinct=count)
 """
 
 TEMPLATES: dict[str, str] = {
