@@ -200,8 +200,15 @@ def run(
         print(_row(ana["label"], ana["wall_s"], ana["peak_mb"], b, cpu, bc))
         if ana.get("sandbox_cpu_s"):
             print(_row("  of which sandbox processes (CPU)", None, None, b, ana["sandbox_cpu_s"], bc))
-        for step, ms in ana.get("timings_ms", {}).items():
-            print(_row(f"  step {step}", ms / 1000, None, b))
+        timings = ana.get("timings_ms", {})
+        parts = {"read", "detect", "profile_table"}  # parts of the profile step, timed inside it
+        for step, ms in timings.items():
+            if step not in parts:
+                print(_row(f"  step {step}", ms / 1000, None, b))
+            if step == "profile":
+                for part in ("read", "detect", "profile_table"):
+                    if part in timings:
+                        print(_row(f"    of which {part}", timings[part] / 1000, None, b))
     print(
         _row(
             "read_table + profile_table (one process)",

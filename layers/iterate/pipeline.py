@@ -149,6 +149,7 @@ def profile_step(
     source_path = Path(source_path)
     ctx.report("read", 0, 1, source_path.name)
     table = read_table(source_path, name=dataset_name)
+    ctx.timings_ms["read"] = round((time.perf_counter() - started) * 1000, 1)
     ctx.report("read", 1, 1, f"{table.n_rows:,} rows × {len(table.columns)} columns")
 
     with tempfile.TemporaryDirectory(prefix="iterate-") as tmp:
