@@ -257,6 +257,7 @@ class LocalSandbox:
                     max_mb=self.limits.preload_max_mb,
                     timeout_s=self.limits.preload_timeout_s,
                     counters=self._counters,
+                    runners=self._runner_settings(),
                 )
                 if _identity(path, os.fstat(data_fd)) != identity:  # written to while it loaded
                     zygote.close()
@@ -266,6 +267,14 @@ class LocalSandbox:
             return self._datasets.acquire(identity, start)
         finally:
             os.close(data_fd)
+
+    def _runner_settings(self) -> dict[str, Any]:
+        """What a dataset zygote must know of its runners to confine its own load without hindering them."""
+        return {
+            "namespaces": self.limits.namespaces is not False and sys.platform == "linux",
+            "user_namespace_first": self.limits.user_namespace_first,
+            "python_paths": self._python_paths,
+        }
 
     def prepare(self, data: DatasetRef | None = None) -> threading.Thread | None:
         """Start the zygote, and load `data`'s frame into a dataset zygote, in the background, now.
@@ -314,11 +323,9 @@ class LocalSandbox:
             "max_output_bytes": self.limits.max_output_bytes,
             "max_processes": self.limits.max_processes,
             "scratch_mb": self.limits.scratch_mb,
-            "namespaces": self.limits.namespaces is not False and sys.platform == "linux",
-            "user_namespace_first": self.limits.user_namespace_first,
+            **self._runner_settings(),
             "jail_root": str(tmp / "jail"),
             "workdir": str(workdir),
-            "python_paths": self._python_paths,
         }
 
     def _fork_from(
@@ -623,7 +630,14 @@ class _DatasetZygote:
     """
 
     def __init__(
-        self, base: _Zygote, data_fd: int, *, max_mb: int, timeout_s: float, counters: _Counters
+        self,
+        base: _Zygote,
+        data_fd: int,
+        *,
+        max_mb: int,
+        timeout_s: float,
+        counters: _Counters,
+        runners: dict[str, Any] | None = None,
     ) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="iterate-dataset-"))
         self.path = str(self.dir / "dataset.sock")
@@ -631,7 +645,8 @@ class _DatasetZygote:
         try:
             listener.bind(self.path)
             listener.listen(64)
-            request = {"kind": "dataset", "max_mb": max_mb}
+            # Its runners' namespace settings and paths: it confines its own load by them (worker.py).
+            request = {**(runners or {}), "kind": "dataset", "max_mb": max_mb}
             self.control = _send_job(base.path, request, [data_fd, listener.fileno()])
         except BaseException:
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -663,6 +678,8 @@ class _DatasetZygote:
             raise SandboxError(f"the dataset was not preloaded: {ready.get('error') or 'no answer'}")
         self.control.settimeout(None)
         self.rows = int(ready.get("rows", 0))
+        # How its load was confined (each preloaded run's isolation reports it too, as "loader").
+        self.loader: dict[str, Any] = ready.get("loader") or {}
         counters.add("preloads")
         counters.add("preload_cpu_s", float(ready.get("cpu_s") or 0))
 

@@ -318,10 +318,12 @@ LANDLOCK_NET_ALL = 0b11  # bind and connect TCP (ABI 4+)
 LANDLOCK_SCOPE_ALL = 0b11  # abstract unix sockets and signals outside the domain (ABI 6+)
 
 
-def apply_landlock(libc, read_paths: list[str]) -> str:  # type: ignore[no-untyped-def]
+def apply_landlock(libc, read_paths: list[str], *, filesystem: bool = True) -> str:  # type: ignore[no-untyped-def]
     """Unprivileged kernel confinement: read-only access to `read_paths`, no writes, no exec, no TCP.
 
     Holds even for C code that never raises an audit event (pyarrow's file system, numpy's fopen).
+    `filesystem=False`: no TCP only (ABI 4+), leaving files, mounts and signals alone: a domain with
+    filesystem rules forbids every mount to the process and its children, which a jail is built with.
     Returns a description of what was applied, or why not.
     """
     import ctypes
@@ -330,7 +332,9 @@ def apply_landlock(libc, read_paths: list[str]) -> str:  # type: ignore[no-untyp
     abi = libc.syscall(LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
     if abi < 1:
         return f"unavailable ({os.strerror(ctypes.get_errno())})"
-    fs_all = LANDLOCK_FS_ALL.get(abi, LANDLOCK_FS_ALL[5])
+    if not filesystem and abi < 4:
+        return f"unavailable (abi {abi} has no network rules)"
+    fs_all = LANDLOCK_FS_ALL.get(abi, LANDLOCK_FS_ALL[5]) if filesystem else 0
 
     class Ruleset(ctypes.Structure):
         _fields_ = [("fs", ctypes.c_uint64), ("net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
@@ -339,7 +343,8 @@ def apply_landlock(libc, read_paths: list[str]) -> str:  # type: ignore[no-untyp
         _pack_ = 1
         _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
-    ruleset = Ruleset(fs_all, LANDLOCK_NET_ALL if abi >= 4 else 0, LANDLOCK_SCOPE_ALL if abi >= 6 else 0)
+    scoped = LANDLOCK_SCOPE_ALL if abi >= 6 and filesystem else 0
+    ruleset = Ruleset(fs_all, LANDLOCK_NET_ALL if abi >= 4 else 0, scoped)
     size = 8 if abi < 4 else 16 if abi < 6 else 24
     fd = libc.syscall(
         LANDLOCK_CREATE_RULESET, ctypes.byref(ruleset), ctypes.c_size_t(size), ctypes.c_uint32(0)
@@ -347,7 +352,7 @@ def apply_landlock(libc, read_paths: list[str]) -> str:  # type: ignore[no-untyp
     if fd < 0:
         return f"refused ({os.strerror(ctypes.get_errno())})"
     try:
-        for path in read_paths:
+        for path in read_paths if filesystem else []:
             if not os.path.exists(path):
                 continue
             is_dir = os.path.isdir(path)
@@ -369,6 +374,8 @@ def apply_landlock(libc, read_paths: list[str]) -> str:  # type: ignore[no-untyp
             return f"refused ({os.strerror(ctypes.get_errno())})"
     finally:
         os.close(fd)
+    if not filesystem:
+        return f"abi {abi}: no TCP"
     return (
         f"abi {abi}: read-only interpreter, no writes, no exec"
         + (", no TCP" if abi >= 4 else "")
@@ -658,8 +665,10 @@ def set_limits(job: dict) -> None:
     try:
         with open("/proc/self/statm") as statm:
             baseline = int(statm.read().split()[0]) * resource.getpagesize()
-    except OSError:  # no /proc in the jail: what pandas and pyarrow reserve, measured at about 1.5 GB
-        baseline = 2 * 1024**3
+    except OSError:
+        # No /proc in the jail, or a dataset zygote's Landlock (which measured itself for this case);
+        # otherwise what pandas and pyarrow reserve, measured at about 1.5 GB.
+        baseline = PRELOADED.get("vm_bytes") or 2 * 1024**3
     limit = baseline + job["memory_mb"] * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     fsize = job["max_output_bytes"] * 2 + 65536
@@ -792,6 +801,7 @@ def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
             __import__(name)
         if PRELOADED:
             isolation["frame"] = "preloaded"
+            isolation["loader"] = PRELOADED.get("loader")
             frame = select_columns(PRELOADED["frame"], PRELOADED["narrowable"], job.get("columns"))
         else:
             isolation["frame"] = "loaded"
@@ -895,23 +905,29 @@ def _finish(result_fd: int, verdict: dict, violations: list[str], isolation: dic
     return 0
 
 
-def enter_namespaces(libc, *, user_first: bool) -> tuple[str | None, str]:  # type: ignore[no-untyped-def]
-    """New network, mount and PID namespaces: as root directly, else inside a new user namespace.
+def enter_namespaces(  # type: ignore[no-untyped-def]
+    libc, *, user_first: bool, flags: int = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID, inner_id: int = 0
+) -> tuple[str | None, str]:
+    """New network, mount and PID namespaces (`flags`): as root directly, else inside a new user namespace.
 
     The user namespace is how an ordinary account (a laptop) gets the same isolation: "root" inside maps
     to the caller's own uid outside, with no power over anything the caller could not touch already.
     Returns the mode used ("root", "user") or None, and the reason the last attempt was refused.
+    `inner_id`: the user and group ids the caller gets inside a user namespace.
     """
     import ctypes
 
-    flags = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID
     if not user_first and libc.unshare(flags) == 0:
         return "root", ""
     uid, gid = os.getuid(), os.getgid()
     if libc.unshare(flags | CLONE_NEWUSER) != 0:
         return None, os.strerror(ctypes.get_errno())
     try:
-        for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+        for name, text in (
+            ("setgroups", "deny"),
+            ("uid_map", f"{inner_id} {uid} 1"),
+            ("gid_map", f"{inner_id} {gid} 1"),
+        ):
             with open(f"/proc/self/{name}", "w") as handle:
                 handle.write(text)
     except OSError as exc:
@@ -1016,7 +1032,7 @@ def _handle(conn, preloaded: bool = False) -> None:  # type: ignore[no-untyped-d
     kind = job.get("kind", "run")
     if kind == "dataset" and not preloaded and len(fds) == 2:
         _send_line(conn, {"pid": os.getpid()})
-        dataset_zygote(conn, data_fd=fds[0], listen_fd=fds[1], max_mb=int(job["max_mb"]))
+        dataset_zygote(conn, data_fd=fds[0], listen_fd=fds[1], max_mb=int(job["max_mb"]), request=job)
         return
     if kind != "run" or len(fds) != (2 if preloaded else 3):
         for fd in fds:
@@ -1053,7 +1069,141 @@ def _handle(conn, preloaded: bool = False) -> None:  # type: ignore[no-untyped-d
         _send_line(conn, {"status": code, "cpu_s": round(cpu, 4)})
 
 
-def dataset_zygote(control, *, data_fd: int, listen_fd: int, max_mb: int) -> None:  # type: ignore[no-untyped-def]
+# A dataset zygote's ids inside its own user namespace (any but 0, see `confine_loader`).
+LOADER_ID = 1000
+
+
+def _vm_bytes(fd: int) -> int:
+    return int(os.pread(fd, 256, 0).split()[0]) * resource.getpagesize()
+
+
+def confine_loader(request: dict, max_mb: int):  # type: ignore[no-untyped-def]
+    """Lock a dataset zygote down before it parses the file, keeping what its runners need to isolate.
+
+    The Parquet reader runs here, outside any jail: a parser bug set off by crafted cell content would
+    run with this process's rights. Taken away for good (its handlers and runners inherit it):
+      - new privileges (PR_SET_NO_NEW_PRIVS; every runner sets it anyway);
+      - the network, when namespaces are on: a new network namespace, as root directly, else in a new
+        user namespace, whose capabilities are then dropped so that a runner makes its own (nested) user
+        namespace exactly as it would from the host. There this process is not root (LOADER_ID): a
+        runner may map its parent's root into its namespace only if the parent could set file
+        capabilities, which this one no longer can. Not the mount or PID namespace: the runners make
+        those themselves, and a dataset zygote that is pid 1 of its own namespace would take their
+        orphans. As root the capabilities stay: the runners build their jail with them;
+      - Landlock: with namespaces off, read-only access to the interpreter's paths, no writes, no exec,
+        no TCP (the runners build no jail); with namespaces on, no TCP only, since a domain with
+        filesystem rules refuses every mount to its descendants, and the runners' jail is mounts;
+      - core dumps.
+    Lowered while loading only (soft limits, restored by the function returned): address space (by the
+    preload cap), file size (nothing is written), open files. The runners set their own.
+    Returns (what was applied, a function to call once the frame is loaded that restores the limits and
+    returns what PRELOADED needs). Raises when a step half-done would leave the runners worse off.
+    """
+    loader: dict = {}
+    if sys.platform != "linux":
+        loader["confinement"] = "none (not Linux)"
+        return loader, dict
+    vm = 0
+    # Measured before Landlock may hide /proc.
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/self/statm", "rb") as handle:
+        vm = int(handle.read().split()[0]) * resource.getpagesize()
+    libc = _libc()
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    loader["no_new_privs"] = True
+    namespaces = bool(request.get("namespaces"))
+    if namespaces:
+        before = os.stat("/proc/self/ns/user").st_ino
+        mode, refused = enter_namespaces(
+            libc,
+            user_first=bool(request.get("user_namespace_first")),
+            flags=CLONE_NEWNET,
+            inner_id=LOADER_ID,
+        )
+        if mode is None and os.stat("/proc/self/ns/user").st_ino != before:
+            # In a user namespace without a mapping: the runners could make no namespace of their own.
+            raise OSError(errno.EPERM, f"loader's user namespace unusable: {refused}")
+        if mode is None:
+            loader["network"] = f"host (namespaces refused: {refused})"
+        else:
+            loader.update(network="namespace", namespaces=mode)
+            if mode == "user":
+                drop_capabilities(libc)  # raises if refused: runners would otherwise get "root" here
+                loader["capabilities"] = "dropped"
+            else:
+                loader["capabilities"] = "kept (the runners build their jail with them)"
+    else:
+        loader["network"] = "host (namespaces off)"
+    python_paths = list(request.get("python_paths") or [])
+    statm = -1
+    if not namespaces and python_paths:
+        # The runners cannot read /proc/self/statm under this domain: measured here for them instead.
+        with contextlib.suppress(OSError):
+            statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
+        loader["landlock"] = apply_landlock(libc, [*python_paths, *SYSTEM_READ_PATHS, os.devnull])
+    else:
+        loader["landlock"] = apply_landlock(libc, [], filesystem=False)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    saved: dict[int, tuple[int, int]] = {}
+
+    def lower(kind: int, soft: int) -> None:
+        old, hard = resource.getrlimit(kind)
+        for cap in (old, hard):
+            if cap != resource.RLIM_INFINITY:
+                soft = min(soft, cap)
+        resource.setrlimit(kind, (soft, hard))
+        saved[kind] = (old, hard)
+
+    limits: dict = {"core": 0, "file_size": 0, "open_files": 64}
+    if vm:
+        # The preload cap is an estimate of the frame; reading builds the table and the frame side by side.
+        address_space = vm + (2 * max_mb + 1024) * 2**20
+        lower(resource.RLIMIT_AS, address_space)
+        limits["address_space_mb"] = address_space // 2**20
+    lower(resource.RLIMIT_FSIZE, 0)
+    lower(resource.RLIMIT_NOFILE, 64)
+    loader["limits_while_loading"] = limits
+    probe = request.get("probe")
+    if probe:
+        loader["probe"] = _probe(probe)
+
+    def loaded() -> dict:
+        for kind, (soft, hard) in saved.items():
+            resource.setrlimit(kind, (soft, hard))
+        extra = {}
+        if statm >= 0:
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                extra["vm_bytes"] = _vm_bytes(statm)
+            os.close(statm)
+        return extra
+
+    return loader, loaded
+
+
+def _probe(probe: dict) -> dict:
+    """Test hook (only the host sends a dataset request): what the loader could do, tried in its place."""
+    import socket
+
+    found: dict = {}
+    if probe.get("tcp"):
+        host, port = probe["tcp"]
+        try:
+            with socket.create_connection((host, int(port)), timeout=2):
+                found["tcp"] = "connected"
+        except OSError as exc:
+            found["tcp"] = f"refused ({exc.strerror or exc})"
+    if probe.get("read"):
+        try:
+            with open(probe["read"], "rb") as handle:
+                handle.read(1)
+            found["read"] = "read"
+        except OSError as exc:
+            found["read"] = f"refused ({exc.strerror or exc})"
+    return found
+
+
+def dataset_zygote(  # type: ignore[no-untyped-def]
+    control, *, data_fd: int, listen_fd: int, max_mb: int, request: dict | None = None
+) -> None:
     """Load one dataset's frame once, then fork a handler per job arriving on `listen_fd`.
 
     A process forked from the base zygote at the host's request, before any investigation code and
@@ -1061,6 +1211,8 @@ def dataset_zygote(control, *, data_fd: int, listen_fd: int, max_mb: int) -> Non
     runner forked from here, isolated exactly as from the base zygote, which inherit the frame
     copy-on-write instead of reading the file. It serves this dataset only (the host keys it on the
     file's identity), stops when the host closes `control` (or dies), and dies with the base zygote.
+    The file is parsed here, outside any jail: `confine_loader` first takes away what its children can
+    spare (`request` carries the runners' namespace settings and interpreter paths).
     """
     import gc
     import select
@@ -1073,16 +1225,19 @@ def dataset_zygote(control, *, data_fd: int, listen_fd: int, max_mb: int) -> Non
     if os.getppid() != parent:  # the base zygote died before the death signal was armed
         return
     try:
+        # Confined as much as its children can spare, or not loaded at all: the runners then load it.
+        loader, loaded = confine_loader(request or {}, max_mb)
         frame, narrowable = preload_frame(data_fd, max_mb)
+        PRELOADED.update(loaded())
     except Exception as exc:  # the host falls back to loading in each runner, which reports the failure
         with contextlib.suppress(OSError):
             _send_line(control, {"error": f"{type(exc).__name__}: {exc}"[:2000]})
         return
-    PRELOADED.update(frame=frame, narrowable=narrowable)
+    PRELOADED.update(frame=frame, narrowable=narrowable, loader=loader)
     gc.freeze()  # collections in the runners then leave the preloaded objects' pages shared
     rows, width = frame.shape
     cpu = round(_cpu_s(resource.getrusage(resource.RUSAGE_SELF)), 4)
-    _send_line(control, {"ready": True, "rows": rows, "columns": width, "cpu_s": cpu})
+    _send_line(control, {"ready": True, "rows": rows, "columns": width, "cpu_s": cpu, "loader": loader})
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped by the kernel
     while True:
         if control in select.select([listener, control], [], [])[0]:
