@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from iterate.detect.context import ColumnFacts, dataset_null_marker, facts_for, to_float
-from iterate.detect.dependencies import Dependency, Judgement, detect_dependency_violations, discover
+from iterate.detect.dependencies import Dependency, Judgement, detect_dependency_violations
 from iterate.detect.derived import Derivation, detect_derived
 from iterate.detect.findings import MAX_LISTED, Finding
 from iterate.detect.formats import detect_date_formats, detect_shape_violations, detect_units
@@ -231,11 +231,8 @@ def detect(table: Table, *, null_marker: str | None = None) -> Detection:
     facts = facts_for(table, null_marker)
     n = table.n_rows
     findings: list[Finding] = _read_findings(table)
+    n_read = len(findings)
     timed("setup", t)
-
-    t = time.perf_counter()
-    findings += detect_missing(facts, n)
-    timed("missing", t)
 
     def per_column(f: ColumnFacts) -> list[Finding]:
         if f.column.n_unique <= 1:
@@ -247,17 +244,19 @@ def detect(table: Table, *, null_marker: str | None = None) -> Detection:
 
     t = time.perf_counter()
     # pyarrow and numpy release the GIL: columns are examined side by side, results kept in column order.
-    # The dependency search and the row-level detectors need no column's findings: they start first and
-    # run alongside the columns.
+    # The dependencies (search and votes), the row-level detectors and the missing values need no column's
+    # findings: they start first and run alongside the columns.
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        searched = pool.submit(discover, facts, n)
+        voted = pool.submit(detect_dependency_violations, facts, n)
         duplicates = pool.submit(detect_duplicates, table, facts)
         merged = pool.submit(detect_merged_columns, facts, n)
+        missing = pool.submit(detect_missing, facts, n)
         for found_in_column in pool.map(per_column, facts):
             findings += found_in_column
         timed("columns", t)
         t = time.perf_counter()
-        fd_findings, deps, judgements = detect_dependency_violations(facts, n, searched.result())
+        findings = findings[:n_read] + missing.result() + findings[n_read:]
+        fd_findings, deps, judgements = voted.result()
     findings = [_veto_consistent(f, judgements, table) for f in findings]
     findings += fd_findings
     suspect = _suspect_masks(findings, n)
