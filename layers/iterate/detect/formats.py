@@ -9,6 +9,7 @@ import pyarrow.compute as pc
 
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import MAX_LISTED, Finding, cells
+from iterate.profile.parse import decimal_convention
 from iterate.profile.shapes import shapes
 
 # A number, optionally with a currency sign before it and a unit or percent sign after it.
@@ -17,6 +18,10 @@ NUM_UNIT = (
     r"\s*(?P<unit>[^\d\s](?:[^\d]*[^\d\s])?)?\s*$"
 )
 NUMERIC_SHAPES = {"9", "9.9", "-9", "-9.9", ".9", "+9", "9,9", "9,9.9"}
+
+# Numeric shapes (`9`, `-9.9`, `9.9,9`), and the parts of those with a separator between digits.
+NUMBER_SHAPE = re.compile(r"^[-+]?(?:9(?:[.,]9)*|\.9)$")
+SEPARATED_SHAPE = re.compile(r"^( ?)([-+]?)(9?)((?:[.,]9)+)( ?)$")
 
 # Shares that decide what counts as a pattern and what breaks it.
 STRUCTURED_COVERAGE = 0.95  # the top shapes must cover this share of the values ...
@@ -27,10 +32,11 @@ UNIT_SPELLING_SHARE = 0.02  # a unit spelling used by at least this share is a r
 QUANTITY_SHARE = 0.9  # at least this share of values parse as number (+ unit) for a quantity column
 
 
-def _regex_from_shapes(shapes: list[str], *, engine: str = "python") -> str:
-    """A regex that a value fully matches when its coarse shape is one of `shapes`.
+def _regex_from_shapes(shapes: list[str], *, engine: str = "python", extra: tuple[str, ...] = ()) -> str:
+    """A regex that a value fully matches when its coarse shape is one of `shapes` (or it matches `extra`).
 
-    engine "python" (Unicode classes of `re`, for investigation code) or "re2" (pyarrow's regex engine).
+    engine "python" (Unicode classes of `re`, for investigation code) or "re2" (pyarrow's regex engine);
+    `extra` regexes must mean the same in both.
     """
     letters = r"[^\W\d_]" if engine == "python" else r"\p{L}"
     digits = r"\d" if engine == "python" else r"\p{Nd}"
@@ -47,7 +53,28 @@ def _regex_from_shapes(shapes: list[str], *, engine: str = "python") -> str:
             else:
                 out.append(re.escape(ch))
         parts.append("".join(out))
-    return "^(?:" + "|".join(parts) + ")$"
+    return "^(?:" + "|".join(parts + list(extra)) + ")$"
+
+
+def _convention_regex(shape: str, convention: str, *, thousands: bool) -> str | None:
+    """The values of a separated numeric shape (`9,9.9`) that are numbers in a decimal convention (`comma` or
+    `point`), as a regex meaning the same in `re` and re2; None when none are. `thousands`: values with
+    thousands separators are allowed (`1.234,5` for `9.9,9` in the comma convention)."""
+    m = SEPARATED_SHAPE.match(shape)
+    if m is None:
+        return None
+    lead, sign, first, rest, trail = m.groups()
+    dec, sep = (",", ".") if convention == "comma" else (".", ",")
+    seps = rest[0::2]
+    groups = len(seps) - len(seps.lstrip(sep))
+    tail = seps[groups:]
+    if tail not in ("", dec) or (groups and not thousands) or (not first and (groups or not tail)):
+        return None
+    out = r"\s+" if lead else ""
+    out += re.escape(sign) + ("[0-9]{1,3}" if groups else "[0-9]+" if first else "")
+    out += f"(?:{re.escape(sep)}[0-9]{{3}}){{{groups}}}" if groups else ""
+    out += f"{re.escape(dec)}[0-9]+" if tail else ""
+    return out + (r"\s+" if trail else "")
 
 
 BIG_COLUMN = 50_000  # distinct values above which structure is learned on a sample of rows
@@ -90,15 +117,35 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
         return None  # names and categories: their rare shapes are legitimate (typos are found elsewhere)
     rare = (weights <= RARE_SHAPE_SHARE * n) & (weights * 10 < weights[order[0]])
     accepted = [shape_text[i] for i in order if weights[i] > 0 and (not rare[i] or i in set(top.tolist()))]
+    dominant = [shape_text[i] for i in top]
+    # Numbers with decimal commas and decimal points share shapes (`3,5` and `1,234` are both `9,9`): when
+    # the values prove one convention, separated numbers are judged by it, so the other's are flagged at any
+    # share; a rare shape is accepted only for numbers without thousands separators (`512,3` among `1.234,5`).
+    extra: tuple[str, ...] = ()
+    convention = None
+    if all(NUMBER_SHAPE.match(s) for s in dominant):
+        # The winning convention's proof must not itself be rare (`12,5` among integers is a shape error).
+        convention = decimal_convention(f.column.dictionary.take(ids), weights_u, RARE_SHAPE_SHARE)
+    if convention is not None:
+        in_top = set(top.tolist())
+        accepted, judged = [], []
+        for i in order:
+            if weights[i] <= 0:
+                continue
+            usual = not rare[i] or i in in_top
+            if SEPARATED_SHAPE.match(shape_text[i]):
+                judged.append(_convention_regex(shape_text[i], convention, thousands=usual))
+            elif usual:
+                accepted.append(shape_text[i])
+        extra = tuple(sorted({r for r in judged if r is not None}))
     matches = pc.match_substring_regex(
-        f.column.dictionary, pattern=_regex_from_shapes(accepted, engine="re2")
+        f.column.dictionary, pattern=_regex_from_shapes(accepted, engine="re2", extra=extra)
     )
     bad = ~np.asarray(matches.to_numpy(zero_copy_only=False), dtype=bool) & f.present & (f.counts > 0)
     if not bad.any():
         return None
     ids = np.flatnonzero(bad)
     rows, cols = cells(f.column.rows_of(ids), f.index)
-    dominant = [shape_text[i] for i in top]
     numeric = all(s in NUMERIC_SHAPES for s in dominant)
     has_letter = pc.match_substring_regex(f.column.dictionary.take(ids), pattern=r"\p{L}")
     text_in_numbers = numeric and bool(pc.any(has_letter).as_py())
@@ -119,6 +166,7 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
             f"{rows.size:,} values in '{f.name}' do not follow the column's pattern ({pattern_desc}, where 9 is a "
             f"run of digits and a a run of letters), which {weights[top].sum() / n:.1%} of its values follow; "
             f"for example {examples}."
+            + (f" The column writes decimals with a decimal {convention}." if convention else "")
         ),
         suggested_action="Correct these values at the source or re-key them in the column's format; values that "
         "cannot be recovered should be set to missing.",
@@ -126,7 +174,7 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
         detector="shape",
         stats={
             "column": f.name,
-            "expected_regex": _regex_from_shapes(accepted),
+            "expected_regex": _regex_from_shapes(accepted, extra=extra),
             "missing_markers": sorted(
                 {f.column.uniques[i] for i in np.flatnonzero(f.is_missing & (f.counts > 0))}
             ),
@@ -202,8 +250,12 @@ DATE_FORMATS = (
     "%Y-%m-%d", "%Y/%m/%d", "%d/%m/%Y", "%m/%d/%Y", "%d-%m-%Y", "%m-%d-%Y", "%d.%m.%Y", "%Y%m%d",
     "%d %b %Y", "%b %d, %Y", "%B %d, %Y", "%d %B %Y", "%m/%d/%y", "%d/%m/%y",
     "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%m/%d/%Y %H:%M",
+    "%m/%d/%Y %I:%M %p", "%d/%m/%Y %I:%M %p", "%Y-%m-%d %I:%M %p", "%I:%M %p", "%H:%M",
 )  # fmt: skip
-DATE_SHAPE = re.compile(r"^(?:9[-/. ]9[-/. ]9|9 a 9|a 9, 9|9|9-9-9a9:9:9|9-9-9 9:9(?::9)?|9/9/9 9:9)$")
+DATE_SHAPE = re.compile(
+    r"^(?:9[-/. ]9[-/. ]9|9 a 9|a 9, 9|9|9-9-9a9:9:9|9-9-9 9:9(?::9)?|9/9/9 9:9"
+    r"|(?:9[-/]9[-/]9 )?9:9(?::9)? ?a(?:\.a\.)?|9:9)$"
+)
 
 
 def detect_date_formats(f: ColumnFacts) -> Finding | None:
@@ -218,10 +270,18 @@ def detect_date_formats(f: ColumnFacts) -> Finding | None:
 
     values = pd.Series([f.column.uniques[i].strip() for i in present])
     fmt_of = np.full(present.size, -1)
+    # Only values with a colon can hold a time of day: the clock formats skip the others.
+    clock: np.ndarray | None = None
     for k, fmt in enumerate(DATE_FORMATS):
         todo = fmt_of < 0
         if not todo.any():
             break
+        if "%M" in fmt:
+            if clock is None:
+                clock = values.str.contains(":", regex=False).to_numpy(dtype=bool)
+            todo &= clock
+            if not todo.any():
+                continue
         ok = pd.to_datetime(values[todo], format=fmt, errors="coerce").notna().to_numpy()
         fmt_of[np.flatnonzero(todo)[ok]] = k
     weights = np.bincount(

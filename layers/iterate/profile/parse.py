@@ -155,6 +155,46 @@ def parse_numbers(values: pa.Array | list[str]) -> tuple[np.ndarray, NumberInfo]
     return out, NumberInfo(plain, percent, currency, unit, thousands)
 
 
+# Decimal commas (`3,5`, `1.234,56`) against decimal points (`3.5`, `1,234.56`). A value in the comma
+# convention, or a bare integer:
+COMMA_NUMBER = r"^[+-]?(?:\d{1,3}(?:\.\d{3})+|\d+)(?:,\d+)?$"
+# Values that only one convention can read (`1,234` and `1.234` are ambiguous: they prove neither).
+COMMA_PROOF = (
+    r"^[+-]?(?:\d+,(?:\d{1,2}|\d{4,})|(?:0|\d{4,}),\d{3}|\d{1,3}(?:\.\d{3})+,\d+|\d{1,3}(?:\.\d{3}){2,})$"
+)
+POINT_PROOF = (
+    r"^[+-]?(?:\d*\.(?:\d{1,2}|\d{4,})|(?:0|\d{4,})?\.\d{3}|\d{1,3}(?:,\d{3})+\.\d+|\d{1,3}(?:,\d{3}){2,})$"
+)
+# One convention wins over the other when the values proving it hold this many times the other's rows.
+CONVENTION_MARGIN = 2.0
+
+
+def decimal_convention(values: pa.Array, weights: np.ndarray, min_share: float = 0.0) -> str | None:
+    """`comma` or `point`: the decimal separator the values prove, when they prove one clearly and some value
+    is written with a decimal comma (None otherwise: no decimal comma, a tie, or the winner's proof holds
+    less than `min_share` of the rows)."""
+    text = pc.utf8_trim_whitespace(values)
+    comma = float(weights[_bools(pc.match_substring_regex(text, COMMA_PROOF))].sum())
+    if comma == 0:
+        return None
+    point = float(weights[_bools(pc.match_substring_regex(text, POINT_PROOF))].sum())
+    floor = min_share * float(weights.sum())
+    if comma >= CONVENTION_MARGIN * point and comma >= floor:
+        return "comma"
+    if point >= CONVENTION_MARGIN * comma and point >= floor:
+        return "point"
+    return None
+
+
+def comma_to_point(values: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """Numbers in the decimal-comma convention rewritten with a decimal point (`1.234,5` → `1234.5`), and
+    which values were (trimmed; others are returned as they are)."""
+    text = pc.utf8_trim_whitespace(values)
+    ok = _bools(pc.match_substring_regex(text, COMMA_NUMBER))
+    point = pc.replace_substring(pc.replace_substring(text, ".", ""), ",", ".")
+    return pc.if_else(pa.array(ok), point, text), ok
+
+
 # Date formats we recognise, each with the regex that picks its candidates. Day/month order is settled by
 # the values themselves (see `resolve_day_month`).
 @dataclass(frozen=True)
@@ -164,6 +204,7 @@ class DateFormat:
     has_time: bool = False
 
 
+_AMPM = r"\d{1,2}:\d{2}(:\d{2})? ?[AaPp]\.?[Mm]\.?"
 DATE_FORMATS: tuple[DateFormat, ...] = (
     DateFormat(r"^\d{4}-\d{2}-\d{2}$", ("%Y-%m-%d",)),
     DateFormat(r"^\d{4}/\d{1,2}/\d{1,2}$", ("%Y/%m/%d",)),
@@ -182,10 +223,22 @@ DATE_FORMATS: tuple[DateFormat, ...] = (
     DateFormat(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$", ("%Y-%m-%d %H:%M:%S",), True),
     DateFormat(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}$", ("%Y-%m-%d %H:%M",), True),
     DateFormat(r"^\d{1,2}/\d{1,2}/\d{4} \d{1,2}:\d{2}(:\d{2})?$", ("%m/%d/%Y %H:%M", "%d/%m/%Y %H:%M"), True),
+    # 12-hour clock: `07:10 PM`, `7:10pm`, `7:10 p.m.` (seconds, when written, are dropped like above).
+    DateFormat(rf"^\d{{1,2}}/\d{{1,2}}/\d{{4}} {_AMPM}$", ("%m/%d/%Y %I:%M %p", "%d/%m/%Y %I:%M %p"), True),
+    DateFormat(rf"^\d{{4}}-\d{{2}}-\d{{2}} {_AMPM}$", ("%Y-%m-%d %I:%M %p",), True),
+    DateFormat(rf"^{_AMPM}$", ("%I:%M %p",), True),
+    # Compact `20230115`: also an 8-digit number, so only values that are dates in a plausible range count
+    # (see `guess_date_format`), and the type inference asks for more than for other formats.
+    DateFormat(r"^\d{8}$", ("%Y%m%d",)),
 )
 _ANY_DATE = "|".join(f"(?:{d.regex})" for d in DATE_FORMATS)
 # Formats whose values carry a time of day.
 TIME_FORMATS = frozenset(f for d in DATE_FORMATS if d.has_time for f in d.formats)
+# Formats holding a time of day alone (parsed onto 1900-01-01).
+TIME_ONLY_FORMATS = frozenset({"%I:%M %p"})
+COMPACT_DATE = "%Y%m%d"
+# Compact dates outside these years are taken for numbers.
+COMPACT_YEARS = (1900, 2100)
 
 
 def date_family(fmt: str) -> DateFormat | None:
@@ -202,6 +255,12 @@ def _strptime_format(fmt: str, values: pa.Array) -> tuple[str, pa.Array]:
         return fmt, pc.replace_substring(values, "T", " ")
     if fmt in ("%m/%d/%Y %H:%M", "%d/%m/%Y %H:%M"):
         return fmt, pc.replace_substring_regex(values, r"(\d{1,2}:\d{2}):\d{2}$", r"\1")
+    if "%p" in fmt:
+        # `7:10:05 p.m.` → `7:10 PM`: no seconds, one space, the marker without dots.
+        text = pc.utf8_upper(
+            pc.replace_substring_regex(values, r"(\d{1,2}:\d{2})(:\d{2})? ?([AaPp])\.?[Mm]\.?$", r"\1 \3M")
+        )
+        return fmt, text
     return fmt, values
 
 
@@ -329,6 +388,12 @@ def guess_date_format(values: pa.Array, weights: np.ndarray) -> DateFormatGuess:
             rows[chosen] = rows.get(chosen, 0) + int(w[~proves_other].sum())
             if proves_other.any():
                 rows[other] = rows.get(other, 0) + int(w[proves_other].sum())
+        elif family.formats[0] == COMPACT_DATE:
+            # 8-digit numbers count only when they are dates in a plausible range.
+            years = parse_dates(sub, COMPACT_DATE).astype("datetime64[Y]").astype(np.int64) + 1970
+            fit = (years >= COMPACT_YEARS[0]) & (years < COMPACT_YEARS[1])
+            if fit.any():
+                rows[COMPACT_DATE] = rows.get(COMPACT_DATE, 0) + int(w[fit].sum())
         else:
             rows[family.formats[0]] = rows.get(family.formats[0], 0) + int(w.sum())
     for fmt, r in rows.items():

@@ -19,6 +19,7 @@ from iterate.contracts.profile import (
 )
 from iterate.profile._bytes import fast_shapes
 from iterate.profile.missing import choose_null_marker, missing_like, null_marker_mask, token_counts
+from iterate.profile.parse import TIME_ONLY_FORMATS
 from iterate.profile.types import TypeInference, infer_semantic_type, kth_largest
 from iterate.table import Column
 
@@ -255,6 +256,8 @@ def _dates(inf: TypeInference, counts: np.ndarray, present: np.ndarray) -> DateS
     d = inf.dates[keep]
     with_time = inf.semantic_type == "datetime"
     fmt = (lambda x: str(x).replace("T", " ")) if with_time else (lambda x: str(x.astype("datetime64[D]")))
+    if inf.format in TIME_ONLY_FORMATS:  # times of day alone: their 1900-01-01 is no date of the data
+        fmt = lambda x: str(x)[11:]  # noqa: E731
     formats = sorted(inf.date_formats.items(), key=lambda kv: (-kv[1], kv[0]))
     secs = d.astype(np.int64).astype(np.float64)
     q1, median, q3 = (
@@ -286,7 +289,7 @@ def disguised_sentinels(inf: TypeInference, counts: np.ndarray) -> np.ndarray:
     if inf.numbers is not None and inf.data_type == "numeric":
         values = inf.numbers
         candidates = np.flatnonzero(present & np.isin(values, SENTINEL_NUMBERS))
-    elif inf.dates is not None:
+    elif inf.dates is not None and inf.format not in TIME_ONLY_FORMATS:  # times alone all sit on 1900-01-01
         days = inf.dates.astype("datetime64[D]")
         candidates = np.flatnonzero(present & np.isin(days, np.array(SENTINEL_DATES, dtype="datetime64[D]")))
         if len(candidates) == 0:  # the usual case: skip the conversion below

@@ -12,12 +12,17 @@ import pyarrow.compute as pc
 
 from iterate.profile.missing import missing_like
 from iterate.profile.parse import (
+    COMMA_NUMBER,
+    COMPACT_DATE,
     CURRENCY_CODES,
     CURRENCY_SYMBOLS,
     INTEGER,
     PLAIN_NUMBER,
     TIME_FORMATS,
+    DateFormatGuess,
     NumberInfo,
+    comma_to_point,
+    decimal_convention,
     guess_date_format,
     parse_dates,
     parse_numbers,
@@ -25,6 +30,10 @@ from iterate.profile.parse import (
 
 # A type wins when this share of the non-missing rows fits it; the rest are the column's non-conforming values.
 MIN_SHARE = 0.8
+# Compact dates (`20230115`) are also 8-digit numbers: nearly every row must be a date in a plausible range.
+COMPACT_DATE_SHARE = 0.95
+# Numbers with decimal commas (`3,5`) need this share of rows proving the convention (bare integers fit both).
+COMMA_PROOF_SHARE = 0.2
 # Above this many distinct values the type is chosen on a sample of them (then checked on all of them).
 SAMPLE_UNIQUES = 5_000
 CATEGORICAL_MAX_DISTINCT = 1_000
@@ -57,6 +66,7 @@ _NAME_HINTS = {
     "phone": re.compile(r"phone|tel|mobile|cell|fax", re.I),
     "postal_code": re.compile(r"zip|postal|postcode|plz", re.I),
     "identifier": re.compile(r"(^|[_\s-])(id|key|code|no|number|num|ref|sku|uuid)$|id$", re.I),
+    "date": re.compile(r"date|day|dt$|time|when|period|month|year|birth|dob", re.I),
 }
 
 
@@ -213,8 +223,14 @@ def infer_semantic_type(column: ColumnLike, *, missing: np.ndarray | None = None
     # Dates and datetimes in a dominant format (every date has a digit: a cheap gate for text columns).
     if _share(_match(s_vals, r"\d"), s_w) >= MIN_SHARE:
         guess = guess_date_format(s_vals, s_w)
-        if guess.format is not None and guess.share >= MIN_SHARE:
+        compact_ok = guess.format != COMPACT_DATE or _compact_dates(name, guess, s_w)
+        if guess.format is not None and guess.share >= MIN_SHARE and compact_ok:
             return _date_result(dictionary, counts, missing, guess.format)
+
+    # Numbers with decimal commas (`3,5`, `1.234,56`), when the values prove that convention.
+    commas = _match(s_vals, ",").any() and _share(_match(s_vals, COMMA_NUMBER), s_w) >= MIN_SHARE
+    if commas and decimal_convention(s_vals, s_w, COMMA_PROOF_SHARE) == "comma":
+        return _comma_number_result(dictionary, counts, missing)
 
     # Numbers, plain or written with %, currency or a unit.
     plain = _match(s_vals, PLAIN_NUMBER)
@@ -244,6 +260,24 @@ def infer_semantic_type(column: ColumnLike, *, missing: np.ndarray | None = None
             return _result("postal_code", region, _match(dictionary, regex) & present, missing, counts)
 
     return _string_result(name, dictionary, counts, missing, s_vals, s_w)
+
+
+def _compact_dates(name: str, guess: DateFormatGuess, s_w: np.ndarray) -> bool:
+    """8-digit values read as `%Y%m%d` dates: nearly all rows are dates, and the name does not call it an id."""
+    dated = sum(guess.format_rows.values())
+    if dated < COMPACT_DATE_SHARE * float(s_w.sum()):
+        return False
+    return not _NAME_HINTS["identifier"].search(name) or bool(_NAME_HINTS["date"].search(name))
+
+
+def _comma_number_result(dictionary: pa.Array, counts: np.ndarray, missing: np.ndarray) -> TypeInference:
+    """Numbers written with decimal commas (bare integers too); values with a decimal point do not conform."""
+    text, ok = comma_to_point(dictionary)
+    numbers, info = parse_numbers(text)
+    ok &= ~missing & ~np.isnan(numbers)
+    has_comma = _match(dictionary, ",") & ok
+    semantic = "decimal" if has_comma.any() else "integer"
+    return _result(semantic, "decimal_comma", ok, missing, counts, numbers=numbers, number_info=info)
 
 
 def _date_result(dictionary: pa.Array, counts: np.ndarray, missing: np.ndarray, fmt: str) -> TypeInference:
