@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from iterate.lazy import lazy
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -55,7 +54,7 @@ class Column:
         self.dictionary: pa.Array = encoded.dictionary
         self.counts: np.ndarray = np.bincount(self.codes, minlength=len(self.dictionary))
 
-    @lazy
+    @cached_property
     def uniques(self) -> list[str]:
         """Distinct values in first-seen order; position i has count counts[i]."""
         return self.dictionary.to_pylist()

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from iterate.lazy import lazy
 from iterate.profile.shapes import MISSING_TOKENS, digit_masked, shapes
 from iterate.table import Column, Table
 
@@ -53,21 +53,21 @@ class ColumnFacts:
     def counts(self) -> np.ndarray:
         return self.column.counts
 
-    @lazy
+    @cached_property
     def folded(self) -> pa.Array:
         return pc.utf8_lower(pc.utf8_trim_whitespace(self.column.dictionary))
 
-    @lazy
+    @cached_property
     def is_blank(self) -> np.ndarray:
         return np.asarray(pc.equal(self.folded, "").to_numpy(zero_copy_only=False), dtype=bool)
 
-    @lazy
+    @cached_property
     def is_missing(self) -> np.ndarray:
         """Blank, the dataset's null marker, or any missing-value token."""
         tokens = pa.array(sorted(MISSING_TOKENS | {self.null_marker.strip().lower()}), pa.string())
         return np.asarray(pc.is_in(self.folded, value_set=tokens).to_numpy(zero_copy_only=False), dtype=bool)
 
-    @lazy
+    @cached_property
     def is_null_marker(self) -> np.ndarray:
         """Missing written the dataset's own way (blank, or its placeholder when it has no blanks)."""
         marker = np.asarray(
@@ -75,36 +75,36 @@ class ColumnFacts:
         )
         return self.is_blank | marker.astype(bool)
 
-    @lazy
+    @cached_property
     def present(self) -> np.ndarray:
         return ~self.is_missing
 
-    @lazy
+    @cached_property
     def n_present(self) -> int:
         return int(self.counts[self.present].sum())
 
-    @lazy
+    @cached_property
     def n_present_unique(self) -> int:
         return int(self.present.sum())
 
-    @lazy
+    @cached_property
     def shape_codes(self) -> tuple[np.ndarray, list[str]]:
         """Compact, case-insensitive shape per distinct value: codes and the shape strings."""
         return _encode(shapes(self.column.dictionary))
 
-    @lazy
+    @cached_property
     def masked_codes(self) -> tuple[np.ndarray, list[str]]:
         """Digit runs masked (`619 patients` → `# patients`): codes and masked strings."""
         return _encode(digit_masked(self.column.dictionary))
 
-    @lazy
+    @cached_property
     def has_letter(self) -> np.ndarray:
         return np.asarray(
             pc.match_substring_regex(self.column.dictionary, pattern=r"\p{L}").to_numpy(zero_copy_only=False),
             dtype=bool,
         )
 
-    @lazy
+    @cached_property
     def has_digit(self) -> np.ndarray:
         return np.asarray(
             pc.match_substring_regex(self.column.dictionary, pattern=r"\p{Nd}").to_numpy(
