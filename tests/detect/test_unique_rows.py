@@ -8,7 +8,7 @@ from iterate.detect.findings import Finding, unique_rows
 
 @pytest.mark.parametrize(
     "rows",
-    [[], [4], [0, 0, 1, 5, 5, 5, 9], [9, 1, 1, 3, 0], [2, 2, 2], list(range(1000)) + [3]],
+    [[], [4], [0, 0, 1, 5, 5, 5, 9], [9, 1, 1, 3, 0], [2, 2, 2], [*range(1000), 3]],
 )
 def test_unique_rows_matches_numpy(rows: list[int]) -> None:
     array = np.asarray(rows, dtype=np.int64)
