@@ -55,3 +55,70 @@ def test_prepare_is_only_a_hint(tmp_path: Path) -> None:
         thread.join(60)
         out = sandbox.run("result = {'affected_rows': len(df)}", DatasetRef(path=str(broken)))
         assert not out.success and "sandbox setup failed" in (out.error or "")
+
+
+SHOW = "result = {'affected_rows': 0, 'columns': list(df.columns), 'rows': df.values.tolist()}"
+
+
+def named(path: Path) -> tuple[Path, pa.Table]:
+    """A dataset with a repeated column name, and the in-memory copy the pipeline hands to prepare()."""
+    from iterate.io.parquet_text import text_arrow
+
+    arrow = pa.table({"c0": ["x", "", "z"], "c1": ["1", "2", "3"], "c2": ["a", "b", "c"]})
+    table = Table.from_arrow(arrow, name="t", source=SourceInfo(str(path), "csv"), names=["id", "v", "id"])
+    return write_parquet_text(table, path), text_arrow(table)
+
+
+@pytest.mark.parametrize("namespaces", [None, False])
+def test_a_table_handed_over_in_memory_gives_the_frame_the_file_gives(
+    tmp_path: Path, namespaces: object
+) -> None:
+    path, arrow = named(tmp_path / "data.parquet")
+    ref = DatasetRef(path=str(path))
+    with LocalSandbox(limits(preload_datasets=0, namespaces=namespaces)) as plain:
+        expected = [
+            plain.run(code, ref).output for code in (SHOW, SHOW.replace("df.values", "df[['v']].values"))
+        ]
+    with LocalSandbox(limits(namespaces=namespaces)) as sandbox:
+        thread = sandbox.prepare(ref, arrow=arrow)
+        assert thread is not None
+        thread.join(60)
+        assert sandbox.stats().get("preloads") == 1
+        got = [
+            sandbox.run(code, ref).output for code in (SHOW, SHOW.replace("df.values", "df[['v']].values"))
+        ]
+        narrowed = sandbox.run(SHOW, DatasetRef(path=str(path), columns=("v",)))
+        assert sandbox.stats().get("preloaded_runs") == 3
+    assert got == expected
+    assert expected[0]["columns"] == ["id", "v", "id"] and expected[0]["rows"][1] == ["", "2", "b"]
+    assert narrowed.output is not None and narrowed.output["columns"] == ["v"]
+
+
+def test_a_run_cannot_change_what_the_next_run_sees(tmp_path: Path) -> None:
+    path, arrow = named(tmp_path / "data.parquet")
+    ref = DatasetRef(path=str(path))
+    with LocalSandbox(limits()) as sandbox:
+        thread = sandbox.prepare(ref, arrow=arrow)
+        assert thread is not None
+        thread.join(60)
+        sandbox.run("df.iloc[0, 0] = 'changed'\nresult = {'affected_rows': 0}", ref)
+        after = sandbox.run(SHOW, ref)
+    assert after.output is not None and after.output["rows"][0] == ["x", "1", "a"]
+
+
+def test_the_memory_file_is_sealed_against_writes(tmp_path: Path) -> None:
+    import fcntl
+    import os
+
+    from iterate.sandbox.local import _sealed_arrow
+
+    _, arrow = named(tmp_path / "data.parquet")
+    fd = _sealed_arrow(arrow)
+    try:
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+        assert seals & fcntl.F_SEAL_WRITE and seals & fcntl.F_SEAL_SHRINK and seals & fcntl.F_SEAL_SEAL
+        with pytest.raises(PermissionError):
+            os.pwrite(fd, b"x", 0)
+        assert os.pread(fd, 6, 0) == b"ARROW1"
+    finally:
+        os.close(fd)

@@ -244,21 +244,22 @@ class LocalSandbox:
         self._counters.add("preloaded_runs")
         return outcome
 
-    def _dataset_entry(self, base: _Zygote, path: str) -> _Entry | None:
-        """The (acquired) entry of the dataset zygote holding this file's frame, started on first use."""
+    def _dataset_entry(self, base: _Zygote, path: str, arrow: Any = None) -> _Entry | None:
+        """The (acquired) entry of the dataset zygote holding this file's frame, started on first use.
+
+        `arrow`: the file's content already in memory (see `prepare`), loaded from a sealed memfd instead.
+        """
         data_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             identity = _identity(path, os.fstat(data_fd))
 
             def start() -> _DatasetZygote:
-                zygote = _DatasetZygote(
-                    base,
-                    data_fd,
-                    max_mb=self.limits.preload_max_mb,
-                    timeout_s=self.limits.preload_timeout_s,
-                    counters=self._counters,
-                    runners=self._runner_settings(),
-                )
+                source = _sealed_arrow(arrow) if arrow is not None else None
+                try:
+                    zygote = self._start_dataset(base, data_fd if source is None else source)
+                finally:
+                    if source is not None:
+                        os.close(source)
                 if _identity(path, os.fstat(data_fd)) != identity:  # written to while it loaded
                     zygote.close()
                     raise SandboxError("the dataset changed while it was being preloaded")
@@ -268,6 +269,16 @@ class LocalSandbox:
         finally:
             os.close(data_fd)
 
+    def _start_dataset(self, base: _Zygote, data_fd: int) -> _DatasetZygote:
+        return _DatasetZygote(
+            base,
+            data_fd,
+            max_mb=self.limits.preload_max_mb,
+            timeout_s=self.limits.preload_timeout_s,
+            counters=self._counters,
+            runners=self._runner_settings(),
+        )
+
     def _runner_settings(self) -> dict[str, Any]:
         """What a dataset zygote must know of its runners to confine its own load without hindering them."""
         return {
@@ -276,11 +287,14 @@ class LocalSandbox:
             "python_paths": self._python_paths,
         }
 
-    def prepare(self, data: DatasetRef | None = None) -> threading.Thread | None:
+    def prepare(self, data: DatasetRef | None = None, *, arrow: Any = None) -> threading.Thread | None:
         """Start the zygote, and load `data`'s frame into a dataset zygote, in the background, now.
 
         A hint for the pipeline, which knows minutes ahead which dataset its investigations will run on:
-        the work overlaps the detectors instead of delaying the first investigation. Nothing is decided
+        the work overlaps the detectors instead of delaying the first investigation. `arrow`: the caller's
+        own copy of exactly what `data.path` holds (`iterate.io.parquet_text.text_arrow` of the table it
+        wrote there): handed over in a sealed memfd, it spares the dataset zygote parsing the file (1.3 s
+        of CPU on 1M rows × 20 columns; 0.1 s this way). Nothing is decided
         here; whatever fails is met again (and reported) by `run`. Returns the thread, for tests.
         """
         if not self.limits.prefork or self._zygote_failed:
@@ -292,7 +306,7 @@ class LocalSandbox:
                 zygote = self._running_zygote()
                 if zygote is None or not path or self.limits.preload_datasets <= 0:
                     return
-                entry = self._dataset_entry(zygote, path)
+                entry = self._dataset_entry(zygote, path, arrow)
                 if entry is not None:
                     self._datasets.release(entry)
             except Exception:  # a hint only: run() meets the same failure and reports it
@@ -619,6 +633,28 @@ class _Zygote:
     def run(self, job: dict[str, Any], fds: list[int], deadline_s: float) -> tuple[int, bool, float | None]:
         """Send one job; wait for its exit status. Returns (status, timed_out, cpu_s)."""
         return _run_job(self.path, job, fds, deadline_s)
+
+
+def _sealed_arrow(table: Any) -> int:
+    """An Arrow IPC file of `table` in an anonymous memory file, sealed against any change; its descriptor.
+
+    Sealed (no write, no resize), so no process holding it, however compromised, can alter what the others
+    read: the dataset zygote maps it read-only and its runners share that mapping.
+    """
+    import fcntl
+
+    import pyarrow.ipc as ipc
+
+    fd = os.memfd_create("iterate-dataset", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        with open(fd, "wb", closefd=False) as handle, ipc.new_file(handle, table.schema) as writer:
+            writer.write_table(table)
+        seals = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class _DatasetZygote:

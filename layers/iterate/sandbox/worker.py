@@ -748,6 +748,9 @@ def load_frame(fd: int, wanted: list[str] | None = None):  # type: ignore[no-unt
     return _text_frame(table)
 
 
+ARROW_MAGIC = b"ARROW1"  # the first bytes of an Arrow IPC file
+
+
 def preload_frame(fd: int, max_mb: int):  # type: ignore[no-untyped-def]
     """The whole dataset, loaded once by a dataset zygote: (frame, whether columns can be picked from it).
 
@@ -757,11 +760,29 @@ def preload_frame(fd: int, max_mb: int):  # type: ignore[no-untyped-def]
     import pandas as pd
     import pyarrow.parquet as pq
 
+    # Arrow-backed strings (pandas 3) cost their bytes and offsets; Python str objects far more.
+    per_cell = 64 if pd.Series(["x"]).dtype == object else 16
+    if os.pread(fd, len(ARROW_MAGIC), 0) == ARROW_MAGIC:
+        # The caller's own table, handed over in a sealed memfd (LocalSandbox.prepare): mapped read-only, so
+        # the frame's text is that memory itself (nothing to parse or copy; runners share it).
+        import mmap
+
+        import pyarrow as pa
+        import pyarrow.ipc as ipc
+
+        size = os.fstat(fd).st_size
+        with os.fdopen(fd, "rb") as handle:
+            mapped = mmap.mmap(handle.fileno(), 0, prot=mmap.PROT_READ)
+        reader = ipc.open_file(pa.py_buffer(mapped))
+        estimate_mb = size / 2**20  # the frame is the mapping; pandas adds little on top
+        if estimate_mb > max_mb:
+            raise MemoryError(f"about {estimate_mb:.0f} MB in memory, over the {max_mb} MB preload cap")
+        table = reader.read_all()
+        narrowable = len(_written_names(table.schema)) == table.num_columns
+        return _text_frame(table), narrowable
     with os.fdopen(fd, "rb") as handle:
         meta = pq.read_metadata(handle)
         raw = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-        # Arrow-backed strings (pandas 3) cost their bytes and offsets; Python str objects far more.
-        per_cell = 64 if pd.Series(["x"]).dtype == object else 16
         estimate_mb = (2 * raw + per_cell * meta.num_rows * meta.num_columns) / 2**20
         if estimate_mb > max_mb:
             raise MemoryError(f"about {estimate_mb:.0f} MB in memory, over the {max_mb} MB preload cap")
