@@ -30,3 +30,11 @@ def test_finding_counts_each_row_once() -> None:
     )
     assert finding.n_rows == 3
     assert finding.unique_rows().tolist() == [1, 3, 7]
+
+
+def test_placeholder_texts_are_unchanged_by_lower_casing() -> None:
+    # detect_sentinels compares them with the trimmed, lower-cased dictionary (ColumnFacts.folded).
+    from iterate.detect.missing import _SENTINEL_TEXTS
+
+    texts = _SENTINEL_TEXTS.to_pylist()
+    assert texts and all(t == t.strip().lower() for t in texts)
