@@ -122,3 +122,21 @@ def test_the_memory_file_is_sealed_against_writes(tmp_path: Path) -> None:
         assert os.pread(fd, 6, 0) == b"ARROW1"
     finally:
         os.close(fd)
+
+
+def test_without_a_memory_file_the_dataset_is_loaded_from_its_file(tmp_path: Path, monkeypatch) -> None:
+    import iterate.sandbox.local as local
+
+    def unavailable(table: object) -> int:
+        raise AttributeError("module 'os' has no attribute 'memfd_create'")
+
+    monkeypatch.setattr(local, "_sealed_arrow", unavailable)
+    path, arrow = named(tmp_path / "data.parquet")
+    ref = DatasetRef(path=str(path))
+    with LocalSandbox(limits()) as sandbox:
+        thread = sandbox.prepare(ref, arrow=arrow)
+        assert thread is not None
+        thread.join(60)
+        out = sandbox.run(SHOW, ref)
+        assert sandbox.stats().get("preloads") == 1 and sandbox.stats().get("preloaded_runs") == 1
+    assert out.output is not None and out.output["rows"][2] == ["z", "3", "c"]

@@ -254,7 +254,12 @@ class LocalSandbox:
             identity = _identity(path, os.fstat(data_fd))
 
             def start() -> _DatasetZygote:
-                source = _sealed_arrow(arrow) if arrow is not None else None
+                source = None
+                if arrow is not None:
+                    try:
+                        source = _sealed_arrow(arrow)
+                    except Exception:  # no memfd here (not Linux), or the table would not serialise
+                        source = None  # the file it was written to holds the same: load that instead
                 try:
                     zygote = self._start_dataset(base, data_fd if source is None else source)
                 finally:
