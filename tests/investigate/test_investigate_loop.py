@@ -281,3 +281,33 @@ def test_investigate_all_is_bounded_ordered_and_never_raises() -> None:
     assert by_id["c"].investigation is not None and by_id["c"].investigation.stopped == "crash"
     assert "sandbox adapter broke" in (by_id["c"].investigation.error or "")
     assert by_id["e"].investigation is None and by_id["r"].investigation is None
+
+
+def test_investigate_all_starts_the_biggest_first_and_answers_in_order() -> None:
+    from iterate.contracts.profile import ColumnProfile
+
+    def column(name: str, distinct: int) -> ColumnProfile:
+        return ColumnProfile.model_construct(name=name, distinct=distinct)
+
+    profile = PROFILE.model_copy(
+        update={"columns": [column("small", 3), column("big", 900), column("mid", 40)]}
+    )
+
+    def on(col: str, issue_id: str, type_: str = "missing_values") -> Issue:
+        return make_issue(issue_id, type_=type_).model_copy(update={"affectedColumns": [col]})
+
+    issues = [on("small", "s"), on("mid", "m"), on("big", "b"), on("small", "d", "duplicate_rows")]
+
+    class ByColumn:
+        source = "template"
+
+        def write_code(
+            self, issue: Issue, *, profile: DatasetProfile, attempts: list[CodeInvestigation]
+        ) -> str:
+            return f"ok:{len(issue.id)}#{issue.id}"
+
+    sandbox = ScriptedSandbox()
+    out = investigate_all(issues, agent=ByColumn(), sandbox=sandbox, data=DATA, profile=profile, workers=1)
+    # Whole-row issues, then the columns with the most distinct values; the answers keep the given order
+    assert [code.split("#")[1] for code in sandbox.runs] == ["d", "b", "m", "s"]
+    assert [i.id for i in out] == ["s", "m", "b", "d"]

@@ -278,5 +278,19 @@ def investigate_all(
             )
         return confirm(issue, found)
 
+    # The likely longest first (whole-row issues, then columns with the most distinct values), so that no
+    # long investigation is left running alone at the end; results come back in the order given. On the
+    # 1M-row bench: 1.80-2.02 s against 2.02-2.13 s in the given order (three runs each).
+    order = sorted(range(len(issues)), key=lambda i: -_expected_work(issues[i], profile))
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="investigate") as pool:
-        return list(pool.map(one, issues))
+        done = dict(zip(order, pool.map(one, [issues[i] for i in order]), strict=True))
+    return [done[i] for i in range(len(issues))]
+
+
+def _expected_work(issue: Issue, profile: DatasetProfile) -> int:
+    """A rough size of an investigation: distinct values it goes through (all columns for whole rows)."""
+    distinct = {c.name: c.distinct for c in profile.columns}
+    names = [c for c in issue.affectedColumns if c in distinct]
+    if issue.type in {"duplicate_rows", "near_duplicate_rows"} or not names:
+        return sum(distinct.values())
+    return sum(distinct[c] for c in names) + (profile.rowCount if issue.type == "dependency_violation" else 0)
