@@ -48,7 +48,9 @@ def write_parquet_text(table: Table, path: str | Path) -> Path:
     path = Path(path)
     # LZ4: on 1M rows × 20 text columns, reading back takes 0.44 s against 1.55 s for zstd (every sandbox
     # run reads this file) for a file half as big again (63 MB against 42 MB); writing costs the same.
-    pq.write_table(text_arrow(table), path, compression="lz4")
+    # No min/max statistics: nothing filters this file, and leaving them out writes it in 0.50 s instead
+    # of 0.64 s and reads it in 0.34 s instead of 0.47 s (CPU, same file size).
+    pq.write_table(text_arrow(table), path, compression="lz4", write_statistics=False)
     return path
 
 
