@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from host_listener import Listener
 
 from iterate.ports import DatasetRef
 from iterate.sandbox import LocalSandbox, SandboxLimits
@@ -30,35 +29,6 @@ NAMESPACE_MODES = ("root_namespaces", "user_namespace_first")
 
 def limits(mode: str, **overrides: Any) -> SandboxLimits:
     return SandboxLimits(**{**BASE, **MODES[mode], **overrides})
-
-
-class Listener:
-    """A TCP listener on the host counting connections: a loader reaching it is a breach."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.accepted = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.accepted += 1
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.sock.close()
 
 
 @pytest.fixture
