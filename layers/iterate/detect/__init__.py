@@ -214,20 +214,15 @@ def _veto_derived(f: Finding, derivations: list[Derivation], table: Table) -> Fi
     return f
 
 
-def detect(table: Table, *, null_marker: str | None = None) -> Detection:
-    """Run every detector over the table; findings are in a stable order (by detector, then column).
-
-    `null_marker`: the dataset's own way of writing a missing value, when the caller already has it
-    (`iterate.detect.context.dataset_null_marker`).
-    """
+def detect(table: Table) -> Detection:
+    """Run every detector over the table; findings are in a stable order (by detector, then column)."""
     timings: dict[str, float] = {}
 
     def timed(name: str, start: float) -> None:
         timings[name] = timings.get(name, 0.0) + (time.perf_counter() - start) * 1000
 
     t = time.perf_counter()
-    if null_marker is None:
-        null_marker = dataset_null_marker(table)
+    null_marker = dataset_null_marker(table)
     facts = facts_for(table, null_marker)
     n = table.n_rows
     findings: list[Finding] = _read_findings(table)

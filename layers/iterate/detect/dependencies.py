@@ -156,11 +156,10 @@ class Judgement:
 
 
 def detect_dependency_violations(
-    facts: list[ColumnFacts], n_rows: int, deps: list[Dependency] | None = None
+    facts: list[ColumnFacts], n_rows: int
 ) -> tuple[list[Finding], list[Dependency], dict[int, Judgement]]:
-    """Cells that break the dependencies (`deps`, or those `discover` finds), and each dependent's votes."""
-    if deps is None:
-        deps = discover(facts, n_rows)
+    """The dependencies `discover` finds, the cells that break them, and each dependent's votes."""
+    deps = discover(facts, n_rows)
     judgements: dict[int, Judgement] = {}
     by_rhs: dict[int, list[Dependency]] = {}
     for d in deps:

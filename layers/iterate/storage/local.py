@@ -26,18 +26,20 @@ class LocalArtifactStore:
         return target
 
     def put_bytes(self, key: str, data: bytes, *, content_type: str = "application/octet-stream") -> str:
-        target = self.path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp{os.getpid()}-{threading.get_ident()}")
+        target, tmp = self._staging(key)
         tmp.write_bytes(data)
         tmp.replace(target)  # atomic: a reader never sees half a file
         return str(target)
 
-    def put_file(self, key: str, source: str | Path) -> str:
-        """Copy a local file in (streamed by the OS, never read whole into memory), atomically."""
+    def _staging(self, key: str) -> tuple[Path, Path]:
+        """The artifact's path (its directory made) and a private temporary name beside it."""
         target = self.path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.tmp{os.getpid()}-{threading.get_ident()}")
+        return target, target.with_name(f".{target.name}.tmp{os.getpid()}-{threading.get_ident()}")
+
+    def put_file(self, key: str, source: str | Path) -> str:
+        """Copy a local file in (streamed by the OS, never read whole into memory), atomically."""
+        target, tmp = self._staging(key)
         shutil.copyfile(source, tmp)
         tmp.replace(target)
         return str(target)
