@@ -214,11 +214,11 @@ def issues_from_findings(
 
 
 def flags_of(findings: list[Finding], table: Table) -> FlagArrays:
-    """Every flagged cell with the issue that flagged it (a cell may appear under several issues)."""
+    """Every flagged cell with the issue that reports it and its score (the combiner's posterior)."""
     from iterate.report import FlagArrays
 
     names = np.array(table.column_names, dtype=object)
-    rows, cols, ids = [], [], []
+    rows, cols, ids, scores = [], [], [], []
     for f in findings:
         if not f.flag or f.n_cells == 0:
             continue
@@ -226,11 +226,11 @@ def flags_of(findings: list[Finding], table: Table) -> FlagArrays:
         rows.append(f.rows[keep])
         cols.append(names[f.cols[keep]])
         ids.append(np.full(int(keep.sum()), issue_id(f), dtype=object))
+        scores.append(f.score[keep] if f.score is not None else np.ones(int(keep.sum())))
     if not rows:
-        return FlagArrays(
-            np.array([], dtype=np.int64), np.array([], dtype=object), np.array([], dtype=object)
-        )
-    return FlagArrays(np.concatenate(rows), np.concatenate(cols), np.concatenate(ids))
+        empty = np.array([], dtype=object)
+        return FlagArrays(np.array([], dtype=np.int64), empty, empty, np.array([], dtype=np.float64))
+    return FlagArrays(np.concatenate(rows), np.concatenate(cols), np.concatenate(ids), np.concatenate(scores))
 
 
 def compare_runs(issues: list[Issue], previous: list[Issue]) -> tuple[list[Issue], RunComparison]:

@@ -57,7 +57,8 @@ def test_flags_name_rows_and_columns_of_the_input(analyzed):
         rows = list(csv.reader(fh))
     header, data = rows[0], rows[1:]
     ids = {i.id for i in AnalysisResult.model_validate_json((out / "analysis.json").read_text()).issues}
-    assert flags and set(flags[0]) == {"row", "column", "issue_id"}
+    assert flags and set(flags[0]) == {"row", "column", "issue_id", "score"}
+    assert all(0.0 <= float(f["score"]) <= 1.0 for f in flags)
     for flag in flags:
         assert 0 <= int(flag["row"]) < len(data)
         assert flag["column"] in header and flag["issue_id"] in ids

@@ -87,14 +87,14 @@ def test_flags_use_the_exact_header_names_except_formula_like_ones(run):
     _, out, rows = run
     with (out / "flags.csv").open(newline="", encoding="utf-8") as fh:
         reader = csv.reader(fh)
-        assert next(reader) == ["row", "column", "issue_id"]
+        assert next(reader) == ["row", "column", "issue_id", "score"]
         flags = list(reader)
     analysis = AnalysisResult.model_validate_json((out / "analysis.json").read_text())
     ids = {i.id for i in analysis.issues}
     allowed = {h if not h.startswith("=") else "'" + h for h in HEADER}
     assert flags
-    for row, column, issue_id in flags:
-        assert 0 <= int(row) < len(rows) and column in allowed and issue_id in ids
+    for row, column, issue_id, score in flags:
+        assert 0 <= int(row) < len(rows) and column in allowed and issue_id in ids and 0 <= float(score) <= 1
     keys = [
         (int(r), HEADER.index(c.removeprefix("'")) if c.startswith("'=") else HEADER.index(c))
         for r, c, _ in flags

@@ -28,7 +28,7 @@ def test_lines_are_sorted_by_row_then_header_position_and_duplicates_dropped():
     n = write_flags_csv(flags, buf, columns=["b", "a"])
     # Then the header is exact and the lines follow row, then the column's position in the header
     text = buf.getvalue()
-    assert text.splitlines()[0] == "row,column,issue_id"
+    assert text.splitlines()[0] == "row,column,issue_id,score"
     got = read_back(text)
     assert n == 4 == len(got)
     assert list(zip(got.row, got.column, got.issue_id, strict=True)) == [
@@ -79,13 +79,39 @@ def test_every_input_shape_gives_the_same_file():
         buf = io.BytesIO()  # binary streams work too
         write_flags_csv(shape, buf, columns=["a", "b"])
         outputs.add(buf.getvalue())
-    assert outputs == {b"row,column,issue_id\n0,a,y\n0,b,x\n1,b,x\n2,b,x\n"}
+    assert outputs == {b"row,column,issue_id,score\n0,a,y,1.0000\n0,b,x,1.0000\n1,b,x,1.0000\n2,b,x,1.0000\n"}
+
+
+def test_each_cell_carries_its_score_through_sorting_and_deduplication():
+    # Given flags out of order with their scores, one line repeated
+    flags = FlagArrays(
+        np.array([5, 1, 5, 1]),
+        np.array(["a", "b", "b", "b"], dtype=object),
+        np.array(["i", "j", "i", "j"], dtype=object),
+        np.array([0.61234, 0.5, 0.99999, 0.5]),
+    )
+    buf = io.StringIO()
+    write_flags_csv(flags, buf, columns=["a", "b"])
+    # Then every line keeps its own cell's score, rounded to 4 decimals
+    assert buf.getvalue().splitlines() == [
+        "row,column,issue_id,score",
+        "1,b,j,0.5000",
+        "5,a,i,0.6123",
+        "5,b,i,1.0000",
+    ]
+
+
+@pytest.mark.parametrize("bad", [[1.5], [-0.1], [float("nan")]])
+def test_scores_outside_0_to_1_are_refused(bad):
+    flags = FlagArrays(np.array([0]), np.array(["a"], dtype=object), np.array(["i"], dtype=object), np.array(bad))
+    with pytest.raises(ValueError, match="0-1"):
+        write_flags_csv(flags, io.StringIO())
 
 
 def test_no_flags_still_writes_the_header(tmp_path):
     path = tmp_path / "flags.csv"
     assert write_flags_csv([], path) == 0
-    assert path.read_text() == "row,column,issue_id\n"
+    assert path.read_text() == "row,column,issue_id,score\n"
 
 
 def test_negative_rows_are_refused():

@@ -27,7 +27,7 @@ Writes into --out DIR (default ./iterate-out/<file name>/):
   analysis.json       "mode" first (offline | llm | degraded), then the issues, their evidence and
                       investigations, the summary and run metadata (timings, token usage, cost)
   report.html         one self-contained page: issues, evidence, investigation code, column charts
-  flags.csv           row,column,issue_id for every cell believed wrong (row = 0-based data row, header
+  flags.csv           row,column,issue_id,score for every cell believed wrong (row = 0-based data row, header
                       excluded; column = the header name, written exactly as in the file; only a
                       name or id starting with = + - @ TAB or CR gets a leading ' so a spreadsheet
                       cannot run it as a formula)

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow.compute as pc
 
+from iterate.detect.calibration import DEFAULT, Calibration
 from iterate.detect.context import ColumnFacts, dataset_null_marker, facts_for, to_float
+from iterate.detect.decide import Decision, decide
 from iterate.detect.dependencies import Dependency, Judgement, detect_dependency_violations
 from iterate.detect.derived import Derivation, detect_derived
 from iterate.detect.findings import MAX_LISTED, Finding
@@ -30,6 +32,7 @@ class Detection:
     null_marker: str
     dependencies: list[Dependency]
     facts: list[ColumnFacts]
+    decision: Decision | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
 
 
@@ -132,56 +135,6 @@ def _veto_consistent(f: Finding, judgements: dict[int, Judgement], table: Table)
     return f
 
 
-# When several detectors flag the same cells of a column, the most specific explanation keeps them.
-SPECIFICITY = [
-    "encoding_damage", "disguised_missing", "stray_whitespace", "unit_in_number", "merged_columns",
-    "format_violation", "mixed_types", "inconsistent_category", "dependency_violation", "numeric_outlier",
-]  # fmt: skip
-
-
-def _without_overlaps(findings: list[Finding], table: Table) -> list[Finding]:
-    """Drop cells already explained by a more specific finding in the same column (and emptied findings).
-
-    The values dropped are listed in `stats["excluded_values"]` so that code re-counting the finding can
-    leave them out too.
-    """
-    # Per column, the rows already explained: a lookup per cell instead of sorting every cell id seen so far.
-    taken: dict[int, np.ndarray] = {}
-    rank = {t: i for i, t in enumerate(SPECIFICITY)}
-    order = sorted(range(len(findings)), key=lambda i: rank.get(findings[i].type, len(rank)))
-    keep = [True] * len(findings)
-    for i in order:
-        f = findings[i]
-        if f.type not in rank or not f.flag or f.n_cells == 0:
-            continue
-        covered = np.zeros(f.n_cells, dtype=bool)
-        for c in np.unique(f.cols[f.cols >= 0]):
-            if int(c) in taken:
-                on = f.cols == c
-                covered[on] = taken[int(c)][f.rows[on]]
-        if covered.any():
-            if covered.all():
-                keep[i] = False
-                continue
-            excluded = sorted(
-                {
-                    table.columns[int(c)].value(int(r))
-                    for r, c in zip(f.rows[covered], f.cols[covered], strict=True)
-                }
-            )
-            f.rows, f.cols = f.rows[~covered], f.cols[~covered]
-            if f.expected is not None:
-                f.expected = [e for e, k in zip(f.expected, (~covered).tolist(), strict=True) if k]
-            f.stats["excluded_values"] = excluded[:MAX_LISTED]
-            for name in ("bad_values",):
-                if name in f.stats:
-                    f.stats[name] = [v for v in f.stats[name] if v not in set(excluded)]
-        for c in np.unique(f.cols[f.cols >= 0]):
-            mask = taken.setdefault(int(c), np.zeros(table.n_rows, dtype=bool))
-            mask[f.rows[f.cols == c]] = True
-    return [f for f, k in zip(findings, keep, strict=True) if k]
-
-
 def _suspect_masks(findings: list[Finding], n_rows: int) -> dict[int, np.ndarray]:
     masks: dict[int, np.ndarray] = {}
     for f in findings:
@@ -214,8 +167,11 @@ def _veto_derived(f: Finding, derivations: list[Derivation], table: Table) -> Fi
     return f
 
 
-def detect(table: Table) -> Detection:
-    """Run every detector over the table; findings are in a stable order (by detector, then column)."""
+def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
+    """Run every detector over the table, then decide on their evidence together.
+
+    Findings are in a stable order (by detector, then column); each flagged cell is reported by one finding.
+    """
     timings: dict[str, float] = {}
 
     def timed(name: str, start: float) -> None:
@@ -264,8 +220,12 @@ def detect(table: Table) -> Detection:
     timed("dependencies", t)
     t = time.perf_counter()
     findings += merged.result()
-    findings = _without_overlaps(findings, table)
     findings += duplicates.result()
     findings += detect_column_shape(facts, n)
     timed("rows", t)
-    return Detection(findings, null_marker, deps, facts, timings)
+    t = time.perf_counter()
+    decision = decide(
+        findings, n, table.column_names, calibration, value_of=lambda r, c: table.columns[c].value(r)
+    )
+    timed("decide", t)
+    return Detection(decision.findings, null_marker, deps, facts, decision, timings)

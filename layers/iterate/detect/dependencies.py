@@ -243,6 +243,7 @@ def detect_dependency_violations(
                 },
                 expected=exp_values,
                 key=f"fd:{fy.name}",
+                value_level=False,
             )
         )
     return findings, deps, judgements

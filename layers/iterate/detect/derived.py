@@ -136,6 +136,7 @@ def detect_derived(
                 },
                 expected=expected,
                 key=f"derived:{target.name}",
+                value_level=False,
             )
         )
     return findings, derivations

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +23,13 @@ class Finding:
     (optional, parallel) is the value the detector would put there. `flag` says whether the cells go to
     flags.csv: True for wrong values; False for facts about a column or a row (a missing value written the
     dataset's own way, a duplicate row, a constant column), which are reported but are not wrong cells.
+
+    A detector's finding is *evidence*, not a verdict: `llr` (parallel) is the log-likelihood ratio the
+    detector's statistic gives each cell (how much likelier the value is under "wrong" than under "right"),
+    and `stat` (parallel, optional) the statistic itself. The combiner (iterate.detect.decide) weighs every
+    detector's evidence on a cell against the table's estimated error rate, keeps the cells it decides are
+    wrong, and writes their posterior probability into `score`. `describe` builds the description from the
+    cells that were kept, so every count in it is the count of the finding as reported.
     """
 
     type: str
@@ -40,12 +47,35 @@ class Finding:
     row_level: bool = False  # affects whole rows (duplicates): affectedRows counts rows, not cells
     blocks_analysis: bool = False
     key: str = ""  # stable identity within a run, used to build the issue id
+    llr: np.ndarray | None = None  # per cell; None: certain (a fact, or a rule with no doubt left)
+    stat: np.ndarray | None = None  # per cell: the statistic behind llr (a z-score, a count ratio, ...)
+    stat_name: str = ""
+    # Cells of one value always share their evidence (the finding is about values, recounted by value).
+    value_level: bool = True
+    score: np.ndarray | None = None  # per cell, after the decision: probability that the value is wrong
+    describe: Callable[[Finding], str] | None = None
 
     def __post_init__(self) -> None:
         self.rows = np.asarray(self.rows, dtype=np.int64)
         self.cols = np.asarray(self.cols, dtype=np.int64)
         if self.rows.shape != self.cols.shape:
             raise ValueError("rows and cols must be parallel arrays")
+        for name in ("llr", "stat"):
+            arr = getattr(self, name)
+            if arr is not None:
+                arr = np.broadcast_to(np.asarray(arr, dtype=np.float64), self.rows.shape).copy()
+                setattr(self, name, arr)
+
+    def keep(self, mask: np.ndarray) -> None:
+        """Keep only the cells where `mask` is True (every parallel array follows)."""
+        mask = np.asarray(mask, dtype=bool)
+        self.rows, self.cols = self.rows[mask], self.cols[mask]
+        if self.expected is not None:
+            self.expected = [e for e, k in zip(self.expected, mask.tolist(), strict=True) if k]
+        for name in ("llr", "stat", "score"):
+            arr = getattr(self, name)
+            if arr is not None:
+                setattr(self, name, arr[mask])
 
     @property
     def n_cells(self) -> int:

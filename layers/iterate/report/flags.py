@@ -1,4 +1,4 @@
-"""flags.csv writer: `row,column,issue_id`, one line per flagged (cell, issue), vectorised for millions of flags."""
+"""flags.csv writer: `row,column,issue_id,score`, one line per flagged (cell, issue), vectorised for millions."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-HEADER = "row,column,issue_id\n"
+HEADER = "row,column,issue_id,score\n"
 # A spreadsheet treats a field starting with one of these as a formula (OWASP "CSV injection").
 _FORMULA_START = r"^[=+\-@\t\r]"
 _BATCH = 1_000_000
@@ -21,14 +21,20 @@ _BATCH = 1_000_000
 
 @dataclass(frozen=True)
 class FlagArrays:
-    """Flags as three parallel arrays: 0-based data rows, column names, issue ids."""
+    """Flags as parallel arrays: 0-based data rows, column names, issue ids, and each cell's score (0-1).
+
+    `scores` may be None: every cell is then written with score 1 (a rule with no doubt).
+    """
 
     rows: Any
     columns: Any
     issue_ids: Any
+    scores: Any = None
 
 
-FlagsInput: TypeAlias = Iterable[tuple[int, str, str]] | FlagArrays | Mapping[str, Any] | pa.Table
+FlagsInput: TypeAlias = (
+    Iterable[tuple[int, str, str]] | Iterable[tuple[int, str, str, float]] | FlagArrays | Mapping[str, Any] | pa.Table
+)
 
 
 def neutralise(text: str) -> str:
@@ -50,27 +56,37 @@ def _csv_field(text: str) -> str:
     return text
 
 
-def _to_arrays(flags: FlagsInput) -> tuple[pa.Array, pa.Array, pa.Array]:
+def _to_arrays(flags: FlagsInput) -> tuple[pa.Array, pa.Array, pa.Array, np.ndarray]:
+    scores: Any = None
     if isinstance(flags, pa.Table):
-        return (
-            flags.column("row").combine_chunks(),
-            flags.column("column").combine_chunks(),
-            flags.column("issue_id").combine_chunks(),
-        )
-    if isinstance(flags, FlagArrays):
-        rows, cols, ids = flags.rows, flags.columns, flags.issue_ids
+        rows, cols, ids = (flags.column(n).combine_chunks() for n in ("row", "column", "issue_id"))
+        if "score" in flags.column_names:
+            scores = flags.column("score").combine_chunks().to_numpy(zero_copy_only=False)
+    elif isinstance(flags, FlagArrays):
+        rows, cols, ids, scores = flags.rows, flags.columns, flags.issue_ids, flags.scores
     elif isinstance(flags, Mapping):
-        rows, cols, ids = flags["row"], flags["column"], flags["issue_id"]
+        rows, cols, ids, scores = flags["row"], flags["column"], flags["issue_id"], flags.get("score")
     elif hasattr(flags, "columns") and hasattr(flags, "to_dict") and "row" in getattr(flags, "columns", ()):
-        # a pandas DataFrame with row/column/issue_id columns
+        # a pandas DataFrame with row/column/issue_id (and maybe score) columns
         frame: Any = flags
         rows, cols, ids = frame["row"].to_numpy(), frame["column"].to_numpy(), frame["issue_id"].to_numpy()
+        scores = frame["score"].to_numpy() if "score" in frame.columns else None
     else:
         triples = list(flags)
         rows = [t[0] for t in triples]
         cols = [t[1] for t in triples]
         ids = [t[2] for t in triples]
-    return _arrow(rows, pa.int64()), _arrow(cols, pa.string()), _arrow(ids, pa.string())
+        scores = [t[3] if len(t) > 3 else 1.0 for t in triples]  # type: ignore[misc]
+    row_a, col_a, id_a = _arrow(rows, pa.int64()), _arrow(cols, pa.string()), _arrow(ids, pa.string())
+    if scores is None:
+        score_np = np.ones(len(row_a))
+    else:
+        score_np = np.asarray(scores, dtype=np.float64)
+        if score_np.shape != (len(row_a),):
+            raise ValueError("scores must be parallel to rows")
+        if np.isnan(score_np).any() or (score_np < 0).any() or (score_np > 1).any():
+            raise ValueError("scores must lie in 0-1")
+    return row_a, col_a, id_a, score_np
 
 
 def _arrow(values: Any, typ: pa.DataType) -> pa.Array:
@@ -98,15 +114,16 @@ def write_flags_csv(
     *,
     columns: Sequence[str] | None = None,
 ) -> int:
-    """Write `row,column,issue_id` lines sorted by row then column position; return the number of lines.
+    """Write `row,column,issue_id,score` lines sorted by row then column position; return the number of lines.
 
-    `flags` is an iterable of `(row, column, issue_id)`, a `FlagArrays`, a mapping or pyarrow Table / pandas
-    DataFrame with `row`, `column` and `issue_id`. `columns` is the input header in order (for sorting by
+    `flags` is an iterable of `(row, column, issue_id[, score])`, a `FlagArrays`, a mapping or pyarrow Table /
+    pandas DataFrame with `row`, `column`, `issue_id` (and `score`: 0-1, the probability that the cell is
+    wrong; 1 when not given). Scores are written with 4 decimals. `columns` is the input header in order (for sorting by
     position; without it, columns sort in order of first appearance). Exact duplicate lines are written once;
     a cell flagged by two issues gets two lines. Column names and issue ids starting with = + - @ TAB or CR
     are prefixed with `'` against spreadsheet formula injection; every other name is written unchanged.
     """
-    rows, cols, ids = _to_arrays(flags)
+    rows, cols, ids, scores = _to_arrays(flags)
     if not (len(rows) == len(cols) == len(ids)):
         raise ValueError("rows, columns and issue_ids must have the same length")
     if rows.null_count or cols.null_count or ids.null_count:
@@ -129,15 +146,18 @@ def write_flags_csv(
         position = np.arange(len(col_names), dtype=np.int64)
     col_pos = position[col_codes] if len(col_codes) else col_codes
 
-    row_np, col_pos, id_codes = _sorted_unique(row_np, col_pos, id_codes)
+    row_np, col_pos, id_codes, scores = _sorted_unique(row_np, col_pos, id_codes, scores)
     # back from sort positions to dictionary codes
     pos_to_code = np.empty(int(position.max()) + 1 if len(position) else 0, dtype=np.int64)
     pos_to_code[position] = np.arange(len(position), dtype=np.int64)
     col_codes = pos_to_code[col_pos]
 
     col_text = pa.array([_csv_field(neutralise(n)) for n in col_names], type=pa.string())
-    # the line end rides on the issue id, so the joined array's data buffer is the finished CSV text
-    id_text = pa.array([_csv_field(neutralise(n)) + "\n" for n in id_names], type=pa.string())
+    id_text = pa.array([_csv_field(neutralise(n)) for n in id_names], type=pa.string())
+    # Scores are written once per distinct rounded value (there are at most 10,001 of them), with the line
+    # end riding on them, so the joined array's data buffer is the finished CSV text.
+    score_codes = np.rint(scores * 10_000).astype(np.int64)
+    score_text = pa.array([f"{k / 10_000:.4f}\n" for k in range(10_001)], type=pa.string())
 
     def chunks() -> Iterable[bytes]:
         yield HEADER.encode()
@@ -147,6 +167,7 @@ def write_flags_csv(
                 pc.cast(pa.array(row_np[start:stop]), pa.string()),
                 col_text.take(pa.array(col_codes[start:stop])),
                 id_text.take(pa.array(id_codes[start:stop])),
+                score_text.take(pa.array(score_codes[start:stop])),
                 ",",
             )
             yield _joined_bytes(lines)
@@ -155,21 +176,26 @@ def write_flags_csv(
     return len(row_np)
 
 
-def _sorted_unique(rows: np.ndarray, cols: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Sort by (row, column position, issue) and drop exact duplicates; one packed int64 key when it fits."""
+def _sorted_unique(
+    rows: np.ndarray, cols: np.ndarray, ids: np.ndarray, scores: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """Sort by (row, column position, issue) and drop exact duplicates (a cell's score goes with it)."""
     if len(rows) == 0:
-        return rows, cols, ids
+        return rows, cols, ids, scores
     n_ids = int(ids.max()) + 1
     n_cols = int(cols.max()) + 1
     if (int(rows.max()) + 1) * n_cols * n_ids < 2**62:
-        key = np.sort((rows * n_cols + cols) * n_ids + ids)  # np.unique hashes first: 50x slower here
-        key = key[np.concatenate(([True], key[1:] != key[:-1]))]
-        return key // (n_cols * n_ids), (key // n_ids) % n_cols, key % n_ids
+        key = (rows * n_cols + cols) * n_ids + ids
+        order = np.argsort(key, kind="stable")  # np.unique hashes first: far slower here
+        key = key[order]
+        keep = np.concatenate(([True], key[1:] != key[:-1]))
+        key = key[keep]
+        return key // (n_cols * n_ids), (key // n_ids) % n_cols, key % n_ids, scores[order][keep]
     order = np.lexsort((ids, cols, rows))
-    rows, cols, ids = rows[order], cols[order], ids[order]
+    rows, cols, ids, scores = rows[order], cols[order], ids[order], scores[order]
     keep = np.ones(len(rows), dtype=bool)
     keep[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1]) | (ids[1:] != ids[:-1])
-    return rows[keep], cols[keep], ids[keep]
+    return rows[keep], cols[keep], ids[keep], scores[keep]
 
 
 def _joined_bytes(lines: pa.Array) -> bytes:

@@ -1,0 +1,122 @@
+"""Every number that changes what is flagged, in one place, and the scales that turn statistics into evidence.
+
+Detectors emit evidence as log-likelihood ratios (nats): how much likelier a cell's value is under "wrong"
+than under "right", given the detector's statistic. The combiner (iterate.detect.decide) adds the evidence
+of independent signal families on a cell to the prior log-odds of its column — the column's error rate,
+estimated from the table itself — and flags the cell when the posterior reaches `decide_at`.
+
+The scales below were set from what each statistic means (a robust z of 5 is already rare under a normal
+model; a value missing from a column filled 99% of the time is strong evidence), never fitted to a file.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+# Signal families: evidence within a family is not independent (a value that fails to parse as a number also
+# breaks the column's shape), so a cell takes the strongest item of each family and adds up the families.
+FAMILIES: dict[str, str] = {
+    "reader": "structure",
+    "missing": "missing",
+    "placeholders": "missing",
+    "sentinels": "missing",
+    "shape": "format",
+    "parse": "format",
+    "units": "format",
+    "dates": "format",
+    "precision": "precision",
+    "encoding": "text",
+    "whitespace": "text",
+    "typos": "spelling",
+    "typos-masked": "spelling",
+    "foreign": "spelling",
+    "outliers": "range",
+    "frequency": "frequency",
+    "dependencies": "context",
+    "derived": "context",
+    "merged": "context",
+    "sequence": "context",
+}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The decision's parameters; printed with every run (analysis.json, steps/profile.json)."""
+
+    decide_at: float = 0.5  # posterior probability at or above which a cell is flagged
+    # The error rate of a column is estimated by expectation-maximisation over its cells: start, bounds.
+    prior_start: float = 0.01
+    prior_floor: float = 0.001
+    prior_ceiling: float = 0.5
+    rounds: int = 8
+    # Share of wrong cells that no detector sees: a cell with no evidence is this much likelier right.
+    miss_rate: float = 0.5
+    # A column's rate is shrunk toward the table's as if the table added this many cells to it.
+    column_pseudo_cells: float = 200.0
+    certain_llr: float = 12.0  # evidence of a rule that leaves no doubt (encoding damage, a merged column)
+    max_llr: float = 12.0
+
+    # Missing values: the rarer blanks are in a column, the more a blank is a gap to fill.
+    missing_bonus: float = 2.0  # added to log((1 - m) / m), m the column's missing share
+    missing_convention_share: float = 0.5  # a column at least this empty writes "none" by leaving it empty
+    comissing_lift: float = 3.0  # a partner column is missing this many times more often alongside
+    comissing_share: float = 0.5  # ... in at least this share of the column's missing rows
+    placeholder_llr: float = 6.0  # a placeholder other than the dataset's own way to write missing
+    zero_placeholder_llr: float = 6.0  # a bare 0 / -1 in a column of words
+
+    # Validity by parsing: log(p / (1 - p)) + bonus, p the share of the column's rows that parse.
+    parse_bonus: float = 4.0
+    parse_min_share: float = 0.5  # the column's kind must be read by a majority of its rows
+    shape_bonus: float = 3.0
+
+    # Precision: significant digits far beyond what the column writes.
+    precision_gap: float = 4.0  # digits beyond the column's typical count before it counts at all
+    precision_llr_per_digit: float = 1.0
+    precision_max_llr: float = 5.0
+
+    # Outliers, on the scale (linear or log) that makes the column most symmetric.
+    outlier_z: float = 5.0  # robust z (median / MAD) from which a value is evidence
+    outlier_llr_per_z: float = 0.8
+    outlier_gap_bonus: float = 2.0  # the value is cut off from the bulk by an empty stretch
+    outlier_max_llr: float = 9.0
+    sign_bonus: float = 1.0  # a negative value in a column that is otherwise never negative
+
+    # Frequency tiers: values far rarer than the column's domain of frequent values.
+    frequency_min_ratio: float = 5.0
+    frequency_max_llr: float = 4.0
+
+    # Typos against far more frequent spellings.
+    typo_llr: float = 7.0
+    case_variant_llr: float = 8.0
+
+    # Entity consensus (dependencies).
+    dependency_llr_cap: float = 10.0
+
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("extra")
+        return out
+
+
+DEFAULT = Calibration()
+
+
+def logit(p: float | np.ndarray) -> Any:
+    p = np.clip(p, 1e-12, 1 - 1e-12)
+    return np.log(p / (1 - p))
+
+
+def sigmoid(x: float | np.ndarray) -> Any:
+    return 1.0 / (1.0 + np.exp(-np.asarray(x, dtype=np.float64)))
+
+
+def share_llr(p: float, bonus: float) -> float:
+    """Evidence from a rule that `p` of the column's rows follow: log(p / (1 - p)) + bonus (p < 1)."""
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return math.log(p / (1 - p)) + bonus

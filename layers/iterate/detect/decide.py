@@ -1,0 +1,208 @@
+"""One calibrated decision over every detector's evidence: which cells are wrong, and how sure we are.
+
+Per cell, the strongest evidence of each signal family is added to the prior log-odds of the cell's column;
+the posterior is the cell's score. Each column's prior (its error rate) is estimated from the table itself by
+expectation-maximisation: a column where many cells carry strong evidence is a dirty column, where weaker
+evidence is enough; a column with little evidence stays near the floor, where only strong evidence flags. A
+cell with no evidence counts as evidence of a right value (detectors see about half of the wrong cells).
+
+Each flagged cell is reported by one finding: the value-level finding with the strongest evidence when the
+value-level evidence alone flags it (so a value's cells are never split between issues), otherwise the
+row-level finding (a broken dependency, a counter) whose evidence tipped it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from iterate.detect.calibration import DEFAULT, FAMILIES, Calibration, logit, sigmoid
+from iterate.detect.findings import MAX_LISTED, Finding
+
+# When two findings give a cell the same evidence, the most specific explanation reports it.
+SPECIFICITY = [
+    "encoding_damage", "disguised_missing", "missing_values", "stray_whitespace", "unit_in_number",
+    "merged_columns", "format_violation", "mixed_types", "inconsistent_category", "dependency_violation",
+    "numeric_outlier",
+]  # fmt: skip
+
+
+@dataclass
+class Decision:
+    """What the combiner decided: the findings as reported, and the table's estimated error rates."""
+
+    findings: list[Finding]
+    table_rate: float
+    column_rates: dict[str, float]
+    calibration: Calibration
+    candidate_cells: int = 0
+    flagged_cells: int = 0
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        """The decision's parameters and estimates, as run metadata."""
+        return {
+            "calibration": self.calibration.as_dict(),
+            "estimatedErrorRate": round(self.table_rate, 6),
+            "columnErrorRates": {k: round(v, 6) for k, v in self.column_rates.items()},
+            "candidateCells": self.candidate_cells,
+            "flaggedCells": self.flagged_cells,
+        }
+
+
+def _family_index(findings: list[Finding]) -> tuple[np.ndarray, list[str]]:
+    names = sorted({FAMILIES.get(f.detector, f.detector) for f in findings})
+    pos = {n: i for i, n in enumerate(names)}
+    return np.array([pos[FAMILIES.get(f.detector, f.detector)] for f in findings], dtype=np.int64), names
+
+
+def _strongest_per_family(cid: np.ndarray, fam: np.ndarray, llr: np.ndarray) -> np.ndarray:
+    """Mask of the entries that are the strongest evidence of their family on their cell."""
+    order = np.lexsort((-llr, fam, cid))
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = (cid[order][1:] != cid[order][:-1]) | (fam[order][1:] != fam[order][:-1])
+    keep = np.zeros(order.size, dtype=bool)
+    keep[order[first]] = True
+    return keep
+
+
+def _totals(cid: np.ndarray, fam: np.ndarray, llr: np.ndarray, ucid: np.ndarray) -> np.ndarray:
+    """Per distinct cell (ucid, sorted): the sum over families of each family's strongest evidence."""
+    keep = _strongest_per_family(cid, fam, llr)
+    where = np.searchsorted(ucid, cid[keep])
+    return np.bincount(where, weights=llr[keep], minlength=ucid.size)
+
+
+def estimate_rates(
+    total: np.ndarray, cell_col: np.ndarray, n_rows: int, n_cols: int, cal: Calibration
+) -> tuple[float, np.ndarray]:
+    """Column error rates by EM: each rate is the mean posterior of its column's cells (shrunk to the table's)."""
+    evidence_cells = np.bincount(cell_col, minlength=n_cols)
+    quiet = n_rows - evidence_cells  # cells without evidence
+    absent = float(np.log(cal.miss_rate))
+    rates = np.full(n_cols, cal.prior_start)
+    table = cal.prior_start
+    for _ in range(cal.rounds):
+        post = sigmoid(logit(rates[cell_col]) + total)
+        mass = np.bincount(cell_col, weights=post, minlength=n_cols) + quiet * sigmoid(logit(rates) + absent)
+        table = float(np.clip(mass.sum() / max(n_rows * n_cols, 1), cal.prior_floor, cal.prior_ceiling))
+        rates = (mass + cal.column_pseudo_cells * table) / (n_rows + cal.column_pseudo_cells)
+        rates = np.clip(rates, cal.prior_floor, cal.prior_ceiling)
+    return table, rates
+
+
+def decide(
+    findings: list[Finding],
+    n_rows: int,
+    column_names: list[str],
+    cal: Calibration = DEFAULT,
+    value_of: Callable[[int, int], str] | None = None,
+) -> Decision:
+    """Keep, in each finding, the cells the combined evidence says are wrong; drop findings left empty.
+
+    `value_of(row, col)` gives a cell's text: a value-level finding lists the values it gave up (reported by
+    another finding, or not wrong after all) as `excluded_values`, so that code recounting it leaves them out.
+    """
+    n_cols = max(len(column_names), 1)
+    judged = [f for f in findings if f.flag and f.n_cells and (f.cols >= 0).all()]
+    if not judged:
+        return Decision(findings, cal.prior_floor, {}, cal)
+    fam_of, _ = _family_index(judged)
+    rank = {t: i for i, t in enumerate(SPECIFICITY)}
+    cid_parts, fam_parts, llr_parts, owner_parts, value_parts = [], [], [], [], []
+    for k, f in enumerate(judged):
+        llr = f.llr if f.llr is not None else np.full(f.n_cells, cal.certain_llr)
+        cid_parts.append(f.rows * n_cols + f.cols)
+        fam_parts.append(np.full(f.n_cells, fam_of[k]))
+        llr_parts.append(np.minimum(llr, cal.max_llr))
+        owner_parts.append(np.full(f.n_cells, k))
+        value_parts.append(np.full(f.n_cells, f.value_level))
+    cid = np.concatenate(cid_parts)
+    fam = np.concatenate(fam_parts)
+    llr = np.concatenate(llr_parts)
+    owner = np.concatenate(owner_parts)
+    value_level = np.concatenate(value_parts)
+
+    ucid = np.unique(cid)
+    total = _totals(cid, fam, llr, ucid)
+    cell_col = (ucid % n_cols).astype(np.int64)
+    table_rate, rates = estimate_rates(total, cell_col, n_rows, n_cols, cal)
+    prior = logit(rates[cell_col])
+    posterior = sigmoid(prior + total)
+    flagged = posterior >= cal.decide_at
+
+    # Which finding reports each flagged cell.
+    v_total = _totals(cid[value_level], fam[value_level], llr[value_level], ucid)
+    by_value = sigmoid(prior + v_total) >= cal.decide_at
+    where = np.searchsorted(ucid, cid)
+    eligible = flagged[where] & np.where(value_level, by_value[where], ~by_value[where])
+    specificity = np.array([rank.get(f.type, len(rank)) for f in judged])[owner]
+    order = np.lexsort((specificity, -llr, ~eligible, cid))
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = cid[order][1:] != cid[order][:-1]
+    chosen = order[first & eligible[order]]
+    reporter = np.full(ucid.size, -1, dtype=np.int64)
+    reporter[np.searchsorted(ucid, cid[chosen])] = owner[chosen]
+
+    # Which detectors saw each reported cell (the strongest item of each family), for the evidence record.
+    support = _strongest_per_family(cid, fam, llr)
+    kept: dict[int, Finding] = {}
+    offsets = np.cumsum([0] + [f.n_cells for f in judged])
+    for k, f in enumerate(judged):
+        part = slice(offsets[k], offsets[k + 1])
+        pos = where[part]
+        mine = reporter[pos] == k
+        if not mine.any():
+            continue
+        f.score = posterior[pos]
+        seen_with: dict[str, int] = {}
+        mine_cells = set(cid[part][mine].tolist()) if mine.sum() < 200_000 else None
+        if mine_cells is not None:
+            others = support & (owner != k) & np.isin(cid, cid[part][mine])
+            for j in np.unique(owner[others]):
+                name = judged[int(j)].detector
+                seen_with[name] = seen_with.get(name, 0) + int((owner[others] == j).sum())
+        if value_of is not None and not mine.all():
+            lost = {value_of(int(r), int(c)) for r, c in zip(f.rows[~mine], f.cols[~mine], strict=True)}
+            lost -= {value_of(int(r), int(c)) for r, c in zip(f.rows[mine], f.cols[mine], strict=True)}
+            if lost:
+                before = set(f.stats.get("excluded_values", []))
+                f.stats["excluded_values"] = sorted(before | lost)[:MAX_LISTED]
+                for name in ("bad_values",):
+                    if name in f.stats:
+                        f.stats[name] = [v for v in f.stats[name] if v not in lost]
+                if "canonical" in f.stats:
+                    f.stats["canonical"] = {k: v for k, v in f.stats["canonical"].items() if k not in lost}
+        f.keep(mine)
+        f.stats["evidence"] = _evidence_record(f, seen_with)
+        kept[id(f)] = f
+    out = [f for f in findings if id(f) in kept or not (f.flag and f.n_cells and (f.cols >= 0).all())]
+    for f in out:
+        if f.describe is not None:
+            f.description = f.describe(f)
+    names = column_names
+    column_rates = {names[c]: float(rates[c]) for c in np.unique(cell_col) if c < len(names)}
+    return Decision(
+        out,
+        table_rate,
+        column_rates,
+        cal,
+        candidate_cells=int(ucid.size),
+        flagged_cells=int(flagged.sum()),
+    )
+
+
+def _evidence_record(f: Finding, seen_with: dict[str, int]) -> dict[str, Any]:
+    """What analysis.json keeps of a finding's evidence: the detector, its statistic, scores, agreement."""
+    record: dict[str, Any] = {"detector": f.detector}
+    if f.stat_name and f.stat is not None and f.stat.size:
+        record["statistic"] = f.stat_name
+        record["statisticRange"] = [round(float(np.nanmin(f.stat)), 4), round(float(np.nanmax(f.stat)), 4)]
+    if f.score is not None and f.score.size:
+        record["scoreRange"] = [round(float(f.score.min()), 4), round(float(f.score.max()), 4)]
+    if seen_with:
+        record["alsoSeenBy"] = dict(sorted(seen_with.items()))
+    return record
