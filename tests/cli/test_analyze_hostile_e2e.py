@@ -97,7 +97,7 @@ def test_flags_use_the_exact_header_names_except_formula_like_ones(run):
         assert 0 <= int(row) < len(rows) and column in allowed and issue_id in ids and 0 <= float(score) <= 1
     keys = [
         (int(r), HEADER.index(c.removeprefix("'")) if c.startswith("'=") else HEADER.index(c))
-        for r, c, _ in flags
+        for r, c, _, _ in flags
     ]
     assert keys == sorted(keys)
     # the planted units in the amount column are flagged on their rows
