@@ -102,7 +102,7 @@ def test_flags_use_the_exact_header_names_except_formula_like_ones(run):
     assert keys == sorted(keys)
     # the planted units in the amount column are flagged on their rows
     planted = {i for i, r in enumerate(rows) if r[4].endswith("EUR")}
-    assert planted <= {int(r) for r, c, _ in flags if c == "amount"}
+    assert planted <= {int(r) for r, c, _, _ in flags if c == "amount"}
 
 
 def test_json_output_is_the_analysis(run, tmp_path):
