@@ -8,18 +8,23 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyarrow.compute as pc
 
 from iterate.detect.calibration import DEFAULT, Calibration
-from iterate.detect.context import ColumnFacts, dataset_null_marker, facts_for, to_float
+from iterate.detect.context import ColumnFacts, dataset_null_marker, facts_for
 from iterate.detect.decide import Decision, decide
 from iterate.detect.dependencies import Dependency, Judgement, detect_dependency_violations
 from iterate.detect.derived import Derivation, detect_derived
 from iterate.detect.findings import MAX_LISTED, Finding
 from iterate.detect.formats import detect_date_formats, detect_shape_violations, detect_units
 from iterate.detect.missing import detect_missing, detect_sentinels
+from iterate.detect.numeric import (
+    detect_code_width,
+    detect_invalid_numbers,
+    detect_numeric_outliers,
+    detect_precision,
+)
 from iterate.detect.rows import detect_column_shape, detect_duplicates, detect_merged_columns
-from iterate.detect.text import detect_encoding, detect_outliers, detect_whitespace
+from iterate.detect.text import detect_encoding, detect_whitespace
 from iterate.detect.typos import detect_typos
 from iterate.table import Table
 
@@ -34,25 +39,6 @@ class Detection:
     facts: list[ColumnFacts]
     decision: Decision | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
-
-
-def _is_measure(f: ColumnFacts) -> bool:
-    """A numeric column holding quantities, not codes: fractional values or integers of varying width."""
-    present = np.flatnonzero(f.present & (f.counts > 0))
-    if present.size < 5 or f.n_present_unique > 0.9 * f.n_present:
-        return False
-    d = pc.utf8_trim_whitespace(f.column.dictionary.take(present))
-    nums = to_float(d)
-    ok = ~np.isnan(nums)
-    if f.counts[present][ok].sum() < 0.9 * f.n_present:
-        return False
-    lengths = np.asarray(pc.utf8_length(d).to_numpy(zero_copy_only=False))[ok]
-    weights = f.counts[present][ok]
-    fractional = bool((nums[ok] != np.round(nums[ok])).any())
-    width_counts = np.bincount(lengths, weights=weights)
-    width = int(width_counts.argmax())
-    # Codes (zip, phone, account numbers) are wide integers of one fixed width; quantities are not.
-    return fractional or width < 4 or width_counts[width] / weights.sum() < 0.9
 
 
 def _read_findings(table: Table) -> list[Finding]:
@@ -101,37 +87,27 @@ def _read_findings(table: Table) -> list[Finding]:
     return out
 
 
-# Spelling findings yield to the dependencies: a rare spelling that every row of its entity repeats
-# (a small state among many rows of a big one) is that entity's value, not a typo.
-VETOED = {"inconsistent_category", "format_violation"}
-
-
-def _veto_consistent(f: Finding, judgements: dict[int, Judgement], table: Table) -> Finding:
-    if f.type not in VETOED or not f.flag or not f.n_cells:
+def _discount_consistent(
+    f: Finding, judgements: dict[int, Judgement], table: Table, cal: Calibration
+) -> Finding:
+    """Evidence against a value yields to the dependencies that vouch for it: a rare spelling, odd format or
+    far-off number that every row of its entity repeats (a small state among many rows of a big one, the
+    zip of the one hospital in another state) is that entity's value. Decided per value, so an issue stays
+    "these values" and code can recount it exactly."""
+    if not f.flag or not f.n_cells or not f.value_level or f.type == "dependency_violation":
         return f
     col = int(f.cols[0])
     judgement = judgements.get(col)
-    if judgement is None:
+    if judgement is None or not (f.cols == col).all():
         return f
-    # Decided per value, so the issue stays "these values are variants" and code can recount it exactly.
-    column = table.columns[col]
-    codes = column.codes[f.rows]
+    codes = table.columns[col].codes[f.rows]
     consistent = judgement.consistent(f.rows)
     _, inverse = np.unique(codes, return_inverse=True)
     share_consistent = np.bincount(inverse, weights=consistent) / np.bincount(inverse)
-    keep = share_consistent[inverse] <= 0.5
-    if keep.all():
-        return f
-    dropped = {column.value(int(r)) for r in f.rows[~keep]}
-    f.rows, f.cols = f.rows[keep], f.cols[keep]
-    if f.expected is not None:
-        f.expected = [e for e, k in zip(f.expected, keep.tolist(), strict=True) if k]
-    if "bad_values" in f.stats:
-        f.stats["bad_values"] = [v for v in f.stats["bad_values"] if v not in dropped]
-    if "canonical" in f.stats:
-        f.stats["canonical"] = {k: v for k, v in f.stats["canonical"].items() if k not in dropped}
-    # Values every row of their entity repeats: code recounting the finding leaves them out.
-    f.stats["excluded_values"] = sorted(set(f.stats.get("excluded_values", [])) | dropped)[:MAX_LISTED]
+    vouched = share_consistent[inverse] > 0.5
+    if vouched.any():
+        llr = f.llr if f.llr is not None else np.full(f.n_cells, cal.certain_llr)
+        f.llr = np.where(vouched, llr - cal.consistent_discount, llr)
     return f
 
 
@@ -148,16 +124,13 @@ def _suspect_masks(findings: list[Finding], n_rows: int) -> dict[int, np.ndarray
 
 def _veto_derived(f: Finding, derivations: list[Derivation], table: Table) -> Finding:
     """A value equal to the concatenation of its row's sources is right, however rare it is."""
-    if f.type not in VETOED | {"dependency_violation"} or not f.flag or not f.n_cells:
+    if not f.flag or not f.n_cells:
         return f
     for d in derivations:
         on_target = f.cols == d.target
         drop = on_target & d.holds[f.rows]
         if drop.any():
-            keep = ~drop
-            f.rows, f.cols = f.rows[keep], f.cols[keep]
-            if f.expected is not None:
-                f.expected = [e for e, k in zip(f.expected, keep.tolist(), strict=True) if k]
+            f.keep(~drop)
             # Code recounting the finding leaves out values equal to left + separator + right in their row.
             f.stats["derivation"] = {
                 "left": table.column_names[d.left],
@@ -190,7 +163,9 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
             return []
         found = [detect_sentinels(f), detect_units(f), detect_date_formats(f), detect_shape_violations(f)]
         found += detect_typos(f)
-        found += [detect_whitespace(f), detect_encoding(f), detect_outliers(f, is_measure=_is_measure(f))]
+        found += [detect_whitespace(f), detect_encoding(f)]
+        found += [detect_invalid_numbers(f, f.numeric), detect_precision(f, f.numeric)]
+        found += [detect_numeric_outliers(f, f.numeric), detect_code_width(f, f.numeric)]
         return [x for x in found if x is not None]
 
     t = time.perf_counter()
@@ -208,14 +183,12 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
         t = time.perf_counter()
         findings = findings[:n_read] + missing.result() + findings[n_read:]
         fd_findings, deps, judgements = voted.result()
-    findings = [_veto_consistent(f, judgements, table) for f in findings]
+    findings = [_discount_consistent(f, judgements, table, calibration) for f in findings]
     findings += fd_findings
     suspect = _suspect_masks(findings, n)
     derived_findings, derivations = detect_derived(facts, n, suspect)
     findings = [_veto_derived(f, derivations, table) for f in findings]
-    findings = [
-        f for f in findings if not f.flag or f.n_cells or f.type not in VETOED | {"dependency_violation"}
-    ]
+    findings = [f for f in findings if not f.flag or f.n_cells]
     findings += derived_findings
     timed("dependencies", t)
     t = time.perf_counter()
@@ -225,7 +198,12 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
     timed("rows", t)
     t = time.perf_counter()
     decision = decide(
-        findings, n, table.column_names, calibration, value_of=lambda r, c: table.columns[c].value(r)
+        findings,
+        n,
+        table.column_names,
+        calibration,
+        value_of=lambda r, c: table.columns[c].value(r),
+        codes_of=lambda c: table.columns[c].codes,
     )
     timed("decide", t)
     return Detection(decision.findings, null_marker, deps, facts, decision, timings)

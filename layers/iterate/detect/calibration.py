@@ -54,7 +54,7 @@ class Calibration:
     prior_ceiling: float = 0.5
     rounds: int = 8
     # Share of wrong cells that no detector sees: a cell with no evidence is this much likelier right.
-    miss_rate: float = 0.5
+    miss_rate: float = 0.3
     # A column's rate is shrunk toward the table's as if the table added this many cells to it.
     column_pseudo_cells: float = 200.0
     certain_llr: float = 12.0  # evidence of a rule that leaves no doubt (encoding damage, a merged column)
@@ -72,6 +72,10 @@ class Calibration:
     parse_bonus: float = 4.0
     parse_min_share: float = 0.5  # the column's kind must be read by a majority of its rows
     shape_bonus: float = 3.0
+    # A format break the column repeats as often as it repeats its own values is likelier a second
+    # convention than a slip: evidence falls by this much per unit of log(rows holding the value), counted
+    # up to the column's typical count (a value repeated in a column of unique values gets no discount).
+    repeat_discount: float = 1.0
 
     # Precision: significant digits far beyond what the column writes.
     precision_gap: float = 4.0  # digits beyond the column's typical count before it counts at all
@@ -83,6 +87,7 @@ class Calibration:
     outlier_llr_per_z: float = 0.8
     outlier_gap_bonus: float = 2.0  # the value is cut off from the bulk by an empty stretch
     outlier_max_llr: float = 9.0
+    outlier_company_discount: float = 1.0  # per log(1 + rows of other values within one spread of it)
     sign_bonus: float = 1.0  # a negative value in a column that is otherwise never negative
 
     # Frequency tiers: values far rarer than the column's domain of frequent values.
@@ -95,6 +100,7 @@ class Calibration:
 
     # Entity consensus (dependencies).
     dependency_llr_cap: float = 10.0
+    consistent_discount: float = 6.0  # a value every row of its entity agrees on is that entity's value
 
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -114,6 +120,13 @@ def logit(p: float | np.ndarray) -> Any:
 
 def sigmoid(x: float | np.ndarray) -> Any:
     return 1.0 / (1.0 + np.exp(-np.asarray(x, dtype=np.float64)))
+
+
+def repeat_discount(counts: np.ndarray, typical: float, cal: Calibration = DEFAULT) -> np.ndarray:
+    """Evidence to take off a format break held by `counts` rows, in a column whose values are typically
+    held by `typical` rows (none for a value seen once, or in a column where values are not repeated)."""
+    held = np.minimum(np.asarray(counts, dtype=np.float64), max(float(typical), 1.0))
+    return cal.repeat_discount * np.log(np.maximum(held, 1.0))
 
 
 def share_llr(p: float, bonus: float) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -11,6 +12,9 @@ import pyarrow.compute as pc
 
 from iterate.profile.shapes import MISSING_TOKENS, digit_masked, shapes
 from iterate.table import Column, Table
+
+if TYPE_CHECKING:
+    from iterate.detect.numeric import NumericModel
 
 # Above this many distinct values a column is treated as free text or an identifier: no pairwise work on it.
 MAX_PAIRWISE_UNIQUES = 20_000
@@ -112,6 +116,23 @@ class ColumnFacts:
             ),
             dtype=bool,
         )
+
+    @cached_property
+    def typical_count(self) -> float:
+        """How many rows hold the value that holds the column's median present row (1 for unique values)."""
+        ids = np.flatnonzero(self.present & (self.counts > 0))
+        if ids.size == 0:
+            return 1.0
+        c = np.sort(self.counts[ids])
+        cum = np.cumsum(c)
+        return float(c[min(int(np.searchsorted(cum, cum[-1] / 2)), c.size - 1)])
+
+    @cached_property
+    def numeric(self) -> NumericModel:
+        """What the column's values read as when taken as numbers (see iterate.detect.numeric)."""
+        from iterate.detect.numeric import numeric_model
+
+        return numeric_model(self)
 
     @property
     def pairwise_ok(self) -> bool:

@@ -77,21 +77,44 @@ def _totals(cid: np.ndarray, fam: np.ndarray, llr: np.ndarray, ucid: np.ndarray)
 
 
 def estimate_rates(
-    total: np.ndarray, cell_col: np.ndarray, n_rows: int, n_cols: int, cal: Calibration
-) -> tuple[float, np.ndarray]:
-    """Column error rates by EM: each rate is the mean posterior of its column's cells (shrunk to the table's)."""
+    total: np.ndarray,
+    cell_col: np.ndarray,
+    cell_group: np.ndarray,
+    group_size: np.ndarray,
+    n_rows: int,
+    n_cols: int,
+    cal: Calibration,
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """Error rates by EM: a column's rate is the mean posterior of its cells, shrunk toward the table's.
+
+    A cell is judged against its column's rate *without its own value's cells* (`cell_group` numbers the
+    (column, value) pairs of the cells with evidence, `group_size` their rows in the column): a value
+    repeated a thousand times must not make its column look dirty enough to condemn itself.
+    Returns the table's rate, each column's rate, and each evidence cell's prior rate.
+    """
     evidence_cells = np.bincount(cell_col, minlength=n_cols)
     quiet = n_rows - evidence_cells  # cells without evidence
     absent = float(np.log(cal.miss_rate))
     rates = np.full(n_cols, cal.prior_start)
+    prior = np.full(cell_col.size, cal.prior_start)
     table = cal.prior_start
+    size = group_size[cell_group].astype(np.float64)
     for _ in range(cal.rounds):
-        post = sigmoid(logit(rates[cell_col]) + total)
+        post = sigmoid(logit(prior) + total)
         mass = np.bincount(cell_col, weights=post, minlength=n_cols) + quiet * sigmoid(logit(rates) + absent)
         table = float(np.clip(mass.sum() / max(n_rows * n_cols, 1), cal.prior_floor, cal.prior_ceiling))
-        rates = (mass + cal.column_pseudo_cells * table) / (n_rows + cal.column_pseudo_cells)
-        rates = np.clip(rates, cal.prior_floor, cal.prior_ceiling)
-    return table, rates
+        rates = np.clip(
+            (mass + cal.column_pseudo_cells * table) / (n_rows + cal.column_pseudo_cells),
+            cal.prior_floor,
+            cal.prior_ceiling,
+        )
+        # The value's cells all share one posterior when their evidence is by value; averaging over the
+        # group keeps the leave-one-value-out mass right either way.
+        own = np.bincount(cell_group, weights=post, minlength=group_size.size)[cell_group]
+        col_mass = mass[cell_col]
+        loo = (col_mass - own + cal.column_pseudo_cells * table) / (n_rows - size + cal.column_pseudo_cells)
+        prior = np.clip(loo, cal.prior_floor, cal.prior_ceiling)
+    return table, rates, prior
 
 
 def decide(
@@ -100,11 +123,14 @@ def decide(
     column_names: list[str],
     cal: Calibration = DEFAULT,
     value_of: Callable[[int, int], str] | None = None,
+    codes_of: Callable[[int], np.ndarray] | None = None,
 ) -> Decision:
     """Keep, in each finding, the cells the combined evidence says are wrong; drop findings left empty.
 
     `value_of(row, col)` gives a cell's text: a value-level finding lists the values it gave up (reported by
     another finding, or not wrong after all) as `excluded_values`, so that code recounting it leaves them out.
+    `codes_of(col)` gives a column's per-row dictionary codes (for judging a value against its column's rate
+    without its own cells); without it every cell counts as a value of its own.
     """
     n_cols = max(len(column_names), 1)
     judged = [f for f in findings if f.flag and f.n_cells and (f.cols >= 0).all()]
@@ -129,8 +155,22 @@ def decide(
     ucid = np.unique(cid)
     total = _totals(cid, fam, llr, ucid)
     cell_col = (ucid % n_cols).astype(np.int64)
-    table_rate, rates = estimate_rates(total, cell_col, n_rows, n_cols, cal)
-    prior = logit(rates[cell_col])
+    cell_row = ucid // n_cols
+    cell_code = np.arange(ucid.size, dtype=np.int64)
+    group_size = np.ones(ucid.size, dtype=np.int64)
+    if codes_of is not None:
+        for c in np.unique(cell_col):
+            on = cell_col == c
+            codes = codes_of(int(c))
+            cell_code[on] = codes[cell_row[on]]
+            group_size[on] = np.bincount(codes)[cell_code[on]]
+    pairs, cell_group = np.unique(np.stack([cell_col, cell_code]), axis=1, return_inverse=True)
+    cell_group = cell_group.reshape(-1)
+    first_of_group = np.zeros(pairs.shape[1], dtype=np.int64)
+    first_of_group[cell_group] = np.arange(ucid.size)
+    sizes = group_size[first_of_group]
+    table_rate, rates, cell_prior = estimate_rates(total, cell_col, cell_group, sizes, n_rows, n_cols, cal)
+    prior = logit(cell_prior)
     posterior = sigmoid(prior + total)
     flagged = posterior >= cal.decide_at
 

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pyarrow.compute as pc
 
+from iterate.detect.calibration import DEFAULT, repeat_discount, share_llr
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import MAX_LISTED, Finding, cells
 from iterate.profile.parse import decimal_convention
@@ -181,6 +182,8 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
             "dominant_shapes": dominant,
         },
         key=f"shape:{f.name}",
+        llr=share_llr(float(weights[top].sum() / n), DEFAULT.shape_bonus)
+        - repeat_discount(f.counts[f.column.codes[rows]], f.typical_count),
     )
 
 

@@ -267,7 +267,7 @@ def detect_merged_columns(facts: list[ColumnFacts], n_rows: int) -> list[Finding
                     stats={"column": fa.name, "other": fb.name},
                     expected=expected_a + expected_b,
                     key=f"merged:{fa.name}:{fb.name}",
-                value_level=False,
+                    value_level=False,
                 )
             )
     return out

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from iterate.detect.calibration import DEFAULT
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import MAX_LISTED, Finding, cells
 from iterate.detect.textdist import DeletionIndex, bounded_distance, digits_of, plausible_typo, qgrams
@@ -175,6 +176,14 @@ def _finding(
     ids = np.array(sorted(pairs), dtype=np.int64)
     rows, cols = cells(f.column.rows_of(ids), f.index)
     canonical = {uniques[i]: ref_text(pairs[i]) for i in pairs}
+    # A variant equal to its reference but for case and spacing is surer than one a few edits away.
+    per_id = {
+        i: DEFAULT.case_variant_llr
+        if _normal(uniques[i]) == _normal(ref_text(pairs[i]))
+        else DEFAULT.typo_llr
+        for i in pairs
+    }
+    llr = np.array([per_id[int(c)] for c in f.column.codes[rows]], dtype=np.float64)
     expected = None if masked else [canonical[uniques[int(f.column.codes[r])]] for r in rows]
     shown = "; ".join(f"'{k}' → '{v}'" for k, v in list(canonical.items())[:4])
     what = "unit or label text" if masked else "spellings"
@@ -199,4 +208,5 @@ def _finding(
         },
         expected=expected,
         key=f"typos{'-masked' if masked else ''}:{f.name}",
+        llr=llr,
     )

@@ -1,0 +1,422 @@
+"""Numbers: what a column's values read as, how precisely it writes them, and where its bulk lies.
+
+A column is numeric when a majority of its rows read as a number with nothing left over. Three signals come
+from that model: values that do not read as a number at all (`22..`, `g2011`), numbers written with far more
+digits than the column ever uses (noise pasted in as `0.453009067` among `0.24`), and numbers far from the
+column's bulk on the scale that suits it (log for positive quantities spanning magnitudes).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from iterate.detect.calibration import DEFAULT, Calibration, repeat_discount, share_llr
+from iterate.detect.context import ColumnFacts
+from iterate.detect.findings import MAX_LISTED, Finding, cells
+from iterate.profile.parse import comma_to_point, decimal_convention
+
+# A number with nothing left over: sign, digits with an optional point, exponent; or thousands groups.
+NUMBER = r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$"
+GROUPED = r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$"
+_PARTS = r"^[-+]?0*(?P<int>\d*?)(?P<zeros>0*)(?:\.(?P<frac>\d*))?(?:[eE][-+]?\d+)?$"
+
+
+def _bools(arr: pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(arr, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    order = np.argsort(values, kind="stable")
+    v, w = values[order], weights[order]
+    cum = np.cumsum(w)
+    return float(v[min(int(np.searchsorted(cum, q * cum[-1])), v.size - 1)])
+
+
+@dataclass
+class NumericModel:
+    """Per distinct present value of a column: the number it reads as and how it is written."""
+
+    facts: ColumnFacts
+    ids: np.ndarray  # dictionary positions of present values that occur
+    weights: np.ndarray  # rows holding each
+    numbers: np.ndarray  # the number each reads as (NaN: not a number)
+    decimals: np.ndarray  # digits after the decimal point, as written
+    digits: np.ndarray  # significant digits, as written
+
+    @property
+    def is_number(self) -> np.ndarray:
+        return ~np.isnan(self.numbers)
+
+    @cached_property
+    def share(self) -> float:
+        """Share of the column's present rows that read as a number."""
+        total = float(self.weights.sum())
+        return float(self.weights[self.is_number].sum() / total) if total else 0.0
+
+    @property
+    def numeric(self) -> bool:
+        return self.share >= DEFAULT.parse_min_share and self.weights.sum() > 0
+
+    @cached_property
+    def widths(self) -> np.ndarray:
+        """Characters written per value, sign left out (`00042` → 5)."""
+        text = pc.utf8_trim_whitespace(self.facts.column.dictionary.take(pa.array(self.ids, pa.int64())))
+        return np.asarray(pc.utf8_length(pc.utf8_ltrim(text, characters="+-")).to_numpy(zero_copy_only=False))
+
+    @cached_property
+    def code_width(self) -> int | None:
+        """The width of a column of codes written with leading zeros (zip `02108`, account `00042`): integers
+        that a majority of rows write with one width, some with a leading zero. None otherwise."""
+        if not self.numeric:
+            return None
+        whole = self.is_number & (self.decimals == 0) & (self.digits >= 0)
+        if self.weights[whole].sum() < 0.5 * self.weights.sum():
+            return None
+        counts = np.bincount(self.widths[whole], weights=self.weights[whole])
+        width = int(counts.argmax())
+        zero_led = self.facts.column.dictionary.take(pa.array(self.ids[whole], pa.int64()))
+        leading = _bools(pc.match_substring_regex(pc.utf8_trim_whitespace(zero_led), r"^[-+]?0\d"))
+        if counts[width] < 0.5 * self.weights.sum() or not leading.any():
+            return None
+        return width
+
+    def typical(self, what: np.ndarray) -> float:
+        """The row-weighted median of a per-value quantity over the values that are numbers."""
+        ok = self.is_number
+        return weighted_quantile(what[ok].astype(np.float64), self.weights[ok].astype(np.float64), 0.5)
+
+
+def numeric_model(f: ColumnFacts) -> NumericModel:
+    ids = np.flatnonzero(f.present & (f.counts > 0))
+    text = pc.utf8_trim_whitespace(f.column.dictionary.take(pa.array(ids, pa.int64())))
+    # A column that proves the decimal-comma convention (`3,5`, `1.234,56`) is read in it.
+    if decimal_convention(text, f.counts[ids].astype(np.float64)) == "comma":
+        text, _ = comma_to_point(text)
+    plain = _bools(pc.match_substring_regex(text, NUMBER))
+    grouped = _bools(pc.match_substring_regex(text, GROUPED)) & ~plain
+    numbers = np.full(ids.size, np.nan)
+    for mask, source in ((plain, text), (grouped, pc.replace_substring(text, ",", ""))):
+        where = np.flatnonzero(mask)
+        if where.size:
+            numbers[where] = np.asarray(
+                pc.cast(source.take(pa.array(where)), pa.float64()).to_numpy(zero_copy_only=False)
+            )
+    numbers[~np.isfinite(numbers)] = np.nan
+    parts = pc.extract_regex(pc.replace_substring(text, ",", ""), _PARTS)
+    frac = pc.fill_null(pc.struct_field(parts, "frac"), "")
+    whole = pc.fill_null(pc.struct_field(parts, "int"), "")
+    zeros = pc.fill_null(pc.struct_field(parts, "zeros"), "")
+    has_point = _bools(pc.match_substring(text, "."))
+    decimals = np.asarray(pc.utf8_length(frac).to_numpy(zero_copy_only=False), dtype=np.int64)
+    # Significant digits: leading zeros never count; trailing zeros of an integer do not either (1000 is
+    # one digit of precision), those after a decimal point do (0.50 is written to two).
+    sig = pc.utf8_length(pc.utf8_ltrim(pc.binary_join_element_wise(whole, zeros, frac, ""), characters="0"))
+    digits = np.asarray(sig.to_numpy(zero_copy_only=False), dtype=np.int64)
+    bare = np.asarray(pc.utf8_length(pc.utf8_ltrim(whole, characters="0")).to_numpy(zero_copy_only=False))
+    digits = np.where(has_point, digits, bare)
+    digits[np.isnan(numbers)] = 0
+    decimals[np.isnan(numbers)] = 0
+    return NumericModel(f, ids, f.counts[ids].astype(np.int64), numbers, decimals, digits)
+
+
+def _value_finding(
+    f: ColumnFacts,
+    ids: np.ndarray,
+    llr_per_id: np.ndarray,
+    stat_per_id: np.ndarray,
+    **kwargs: object,
+) -> Finding:
+    """A finding over whole values: each distinct value's cells share its evidence."""
+    order = np.argsort(ids)
+    ids, llr_per_id, stat_per_id = ids[order], llr_per_id[order], stat_per_id[order]
+    rows = f.column.rows_of(ids)
+    pos = np.searchsorted(ids, f.column.codes[rows])
+    r, c = cells(rows, f.index)
+    return Finding(rows=r, cols=c, llr=llr_per_id[pos], stat=stat_per_id[pos], **kwargs)  # type: ignore[arg-type]
+
+
+def _values(f: ColumnFacts, ids: np.ndarray) -> list[str]:
+    return sorted({f.column.uniques[int(i)] for i in ids})[:MAX_LISTED]
+
+
+def detect_invalid_numbers(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT) -> Finding | None:
+    """Values that do not read as a number in a column whose rows mostly do."""
+    if not m.numeric or m.share >= 1.0:
+        return None
+    bad = ~m.is_number
+    if not bad.any():
+        return None
+    # A value the column repeats is likelier a code it uses (`N/R`) than a slip.
+    llr = share_llr(m.share, cal.parse_bonus) - repeat_discount(m.weights[bad], f.typical_count, cal)
+    ids = m.ids[bad]
+    has_letter = f.has_letter[ids]
+    kind = "mixed_types" if has_letter.mean() >= 0.5 else "format_violation"
+    name = f.name
+
+    def describe(fd: Finding) -> str:
+        values = fd.stats["bad_values"]
+        shown = ", ".join(repr(v) for v in values[:4])
+        return (
+            f"{fd.n_cells:,} values in '{name}' ({len(values):,} distinct) do not read as a number, while "
+            f"{m.share:.1%} of the column's filled rows do; for example {shown}."
+        )
+
+    return _value_finding(
+        f,
+        ids,
+        llr,
+        np.full(ids.size, m.share),
+        type=kind,
+        columns=[name],
+        title=f"Text in the numeric column {name}"
+        if kind == "mixed_types"
+        else f"Malformed numbers in {name}",
+        description="",
+        describe=describe,
+        suggested_action="Correct these values at the source or re-key them as plain numbers; values that "
+        "cannot be recovered should be set to missing.",
+        category="smart_fixes" if kind == "mixed_types" else "quick_fixes",
+        detector="parse",
+        stat_name="share of the column's rows that read as numbers",
+        stats={"column": name, "rule": "number", "bad_values": _values(f, ids), "numeric_share": m.share},
+        key=f"parse:{name}",
+    )
+
+
+def detect_precision(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT) -> Finding | None:
+    """Numbers written with far more decimals than the column writes (`0.453009067` among `0.24`)."""
+    if not m.numeric:
+        return None
+    ok = m.is_number
+    typical = m.typical(m.decimals)
+    excess = m.decimals - typical
+    hit = ok & (excess >= cal.precision_gap)
+    if not hit.any():
+        return None
+    llr = np.minimum(
+        (excess[hit] - cal.precision_gap + 1) * cal.precision_llr_per_digit, cal.precision_max_llr
+    )
+    ids = m.ids[hit]
+    bound = int(typical + cal.precision_gap)
+    name = f.name
+
+    def describe(fd: Finding) -> str:
+        return (
+            f"{fd.n_cells:,} numbers in '{name}' are written with {bound} or more decimals, while the column "
+            f"usually writes {int(typical)}; for example "
+            + ", ".join(repr(v) for v in fd.stats["bad_values"][:3])
+            + ". Values like these are usually noise or a computation pasted over the recorded value."
+        )
+
+    return _value_finding(
+        f,
+        ids,
+        llr,
+        m.decimals[hit].astype(np.float64),
+        type="format_violation",
+        columns=[name],
+        title=f"Numbers with unusual precision in {name}",
+        description="",
+        describe=describe,
+        suggested_action="Check these values against the source: the recorded value was probably replaced. "
+        "Restore it, or round to the column's precision if the extra digits are only formatting.",
+        category="smart_fixes",
+        detector="precision",
+        stat_name="decimals written",
+        stats={"column": name, "rule": "decimals", "min_decimals": bound, "bad_values": _values(f, ids)},
+        key=f"precision:{name}",
+    )
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Where a column's bulk lies: centre and spread on a linear or log scale."""
+
+    log: bool
+    center: float
+    spread: float
+
+    def z(self, x: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = np.log(x) if self.log else x
+            out = np.abs(t - self.center) / self.spread
+        if self.log:
+            out = np.where(x > 0, out, np.inf)  # no positive quantity is zero or below
+        return out
+
+    def bounds(self, z: float) -> tuple[float, float]:
+        lo, hi = self.center - z * self.spread, self.center + z * self.spread
+        return (math.exp(lo), math.exp(hi)) if self.log else (lo, hi)
+
+
+def _bowley(values: np.ndarray, weights: np.ndarray) -> tuple[float, float, float, float]:
+    q1, q2, q3 = (weighted_quantile(values, weights, q) for q in (0.25, 0.5, 0.75))
+    skew = (q3 + q1 - 2 * q2) / (q3 - q1) if q3 > q1 else 0.0
+    return q1, q2, q3, skew
+
+
+def robust_scale(x: np.ndarray, w: np.ndarray) -> Scale | None:
+    """Median and MAD (or a wider quantile spread when half the rows share one value), on the scale that makes
+    the column most symmetric: log when every value is positive and the log is the more symmetric."""
+    candidates = [(False, x)]
+    positive = x > 0
+    if w[~positive].sum() <= 0.01 * w.sum() and positive.sum() >= 3:
+        candidates.append((True, np.log(x[positive])))
+    best: Scale | None = None
+    best_skew = math.inf
+    for log, t in candidates:
+        tw = w[positive] if log else w
+        _, med, _, skew = _bowley(t, tw)
+        dev = np.abs(t - med)
+        spread = 1.4826 * weighted_quantile(dev, tw, 0.5)
+        if spread <= 0:
+            q10, q90 = weighted_quantile(t, tw, 0.1), weighted_quantile(t, tw, 0.9)
+            spread = (q90 - q10) / 2.563
+        if spread <= 0:
+            continue
+        # The log scale must earn its place: clearly more symmetric than the values as they are.
+        if abs(skew) + (0.1 if log else 0.0) < best_skew:
+            best, best_skew = Scale(log, med, spread), abs(skew) + (0.1 if log else 0.0)
+    return best
+
+
+def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT) -> Finding | None:
+    """Numbers far from the column's bulk (robust z on its best scale), or negative where it never is."""
+    if not m.numeric or m.code_width is not None:
+        return None  # codes with leading zeros are judged by their width
+    ok = m.is_number
+    if m.weights[ok].sum() < 10 or ok.sum() < 3:
+        return None
+    x, w = m.numbers[ok], m.weights[ok].astype(np.float64)
+    scale = robust_scale(x, w)
+    llr = np.zeros(x.size)
+    z = np.zeros(x.size)
+    if scale is not None:
+        z = scale.z(x)
+        far = z > cal.outlier_z
+        if far.any():
+            llr[far] = (np.minimum(z[far], 1e6) - cal.outlier_z) * cal.outlier_llr_per_z
+            # Cut off from the bulk: an empty stretch of two spreads or more lies between it and the centre.
+            order = np.argsort(z, kind="stable")
+            zs = np.minimum(z[order], 1e6)
+            big = np.zeros(zs.size, dtype=bool)
+            big[1:] = (np.diff(zs) >= 2.0) & (zs[:-1] >= 2.0)
+            cut = np.zeros(x.size, dtype=bool)
+            cut[order] = np.logical_or.accumulate(big)
+            llr[far & cut] += cal.outlier_gap_bonus
+            # A far value with company (other values close by: the zips of a second state) is a second
+            # group of the column, not a slip.
+            t = np.log(np.where(x > 0, x, np.nan)) if scale.log else x
+            order_t = np.argsort(t, kind="stable")
+            ts, cum = t[order_t], np.concatenate([[0.0], np.cumsum(w[order_t])])
+            fin = np.isfinite(ts)
+            ts_f, cum_f = ts[fin], np.concatenate([[0.0], np.cumsum(w[order_t][fin])])
+            idx = np.flatnonzero(far & np.isfinite(t))
+            lo = np.searchsorted(ts_f, t[idx] - scale.spread, side="left")
+            hi = np.searchsorted(ts_f, t[idx] + scale.spread, side="right")
+            company = cum_f[hi] - cum_f[lo] - w[idx]
+            llr[idx] -= np.log1p(np.maximum(company, 0.0)) * cal.outlier_company_discount
+            del cum
+            # ... and a far value the column repeats as often as its ordinary ones is likelier real.
+            llr[far] -= repeat_discount(w[far], f.typical_count, cal)
+    negative = x < 0
+    nonneg_share = float(w[~negative].sum() / w.sum())
+    sign_llr = 0.0
+    if negative.any() and nonneg_share >= 0.5:
+        sign_llr = math.log(nonneg_share / max(1 - nonneg_share, 1e-9)) - math.log(2.0) + cal.sign_bonus
+        llr[negative] = np.maximum(llr[negative], sign_llr)
+    llr = np.minimum(llr, cal.outlier_max_llr)
+    hit = llr > 0
+    if not hit.any():
+        return None
+    ids = m.ids[ok][hit]
+    name = f.name
+    low, high = scale.bounds(cal.outlier_z) if scale is not None else (None, None)
+    median = weighted_quantile(x, w, 0.5)
+
+    def describe(fd: Finding) -> str:
+        shown = ", ".join(repr(v) for v in fd.stats["bad_values"][:3])
+        where = f"{'on a log scale, ' if scale is not None and scale.log else ''}most values lie within "
+        bulk = f" ({where}{low:.4g} … {high:.4g}; median {median:.4g})" if low is not None else ""
+        return (
+            f"{fd.n_cells:,} values in '{name}' lie far outside the bulk of the column{bulk}, e.g. {shown}."
+            + (" Some are negative in a column that otherwise never is." if sign_llr > 0 else "")
+        )
+
+    return _value_finding(
+        f,
+        ids,
+        llr[hit],
+        z[hit],
+        type="numeric_outlier",
+        columns=[name],
+        title=f"Extreme values in {name}",
+        description="",
+        describe=describe,
+        suggested_action="Check these values against the source: unit mix-ups, extra or missing digits and "
+        "test records are common causes. Correct or exclude them before computing averages.",
+        category="smart_fixes",
+        detector="outliers",
+        stat_name="robust z-score",
+        stats={
+            "column": name,
+            "low": low,
+            "high": high,
+            "nonnegative": sign_llr > 0,
+            "median": median,
+            "scale": "log" if scale is not None and scale.log else "linear",
+            "bad_values": _values(f, ids),
+        },
+        key=f"outliers:{name}",
+    )
+
+
+def detect_code_width(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT) -> Finding | None:
+    """Codes written with another number of digits than the column's (`211` among years, `3523` among zips)."""
+    width = m.code_width
+    if width is None:
+        return None
+    ok = m.is_number
+    counts = np.bincount(m.widths[ok], weights=m.weights[ok])
+    share = float(counts[width] / m.weights.sum())
+    bad = ok & (m.widths != width)
+    # A second width that many rows use is part of the code (zip+4, short and long account numbers).
+    usual = counts[m.widths[bad]] >= 0.1 * counts[width] if bad.any() else np.zeros(0, bool)
+    bad[np.flatnonzero(bad)[usual]] = False
+    if not bad.any():
+        return None
+    ids = m.ids[bad]
+    llr = share_llr(share, cal.shape_bonus) - repeat_discount(m.weights[bad], f.typical_count, cal)
+    name = f.name
+
+    def describe(fd: Finding) -> str:
+        shown = ", ".join(repr(v) for v in fd.stats["bad_values"][:4])
+        return (
+            f"{fd.n_cells:,} values in '{name}' are not {width} digits long, while {share:.1%} of the column's "
+            f"rows are; for example {shown}. A code with a digit lost or added no longer matches its record."
+        )
+
+    return _value_finding(
+        f,
+        ids,
+        llr,
+        m.widths[bad].astype(np.float64),
+        type="format_violation",
+        columns=[name],
+        title=f"Codes of the wrong length in {name}",
+        description="",
+        describe=describe,
+        suggested_action="Correct these codes at the source (a lost leading zero can be restored by padding "
+        f"to {width} digits); codes that cannot be recovered should be set to missing.",
+        category="smart_fixes",
+        detector="parse",
+        stat_name="digits written",
+        stats={"column": name, "rule": "width", "width": width, "bad_values": _values(f, ids)},
+        key=f"width:{name}",
+    )
