@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint format typecheck bench score synth deploy schemas clean
+.PHONY: install demo test lint format typecheck bench score realdata realdata-stage synth deploy schemas clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -34,6 +34,12 @@ bench: $(STAMP) ## 1M-row benchmark: iterate analyze vs a bare pyarrow read; san
 
 score: $(STAMP) ## run iterate on ../shared/datasets and score flags.csv (precision, recall, F1)
 	$(BIN)/python scripts/score.py
+
+realdata-stage: $(STAMP) ## copy the real-data corpus out of installed packages into out/realdata/ (offline)
+	$(BIN)/python scripts/stage_realdata.py
+
+realdata: realdata-stage ## detection on the real-data corpus: every issue with its verdict, and the false-alarm share
+	$(BIN)/python scripts/realdata_review.py
 
 schemas: $(STAMP) ## export the JSON Schemas of the contracts
 	$(BIN)/python -m iterate.contracts.export layers/iterate/schemas

