@@ -16,6 +16,7 @@ from iterate.detect.dependencies import Dependency, Judgement, detect_dependency
 from iterate.detect.derived import Derivation, detect_derived
 from iterate.detect.findings import MAX_LISTED, Finding
 from iterate.detect.formats import detect_date_formats, detect_shape_violations, detect_units
+from iterate.detect.frequency import detect_rare_values, detect_repeated_placeholder
 from iterate.detect.missing import detect_missing, detect_sentinels
 from iterate.detect.numeric import (
     detect_code_width,
@@ -166,6 +167,7 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
         found += [detect_whitespace(f), detect_encoding(f)]
         found += [detect_invalid_numbers(f, f.numeric), detect_precision(f, f.numeric)]
         found += [detect_numeric_outliers(f, f.numeric), detect_code_width(f, f.numeric)]
+        found += [detect_rare_values(f), detect_repeated_placeholder(f)]
         return [x for x in found if x is not None]
 
     t = time.perf_counter()

@@ -42,6 +42,10 @@ FAMILIES: dict[str, str] = {
     "sequence": "context",
 }
 
+# Families whose evidence only supports: it never flags a cell on its own (no other family agreeing) and it
+# does not raise a column's estimated error rate. Rarity is one: real rare values are common.
+SUPPORTING = frozenset({"frequency"})
+
 
 @dataclass(frozen=True)
 class Calibration:
@@ -51,7 +55,7 @@ class Calibration:
     # The error rate of a column is estimated by expectation-maximisation over its cells: start, bounds.
     prior_start: float = 0.01
     prior_floor: float = 0.001
-    prior_ceiling: float = 0.5
+    prior_ceiling: float = 0.3
     rounds: int = 8
     # Share of wrong cells that no detector sees: a cell with no evidence is this much likelier right.
     miss_rate: float = 0.3
@@ -90,9 +94,14 @@ class Calibration:
     outlier_company_discount: float = 1.0  # per log(1 + rows of other values within one spread of it)
     sign_bonus: float = 1.0  # a negative value in a column that is otherwise never negative
 
-    # Frequency tiers: values far rarer than the column's domain of frequent values.
-    frequency_min_ratio: float = 5.0
-    frequency_max_llr: float = 4.0
+    # Rarity: a value held by far fewer rows than the column's values typically are. Weak alone (real rare
+    # values exist): it counts when another signal agrees.
+    rare_min_typical: float = 3.0  # only where values typically fill at least this many rows
+    rare_min_ratio: float = 5.0  # ... and the value fills at most a fifth of that
+    rare_base_llr: float = 1.0
+    rare_max_llr: float = 2.5
+    # One value repeated in a column of nearly unique values: this many times the 99th percentile count.
+    placeholder_repeat_ratio: float = 10.0
 
     # Typos against far more frequent spellings.
     typo_llr: float = 7.0
@@ -100,6 +109,12 @@ class Calibration:
 
     # Entity consensus (dependencies).
     dependency_llr_cap: float = 10.0
+    # A faction off its group's consensus that noise would produce less often than this is a split.
+    split_tail: float = 1e-3
+    # The least share of rows a dependency is assumed to let vary legitimately (caps a deviation's evidence).
+    dependency_floor: float = 0.002
+    # A key is blamed when two or more of its dependents each hold at least this evidence against the row.
+    blame_min_llr: float = 3.0
     consistent_discount: float = 6.0  # a value every row of its entity agrees on is that entity's value
 
     extra: dict[str, Any] = field(default_factory=dict)

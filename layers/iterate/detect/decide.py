@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from iterate.detect.calibration import DEFAULT, FAMILIES, Calibration, logit, sigmoid
+from iterate.detect.calibration import DEFAULT, FAMILIES, SUPPORTING, Calibration, logit, sigmoid
 from iterate.detect.findings import MAX_LISTED, Finding
 
 # When two findings give a cell the same evidence, the most specific explanation reports it.
@@ -54,6 +54,7 @@ class Decision:
 
 
 def _family_index(findings: list[Finding]) -> tuple[np.ndarray, list[str]]:
+    """Each finding's signal family as an index into the sorted family names."""
     names = sorted({FAMILIES.get(f.detector, f.detector) for f in findings})
     pos = {n: i for i, n in enumerate(names)}
     return np.array([pos[FAMILIES.get(f.detector, f.detector)] for f in findings], dtype=np.int64), names
@@ -69,11 +70,21 @@ def _strongest_per_family(cid: np.ndarray, fam: np.ndarray, llr: np.ndarray) -> 
     return keep
 
 
-def _totals(cid: np.ndarray, fam: np.ndarray, llr: np.ndarray, ucid: np.ndarray) -> np.ndarray:
-    """Per distinct cell (ucid, sorted): the sum over families of each family's strongest evidence."""
+def _totals(
+    cid: np.ndarray, fam: np.ndarray, llr: np.ndarray, ucid: np.ndarray, supporting: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per distinct cell (ucid, sorted): the sum over families of each family's strongest evidence, and the
+    same without the supporting families (what the cell's own signals say; what the error rate learns from).
+
+    A supporting family's evidence counts only on a cell where another family has positive evidence.
+    """
     keep = _strongest_per_family(cid, fam, llr)
     where = np.searchsorted(ucid, cid[keep])
-    return np.bincount(where, weights=llr[keep], minlength=ucid.size)
+    sup = supporting[fam[keep]]
+    own = np.bincount(where[~sup], weights=llr[keep][~sup], minlength=ucid.size)
+    agreed = np.bincount(where[~sup], weights=(llr[keep][~sup] > 0), minlength=ucid.size) > 0
+    extra = np.bincount(where[sup], weights=llr[keep][sup], minlength=ucid.size)
+    return own + np.where(agreed, extra, np.minimum(extra, 0.0)), own
 
 
 def estimate_rates(
@@ -136,7 +147,8 @@ def decide(
     judged = [f for f in findings if f.flag and f.n_cells and (f.cols >= 0).all()]
     if not judged:
         return Decision(findings, cal.prior_floor, {}, cal)
-    fam_of, _ = _family_index(judged)
+    fam_of, fam_names = _family_index(judged)
+    supporting = np.array([n in SUPPORTING for n in fam_names], dtype=bool)
     rank = {t: i for i, t in enumerate(SPECIFICITY)}
     cid_parts, fam_parts, llr_parts, owner_parts, value_parts = [], [], [], [], []
     for k, f in enumerate(judged):
@@ -153,7 +165,7 @@ def decide(
     value_level = np.concatenate(value_parts)
 
     ucid = np.unique(cid)
-    total = _totals(cid, fam, llr, ucid)
+    total, own = _totals(cid, fam, llr, ucid, supporting)
     cell_col = (ucid % n_cols).astype(np.int64)
     cell_row = ucid // n_cols
     cell_code = np.arange(ucid.size, dtype=np.int64)
@@ -169,14 +181,15 @@ def decide(
     first_of_group = np.zeros(pairs.shape[1], dtype=np.int64)
     first_of_group[cell_group] = np.arange(ucid.size)
     sizes = group_size[first_of_group]
-    table_rate, rates, cell_prior = estimate_rates(total, cell_col, cell_group, sizes, n_rows, n_cols, cal)
+    table_rate, rates, cell_prior = estimate_rates(own, cell_col, cell_group, sizes, n_rows, n_cols, cal)
     prior = logit(cell_prior)
     posterior = sigmoid(prior + total)
-    flagged = posterior >= cal.decide_at
+    # Flagged: the combined evidence points to a wrong value and carries the posterior over the line.
+    flagged = (posterior >= cal.decide_at) & (total > 0)
 
     # Which finding reports each flagged cell.
-    v_total = _totals(cid[value_level], fam[value_level], llr[value_level], ucid)
-    by_value = sigmoid(prior + v_total) >= cal.decide_at
+    v_total, _ = _totals(cid[value_level], fam[value_level], llr[value_level], ucid, supporting)
+    by_value = (sigmoid(prior + v_total) >= cal.decide_at) & (v_total > 0)
     where = np.searchsorted(ucid, cid)
     eligible = flagged[where] & np.where(value_level, by_value[where], ~by_value[where])
     specificity = np.array([rank.get(f.type, len(rank)) for f in judged])[owner]

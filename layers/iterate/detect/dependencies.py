@@ -1,30 +1,37 @@
-"""Functional dependencies: columns that determine others (zip → city), and the cells that break them.
+"""Entities: columns that determine others (zip → city, player → birth year), judged group by group.
 
-Each column X that determines a column Y (nearly every group of rows sharing an X value agrees on Y) casts a
-vote against a row's Y value when the row disagrees with its group's clear majority. A cell is flagged when at
-least half of the dependencies that can judge it vote against it. A typo in X itself puts its row in a group of
-its own, so X's typos never vote; they are caught when X is judged as the dependent side of another column.
+Rows that share a value of a determining column X describe one entity (a hospital, a player, a day), and
+the entity's consensus on a dependent column Y is its true value. Each dependency X → Y is modelled as
+"Y is the group's value, except for noise at rate ε, drawn from the values that show up as noise", against
+"Y does not depend on X here"; both ε and the noise distribution are estimated from the table. That gives,
+per group, how sure we are that X determines Y there, and per cell, how sure we are that the group's
+consensus (not the cell) is right — even when the dependency holds on a small share of all rows (a noisy
+column) or when the same wrong value is repeated within one entity.
+
+A row that disagrees with its X group on two or more dependents more likely carries a wrong X (a key with a
+typo, a code pasted into the wrong record) than two wrong dependents: the X cell is blamed, and the
+consensus of every X → Y is then taken without the blamed cells of Y.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from iterate.detect.calibration import DEFAULT, Calibration, logit
 from iterate.detect.context import ColumnFacts, missing_markers
 from iterate.detect.findings import Finding
 
-MIN_GROUP = 3  # a group needs this many rows to have a majority worth trusting
-MIN_SHARE = 0.7  # the majority value must hold this share of its group
-MAX_DEVIANT_SHARE = (
-    0.1  # a repeated deviant value must be this rare next to the majority (else: a real split)
-)
-MIN_CONFIDENCE = 0.9  # share of rows (in groups of 2+) agreeing with their group's majority
-MIN_VOTE_SHARE = 0.5  # share of the judging dependencies that must vote against a cell
+MIN_GROUP = 3  # rows a group needs before its consensus judges anyone
 SAMPLE_ROWS = 50_000
 MAX_COLUMNS = 80  # dependencies are searched among at most this many columns on each side
 DENSE_LIMIT = 262_144
+# Discovery: a share of the rows (in groups of MIN_GROUP or more) must sit in groups whose most common value
+# is at least twice as common as the runner-up, and X must say more about Y than Y's own most common value.
+MIN_DOMINATED_SHARE = 0.5
+MAX_ROWS_LISTED = 50_000  # rows a dependency finding lists for code to recount; beyond, the rule alone
 
 
 @dataclass
@@ -67,45 +74,32 @@ def group_majority(x: np.ndarray, y: np.ndarray, n_x: int, n_y: int) -> GroupMaj
     return GroupMajority(size, major, major_count, second_count)
 
 
-def _confidence(gm: GroupMajority) -> tuple[float, int]:
-    multi = gm.size >= 2
-    rows = int(gm.size[multi].sum())
-    if rows == 0:
-        return 0.0, 0
-    return float(gm.major_count[multi].sum() / rows), rows
-
-
 @dataclass
 class Dependency:
     lhs: int
     rhs: int
-    confidence: float
+    confidence: float  # share of rows (in groups of 2+) agreeing with their group's majority
     support_rows: int
 
 
-def _lhs_codes(f: ColumnFacts) -> np.ndarray:
-    """Row codes of a determinant column, with missing values excluded (-1)."""
+def _codes(f: ColumnFacts) -> np.ndarray:
+    """Row codes with missing values excluded (-1): a blank neither forms a group nor votes."""
     missing = f.is_missing
     codes = f.column.codes
     return np.where(missing[codes], -1, codes) if missing.any() else codes
 
 
-def _informative(conf: float, xs: np.ndarray, fy: ColumnFacts) -> bool:
-    """X tells more about Y than Y's most common value does: the error left must fall by a quarter at least."""
-    y = fy.column.codes[xs >= 0]
-    if y.size == 0:
-        return False
-    baseline = np.bincount(y).max() / y.size
-    return (1.0 - conf) <= 0.75 * (1.0 - baseline)
-
-
 def discover(facts: list[ColumnFacts], n_rows: int, *, seed: int = 7) -> list[Dependency]:
-    """Approximate single-column dependencies X → Y, found on a sample then confirmed on all rows."""
+    """Single-column dependencies X → Y, found on a sample of rows and measured on all of them.
+
+    X → Y is kept when most rows of multi-row X groups sit in groups whose most common Y is at least twice as
+    common as the runner-up (a consensus, however noisy), and knowing X leaves less to guess about Y than
+    Y's own most common value does.
+    """
     if n_rows < 2 * MIN_GROUP:
         return []
     rng = np.random.default_rng(seed)
     sample = None if n_rows <= SAMPLE_ROWS else np.sort(rng.choice(n_rows, SAMPLE_ROWS, replace=False))
-    # Pairs grow with the square of the width: a very wide table is searched among its first columns only.
     lhs_cols = [f for f in facts if 2 <= f.column.n_unique <= 0.8 * n_rows and f.n_present >= MIN_GROUP]
     rhs_cols = [f for f in facts if f.column.n_unique >= 2]
     lhs_cols, rhs_cols = lhs_cols[:MAX_COLUMNS], rhs_cols[:MAX_COLUMNS]
@@ -119,28 +113,147 @@ def discover(facts: list[ColumnFacts], n_rows: int, *, seed: int = 7) -> list[De
         out[valid] = inverse.reshape(-1)
         return out, max(int(uniq.size), 1)
 
-    rhs_sample = {fy.index: compact(fy.column.codes) for fy in rhs_cols}
+    rhs_sample = {fy.index: compact(_codes(fy)) for fy in rhs_cols}
     found: list[Dependency] = []
     for fx in lhs_cols:
-        xs = _lhs_codes(fx)
-        x_s, n_xs = compact(xs)
+        x_s, n_xs = compact(_codes(fx))
         groups = np.bincount(x_s[x_s >= 0], minlength=n_xs)
-        if groups[groups >= 2].sum() < max(2 * MIN_GROUP, 0.1 * x_s.size):
+        if groups[groups >= MIN_GROUP].sum() < max(2 * MIN_GROUP, 0.1 * x_s.size):
             continue  # nearly every value is unique in the sample: nothing to learn from it
         for fy in rhs_cols:
             if fy.index == fx.index:
                 continue
             y_s, n_ys = rhs_sample[fy.index]
-            gm = group_majority(x_s, y_s, n_xs, n_ys)
-            conf, support = _confidence(gm)
-            if conf < MIN_CONFIDENCE - 0.03 or support < max(2 * MIN_GROUP, 0.1 * len(x_s)):
+            both = (x_s >= 0) & (y_s >= 0)
+            verdict = _judge_pair(np.where(both, x_s, -1), y_s, n_xs, n_ys)
+            if verdict is None:
                 continue
             if sample is not None:
-                gm = group_majority(xs, fy.column.codes, fx.column.n_unique, fy.column.n_unique)
-                conf, support = _confidence(gm)
-            if conf >= MIN_CONFIDENCE and _informative(conf, xs, fy):
-                found.append(Dependency(fx.index, fy.index, conf, support))
+                xs, y = _codes(fx), _codes(fy)
+                both = (xs >= 0) & (y >= 0)
+                verdict = _judge_pair(np.where(both, xs, -1), y, fx.column.n_unique, fy.column.n_unique)
+                if verdict is None:
+                    continue
+            found.append(Dependency(fx.index, fy.index, *verdict))
     return found
+
+
+def _judge_pair(x: np.ndarray, y: np.ndarray, n_x: int, n_y: int) -> tuple[float, int] | None:
+    """(confidence, rows in judged groups) when X → Y looks like a dependency, else None."""
+    gm = group_majority(x, np.maximum(y, 0), n_x, n_y)
+    judged = gm.size >= MIN_GROUP
+    rows = int(gm.size[judged].sum())
+    if rows < max(2 * MIN_GROUP, 0.1 * int((x >= 0).sum())):
+        return None
+    dominated = judged & (gm.major_count >= 2) & (gm.major_count >= 2 * gm.second_count)
+    if gm.size[dominated].sum() < MIN_DOMINATED_SHARE * rows:
+        return None
+    confidence = float(gm.major_count[judged].sum() / rows)
+    # Informative: the consensus explains more than Y's most common value alone (error left falls by a
+    # quarter at least), judged on the dominated groups so that noise does not hide a real dependency.
+    yy = y[(x >= 0)]
+    baseline = np.bincount(yy[yy >= 0]).max() / max(int((yy >= 0).sum()), 1)
+    dom_conf = float(gm.major_count[dominated].sum() / max(gm.size[dominated].sum(), 1))
+    if (1.0 - dom_conf) > 0.75 * (1.0 - baseline):
+        return None
+    return confidence, rows
+
+
+@dataclass
+class Consensus:
+    """One dependency X → Y measured on every row: each row's evidence against its Y value."""
+
+    dep: Dependency
+    llr: np.ndarray  # per row: evidence that the Y cell is wrong (negative: the group vouches for it)
+    covered: np.ndarray  # per row: a group of MIN_GROUP+ rows judged the cell
+    deviant: np.ndarray  # per row: judged, and the cell is not its group's consensus
+    expected: np.ndarray  # per row: the group's consensus Y code (-1 where none)
+    rates: dict[str, float]  # how often the dependency's groups deviate, by kind
+
+
+def consensus(
+    fx: ColumnFacts, fy: ColumnFacts, dep: Dependency, cal: Calibration, excluded: np.ndarray | None = None
+) -> Consensus:
+    """Evidence per row against Y's value, from its X group (rows in `excluded` neither count nor are judged).
+
+    Each group is one entity with one true value, or an entity that legitimately holds several (a chain's
+    licenses, the seasons a player played). How often this dependency's groups hold several is read from
+    the factions they split into: a faction too large to be noise. Then, for a row off its group's consensus:
+    - in a group that shows no split: wrong unless the entity is one of the multi-valued kind the table
+      shows at that rate: evidence -log(split rate) (strong for a strict dependency, none for a loose one);
+    - in a faction that is a split: wrong as often as this dependency's groups do not split;
+    - a lone value in a group that shows a split: the entity holds several values; no evidence.
+    A row agreeing with its group's consensus is vouched for as much as the dependency holds.
+    """
+    x, y = _codes(fx), _codes(fy)
+    n = x.size
+    use = (x >= 0) & (y >= 0)
+    if excluded is not None:
+        use &= ~excluded
+    n_x, n_y = fx.column.n_unique, fy.column.n_unique
+    xu = np.where(use, x, -1)
+    gm = group_majority(xu, np.maximum(y, 0), n_x, n_y)
+    size, mode, k1 = gm.size, gm.major, gm.major_count
+    xr = np.maximum(xu, 0)
+    g_size = np.where(use, size[xr], 0)
+    g_mode = np.where(use, mode[xr], -1)
+    g_k1 = np.where(use, k1[xr], 0)
+    pair_key = xu.astype(np.int64) * n_y + np.maximum(y, 0)
+    pair_count = np.zeros(n, dtype=np.int64)
+    if use.any():
+        _, inv, cnt = np.unique(pair_key[use], return_inverse=True, return_counts=True)
+        pair_count[use] = cnt[inv.reshape(-1)]
+    # A group judges when it has a consensus: enough rows, and its most common value ahead of the rest.
+    judging = (size >= MIN_GROUP) & (k1 >= 2) & (k1 > gm.second_count)
+    judged = use & judging[xr]
+    deviant = judged & (y != g_mode)
+    n_judged = max(int(judged.sum()), 1)
+    # A faction noise would rarely produce. Noise is what scatters: its rate is read from the rows that
+    # deviate alone in their group (all deviation would count the legitimate factions as noise), and it is
+    # spread over values as the deviants are.
+    dev_rate = float(np.clip(deviant.sum() / n_judged, 1e-3, 0.5))
+    noise_rate = float(np.clip((deviant & (pair_count == 1)).sum() / n_judged, 1e-3, 0.5))
+    dev_counts = np.bincount(y[deviant], minlength=n_y).astype(np.float64)
+    q_noise = (dev_counts + 1.0) / (dev_counts.sum() + n_y)
+    lam = np.where(deviant, g_size * noise_rate * q_noise[np.maximum(y, 0)], 0.0)
+    split = deviant & (poisson_tail(pair_count, lam) < cal.split_tail)
+    judged_groups = int(judging.sum())
+    split_groups = np.zeros(n_x, dtype=bool)
+    split_groups[xr[split]] = True
+    split_rate = float(np.clip(split_groups.sum() / max(judged_groups, 1), 0.0, 1 - 1e-3))
+    lone = deviant & ~split
+    in_split_group = split_groups[xr]
+    rates = {"split_groups": split_rate, "deviation": dev_rate, "noise": noise_rate}
+    floor = cal.dependency_floor
+    # How sure the group is of its consensus against the cell's own faction.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mode_share = np.log(g_k1 / np.maximum(g_k1 + pair_count, 1))
+    # Lone deviations are as telling as they are rare for this dependency: in a strict one (a hospital's
+    # city) nearly every row agrees, in a loose one (the visibility at three airports in one hour) many rows
+    # differ legitimately, one at a time.
+    lone_rate = float(np.clip((lone & ~in_split_group).sum() / n_judged, floor, 0.5))
+    rates["lone"] = lone_rate
+    llr = np.zeros(n)
+    llr = np.where(lone & ~in_split_group, -math.log(lone_rate + split_rate) + mode_share, llr)
+    llr = np.where(lone & in_split_group, mode_share, llr)
+    llr = np.where(split, logit(max(1 - split_rate, floor)) + mode_share, llr)
+    llr = np.where(judged & ~deviant, math.log(split_rate + floor), llr)
+    llr = np.clip(llr, -cal.dependency_llr_cap, cal.dependency_llr_cap)
+    return Consensus(dep, llr, judged, deviant, np.where(judged, g_mode, -1), rates)
+
+
+def poisson_tail(k: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    """P(K >= k) for K ~ Poisson(lam), elementwise (1 where k <= 0); a tight bound in the far tail."""
+    k = np.asarray(k, dtype=np.int64)
+    lam = np.maximum(np.asarray(lam, dtype=np.float64), 1e-12)
+    top = int(k.max()) if k.size else 0
+    log_fact = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, top + 1)))]) if top else np.zeros(1)
+    kk = np.maximum(k, 0)
+    log_pmf = -lam + kk * np.log(lam) - log_fact[kk]
+    # P(K >= k) <= pmf(k) / (1 - lam / (k + 1)) once k + 1 > lam; where k is not in the tail, say 1.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bound = np.exp(log_pmf) / np.maximum(1 - lam / (kk + 1), 1e-12)
+    return np.where((k <= 0) | (kk + 1 <= lam), 1.0, np.minimum(bound, 1.0))
 
 
 @dataclass
@@ -155,95 +268,185 @@ class Judgement:
         return (self.cover[rows] >= 1) & (self.votes[rows] == 0)
 
 
+@dataclass
+class Entities:
+    """What the dependencies concluded: findings, the dependencies, and per dependent column the judgement."""
+
+    findings: list[Finding]
+    dependencies: list[Dependency]
+    judgements: dict[int, Judgement] = field(default_factory=dict)
+
+
+def _blame_determinants(
+    facts: list[ColumnFacts], deps: list[Dependency], cal: Calibration
+) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray], dict[int, list[str]]]:
+    """Rows whose X value is the likelier mistake: they disagree with their X group on two or more dependents.
+
+    Returns, per blamed column X: the blamed rows (mask), their evidence, and the dependents that disagreed.
+    """
+    by_lhs: dict[int, list[Dependency]] = {}
+    for d in deps:
+        by_lhs.setdefault(d.lhs, []).append(d)
+    blamed: dict[int, np.ndarray] = {}
+    evidence: dict[int, np.ndarray] = {}
+    witnesses: dict[int, list[str]] = {}
+    for lhs, group in by_lhs.items():
+        if len(group) < 2:
+            continue
+        fx = facts[lhs]
+        against = np.zeros(fx.column.codes.size, dtype=np.int64)
+        judged = np.zeros(fx.column.codes.size, dtype=np.int64)
+        strength = np.zeros(fx.column.codes.size)
+        for d in group:
+            c = consensus(fx, facts[d.rhs], d, cal)
+            hit = c.deviant & (c.llr >= cal.blame_min_llr)
+            against += hit
+            judged += c.covered
+            strength += np.where(hit, c.llr, 0.0)
+        rows = (against >= 2) & (2 * against >= judged)
+        if rows.any():
+            blamed[lhs] = rows
+            # Two independent slips in the dependents are far less likely than one in the key.
+            evidence[lhs] = np.where(rows, strength / np.maximum(against, 1) + np.log(np.maximum(against, 1)), 0.0)
+            witnesses[lhs] = [facts[d.rhs].name for d in group]
+    return blamed, evidence, witnesses
+
+
 def detect_dependency_violations(
-    facts: list[ColumnFacts], n_rows: int
+    facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEFAULT
 ) -> tuple[list[Finding], list[Dependency], dict[int, Judgement]]:
-    """The dependencies `discover` finds, the cells that break them, and each dependent's votes."""
+    """The dependencies `discover` finds, the cells that break them, and each dependent's judgement."""
     deps = discover(facts, n_rows)
-    judgements: dict[int, Judgement] = {}
+    blamed, blame_llr, witnesses = _blame_determinants(facts, deps, cal)
     by_rhs: dict[int, list[Dependency]] = {}
     for d in deps:
         by_rhs.setdefault(d.rhs, []).append(d)
     findings: list[Finding] = []
+    judgements: dict[int, Judgement] = {}
     for rhs, group in by_rhs.items():
         fy = facts[rhs]
-        y = fy.column.codes
-        votes = np.zeros(n_rows, dtype=np.int32)
+        total = np.zeros(n_rows)
         cover = np.zeros(n_rows, dtype=np.int32)
+        votes = np.zeros(n_rows, dtype=np.int32)
         expected = np.full(n_rows, -1, dtype=np.int64)
-        best_conf = np.zeros(n_rows)
-        y_missing = fy.is_missing
-        for d in sorted(group, key=lambda d: d.confidence):
-            fx = facts[d.lhs]
-            xs = _lhs_codes(fx)
-            gm = group_majority(xs, y, fx.column.n_unique, fy.column.n_unique)
-            strong = (
-                (gm.size >= MIN_GROUP)
-                & (gm.major_count >= 2)
-                & (gm.major_count >= MIN_SHARE * gm.size)
-                & (gm.major_count > gm.second_count)
-                & ~y_missing[np.maximum(gm.major, 0)]
-            )
-            valid = xs >= 0
-            in_strong = np.zeros(n_rows, dtype=bool)
-            in_strong[valid] = strong[xs[valid]]
-            cover += in_strong
-            maj = np.full(n_rows, -1, dtype=np.int64)
-            maj[valid] = gm.major[xs[valid]]
-            # How often the row's own (X, Y) pair occurs: a typo is a lone deviation, not a second faction.
-            pair_count = np.zeros(n_rows, dtype=np.int64)
-            combined = xs[valid] * fy.column.n_unique + y[valid]
-            _, inverse, pc_counts = np.unique(combined, return_inverse=True, return_counts=True)
-            pair_count[valid] = pc_counts[inverse.reshape(-1)]
-            major_count = np.zeros(n_rows, dtype=np.int64)
-            major_count[valid] = gm.major_count[xs[valid]]
-            lone = (pair_count == 1) | (pair_count <= MAX_DEVIANT_SHARE * major_count)
-            against = in_strong & (y != maj) & lone
-            votes += against
-            better = against & (d.confidence >= best_conf)
-            expected[better] = maj[better]
-            best_conf[better] = d.confidence
+        best = np.full(n_rows, -np.inf)
+        # Y cells blamed as wrong keys neither count toward Y's groups nor get judged by them.
+        excluded = blamed.get(rhs)
+        weights = np.zeros(n_rows)
+        for d in group:
+            c = consensus(facts[d.lhs], fy, d, cal, excluded)
+            judged = c.covered
+            # A determinant speaks as loudly as its groups keep to one value.
+            w = 1.0 - c.rates["split_groups"]
+            total += np.where(judged, w * c.llr, 0.0)
+            weights += np.where(judged, w, 0.0)
+            cover += judged
+            votes += c.deviant & (c.llr > 0)
+            better = c.deviant & (c.llr > best)
+            expected[better] = c.expected[better]
+            best[better] = c.llr[better]
         judgements[rhs] = Judgement(cover, votes)
-        flagged = (votes >= 1) & (votes >= MIN_VOTE_SHARE * cover)
-        rows = np.flatnonzero(flagged)
-        if rows.size == 0:
-            continue
-        names = [facts[d.lhs].name for d in sorted(group, key=lambda d: -d.confidence)]
-        uniq = fy.column.uniques
-        exp_values = [uniq[int(expected[r])] for r in rows]
-        shown = ", ".join(names[:3]) + (" and others" if len(names) > 3 else "")
-        examples = "; ".join(
-            f"row {int(r)}: '{uniq[int(y[r])]}' where its group has '{uniq[int(expected[r])]}'"
-            for r in rows[:3]
-        )
-        findings.append(
-            Finding(
-                type="dependency_violation",
-                columns=[fy.name],
-                rows=rows,
-                cols=np.full(rows.size, fy.index, dtype=np.int64),
-                title=f"Conflicting values of {fy.name} for the same entity",
-                description=(
-                    f"'{fy.name}' is determined by {shown} (rows that share those values agree on it "
-                    f"{max(d.confidence for d in group):.1%} of the time), yet {rows.size:,} rows carry a different "
-                    f"value than the rest of their group: {examples}."
-                ),
-                suggested_action="Check these rows against the source; where the group's value is right, "
-                "replace the odd value with it.",
-                category="smart_fixes",
-                detector="dependencies",
-                stats={
-                    "rhs": fy.name,
-                    "determinants": names,
-                    "min_group": MIN_GROUP,
-                    "min_share": MIN_SHARE,
-                    "min_vote_share": MIN_VOTE_SHARE,
-                    "max_deviant_share": MAX_DEVIANT_SHARE,
-                    "missing_markers": missing_markers(fy.null_marker),
-                },
-                expected=exp_values,
-                key=f"fd:{fy.name}",
-                value_level=False,
-            )
-        )
+        # Each determinant that judges the cell votes with its evidence; the cell takes their weighted mean.
+        llr = np.where(weights > 0, total / np.maximum(weights, 1e-9), 0.0)
+        if excluded is not None:
+            llr = np.where(excluded, 0.0, llr)
+        rows = np.flatnonzero((votes >= 1) & (llr > 0) & (expected >= 0))
+        if rows.size:
+            findings.append(_violation_finding(fy, group, facts, rows, llr[rows], expected[rows]))
+    for lhs, mask in blamed.items():
+        rows = np.flatnonzero(mask)
+        findings.append(_blame_finding(facts[lhs], rows, blame_llr[lhs][rows], witnesses[lhs]))
     return findings, deps, judgements
+
+
+def _violation_finding(
+    fy: ColumnFacts,
+    group: list[Dependency],
+    facts: list[ColumnFacts],
+    rows: np.ndarray,
+    llr: np.ndarray,
+    expected: np.ndarray,
+) -> Finding:
+    names = [facts[d.lhs].name for d in sorted(group, key=lambda d: -d.confidence)]
+    uniq = fy.column.uniques
+    exp_values = [uniq[int(e)] for e in expected]
+    shown = ", ".join(names[:3]) + (" and others" if len(names) > 3 else "")
+    name = fy.name
+
+    def describe(f: Finding) -> str:
+        examples = "; ".join(
+            f"row {int(r)}: '{fy.column.value(int(r))}' where its group has '{e}'"
+            for r, e in zip(f.rows[:3], (f.expected or [])[:3], strict=False)
+        )
+        return (
+            f"'{name}' is determined by {shown}: rows that share those values describe one entity and agree "
+            f"on it. {f.n_rows:,} rows carry a different value than the rest of their entity: {examples}."
+        )
+
+    return Finding(
+        type="dependency_violation",
+        columns=[name],
+        rows=rows,
+        cols=np.full(rows.size, fy.index, dtype=np.int64),
+        title=f"Conflicting values of {name} for the same entity",
+        description="",
+        describe=describe,
+        suggested_action="Check these rows against the source; where the entity's value is right, replace the "
+        "odd value with it.",
+        category="smart_fixes",
+        detector="dependencies",
+        stats={
+            "rhs": name,
+            "determinants": names,
+            "rule": "consensus",
+            "min_group": MIN_GROUP,
+            "missing_markers": missing_markers(fy.null_marker),
+            "rows": rows[:MAX_ROWS_LISTED].tolist(),
+        },
+        expected=exp_values,
+        key=f"fd:{name}",
+        llr=llr,
+        stat=llr,
+        stat_name="evidence against the cell from its entity's consensus (log-likelihood ratio)",
+        value_level=False,
+    )
+
+
+def _blame_finding(fx: ColumnFacts, rows: np.ndarray, llr: np.ndarray, witnesses: list[str]) -> Finding:
+    name = fx.name
+    shown = ", ".join(witnesses[:4]) + (" and others" if len(witnesses) > 4 else "")
+
+    def describe(f: Finding) -> str:
+        return (
+            f"{f.n_rows:,} rows carry a value of '{name}' that the rest of their record contradicts: on two or "
+            f"more of {shown} they disagree with every other row holding that '{name}'. One wrong '{name}' "
+            f"explains this better than several wrong values (e.g. row {int(f.rows[0])}: "
+            f"'{fx.column.value(int(f.rows[0]))}')."
+        )
+
+    return Finding(
+        type="dependency_violation",
+        columns=[name],
+        rows=rows,
+        cols=np.full(rows.size, fx.index, dtype=np.int64),
+        title=f"Values of {name} that do not match the rest of their record",
+        description="",
+        describe=describe,
+        suggested_action=f"Check '{name}' in these rows against the source: the row probably belongs to "
+        "another record, or its key was mistyped.",
+        category="smart_fixes",
+        detector="dependencies",
+        stats={
+            "lhs": name,
+            "dependents": witnesses,
+            "rule": "determinant",
+            "min_group": MIN_GROUP,
+            "missing_markers": missing_markers(fx.null_marker),
+            "rows": rows[:MAX_ROWS_LISTED].tolist(),
+        },
+        key=f"fd-key:{name}",
+        llr=llr,
+        stat=llr,
+        stat_name="evidence against the key from the dependents it contradicts (log-likelihood ratio)",
+        value_level=False,
+    )

@@ -189,19 +189,36 @@ def detect_invalid_numbers(f: ColumnFacts, m: NumericModel, cal: Calibration = D
     )
 
 
+def _written_decimals(numbers: np.ndarray, decimals: np.ndarray) -> np.ndarray:
+    """Decimals once binary floating-point noise is rounded away: `6.904679999999999` is 6.90468 (5), not 15."""
+    out = decimals.copy()
+    for i in np.flatnonzero(decimals >= 8):
+        short = f"{float(f'{numbers[i]:.12g}'):.12g}"
+        if "e" not in short:
+            out[i] = len(short.split(".")[1]) if "." in short else 0
+    return out
+
+
 def detect_precision(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT) -> Finding | None:
-    """Numbers written with far more decimals than the column writes (`0.453009067` among `0.24`)."""
+    """Numbers written with far more decimals than the column writes (`0.453009067` among `0.24`).
+
+    Binary floating-point noise (`6.904679999999999`) is formatting, not a changed value: decimals are counted
+    once it is rounded away.
+    """
     if not m.numeric:
         return None
     ok = m.is_number
-    typical = m.typical(m.decimals)
-    excess = m.decimals - typical
+    written = _written_decimals(m.numbers, m.decimals)
+    typical = m.typical(written)
+    excess = written - typical
     hit = ok & (excess >= cal.precision_gap)
     if not hit.any():
         return None
     llr = np.minimum(
         (excess[hit] - cal.precision_gap + 1) * cal.precision_llr_per_digit, cal.precision_max_llr
     )
+    # A long value the column repeats is the column's own (a computed constant, a code), not pasted noise.
+    llr = llr - repeat_discount(m.weights[hit], f.typical_count, cal)
     ids = m.ids[hit]
     bound = int(typical + cal.precision_gap)
     name = f.name
@@ -218,7 +235,7 @@ def detect_precision(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT
         f,
         ids,
         llr,
-        m.decimals[hit].astype(np.float64),
+        written[hit].astype(np.float64),
         type="format_violation",
         columns=[name],
         title=f"Numbers with unusual precision in {name}",
