@@ -93,7 +93,8 @@ def _discount_consistent(
 ) -> Finding:
     """Evidence against a value yields to the dependencies that vouch for it: a rare spelling, odd format or
     far-off number that every row of its entity repeats (a small state among many rows of a big one, the
-    zip of the one hospital in another state) is that entity's value. Decided per value, so an issue stays
+    zip of the one hospital in another state) is that entity's value. The dependencies' evidence on the
+    value's rows (what every dependency that agrees says for it, added up) is averaged per value, so an issue stays
     "these values" and code can recount it exactly."""
     if not f.flag or not f.n_cells or not f.value_level or f.type == "dependency_violation":
         return f
@@ -102,13 +103,14 @@ def _discount_consistent(
     if judgement is None or not (f.cols == col).all():
         return f
     codes = table.columns[col].codes[f.rows]
-    consistent = judgement.consistent(f.rows)
+    # What the dependencies that agree with the value's rows say for it, averaged per value.
+    vouch = judgement.vouch[f.rows]
     _, inverse = np.unique(codes, return_inverse=True)
-    share_consistent = np.bincount(inverse, weights=consistent) / np.bincount(inverse)
-    vouched = share_consistent[inverse] > 0.5
-    if vouched.any():
+    per_value = np.bincount(inverse, weights=vouch) / np.bincount(inverse)
+    discount = np.maximum(per_value[inverse], -cal.consistent_discount)
+    if (discount < 0).any():
         llr = f.llr if f.llr is not None else np.full(f.n_cells, cal.certain_llr)
-        f.llr = np.where(vouched, llr - cal.consistent_discount, llr)
+        f.llr = llr + discount
     return f
 
 

@@ -91,7 +91,6 @@ class Calibration:
     outlier_llr_per_z: float = 0.8
     outlier_gap_bonus: float = 2.0  # the value is cut off from the bulk by an empty stretch
     outlier_max_llr: float = 9.0
-    outlier_company_discount: float = 1.0  # per log(1 + rows of other values within one spread of it)
     sign_bonus: float = 1.0  # a negative value in a column that is otherwise never negative
 
     # Rarity: a value held by far fewer rows than the column's values typically are. Weak alone (real rare

@@ -258,10 +258,13 @@ def poisson_tail(k: np.ndarray, lam: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Judgement:
-    """Per row, for one dependent column: how many dependencies judged the cell, and how many voted against."""
+    """Per row, for one dependent column: how many dependencies judged the cell, how many voted against, and
+    their combined evidence (negative where strict dependencies vouch for the value)."""
 
     cover: np.ndarray
     votes: np.ndarray
+    llr: np.ndarray
+    vouch: np.ndarray  # the sum of what the dependencies that agree with the cell say for it (<= 0)
 
     def consistent(self, rows: np.ndarray) -> np.ndarray:
         """Rows whose value every judging dependency agrees with (judged at least once)."""
@@ -333,21 +336,23 @@ def detect_dependency_violations(
         # Y cells blamed as wrong keys neither count toward Y's groups nor get judged by them.
         excluded = blamed.get(rhs)
         weights = np.zeros(n_rows)
+        vouch = np.zeros(n_rows)
         for d in group:
             c = consensus(facts[d.lhs], fy, d, cal, excluded)
             judged = c.covered
             # A determinant speaks as loudly as its groups keep to one value.
             w = 1.0 - c.rates["split_groups"]
             total += np.where(judged, w * c.llr, 0.0)
+            vouch += np.where(judged & ~c.deviant, w * np.minimum(c.llr, 0.0), 0.0)
             weights += np.where(judged, w, 0.0)
             cover += judged
             votes += c.deviant & (c.llr > 0)
             better = c.deviant & (c.llr > best)
             expected[better] = c.expected[better]
             best[better] = c.llr[better]
-        judgements[rhs] = Judgement(cover, votes)
         # Each determinant that judges the cell votes with its evidence; the cell takes their weighted mean.
         llr = np.where(weights > 0, total / np.maximum(weights, 1e-9), 0.0)
+        judgements[rhs] = Judgement(cover, votes, llr, vouch)
         if excluded is not None:
             llr = np.where(excluded, 0.0, llr)
         rows = np.flatnonzero((votes >= 1) & (llr > 0) & (expected >= 0))

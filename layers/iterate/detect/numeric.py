@@ -293,8 +293,12 @@ def robust_scale(x: np.ndarray, w: np.ndarray) -> Scale | None:
         dev = np.abs(t - med)
         spread = 1.4826 * weighted_quantile(dev, tw, 0.5)
         if spread <= 0:
-            q10, q90 = weighted_quantile(t, tw, 0.1), weighted_quantile(t, tw, 0.9)
-            spread = (q90 - q10) / 2.563
+            # Half the rows share one value (a flag, a code with a dominant value): the spread is the
+            # spacing of the column's common values (each held by at least 1% of rows), not a quantile
+            # range that noise in the other half would set.
+            common = np.unique(t[tw >= 0.01 * tw.sum()])
+            gaps = np.diff(common)
+            spread = float(gaps[gaps > 0].min()) if (gaps > 0).any() else 0.0
         if spread <= 0:
             continue
         # The log scale must earn its place: clearly more symmetric than the values as they are.
@@ -327,20 +331,8 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
             cut = np.zeros(x.size, dtype=bool)
             cut[order] = np.logical_or.accumulate(big)
             llr[far & cut] += cal.outlier_gap_bonus
-            # A far value with company (other values close by: the zips of a second state) is a second
-            # group of the column, not a slip.
-            t = np.log(np.where(x > 0, x, np.nan)) if scale.log else x
-            order_t = np.argsort(t, kind="stable")
-            ts, cum = t[order_t], np.concatenate([[0.0], np.cumsum(w[order_t])])
-            fin = np.isfinite(ts)
-            ts_f, cum_f = ts[fin], np.concatenate([[0.0], np.cumsum(w[order_t][fin])])
-            idx = np.flatnonzero(far & np.isfinite(t))
-            lo = np.searchsorted(ts_f, t[idx] - scale.spread, side="left")
-            hi = np.searchsorted(ts_f, t[idx] + scale.spread, side="right")
-            company = cum_f[hi] - cum_f[lo] - w[idx]
-            llr[idx] -= np.log1p(np.maximum(company, 0.0)) * cal.outlier_company_discount
-            del cum
-            # ... and a far value the column repeats as often as its ordinary ones is likelier real.
+            # A far value the column repeats as often as its ordinary ones is likelier real (the zip of the one
+            # hospital in another state); the dependencies vouch for it as well (see detect.__init__).
             llr[far] -= repeat_discount(w[far], f.typical_count, cal)
     negative = x < 0
     nonneg_share = float(w[~negative].sum() / w.sum())
