@@ -21,6 +21,7 @@ SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 # Facts about a column or a row, not wrong values: they do not gain severity from the column's importance.
 FACT_TYPES = {
     "missing_values",
+    "missing_together",
     "constant_column",
     "all_unique_column",
     "duplicate_rows",
@@ -100,8 +101,8 @@ def to_issue(finding: Finding, table: Table, *, important: set[str], minor: set[
         )  # wrong values in a key or determining column spread to everything joined on it
     if finding.type == "missing_values" and minor and set(finding.columns) <= minor:
         severity = _bump(severity, -1)  # an optional comment field left empty is normal
-    if finding.type == "constant_column":
-        severity = "low"
+    if finding.type == "constant_column" or finding.stats.get("convention"):
+        severity = "low"  # a column that is empty by its own convention is documented, not broken
     return Issue(
         id=issue_id(finding),
         type=finding.type,

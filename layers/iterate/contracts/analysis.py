@@ -14,6 +14,7 @@ Mode = Literal["offline", "llm", "degraded"]
 # The issue types the detectors produce; an LLM may add hypotheses of other types.
 ISSUE_TYPES = (
     "missing_values",
+    "missing_together",
     "disguised_missing",
     "duplicate_rows",
     "near_duplicate_rows",

@@ -67,8 +67,8 @@ class Calibration:
     # Missing values: the rarer blanks are in a column, the more a blank is a gap to fill.
     missing_bonus: float = 2.0  # added to log((1 - m) / m), m the column's missing share
     missing_convention_share: float = 0.5  # a column at least this empty writes "none" by leaving it empty
-    comissing_lift: float = 3.0  # a partner column is missing this many times more often alongside
-    comissing_share: float = 0.5  # ... in at least this share of the column's missing rows
+    comissing_z: float = 3.0  # a partner column is missing alongside far more often than chance (binomial z)
+    comissing_share: float = 0.5  # ... in at least this share of the rarer column's missing rows
     placeholder_llr: float = 6.0  # a placeholder other than the dataset's own way to write missing
     zero_placeholder_llr: float = 6.0  # a bare 0 / -1 in a column of words
 

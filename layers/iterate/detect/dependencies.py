@@ -23,6 +23,7 @@ import numpy as np
 from iterate.detect.calibration import DEFAULT, Calibration, logit
 from iterate.detect.context import ColumnFacts, missing_markers
 from iterate.detect.findings import Finding
+from iterate.detect.stats import poisson_tail
 
 MIN_GROUP = 3  # rows a group needs before its consensus judges anyone
 SAMPLE_ROWS = 50_000
@@ -242,20 +243,6 @@ def consensus(
     return Consensus(dep, llr, judged, deviant, np.where(judged, g_mode, -1), rates)
 
 
-def poisson_tail(k: np.ndarray, lam: np.ndarray) -> np.ndarray:
-    """P(K >= k) for K ~ Poisson(lam), elementwise (1 where k <= 0); a tight bound in the far tail."""
-    k = np.asarray(k, dtype=np.int64)
-    lam = np.maximum(np.asarray(lam, dtype=np.float64), 1e-12)
-    top = int(k.max()) if k.size else 0
-    log_fact = np.concatenate([[0.0], np.cumsum(np.log(np.arange(1, top + 1)))]) if top else np.zeros(1)
-    kk = np.maximum(k, 0)
-    log_pmf = -lam + kk * np.log(lam) - log_fact[kk]
-    # P(K >= k) <= pmf(k) / (1 - lam / (k + 1)) once k + 1 > lam; where k is not in the tail, say 1.
-    with np.errstate(divide="ignore", invalid="ignore"):
-        bound = np.exp(log_pmf) / np.maximum(1 - lam / (kk + 1), 1e-12)
-    return np.where((k <= 0) | (kk + 1 <= lam), 1.0, np.minimum(bound, 1.0))
-
-
 @dataclass
 class Judgement:
     """Per row, for one dependent column: how many dependencies judged the cell, how many voted against, and
@@ -310,7 +297,9 @@ def _blame_determinants(
         if rows.any():
             blamed[lhs] = rows
             # Two independent slips in the dependents are far less likely than one in the key.
-            evidence[lhs] = np.where(rows, strength / np.maximum(against, 1) + np.log(np.maximum(against, 1)), 0.0)
+            evidence[lhs] = np.where(
+                rows, strength / np.maximum(against, 1) + np.log(np.maximum(against, 1)), 0.0
+            )
             witnesses[lhs] = [facts[d.rhs].name for d in group]
     return blamed, evidence, witnesses
 

@@ -15,7 +15,9 @@ from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import MAX_LISTED, Finding, cells
 
 
-def _finding(f: ColumnFacts, ids: np.ndarray, llr_per_id: np.ndarray, stat_per_id: np.ndarray, **kw: object) -> Finding:
+def _finding(
+    f: ColumnFacts, ids: np.ndarray, llr_per_id: np.ndarray, stat_per_id: np.ndarray, **kw: object
+) -> Finding:
     order = np.argsort(ids)
     ids, llr_per_id, stat_per_id = ids[order], llr_per_id[order], stat_per_id[order]
     rows = f.column.rows_of(ids)

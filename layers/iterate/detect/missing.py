@@ -2,74 +2,302 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from iterate.detect.context import ColumnFacts
+from iterate.detect.calibration import DEFAULT, Calibration
+from iterate.detect.context import ColumnFacts, missing_markers
 from iterate.detect.findings import Finding, cells
+from iterate.detect.stats import poisson_tail
+
+MIN_GROUP_ROWS = 3  # a group needs this many rows before its gaps explain a column's
 
 
 def _as_written(f: ColumnFacts, mask: np.ndarray) -> list[str]:
     return sorted({f.column.uniques[i].strip() for i in np.flatnonzero(mask & (f.counts > 0))})
 
 
-def detect_missing(facts: list[ColumnFacts], n_rows: int) -> list[Finding]:
-    out: list[Finding] = []
+def _missing_rows(facts: list[ColumnFacts]) -> dict[int, np.ndarray]:
+    """Per column with any missing value (blank or a missing-value token): the rows where it is missing."""
+    out: dict[int, np.ndarray] = {}
     for f in facts:
-        null = f.is_null_marker
-        n_null = int(f.counts[null].sum())
-        if 0 < n_null < n_rows:
-            rows, cols = cells(f.column.rows_of(np.flatnonzero(null)), f.index)
-            marker = repr(f.null_marker) if f.null_marker else "blank"
-            out.append(
-                Finding(
-                    type="missing_values",
-                    columns=[f.name],
-                    rows=rows,
-                    cols=cols,
-                    title=f"Missing values in {f.name}",
-                    description=(
-                        f"{n_null:,} of {n_rows:,} rows ({n_null / n_rows:.1%}) have no value in "
-                        f"'{f.name}' (written as {marker})."
-                    ),
-                    suggested_action="Decide whether these rows can be completed from the source, imputed, "
-                    "or left empty on purpose; analyses that need this column should exclude them.",
-                    category="quick_fixes",
-                    detector="missing",
-                    stats={"column": f.name, "markers": _as_written(f, null)},
-                    flag=False,
-                    key=f"missing:{f.name}",
-                )
-            )
-        disguised = f.is_missing & ~null & (f.counts > 0)
-        if disguised.any():
-            ids = np.flatnonzero(disguised)
-            rows, cols = cells(f.column.rows_of(ids), f.index)
-            tokens = _as_written(f, disguised)
-            shown = ", ".join(repr(t) for t in tokens[:5])
-            out.append(
-                Finding(
-                    type="disguised_missing",
-                    columns=[f.name],
-                    rows=rows,
-                    cols=cols,
-                    title=f"Placeholders posing as values in {f.name}",
-                    description=(
-                        f"{rows.size:,} cells in '{f.name}' hold a placeholder ({shown}) instead of a value, "
-                        f"while the rest of the dataset writes a missing value as "
-                        f"{repr(f.null_marker) if f.null_marker else 'a blank'}. Tools will read these as text."
-                    ),
-                    suggested_action="Replace the placeholders with a real missing value (empty) so that "
-                    "counts, averages and type detection treat them as missing.",
-                    category="quick_fixes",
-                    detector="missing",
-                    stats={"column": f.name, "markers": tokens},
-                    expected=[f.null_marker] * rows.size,
-                    key=f"disguised:{f.name}",
-                )
-            )
+        if (f.is_missing & (f.counts > 0)).any():
+            out[f.index] = f.is_missing[f.column.codes]
     return out
+
+
+def _partners(rows: dict[int, np.ndarray], n_rows: int, cal: Calibration) -> dict[int, set[int]]:
+    """Columns whose missing values travel together: when one is missing, the other is too (for at least
+    half of the rarer one's gaps), far more often than chance would pair them (a binomial z-score)."""
+    partners: dict[int, set[int]] = {c: set() for c in rows}
+    cols = list(rows)
+    counts = {c: int(rows[c].sum()) for c in cols}
+    for i, a in enumerate(cols):
+        for b in cols[i + 1 :]:
+            both = int((rows[a] & rows[b]).sum())
+            if both < 2 or both < cal.comissing_share * min(counts[a], counts[b]):
+                continue
+            small, other = (a, b) if counts[a] <= counts[b] else (b, a)
+            p = counts[other] / n_rows
+            expected = counts[small] * p
+            z = (both - expected) / math.sqrt(max(expected * (1 - p), 1e-9))
+            if z >= cal.comissing_z:
+                partners[a].add(b)
+                partners[b].add(a)
+    return partners
+
+
+def _explained(
+    f: ColumnFacts, missing_rows: np.ndarray, facts: list[ColumnFacts], n_rows: int, cal: Calibration
+) -> tuple[np.ndarray, list[str]]:
+    """Gaps that another column explains: rows of groups (a measure, a product type) that mostly lack the value.
+
+    Returns the explained rows (mask) and the explaining columns.
+    """
+    explained = np.zeros(n_rows, dtype=bool)
+    by: list[str] = []
+    rate = float(missing_rows.sum()) / n_rows
+    for g in facts:
+        if g.index == f.index or not (2 <= g.column.n_unique <= n_rows / MIN_GROUP_ROWS):
+            continue
+        codes = g.column.codes
+        size = np.bincount(codes, minlength=g.column.n_unique)
+        gaps = np.bincount(codes[missing_rows], minlength=g.column.n_unique)
+        # A group that mostly lacks the value, far beyond what gaps at random would leave in it.
+        hot = (gaps >= cal.comissing_share * size) & (size >= MIN_GROUP_ROWS)
+        hot &= poisson_tail(gaps, size * rate) < cal.split_tail
+        rows = missing_rows & hot[codes]
+        if rows.any():
+            explained |= rows
+            by.append(g.name)
+    return explained, by
+
+
+def _clusters(partners: dict[int, set[int]]) -> list[list[int]]:
+    seen: set[int] = set()
+    out = []
+    for start in sorted(partners):
+        if start in seen or not partners[start]:
+            continue
+        stack, group = [start], []
+        while stack:
+            c = stack.pop()
+            if c in seen:
+                continue
+            seen.add(c)
+            group.append(c)
+            stack.extend(partners[c] - seen)
+        out.append(sorted(group))
+    return out
+
+
+def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEFAULT) -> list[Finding]:
+    """Missing values: gaps to fill, patterns of the record, and columns that are empty by convention.
+
+    - A value missing at random in a column that is otherwise filled is a cell to fix: flagged, with evidence
+      log((1 - m) / m) + bonus (m: the column's missing share).
+    - Values missing together across related columns (a cancelled order has no ship date, carrier or
+      delivery date) describe the record: one issue for the pattern, no flags.
+    - A column at least half empty writes "none" by leaving it empty: reported, not flagged.
+    """
+    rows = _missing_rows(facts)
+    partners = _partners(rows, n_rows, cal)
+    out: list[Finding] = []
+    grouped: list[tuple[ColumnFacts, np.ndarray, list[str]]] = []
+    for f in facts:
+        if f.index not in rows:
+            continue
+        missing_rows = rows[f.index]
+        n_missing = int(missing_rows.sum())
+        if n_missing == n_rows:
+            continue  # an empty column is reported as constant
+        share = n_missing / n_rows
+        marker = f.is_null_marker
+        together = np.zeros(n_rows, dtype=bool)
+        for b in partners.get(f.index, ()):
+            together |= rows[b]
+        together &= missing_rows
+        if share < cal.missing_convention_share:
+            by_group, explainers = _explained(f, missing_rows, facts, n_rows, cal)
+            if explainers:
+                together |= by_group
+                grouped.append((f, by_group, explainers))
+        placeholder = f.is_missing & ~marker & (f.counts > 0)
+        if placeholder.any() and share < cal.missing_convention_share:
+            out.append(_placeholder_finding(f, placeholder))
+        if share >= cal.missing_convention_share:
+            out.append(_convention_finding(f, n_rows, share))
+            continue
+        rows_loose = f.column.rows_of(np.flatnonzero(marker & (f.counts > 0)))
+        rows_loose = rows_loose[~together[rows_loose]]
+        if rows_loose.size:
+            out.append(_gap_finding(f, rows_loose, share, sorted(partners.get(f.index, ())), facts, cal))
+    for cluster in _clusters(partners):
+        pattern_rows = np.flatnonzero(np.sum([rows[c] for c in cluster], axis=0) >= 2)
+        if pattern_rows.size:
+            out.append(_pattern_finding([facts[c] for c in cluster], pattern_rows, n_rows))
+    for f, mask, explainers in grouped:
+        out.append(_explained_finding(f, np.flatnonzero(mask), explainers, n_rows))
+    return out
+
+
+def _gap_finding(
+    f: ColumnFacts,
+    rows: np.ndarray,
+    share: float,
+    partners: list[int],
+    facts: list[ColumnFacts],
+    cal: Calibration,
+) -> Finding:
+    r, c = cells(rows, f.index)
+    marker = repr(f.null_marker) if f.null_marker else "blank"
+    name = f.name
+    partner_names = [facts[p].name for p in partners]
+
+    def describe(fd: Finding) -> str:
+        alone = (
+            f" (rows where {', '.join(repr(p) for p in partner_names)} are missing too are a pattern of the "
+            "record, reported on their own)"
+            if partner_names
+            else ""
+        )
+        return (
+            f"{fd.n_cells:,} rows have no value in '{name}' (written as {marker}), a column filled in "
+            f"{1 - share:.1%} of rows{alone}. These records are incomplete."
+        )
+
+    return Finding(
+        type="missing_values",
+        columns=[name],
+        rows=r,
+        cols=c,
+        title=f"Missing values in {name}",
+        description="",
+        describe=describe,
+        suggested_action="Complete these values from the source where possible; otherwise decide whether the "
+        "rows can be used without them.",
+        category="smart_fixes",
+        detector="missing",
+        stat_name="share of the column's rows that are missing",
+        stat=share,
+        llr=math.log((1 - share) / share) + cal.missing_bonus,
+        stats={
+            "column": name,
+            "markers": _as_written(f, f.is_null_marker),
+            "partners": partner_names,
+            "missing_markers": missing_markers(f.null_marker),
+        },
+        key=f"missing:{name}",
+    )
+
+
+def _explained_finding(f: ColumnFacts, rows: np.ndarray, explainers: list[str], n_rows: int) -> Finding:
+    name = f.name
+    shown = ", ".join(f"'{e}'" for e in explainers[:3])
+    return Finding(
+        type="missing_values",
+        columns=[name],
+        rows=rows,
+        cols=np.full(rows.size, f.index),
+        title=f"{name} is missing for whole groups of records",
+        description=(
+            f"{rows.size:,} rows ({rows.size / n_rows:.1%}) lack '{name}', and they fall in groups of {shown} "
+            f"where most rows lack it too: the value does not apply to those records, or their source never "
+            "provides it. The cells are not flagged one by one."
+        ),
+        suggested_action=f"Check with the source whether '{name}' applies to these groups; document the gap "
+        "if it is expected.",
+        category="smart_fixes",
+        detector="missing",
+        stats={"column": name, "markers": _as_written(f, f.is_missing), "explained_by": explainers},
+        flag=False,
+        key=f"missing-grouped:{name}",
+    )
+
+
+def _placeholder_finding(f: ColumnFacts, placeholder: np.ndarray) -> Finding:
+    """Placeholders (`N/A`, `?`) where the rest of the dataset writes a missing value its own way (blank)."""
+    ids = np.flatnonzero(placeholder)
+    rows, cols = cells(f.column.rows_of(ids), f.index)
+    tokens = _as_written(f, placeholder)
+    shown = ", ".join(repr(t) for t in tokens[:5])
+    written = repr(f.null_marker) if f.null_marker else "a blank"
+    name = f.name
+
+    def describe(fd: Finding) -> str:
+        return (
+            f"{fd.n_cells:,} cells in '{name}' hold a placeholder ({shown}) instead of a value, while the rest of "
+            f"the dataset writes a missing value as {written}. Tools will read these as text."
+        )
+
+    return Finding(
+        type="disguised_missing",
+        columns=[name],
+        rows=rows,
+        cols=cols,
+        title=f"Placeholders posing as values in {name}",
+        description="",
+        describe=describe,
+        suggested_action="Replace the placeholders with a real missing value (empty) so that counts, averages "
+        "and type detection treat them as missing.",
+        category="quick_fixes",
+        detector="placeholders",
+        stats={"column": name, "markers": tokens},
+        expected=[f.null_marker] * rows.size,
+        key=f"disguised:{name}",
+    )
+
+
+def _convention_finding(f: ColumnFacts, n_rows: int, share: float) -> Finding:
+    rows, cols = cells(f.column.rows_of(np.flatnonzero(f.is_missing & (f.counts > 0))), f.index)
+    name = f.name
+    return Finding(
+        type="missing_values",
+        columns=[name],
+        rows=rows,
+        cols=cols,
+        title=f"{name} is mostly empty",
+        description=(
+            f"'{name}' has no value in {rows.size:,} of {n_rows:,} rows ({share:.1%}): the column is filled only "
+            "when there is something to record, which is how it writes 'none'."
+        ),
+        suggested_action="Nothing to fix if empty means 'none' here; document it, or fill the column at the "
+        "source if it should always hold a value.",
+        category="quick_fixes",
+        detector="missing",
+        stats={"column": name, "markers": _as_written(f, f.is_missing), "convention": True},
+        flag=False,
+        key=f"missing:{name}",
+    )
+
+
+def _pattern_finding(cluster: list[ColumnFacts], rows: np.ndarray, n_rows: int) -> Finding:
+    names = [f.name for f in cluster]
+    shown = ", ".join(f"'{n}'" for n in names)
+    markers = sorted({m for f in cluster for m in _as_written(f, f.is_missing)})
+    return Finding(
+        type="missing_together",
+        columns=names,
+        rows=rows,
+        cols=np.full(rows.size, -1),
+        title=f"Values missing together in {', '.join(names)}",
+        description=(
+            f"In {rows.size:,} rows ({rows.size / n_rows:.1%}) two or more of {shown} are missing together, far "
+            "more often than chance: these records lack that part as a whole (a kind of record, or a step that "
+            "did not happen), so the cells are not flagged one by one."
+        ),
+        suggested_action="Check what these records have in common; if the gap is expected for them, document "
+        "it, otherwise complete them at the source.",
+        category="smart_fixes",
+        detector="missing",
+        stats={"columns": names, "markers": markers, "min_missing": 2},
+        flag=False,
+        row_level=True,
+        key="missing-together:" + ":".join(names),
+    )
 
 
 def _sentinel_texts() -> pa.Array:

@@ -86,6 +86,11 @@ stripped = values.str.strip()
 longest = max((len(m) for m in markers), default=-1)
 short = stripped[stripped.str.len() <= longest].unique().tolist()
 mask = stripped.isin([v for v in short if v.casefold() in markers])
+# Rows where a partner column is missing too belong to a pattern of the record, reported on its own.
+tokens = {str(m).strip().casefold() for m in PARAMS.get("missing_markers", [])}
+for partner in PARAMS.get("partners", []):
+    other = col(partner).str.strip()
+    mask = mask & ~other.isin([v for v in other.unique().tolist() if v.casefold() in tokens])
 found = values[mask].value_counts().head(20)
 result = summary(mask, mask.sum(), name, column=name, by_value={str(k): int(v) for k, v in found.items()})
 """
@@ -330,6 +335,17 @@ mask = blank & values.isin(hits)
 result = summary(mask, mask.sum(), name, column=name, other=other)
 """
 
+MISSING_TOGETHER = """\
+columns = PARAMS["columns"]
+tokens = {str(m).strip().casefold() for m in PARAMS["markers"]}
+missing = np.zeros(ROWS, dtype=np.int64)
+for name in columns:
+    values = col(name).str.strip()
+    missing += values.isin([v for v in values.unique().tolist() if v.casefold() in tokens]).to_numpy(dtype=np.int64)
+mask = missing >= int(PARAMS.get("min_missing", 2))
+result = summary(mask, int(mask.sum()) * len(columns), columns[0], columns=columns)
+"""
+
 CONSTANT = """\
 name = PARAMS["column"]
 count = int(col(name).nunique(dropna=False))
@@ -346,6 +362,7 @@ result = summary(mask, mask.sum(), name, column=name, distinct=count)
 
 TEMPLATES: dict[str, str] = {
     "missing_values": MARKERS,
+    "missing_together": MISSING_TOGETHER,
     "disguised_missing": MARKERS,
     "duplicate_rows": DUPLICATES,
     "near_duplicate_rows": NEAR_DUPLICATES,
@@ -366,6 +383,7 @@ TEMPLATES: dict[str, str] = {
 # The parameters each template reads from `issue.evidence.stats`; an issue without them is not supported.
 REQUIRED_STATS: dict[str, tuple[str, ...]] = {
     "missing_values": ("column", "markers"),
+    "missing_together": ("columns", "markers"),
     "disguised_missing": ("column", "markers"),
     "duplicate_rows": ("columns",),
     "near_duplicate_rows": ("columns",),
