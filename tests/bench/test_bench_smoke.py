@@ -10,9 +10,8 @@ import pytest
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
-import gen_bench  # noqa: E402
-
 import bench  # noqa: E402
+import gen_bench  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
