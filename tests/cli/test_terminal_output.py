@@ -250,7 +250,7 @@ def test_sandbox_refuses_a_hostile_missing_path_escaped(tmp_path: Path, capsys) 
     code.write_text("result = {}\n", encoding="utf-8")
     assert main(["sandbox", "run", "--data", str(tmp_path / f"x{HOSTILE}.csv"), "--code", str(code)]) == 2
     err = capsys.readouterr().err
-    assert raw_controls(err) == [] and "does not exist" in err
+    assert raw_controls(err) == [] and "data file not found" in err
 
 
 def test_sandbox_refuses_a_fifo_without_blocking(tmp_path: Path) -> None:

@@ -65,7 +65,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.code.is_file():
         print(f"iterate sandbox: code file not found: {visible(args.code)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    try:  # missing, a FIFO, a device, or over the size limit: refused before anything opens it
+    if not args.data.exists():
+        print(f"iterate sandbox: data file not found: {visible(args.data)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:  # a FIFO, a device, or over the size limit: refused before anything opens it
         check_source(args.data, ReadLimits.from_settings(Settings.from_env()))
     except DatasetReadError as exc:
         print(f"iterate sandbox: {visible(exc)}", file=sys.stderr)
