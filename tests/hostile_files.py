@@ -178,23 +178,25 @@ _SHEET_NS = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
 SHEET = "xl/worksheets/sheet1.xml"
 
 
-def _template() -> dict[str, bytes]:
-    """The members of a minimal valid workbook written by openpyxl, by name."""
+def _template(sheets: int = 1) -> dict[str, bytes]:
+    """The members of a minimal valid workbook written by openpyxl, by name (sheetN.xml for N sheets)."""
     import openpyxl
 
     workbook = openpyxl.Workbook()
     workbook.active.append(["id", "value"])
     workbook.active.append([1, 2])
+    for n in range(2, sheets + 1):
+        workbook.create_sheet(f"Sheet{n}").append(["x"])
     buffer = io.BytesIO()
     workbook.save(buffer)
     with zipfile.ZipFile(buffer) as archive:
         return {name: archive.read(name) for name in archive.namelist()}
 
 
-def xlsx(path: Path, **replace: bytes) -> Path:
+def xlsx(path: Path, *, sheets: int = 1, **replace: bytes) -> Path:
     """A workbook whose members named in `replace` (keys with / as __, e.g. xl__worksheets__sheet1_xml)
     have the given content, compressed normally."""
-    members = _template()
+    members = _template(sheets)
     for key, data in replace.items():
         members[key.replace("__", "/").replace("_xml", ".xml")] = data
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:

@@ -34,6 +34,7 @@ class Settings(BaseModel):
     max_cells: int = Field(default=100_000_000, gt=0)  # rows × columns
     max_cell_bytes: int = Field(default=16_000_000, gt=0)
     max_json_depth: int = Field(default=100, gt=0)
+    max_xlsx_cells: int = Field(default=5_000_000, gt=0)  # cells present in the first sheet's XML
     # AWS
     bucket: str | None = None
     table: str | None = None
@@ -63,6 +64,7 @@ class Settings(BaseModel):
             "max_cells": e.get("ITERATE_MAX_CELLS"),
             "max_cell_bytes": e.get("ITERATE_MAX_CELL_BYTES"),
             "max_json_depth": e.get("ITERATE_MAX_JSON_DEPTH"),
+            "max_xlsx_cells": e.get("ITERATE_MAX_XLSX_CELLS"),
             "bucket": e.get("ITERATE_BUCKET"),
             "table": e.get("ITERATE_TABLE"),
             "event_bus": e.get("ITERATE_EVENT_BUS"),

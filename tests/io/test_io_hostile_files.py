@@ -175,6 +175,50 @@ def test_the_in_reader_guard_holds_when_the_scan_is_blind(tmp_path: Path) -> Non
     assert caught.value.limit == LimitExceeded("ITERATE_MAX_COLUMNS", 20, 30) and caught.value.line == 1
 
 
+def sheet_xml(cells: int, *, dimension: bool) -> bytes:
+    """A sheet of `cells` cells, five a row (A-E), with or without a <dimension> before its data."""
+    rows = "".join(
+        f'<row r="{i}">' + "".join(f'<c r="{col}{i}"><v>{i}</v></c>' for col in "ABCDE") + "</row>"
+        for i in range(1, cells // 5 + 1)
+    )
+    dim = '<dimension ref="A1:E9"/>' if dimension else ""
+    return (
+        '<?xml version="1.0"?><worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">'
+        f"{dim}<sheetData>{rows}</sheetData></worksheet>"
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("cells", "dimension", "refused"), [(30, True, True), (15, False, True), (15, True, False)]
+)
+def test_the_cells_openpyxl_would_parse_are_counted_before_it_starts(
+    tmp_path: Path, cells: int, dimension: bool, refused: bool
+) -> None:
+    # Given a first sheet of `cells` cells: without a <dimension>, openpyxl parses it twice (once to size it)
+    from hostile_files import xlsx
+
+    path = xlsx(tmp_path / "orders.xlsx", xl__worksheets__sheet1_xml=sheet_xml(cells, dimension=dimension))
+    limits = ReadLimits(max_xlsx_cells=20)
+    if refused:
+        with pytest.raises(DatasetReadError) as caught:
+            read_table(path, limits=limits)
+        assert caught.value.limit == LimitExceeded("ITERATE_MAX_XLSX_CELLS", 20, 30)
+    else:
+        assert read_table(path, limits=limits).n_rows == 2
+
+
+def test_another_sheet_without_a_dimension_counts_too(tmp_path: Path) -> None:
+    # Given a tiny first sheet and a second one of 30 cells that declares no size: openpyxl parses it whole
+    from hostile_files import xlsx
+
+    path = xlsx(tmp_path / "orders.xlsx", sheets=2, xl__worksheets__sheet2_xml=sheet_xml(30, dimension=False))
+    with pytest.raises(DatasetReadError) as caught:
+        read_table(path, limits=ReadLimits(max_xlsx_cells=20))
+    assert caught.value.limit is not None and caught.value.limit.setting == "ITERATE_MAX_XLSX_CELLS"
+    sized = xlsx(tmp_path / "sized.xlsx", sheets=2, xl__worksheets__sheet2_xml=sheet_xml(30, dimension=True))
+    assert read_table(sized, limits=ReadLimits(max_xlsx_cells=20)).n_rows == 1
+
+
 @pytest.mark.parametrize("member", ["xl/worksheets/sheet1.xml", "xl/workbook.xml", "xl/styles.xml"])
 def test_xml_entity_expansion_is_refused_unread(tmp_path: Path, member: str) -> None:
     # Given "billion laughs" (10^9 × "lol") in a sheet, the workbook part or the styles

@@ -52,8 +52,9 @@ value measured and the variable that raises it): ITERATE_MAX_FILE_BYTES (5000000
 ITERATE_MAX_DECOMPRESSED_BYTES (5000000000, for .gz/.bz2/.xz and the parts of an .xlsx),
 ITERATE_MAX_COMPRESSION_RATIO (100; real tables compress 3-25 times), ITERATE_MAX_COLUMNS (10000),
 ITERATE_MAX_CELLS (100000000, rows × columns), ITERATE_MAX_CELL_BYTES (16000000, one value),
-ITERATE_MAX_JSON_DEPTH (100, nesting of a JSON record). Only regular files are read: a FIFO, a device
-or a socket is refused without being opened.
+ITERATE_MAX_JSON_DEPTH (100, nesting of a JSON record), ITERATE_MAX_XLSX_CELLS (5000000 cells of sheet
+XML to parse; .xlsx is parsed at about 50,000 cells a second). Only regular files are read: a FIFO, a
+device or a socket is refused without being opened.
 
 Output: progress on stderr (one updating line on a terminal, one line per finished step otherwise, none
 with --quiet); on stdout a one-screen summary (dataset, mode, issues by severity, the top 10 issues, where

@@ -17,6 +17,7 @@ SETTINGS = {
     "max_cells": "ITERATE_MAX_CELLS",
     "max_cell_bytes": "ITERATE_MAX_CELL_BYTES",
     "max_json_depth": "ITERATE_MAX_JSON_DEPTH",
+    "max_xlsx_cells": "ITERATE_MAX_XLSX_CELLS",
 }
 
 # Below this much output, compressed data is never refused for its ratio alone: a small file of
@@ -39,6 +40,8 @@ class ReadLimits:
     max_cells: int = 100_000_000  # rows × columns
     max_cell_bytes: int = 16_000_000
     max_json_depth: int = 100
+    # openpyxl parses 40,000-70,000 cells a second here (2M cells: 30-56 s): past this, minutes.
+    max_xlsx_cells: int = 5_000_000
 
     @classmethod
     def from_settings(cls, settings: Any) -> ReadLimits:

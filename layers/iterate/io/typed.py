@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import posixpath
 import re
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from xml.etree.ElementTree import ParseError
@@ -80,14 +82,15 @@ def read_xlsx(
 
     Before openpyxl parses anything, the archive's members are held to the decompressed size and ratio
     limits (their sizes bound what zipfile will ever inflate: it stops at the declared size), and the
-    first sheet's XML is scanned for how many rows and columns it really has. XML with entity
-    declarations is refused: openpyxl parses through defusedxml when it is installed (it is a dependency).
+    sheets' XML is scanned for how many rows, columns and cells openpyxl would build and parse. XML with
+    entity declarations is refused: openpyxl parses through defusedxml when installed (a dependency).
     """
     import openpyxl  # heavy; only needed for workbooks
 
     limits = limits or ReadLimits()
-    _check_archive(path, limits)
     try:
+        _check_archive(path, limits)
+        _check_sheets(path, limits)
         workbook = openpyxl.load_workbook(path, read_only=True, data_only=True)
     except (zipfile.BadZipFile, KeyError, OSError, ValueError, ParseError) as exc:
         raise _workbook_error(path, exc) from exc
@@ -118,7 +121,6 @@ def _read_first_sheet(
                 detail=f"read the first sheet '{sheet.title}'; the workbook also has {others}, which were not read",
             )
         )
-    _check_sheet(path, workbook, sheet, limits)
     # Some writers store a wrong sheet size, which would cut rows short in read-only mode.
     sheet.reset_dimensions()
     rows: list[tuple[int, list[str]]] = []
@@ -170,14 +172,17 @@ def _read_first_sheet(
 _XML_REFUSALS: tuple[type[BaseException], ...] = ()
 try:  # openpyxl parses through defusedxml when it is installed; its refusals are ValueErrors
     from defusedxml import DefusedXmlException
+    from defusedxml.ElementTree import fromstring as _parse_xml
 
     _XML_REFUSALS = (DefusedXmlException,)
 except ImportError:  # pragma: no cover - defusedxml is a dependency
-    pass
+    from xml.etree.ElementTree import fromstring as _parse_xml
 
 # What the first sheet's XML is scanned for: rows that hold cells, the cell references, the declared size.
 _NS = rb"(?:[A-Za-z_][\w.-]*:)?"
 _ROW_TAG = re.compile(rb"<" + _NS + rb"row\b[^>]*?(/?)>")
+_CELL_TAG = re.compile(rb"<" + _NS + rb"c[\s/>]")
+_SHEET_DATA = re.compile(rb"<" + _NS + rb"sheetData[\s/>]")
 _CELL_REF = re.compile(rb"<" + _NS + rb"c\s[^>]*?\br\s*=\s*[\"']([A-Z]{1,3})[0-9]+[\"']")
 _DIMENSION = re.compile(rb"<" + _NS + rb"dimension\s[^>]*?ref\s*=\s*[\"']([A-Z0-9:$]+)[\"']")
 _SCAN_CHUNK = 4 * 1024 * 1024
@@ -236,53 +241,130 @@ def _check_unpacked(path: Path, unpacked: int, packed: int, limits: ReadLimits, 
         )
 
 
-def _check_sheet(path: Path, workbook: Any, sheet: Any, limits: ReadLimits) -> None:
-    """The first sheet's real size, from its XML, before openpyxl builds a row: a sheet of a few KB can
-    put one cell in column XFD of every row, which the reader would pad into millions of empty cells.
+@dataclass
+class _SheetScan:
+    """What a worksheet's XML holds, counted with regular expressions (C speed, no tree)."""
 
-    The `<dimension ref>` the sheet declares is not trusted (writers get it wrong, and it is ignored
-    below); the cell references are what the reader will build.
-    """
-    member = getattr(sheet, "_worksheet_path", None)
-    archive = getattr(workbook, "_archive", None)
-    if member is None or archive is None:  # pragma: no cover - openpyxl internals moved: the guard remains
-        return
-    rows = 0
-    widest = b""
-    declared = None
+    rows: int = 0  # <row> elements with content
+    present: int = 0  # <c> elements: what openpyxl parses one by one
+    widest: bytes = b""  # the furthest column letters referenced
+    declared: str | None = None  # the <dimension ref> it declares, if any
+    sized: bool = False  # a <dimension> comes before <sheetData>: openpyxl stops reading there to size it
+
+    @property
+    def columns(self) -> int:
+        return _column_index(self.widest.decode()) if self.widest else 0
+
+
+def _scan(archive: zipfile.ZipFile, member: str, *, whole: bool) -> _SheetScan:
+    """Scan a worksheet in chunks; unless `whole`, stop at <sheetData> when a dimension came before it."""
+    scan = _SheetScan()
     carry = b""
+    data_seen = False
     with archive.open(member) as fh:
         while chunk := fh.read(_SCAN_CHUNK):
             buf = carry + chunk
             cut = buf.rfind(b"<")  # a tag cut by the chunk boundary is scanned with the next chunk
             body, carry = (buf[:cut], buf[cut:]) if cut > 0 else (buf, b"")
-            if declared is None and (found := _DIMENSION.search(body)):
-                declared = found.group(1).decode()
-            rows += sum(1 for m in _ROW_TAG.finditer(body) if not m.group(1))
+            if not data_seen:
+                data_at = _SHEET_DATA.search(body)
+                head = body if data_at is None else body[: data_at.start()]
+                if scan.declared is None and (found := _DIMENSION.search(head)):
+                    scan.declared = found.group(1).decode()
+                if data_at is not None:
+                    data_seen = True
+                    scan.sized = scan.declared is not None
+                    if scan.sized and not whole:
+                        return scan
+            scan.rows += sum(1 for m in _ROW_TAG.finditer(body) if not m.group(1))
+            scan.present += len(_CELL_TAG.findall(body))
             refs = set(_CELL_REF.findall(body))
             if refs:
-                widest = max([*refs, widest], key=lambda ref: (len(ref), ref))
-    columns = _column_index(widest.decode()) if widest else 0
-    said = f" (it declares the range {declared})" if declared else ""
-    if columns > limits.max_columns:
+                scan.widest = max([*refs, scan.widest], key=lambda ref: (len(ref), ref))
+    return scan
+
+
+def _worksheets(archive: zipfile.ZipFile) -> list[str]:
+    """The workbook's worksheet parts in workbook order (the first is the one read); [] if unresolvable.
+
+    Read from xl/workbook.xml and its relationships, through defusedxml, by local names (the strict
+    OOXML flavour uses other namespaces).
+    """
+    try:
+        workbook = _parse_xml(archive.read("xl/workbook.xml"))
+        rels = _parse_xml(archive.read("xl/_rels/workbook.xml.rels"))
+    except KeyError:
+        return []
+    targets = {
+        rel.get("Id"): rel.get("Target", "")
+        for rel in rels
+        if _local(rel.tag) == "Relationship" and rel.get("Type", "").endswith("/worksheet")
+    }
+    members = []
+    for element in workbook.iter():
+        if _local(element.tag) != "sheet":
+            continue
+        rid = next((v for k, v in element.attrib.items() if _local(k) == "id"), None)
+        target = targets.get(rid)
+        if target:
+            member = target.lstrip("/") if target.startswith("/") else posixpath.join("xl", target)
+            members.append(posixpath.normpath(member))
+    return members
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _check_sheets(path: Path, limits: ReadLimits) -> None:
+    """The sheets' real size, from their XML, before openpyxl parses any: a sheet of a few KB can put
+    one cell in column XFD of every row, which the reader would pad into billions of empty cells, and
+    openpyxl parses 40,000-70,000 cells a second, so a plain large sheet takes minutes.
+
+    The first sheet is read: its cell references (not its declared `<dimension ref>`, which writers get
+    wrong and the reader ignores) are held to the column and cell limits. openpyxl also parses every
+    other sheet that declares no dimension, to size it: their cells count toward the parsing budget.
+    """
+    with zipfile.ZipFile(path) as archive:
+        members = [m for m in _worksheets(archive) if m in set(archive.namelist())]
+        if not members:
+            return  # openpyxl will say what is missing
+        first = _scan(archive, members[0], whole=True)
+        parsed = first.present * (1 if first.sized else 2)  # sized by a full pass, then read
+        for member in members[1:]:
+            other = _scan(archive, member, whole=False)
+            parsed += 0 if other.sized else other.present
+    said = f" (it declares the range {first.declared})" if first.declared else ""
+    if first.columns > limits.max_columns:
         raise refuse(
             path,
             "max_columns",
             limits.max_columns,
-            columns,
-            f"the first sheet has cells up to column {widest.decode()} ({columns:,} columns){said},"
+            first.columns,
+            f"the first sheet has cells up to column {first.widest.decode()} ({first.columns:,} columns){said},"
             f" more than the {limits.max_columns:,} columns allowed",
             advice="keep the table's columns at the left of the sheet, or save it as CSV",
         )
-    if rows * columns > limits.max_cells:
+    grid = first.rows * first.columns
+    if grid > limits.max_cells:
         raise refuse(
             path,
             "max_cells",
             limits.max_cells,
-            rows * columns,
-            f"the first sheet spans {rows:,} rows × {columns:,} columns = {rows * columns:,} cells{said},"
+            grid,
+            f"the first sheet spans {first.rows:,} rows × {first.columns:,} columns = {grid:,} cells{said},"
             f" more than the {limits.max_cells:,} allowed",
             advice="split the sheet, or save the table as CSV",
+        )
+    if parsed > limits.max_xlsx_cells:
+        raise refuse(
+            path,
+            "max_xlsx_cells",
+            limits.max_xlsx_cells,
+            parsed,
+            f"reading it means parsing {parsed:,} cells of XML one by one (about 50,000 a second),"
+            f" more than the {limits.max_xlsx_cells:,} allowed, which would take minutes",
+            advice="save the sheet as CSV, which is read a hundred times faster",
         )
 
 
