@@ -341,7 +341,7 @@ def _check_sheets(path: Path, limits: ReadLimits) -> None:
             "max_columns",
             limits.max_columns,
             first.columns,
-            f"the first sheet has cells up to column {first.widest.decode()} ({first.columns:,} columns){said},"
+            f"the first sheet has cells up to column {first.widest.decode()}, {first.columns:,} columns{said},"
             f" more than the {limits.max_columns:,} columns allowed",
             advice="keep the table's columns at the left of the sheet, or save it as CSV",
         )
