@@ -6,7 +6,7 @@ import bz2
 import lzma
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from iterate.io.errors import DatasetReadError
 from iterate.io.limits import RATIO_FLOOR_BYTES, ReadLimits, refuse, size_text
@@ -123,7 +123,7 @@ def _check(path: Path, compression: str, limits: ReadLimits, total: int, consume
         )
 
 
-def _corrupt(path: Path, compression: str, chunks: list[bytes], why: str) -> None:
+def _corrupt(path: Path, compression: str, chunks: list[bytes], why: str) -> NoReturn:
     line = sum(c.count(b"\n") for c in chunks) + 1 if chunks else None
     raise DatasetReadError(
         path,
