@@ -152,7 +152,7 @@ def profile_step(
 ) -> ProfileSummary:
     """Read the file once, profile it, run the detectors; write data, profile, candidate issues and flags."""
     from iterate.detect import detect
-    from iterate.io import read_table, write_parquet_text
+    from iterate.io import ReadLimits, read_table, write_parquet_text
     from iterate.issues import flags_of, issues_from_findings
     from iterate.profile import profile_table
     from iterate.report import write_flags_csv
@@ -160,7 +160,7 @@ def profile_step(
     started = time.perf_counter()
     source_path = Path(source_path)
     ctx.report("read", 0, 1, source_path.name)
-    table = read_table(source_path, name=dataset_name)
+    table = read_table(source_path, name=dataset_name, limits=ReadLimits.from_settings(ctx.settings))
     ctx.timings_ms["read"] = round((time.perf_counter() - started) * 1000, 1)
     ctx.report("read", 1, 1, f"{table.n_rows:,} rows × {len(table.columns)} columns")
 

@@ -25,6 +25,16 @@ class Settings(BaseModel):
     sandbox_max_output_bytes: int = 1_000_000
     investigation_workers: int = 2
     investigation_max_attempts: int = 3
+    # Input size and shape (iterate.io.ReadLimits): a file over one is refused early, with exit 2 and a
+    # message naming the limit and its ITERATE_MAX_* variable.
+    max_file_bytes: int = Field(default=5_000_000_000, gt=0)
+    max_decompressed_bytes: int = Field(default=5_000_000_000, gt=0)
+    max_compression_ratio: float = Field(default=100.0, gt=1)
+    max_columns: int = Field(default=10_000, gt=0)
+    max_cells: int = Field(default=100_000_000, gt=0)  # rows × columns
+    max_cell_bytes: int = Field(default=16_000_000, gt=0)
+    max_json_depth: int = Field(default=100, gt=0)
+    max_xlsx_cells: int = Field(default=5_000_000, gt=0)  # cells present in the first sheet's XML
     # AWS
     bucket: str | None = None
     table: str | None = None
@@ -47,6 +57,14 @@ class Settings(BaseModel):
             "sandbox_max_output_bytes": e.get("ITERATE_SANDBOX_MAX_OUTPUT_BYTES"),
             "investigation_workers": e.get("ITERATE_INVESTIGATION_WORKERS"),
             "investigation_max_attempts": e.get("ITERATE_INVESTIGATION_MAX_ATTEMPTS"),
+            "max_file_bytes": e.get("ITERATE_MAX_FILE_BYTES"),
+            "max_decompressed_bytes": e.get("ITERATE_MAX_DECOMPRESSED_BYTES"),
+            "max_compression_ratio": e.get("ITERATE_MAX_COMPRESSION_RATIO"),
+            "max_columns": e.get("ITERATE_MAX_COLUMNS"),
+            "max_cells": e.get("ITERATE_MAX_CELLS"),
+            "max_cell_bytes": e.get("ITERATE_MAX_CELL_BYTES"),
+            "max_json_depth": e.get("ITERATE_MAX_JSON_DEPTH"),
+            "max_xlsx_cells": e.get("ITERATE_MAX_XLSX_CELLS"),
             "bucket": e.get("ITERATE_BUCKET"),
             "table": e.get("ITERATE_TABLE"),
             "event_bus": e.get("ITERATE_EVENT_BUS"),

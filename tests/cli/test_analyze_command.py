@@ -139,7 +139,7 @@ def test_progress_off_a_terminal_is_one_line_per_finished_step():
         progress(step, 3, 3, "over\ntwo lines")
     lines = stream.getvalue().splitlines()
     assert len(lines) == len(STEPS)
-    assert lines[0].endswith("Reading: done — over two lines")
+    assert lines[0].endswith("Reading: done — over\\ntwo lines")  # a line break is shown, never made
     assert "\r" not in stream.getvalue()
 
 

@@ -244,7 +244,15 @@ def test_an_unreadable_file_is_refused(tmp_path: Path, monkeypatch: pytest.Monke
             raise PermissionError(13, "Permission denied", str(self))
         return real_open(self, *args, **kwargs)  # type: ignore[arg-type]
 
+    real_os_open = os.open
+
+    def deny_fd(name, flags, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if Path(name) == path:
+            raise PermissionError(13, "Permission denied", str(name))
+        return real_os_open(name, flags, *args, **kwargs)
+
     monkeypatch.setattr(Path, "open", deny)
+    monkeypatch.setattr(os, "open", deny_fd)  # the reader opens the head without blocking on a FIFO
     read_error(path, line=None, says="permission denied")
 
 

@@ -146,3 +146,43 @@ def test_three_million_flags_are_written_fast(tmp_path):
     assert back.row.is_monotonic_increasing
     expected = len(flags.to_pandas().astype(str).drop_duplicates())
     assert written == expected
+
+
+# What a hostile header name carries: clear screen, a colour, BEL, DEL, an 8-bit CSI, a right-to-left
+# override, an isolate, a line separator.
+HOSTILE = "a\x1b[2J\x1b[31mb\x07c\x7fd\x9b2Je\u202ef\u2066g\u2028h"
+HOSTILE_SHOWN = "a\\x1b[2J\\x1b[31mb\\x07c\\x7fd\\x9b2Je\\u202ef\\u2066g\\u2028h"
+
+
+def test_control_characters_in_names_and_ids_are_written_escaped():
+    # Given flags on a hostile column, by a hostile issue id, beside a plain column
+    flags = [(0, HOSTILE, f"id{HOSTILE}"), (1, "amount", "issue-1")]
+    buf = io.StringIO()
+    write_flags_csv(flags, buf, columns=[HOSTILE, "amount"])
+    text = buf.getvalue()
+    # Then the file carries no raw control character, the names read back escaped, the plain one exact
+    assert not [
+        c for c in text if (c < " " and c != "\n") or "\x7f" <= c <= "\x9f" or c in "\u202e\u2066\u2028"
+    ]
+    got = read_back(text)
+    assert got.column.tolist() == [HOSTILE_SHOWN, "amount"]
+    assert got.issue_id.tolist() == [f"id{HOSTILE_SHOWN}", "issue-1"]
+
+
+def test_tab_newline_and_carriage_return_inside_names_stay_exact_in_quotes():
+    # Decided: TAB, LF and CR are CSV's own syntax inside a quoted field, and headers really hold them
+    # (Excel's Alt+Enter), so a CSV reader must get the name back exactly; only a leading TAB or CR is
+    # neutralised against formulas.
+    names = ["order\ndate", "a\tb", "x\r\ny"]
+    buf = io.StringIO()
+    write_flags_csv([(i, n, "i") for i, n in enumerate(names)], buf, columns=names)
+    assert read_back(buf.getvalue()).column.tolist() == names
+    assert '"order\ndate"' in buf.getvalue()
+
+
+def test_plain_names_are_byte_identical_to_the_header():
+    names = ["amount", "prix (€)", "名前", "C:\\x1b\\path", "👩\u200d💻"]  # a backslash is not escaped
+    buf = io.BytesIO()
+    write_flags_csv([(0, n, "i") for n in names], buf, columns=names)
+    body = buf.getvalue().decode("utf-8").splitlines()[1:]
+    assert [line.split(",")[1] for line in body] == names

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from iterate.contracts import AnalysisResult
+from iterate.visible import json_visible, visible
 
 HELP = """\
 Analyze a tabular file: profile it, find its data-quality problems, prove each one with code run in a
@@ -30,7 +31,9 @@ Writes into --out DIR (default ./iterate-out/<file name>/):
   flags.csv           row,column,issue_id,score for every cell believed wrong (row = 0-based data row, header
                       excluded; column = the header name, written exactly as in the file; only a
                       name or id starting with = + - @ TAB or CR gets a leading ' so a spreadsheet
-                      cannot run it as a formula)
+                      cannot run it as a formula, and control characters other than TAB, LF and CR
+                      are written escaped, ESC as \\x1b, U+202E as \\u202e; TAB, LF and CR stay as
+                      they are, inside a quoted field, so a CSV reader gets the name back exactly)
   profile.json        column types and statistics, duplicates, candidate keys, dependencies
   understanding.json  the dataset and its columns in business language
   scripts/<issue>.py  each investigation that proved its issue, runnable on its own
@@ -44,9 +47,20 @@ Environment: ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL, ITERATE_MODEL, ITERATE_LLM_T
 ITERATE_SANDBOX_TIMEOUT_S, ITERATE_SANDBOX_MEMORY_MB, ITERATE_INVESTIGATION_WORKERS, ITERATE_CACHE_DIR,
 ITERATE_DEBUG=1 (print tracebacks).
 
+Limits on the input (a file over one is refused before it is read in full, exit 2, with the limit, the
+value measured and the variable that raises it): ITERATE_MAX_FILE_BYTES (5000000000),
+ITERATE_MAX_DECOMPRESSED_BYTES (5000000000, for .gz/.bz2/.xz and the parts of an .xlsx),
+ITERATE_MAX_COMPRESSION_RATIO (100; real tables compress 3-25 times), ITERATE_MAX_COLUMNS (10000),
+ITERATE_MAX_CELLS (100000000, rows × columns), ITERATE_MAX_CELL_BYTES (16000000, one value),
+ITERATE_MAX_JSON_DEPTH (100, nesting of a JSON record), ITERATE_MAX_XLSX_CELLS (5000000 cells of sheet
+XML to parse; .xlsx is parsed at about 50,000 cells a second). Only regular files are read: a FIFO, a
+device or a socket is refused without being opened.
+
 Output: progress on stderr (one updating line on a terminal, one line per finished step otherwise, none
 with --quiet); on stdout a one-screen summary (dataset, mode, issues by severity, the top 10 issues, where
-the files are), or with --json the content of analysis.json.
+the files are), or with --json the content of analysis.json. Names, values and file names are printed
+with control characters made visible (ESC as \\x1b, a newline as \\n, U+202E as \\u202e), so a hostile
+file cannot move the cursor, clear the screen or reverse text; report.html shows them the same way.
 
 Exit codes: 0 the analysis ran (whatever it found); 2 the file is missing or could not be read (one line
 naming the file, the line and what to do) or an ITERATE_* setting is invalid; 1 an unexpected error (one
@@ -114,7 +128,7 @@ class Progress:
             return
         elapsed = self.clock() - self.started
         label = STEP_LABELS.get(step, step)
-        message = " ".join(message.split())  # a message must never break the single line
+        message = visible(message)  # names in it must never break the line, nor act on the terminal
         if self.tty:
             width = 24
             filled = min(int(width * done / total), width) if total else width
@@ -155,9 +169,11 @@ def summary_text(result: AnalysisResult, out: Path, *, width: int = 100) -> str:
     lines = []
     if run is not None:
         lines.append(
-            f"{run.datasetName}: {run.rowCount:,} rows × {run.columnCount} columns, {run.durationMs / 1000:.1f}s"
+            f"{visible(run.datasetName)}: {run.rowCount:,} rows × {run.columnCount} columns,"
+            f" {run.durationMs / 1000:.1f}s"
         )
-    mode = result.mode + (f" ({'; '.join(run.degradedReasons[:2])})" if run and run.degradedReasons else "")
+    reasons = visible("; ".join(run.degradedReasons[:2])) if run and run.degradedReasons else ""
+    mode = result.mode + (f" ({reasons})" if reasons else "")
     lines.append(f"mode: {mode}"[:width])
     lines.append(
         f"{len(result.issues)} issues: {counts.get('high', 0)} high, {counts.get('medium', 0)} medium, "
@@ -176,29 +192,31 @@ def summary_text(result: AnalysisResult, out: Path, *, width: int = 100) -> str:
         proven = ""
         if issue.investigation is not None:
             proven = "proven" if issue.investigation.success and issue.status == "confirmed" else issue.status
-        cols = ", ".join(issue.affectedColumns[:3]) + ("…" if len(issue.affectedColumns) > 3 else "")
-        cols = " ".join(cols.split())  # a header name with a newline must not break the line
+        # a header name with a newline or an escape sequence must not break the line nor act
+        cols = visible(", ".join(issue.affectedColumns[:3]) + ("…" if len(issue.affectedColumns) > 3 else ""))
         n_rows = issue.evidence.affectedRows if issue.evidence else issue.affectedRows
         rows = f"{n_rows:,} row{'' if n_rows == 1 else 's'}" if n_rows is not None else ""
-        line = f"  {issue.severity:<6} {issue.type:<22} {cols[:30]:<30} {rows:>12} {share:>7}  {proven}"
+        kind = visible(issue.type)
+        line = f"  {issue.severity:<6} {kind:<22} {cols[:30]:<30} {rows:>12} {share:>7}  {visible(proven)}"
         lines.append(line.rstrip()[:width])
     if len(result.issues) > 10:
         lines.append(f"  … and {len(result.issues) - 10} more in the report")
-    lines.append(f"report:   {out / 'report.html'}")
-    lines.append(f"analysis: {out / 'analysis.json'}")
-    lines.append(f"flags:    {out / 'flags.csv'}")
+    lines.append(f"report:   {visible(out / 'report.html')}")
+    lines.append(f"analysis: {visible(out / 'analysis.json')}")
+    lines.append(f"flags:    {visible(out / 'flags.csv')}")
     return "\n".join(lines)
 
 
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+    """Free text (an exception's message) on one line, whitespace collapsed, controls made visible."""
+    return visible(" ".join(str(text).split()))
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the analysis; 0 when it ran (whatever it found), 2 on unreadable input or settings, 1 otherwise."""
     from pydantic import ValidationError
 
-    from iterate.io import DatasetReadError
+    from iterate.io import DatasetReadError, ReadLimits, check_source
     from iterate.pipeline import run_local
     from iterate.settings import Settings
 
@@ -212,16 +230,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"iterate: error: invalid setting in the environment: {bad} — fix or unset it", file=sys.stderr)
         return 2
     if not path.exists():
-        print(f"iterate: error: {path}: file not found — check the path and try again", file=sys.stderr)
+        print(
+            f"iterate: error: {visible(path)}: file not found — check the path and try again", file=sys.stderr
+        )
         return 2
     if path.is_dir():
-        print(f"iterate: error: {path}: is a directory — give one data file", file=sys.stderr)
+        print(f"iterate: error: {visible(path)}: is a directory — give one data file", file=sys.stderr)
+        return 2
+    try:  # a FIFO, a device or a file over the size limit is refused before anything starts
+        check_source(path, ReadLimits.from_settings(settings))
+    except DatasetReadError as exc:
+        print(f"iterate: error: {visible(exc)}", file=sys.stderr)
         return 2
     try:
         result = run_local(path, out, instructions=args.instructions, settings=settings, progress=progress)
     except DatasetReadError as exc:
         progress.end_line()
-        print(f"iterate: error: {_one_line(str(exc))}", file=sys.stderr)
+        print(f"iterate: error: {visible(exc)}", file=sys.stderr)  # one line, with the file's name as it is
         return 2
     except KeyboardInterrupt:
         progress.end_line()
@@ -230,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:
         progress.end_line()
         if os.environ.get("ITERATE_DEBUG"):
-            traceback.print_exc()
+            sys.stderr.write(visible(traceback.format_exc(), keep="\n"))
         print(
             f"iterate: error: unexpected {type(exc).__name__}: {_one_line(str(exc))[:300]} "
             "(re-run with ITERATE_DEBUG=1 for the traceback)",
@@ -240,8 +265,10 @@ def run(args: argparse.Namespace) -> int:
     progress.end_line()
     if args.json:
         written = out / "analysis.json"
-        # the file's exact bytes when it exists, so `--json` and the file never disagree
-        print(written.read_text(encoding="utf-8") if written.is_file() else result.model_dump_json(indent=2))
+        # the file's text when it exists, so `--json` and the file never disagree; JSON escapes C0
+        # controls itself, and the ones it leaves raw (C1, bidi) are written as escapes of the same value
+        text = written.read_text(encoding="utf-8") if written.is_file() else result.model_dump_json(indent=2)
+        print(json_visible(text))
     else:
         print(summary_text(result, out, width=max(shutil.get_terminal_size((100, 24)).columns, 60)))
     return 0

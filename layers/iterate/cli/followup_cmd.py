@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from iterate.contracts import FixAction, FollowupTurn, Issue, SmartFixFollowup
 from iterate.ports import FollowupAgent
 from iterate.settings import Settings
+from iterate.visible import json_visible, visible
 
 
 class _InputError(Exception):
@@ -95,17 +96,18 @@ def followup_agent(settings: Settings) -> FollowupAgent:
 
 
 def render_question(q: SmartFixFollowup, run_dir: Path, issue_id: str) -> str:
-    lines = [q.prompt]
+    """The question as terminal lines; every piece from the data or an LLM has its controls made visible."""
+    lines = [visible(q.prompt)]
     if q.examples:
-        lines.append(f"  e.g. {q.examples}")
-    lines += [f"  [{o.key}] {o.label}" for o in q.options]
-    lines.append(f"Answer with: iterate followup {run_dir} {issue_id} --answer KEY")
+        lines.append(f"  e.g. {visible(q.examples)}")
+    lines += [f"  [{visible(o.key)}] {visible(o.label)}" for o in q.options]
+    lines.append(f"Answer with: iterate followup {visible(run_dir)} {visible(issue_id)} --answer KEY")
     return "\n".join(lines)
 
 
 def render_action(action: FixAction) -> str:
-    params = json.dumps(action.parameters, ensure_ascii=False, sort_keys=True)
-    return f"Fix action: {action.action} {params}"
+    params = json_visible(json.dumps(action.parameters, ensure_ascii=False, sort_keys=True))
+    return f"Fix action: {visible(action.action)} {params}"
 
 
 def run(
@@ -123,7 +125,7 @@ def run(
         except FollowupError as exc:
             raise _InputError(str(exc)) from exc
     except _InputError as exc:
-        print(f"iterate followup: {exc}", file=sys.stderr)
+        print(f"iterate followup: {visible(exc)}", file=sys.stderr)
         return 2
     save_history(path, issue.id, step.history, step.action)
     if args.json:

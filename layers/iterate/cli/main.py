@@ -6,13 +6,27 @@ import argparse
 import sys
 from collections.abc import Callable
 from importlib import import_module
+from typing import TYPE_CHECKING
+
+from iterate.visible import visible
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 # Each module exposes `register(subparsers)`, which adds its parser and sets `func(args) -> int`.
 SUBCOMMANDS = ("iterate.cli.analyze", "iterate.cli.sandbox_cmd", "iterate.cli.followup_cmd")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's own messages (usage, errors quoting what was typed) with control characters made visible;
+    subcommand parsers are of this class too (argparse builds them with the parent's class)."""
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        super()._print_message(visible(message, keep="\n"), file)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="iterate",
         description=(
             "Iterate finds data-quality problems in a tabular file, proves each one with code run in a "

@@ -9,6 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from iterate.visible import visible
+
 EXIT_STOPPED = 3
 EXIT_BAD_INPUT = 2
 
@@ -47,22 +49,29 @@ def _as_parquet(data: Path, scratch: Path) -> Path:
     """Parquet files go to the sandbox as they are; anything else is read by the engine's reader first."""
     if data.suffix.lower() in (".parquet", ".pq"):
         return data
-    from iterate.io import read_table, write_parquet_text
+    from iterate.io import ReadLimits, read_table, write_parquet_text
+    from iterate.settings import Settings
 
-    return write_parquet_text(read_table(data), scratch / "data.parquet")
+    limits = ReadLimits.from_settings(Settings.from_env())
+    return write_parquet_text(read_table(data, limits=limits), scratch / "data.parquet")
 
 
 def run(args: argparse.Namespace) -> int:
-    from iterate.io import DatasetReadError
+    from iterate.io import DatasetReadError, ReadLimits, check_source
     from iterate.ports import DatasetRef
     from iterate.sandbox import LocalSandbox, SandboxLimits
     from iterate.settings import Settings
 
     if not args.code.is_file():
-        print(f"iterate sandbox: code file not found: {args.code}", file=sys.stderr)
+        print(f"iterate sandbox: code file not found: {visible(args.code)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if not args.data.is_file():
-        print(f"iterate sandbox: data file not found: {args.data}", file=sys.stderr)
+    if not args.data.exists():
+        print(f"iterate sandbox: data file not found: {visible(args.data)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:  # a FIFO, a device, or over the size limit: refused before anything opens it
+        check_source(args.data, ReadLimits.from_settings(Settings.from_env()))
+    except DatasetReadError as exc:
+        print(f"iterate sandbox: {visible(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     overrides: dict[str, Any] = {}
     if args.timeout is not None:
@@ -77,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             parquet = _as_parquet(args.data, Path(scratch))
         except DatasetReadError as exc:
-            print(f"iterate sandbox: {exc}", file=sys.stderr)
+            print(f"iterate sandbox: {visible(exc)}", file=sys.stderr)
             return EXIT_BAD_INPUT
         outcome = LocalSandbox(limits).run_detailed(code, DatasetRef(path=str(parquet)))
     print(json.dumps(outcome.investigation.model_dump(mode="json"), indent=2))

@@ -6,7 +6,7 @@ import _csv
 import csv
 import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +18,7 @@ import pyarrow.csv as pacsv
 from iterate.io.detect import legacy_encoding
 from iterate.io.errors import DatasetReadError
 from iterate.io.header import internal_names, normalize_header
+from iterate.io.limits import ReadLimits, refuse, size_text
 from iterate.table import ReadProblem
 
 DELIMITERS = (",", "\t", ";", "|")
@@ -29,6 +30,10 @@ RAGGED_LIMIT = 0.10
 _SEP_LINE = re.compile(r"^sep=(.)$")
 _NUMBER = re.compile(r"^\s*[-+]?(\d[\d,. ]*|\.\d+)([eE][-+]?\d+)?%?\s*$")
 _DATE = re.compile(r"^\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}")
+# pyarrow parses in blocks (1 MiB by default) and a row must fit in one. A file with longer lines is read
+# again with blocks twice its longest line, up to this (pyarrow's block size is a 32-bit int).
+_MAX_BLOCK = 1 << 30
+_SCAN = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,7 @@ class TextSource:
     path: Path
     encoding: str  # Python codec name
     data: bytes | None = None  # decompressed content when the file was compressed
+    block_size: int | None = None  # pyarrow's block size, when its default was too small for a row
     _utf8: bytes | None = field(default=None, repr=False)
 
     def pyarrow_input(self) -> str | pa.Buffer:
@@ -51,6 +57,17 @@ class TextSource:
 
     def raw(self) -> bytes:
         return self.data if self.data is not None else self.path.read_bytes()
+
+    def chunks(self) -> Iterator[bytes | memoryview]:
+        """The raw content in pieces of at most 64 MB, without reading the whole file at once."""
+        if self.data is not None:
+            view = memoryview(self.data)
+            for start in range(0, len(view), _SCAN):
+                yield view[start : start + _SCAN]
+            return
+        with self.path.open("rb") as fh:
+            while chunk := fh.read(_SCAN):
+                yield chunk
 
     def utf8(self) -> bytes:
         """The whole content as UTF-8 bytes, for locating lines; only needed when something went wrong."""
@@ -208,8 +225,14 @@ def read_header(head: str, dialect: Dialect, *, skip_records: int = 0) -> Header
     return None
 
 
-def read_delimited(source: TextSource, head: str, *, complete: bool, prefer_tab: bool) -> DelimitedResult:
-    """Read every value as text; pad or fold ragged rows and record them; refuse what cannot be a table."""
+def read_delimited(
+    source: TextSource, head: str, *, complete: bool, prefer_tab: bool, limits: ReadLimits | None = None
+) -> DelimitedResult:
+    """Read every value as text; pad or fold ragged rows and record them; refuse what cannot be a table.
+
+    The header's width is held to `limits.max_columns` before a single data row is read.
+    """
+    limits = limits or ReadLimits()
     path = source.path
     sep_line = _SEP_LINE.match(head.split("\n", 1)[0].rstrip("\r"))
     if sep_line:  # Excel's "sep=;" first line names the delimiter
@@ -224,6 +247,16 @@ def read_delimited(source: TextSource, head: str, *, complete: bool, prefer_tab:
         )
     dialect = header.dialect
     fields = header.fields
+    if len(fields) > limits.max_columns:
+        raise refuse(
+            path,
+            "max_columns",
+            limits.max_columns,
+            len(fields),
+            f"the header has {len(fields):,} columns, more than the {limits.max_columns:,} allowed",
+            line=header.lines,
+            advice="upload the columns you need in a narrower file",
+        )
     above = 1 if sep_line else preamble
     trailing = _has_trailing_delimiter(head, dialect, len(fields), complete=complete, above=above)
     if trailing:  # read the extra field too, so no row counts as ragged; dropped below if always empty
@@ -234,7 +267,7 @@ def read_delimited(source: TextSource, head: str, *, complete: bool, prefer_tab:
         problems.insert(0, _preamble_problem(head, header.preamble_lines))
 
     try:
-        table, invalid = _read(source, dialect, width, header.lines, source.encoding)
+        table, invalid = _read(source, dialect, width, header.lines, source.encoding, limits)
     except _WrongEncoding:
         # The head decoded but a later byte did not: UTF-8 falls back to cp1252 (or latin-1, which
         # decodes anything); a cp1252 guess falls back to latin-1.
@@ -243,7 +276,7 @@ def read_delimited(source: TextSource, head: str, *, complete: bool, prefer_tab:
         source.encoding = legacy_encoding(raw) if was_utf8 else "latin-1"
         if was_utf8:
             problems.append(_encoding_problem(raw, source.encoding))
-        table, invalid = _read(source, dialect, width, header.lines, source.encoding)
+        table, invalid = _read(source, dialect, width, header.lines, source.encoding, limits)
     encoding = source.encoding
 
     if table.num_rows:
@@ -319,10 +352,13 @@ def _options(
     threads: bool,
     handler: Callable[[pacsv.InvalidRow], str],
     columns: list[str] | None = None,
+    block_size: int | None = None,
 ) -> dict[str, object]:
     column_names = internal_names(width)
+    sized = {"block_size": block_size} if block_size else {}
     return {
         "read_options": pacsv.ReadOptions(
+            **sized,
             use_threads=threads,
             skip_rows=skip,
             column_names=column_names,
@@ -352,7 +388,7 @@ def _options(
 
 
 def _read(
-    source: TextSource, dialect: Dialect, width: int, skip: int, encoding: str
+    source: TextSource, dialect: Dialect, width: int, skip: int, encoding: str, limits: ReadLimits
 ) -> tuple[pa.Table, list[tuple[int, str]]]:
     invalid: list[tuple[int, str]] = []
 
@@ -360,12 +396,17 @@ def _read(
         invalid.append((row.actual_columns, row.text))
         return "skip"
 
-    options = _options(dialect, width, skip, encoding, threads=True, handler=collect)
+    options = _options(
+        dialect, width, skip, encoding, threads=True, handler=collect, block_size=source.block_size
+    )
     try:
         table = pacsv.read_csv(source.pyarrow_input(), **options)  # type: ignore[arg-type]
     except pa.ArrowInvalid as exc:
         if "invalid UTF8" in str(exc) and encoding in ("utf-8", "utf-8-sig"):
             raise _WrongEncoding from exc
+        if source.block_size is None and _fit_block_size(source, width, limits):
+            # rows longer than a block: once more, with blocks that hold them
+            return _read(source, dialect, width, skip, encoding, limits)
         raise DatasetReadError(
             source.path,
             f"could not be parsed as delimited text ({_first_line(exc)})",
@@ -380,6 +421,61 @@ def _read(
             "re-save it as UTF-8",
         ) from exc
     return table, invalid
+
+
+def _fit_block_size(source: TextSource, width: int, limits: ReadLimits) -> bool:
+    """After a failed parse: whether a line is longer than pyarrow's default block, and if so a block
+    size that holds it (set on `source`); refuses a line too long for any block, or one so long that a
+    value in it must be over `limits.max_cell_bytes` (its fields cannot share it more evenly).
+
+    Measured in the file rather than read from pyarrow's message, which is not an interface.
+    """
+    length, line = _longest_line(source)
+    if length < pacsv.ReadOptions().block_size // 2:
+        return False  # lines fit: the failure is something else
+    least = (length - (width - 1)) // width  # the largest of `width` fields is at least this long
+    if least > limits.max_cell_bytes:
+        raise refuse(
+            source.path,
+            "max_cell_bytes",
+            limits.max_cell_bytes,
+            least,
+            f"this line is {size_text(length)} long for {width} column(s), so one of its values is at least"
+            f" {size_text(least)}, more than the {size_text(limits.max_cell_bytes)} allowed for one value",
+            line=line,
+            advice="store such long values outside the table (a file per value, and its name in the table)",
+        )
+    if length > _MAX_BLOCK // 2:
+        raise DatasetReadError(
+            source.path,
+            f"this line is {size_text(length)} long; the CSV reader holds rows up to"
+            f" {size_text(_MAX_BLOCK // 2)}",
+            "store such long values outside the table (a file per value, and its name in the table)",
+            line=line,
+        )
+    source.block_size = min(max(2 * length + (1 << 20), 16 << 20), _MAX_BLOCK)
+    return True
+
+
+def _longest_line(source: TextSource) -> tuple[int, int]:
+    """(bytes, 1-based physical line) of the longest line, streamed: only asked after a failed parse."""
+    best, best_line = 0, 1
+    line, run = 1, 0  # the current line's number, and its bytes before this chunk
+    for chunk in source.chunks():
+        ends = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
+        if not len(ends):
+            run += len(chunk)
+            continue
+        lengths = np.diff(ends, prepend=-1) - 1
+        lengths[0] += run
+        i = int(np.argmax(lengths))
+        if int(lengths[i]) > best:
+            best, best_line = int(lengths[i]), line + i
+        line += len(ends)
+        run = len(chunk) - int(ends[-1]) - 1
+    if run > best:
+        best, best_line = run, line
+    return best, best_line
 
 
 def _first_line(exc: BaseException) -> str:
@@ -451,7 +547,16 @@ def _numbered_invalid_rows(
         return "error" if stop_at_first else "skip"
 
     columns = None if all_columns else internal_names(1)
-    options = _options(dialect, width, skip, source.encoding, threads=False, handler=collect, columns=columns)
+    options = _options(
+        dialect,
+        width,
+        skip,
+        source.encoding,
+        threads=False,
+        handler=collect,
+        columns=columns,
+        block_size=source.block_size,
+    )
     try:
         return rows, pacsv.read_csv(source.pyarrow_input(), **options)  # type: ignore[arg-type]
     except pa.ArrowInvalid:

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from iterate.io.errors import DatasetReadError
+from iterate.io.limits import ReadLimits, refuse
 
 
 class _Number(str):
@@ -53,19 +54,30 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def read_json_records(path: Path, text: str) -> tuple[pa.Table, list[str]]:
-    """Rows from JSON Lines, or from one JSON array of objects; columns in first-seen key order."""
+def read_json_records(path: Path, text: str, limits: ReadLimits | None = None) -> tuple[pa.Table, list[str]]:
+    """Rows from JSON Lines, or from one JSON array of objects; columns in first-seen key order.
+
+    Before any column is built, the keys are held to `limits.max_columns`, records × keys to
+    `limits.max_cells` (records that each bring new keys would make a huge sparse grid), and nested
+    values to `limits.max_json_depth` levels (deeper ones would exhaust Python's recursion).
+    """
+    limits = limits or ReadLimits()
     # Millions of acyclic dicts and strs: the cycle collector would only rescan them (~25% of the time).
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _read_json_records(path, text)
+        return _read_json_records(path, text, limits)
+    except RecursionError:
+        # Deeper than Python can follow (about a thousand levels), before the depth limit could look.
+        raise _too_deep(path, None, None, limits) from None
+    except _TooDeep as exc:
+        raise _too_deep(path, exc.line, None, limits) from None
     finally:
         if enabled:
             gc.enable()
 
 
-def _read_json_records(path: Path, text: str) -> tuple[pa.Table, list[str]]:
+def _read_json_records(path: Path, text: str, limits: ReadLimits) -> tuple[pa.Table, list[str]]:
     records = _array_records(path, text) if text.lstrip().startswith("[") else _line_records(path, text)
     if not records:
         raise DatasetReadError(path, "has no JSON records", "put one JSON object per line (JSON Lines)")
@@ -79,7 +91,31 @@ def _read_json_records(path: Path, text: str) -> tuple[pa.Table, list[str]]:
                 line=line,
             )
         keys.update(dict.fromkeys(record))
+        if _nested(record):
+            depth = _depth(record)
+            if depth > limits.max_json_depth:
+                raise _too_deep(path, line, depth, limits)
     names = list(keys)
+    if len(names) > limits.max_columns:
+        raise refuse(
+            path,
+            "max_columns",
+            limits.max_columns,
+            len(names),
+            f"its records have {len(names):,} different keys (one column each),"
+            f" more than the {limits.max_columns:,} columns allowed",
+            advice="keep the same keys in every record, or nest the varying ones under one key",
+        )
+    if len(records) * len(names) > limits.max_cells:
+        raise refuse(
+            path,
+            "max_cells",
+            limits.max_cells,
+            len(records) * len(names),
+            f"has {len(records):,} records × {len(names):,} keys = {len(records) * len(names):,} cells,"
+            f" more than the {limits.max_cells:,} allowed",
+            advice="split the file, or upload fewer records or keys",
+        )
     rows = [r for _, r in records]
     arrays = []
     for key in names:
@@ -88,6 +124,39 @@ def _read_json_records(path: Path, text: str) -> tuple[pa.Table, list[str]]:
         column = [v if type(v) is str else _text(v) for v in column]
         arrays.append(pa.array(column, pa.string()))
     return pa.table(arrays, names=[f"c{i}" for i in range(len(names))]), names
+
+
+def _depth(value: Any) -> int:
+    """How many levels of objects and arrays `value` nests (a flat object is 1), without recursion."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        deepest = max(deepest, level)
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, level + 1) for child in children if isinstance(child, dict | list))
+    return deepest
+
+
+class _TooDeep(Exception):
+    """A line whose JSON nests deeper than Python's recursion can decode."""
+
+    def __init__(self, line: int | None) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+def _too_deep(path: Path, line: int | None, depth: int | None, limits: ReadLimits) -> DatasetReadError:
+    measured = f"{depth:,} levels deep" if depth is not None else "deeper than Python can follow"
+    return refuse(
+        path,
+        "max_json_depth",
+        limits.max_json_depth,
+        depth if depth is not None else limits.max_json_depth + 1,  # at least
+        f"a record nests objects or arrays {measured}, more than the {limits.max_json_depth} levels allowed",
+        line=line,
+        advice="flatten the records (a table has one level of fields)",
+    )
 
 
 def _line_records(path: Path, text: str) -> list[tuple[int | None, Any]]:
@@ -104,12 +173,14 @@ def _line_records(path: Path, text: str) -> list[tuple[int | None, Any]]:
                 (n, _EXACT.decode(line) if _nested(v) else v)
                 for (n, line), v in zip(numbered, values, strict=True)
             ]
-    except ValueError:
+    except (ValueError, RecursionError):
         pass  # find the culprit line by line, for the message
     records: list[tuple[int | None, Any]] = []
     for number, line in numbered:
         try:
             records.append((number, _EXACT.decode(line)))
+        except RecursionError:
+            raise _TooDeep(number) from None
         except json.JSONDecodeError as exc:
             raise DatasetReadError(
                 path,

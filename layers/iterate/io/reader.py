@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import hashlib
 import json
-import lzma
+import os
+import stat
 import threading
-import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from iterate.io.delimited import TextSource, read_delimited
 from iterate.io.detect import (
@@ -28,7 +27,9 @@ from iterate.io.detect import (
 )
 from iterate.io.errors import DatasetReadError
 from iterate.io.header import normalize_header
+from iterate.io.inflate import inflate
 from iterate.io.jsonl import read_json_records
+from iterate.io.limits import ReadLimits, refuse, size_text
 from iterate.io.typed import read_parquet, read_xlsx
 from iterate.table import ReadProblem, SourceInfo, Table
 
@@ -75,7 +76,7 @@ def _digest(path: Path, *, find_nul: bool, stop: threading.Event) -> _Digest:
     return _Digest(sha.hexdigest(), nul)
 
 
-def read_table(path: str | Path, *, name: str | None = None) -> Table:
+def read_table(path: str | Path, *, name: str | None = None, limits: ReadLimits | None = None) -> Table:
     """Read CSV/TSV (any delimiter, gzip/bz2/xz), Parquet, JSON Lines or .xlsx into a Table of text columns.
 
     Every value is kept exactly as written ("01907", "N/A", " x ", ""); typed formats are turned into
@@ -86,11 +87,19 @@ def read_table(path: str | Path, *, name: str | None = None) -> Table:
     from some line on), "other_sheets" (.xlsx), "dropped_index_column" (Parquet from pandas).
     Anything that cannot be a table — including more than 10% ragged rows — raises DatasetReadError
     naming the file, the line when known, and what to do. The file itself is only ever read.
+
+    Only regular files are opened (a FIFO or a device is refused before it can block or stream forever),
+    and a file over one of `limits` (size, decompressed size and ratio, columns, cells, cell size, JSON
+    nesting; the ReadLimits defaults when None) is refused as early as its format allows, with
+    `err.limit` naming the ITERATE_MAX_* setting that raises it.
     """
     path = Path(path)
-    _check_file(path)
+    limits = limits or ReadLimits()
+    check_source(path, limits)
     try:
         head = _open_head(path)
+    except DatasetReadError:
+        raise
     except PermissionError as exc:
         raise DatasetReadError(
             path, "cannot be opened (permission denied)", "check the file's permissions"
@@ -110,7 +119,8 @@ def read_table(path: str | Path, *, name: str | None = None) -> Table:
         scan_nul = container is None and compression is None
         digest = pool.submit(_digest, path, find_nul=scan_nul, stop=stop)
         try:
-            table, info, problems, names = _read(path, head, container, compression, digest)
+            table, info, problems, names = _read(path, head, container, compression, digest, limits)
+            _check_shape(path, table, names, limits)
         except BaseException:
             stop.set()  # a refused file needs no hash: do not make the error wait for it
             raise
@@ -137,16 +147,104 @@ class _Info:
     compression: str | None = None
 
 
-def _check_file(path: Path) -> None:
-    if path.is_dir():
-        raise DatasetReadError(path, "is a directory, not a file", "pass the path of a data file inside it")
-    if not path.exists():
-        raise DatasetReadError(path, "does not exist", "check the path and the file name")
+_NOT_REGULAR = (
+    (stat.S_ISDIR, "a directory", "pass the path of a data file inside it"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)", "write the data to a regular file and pass that"),
+    (stat.S_ISCHR, "a character device", "pass the path of a data file"),
+    (stat.S_ISBLK, "a block device", "pass the path of a data file"),
+    (stat.S_ISSOCK, "a socket", "pass the path of a data file"),
+)
+
+
+def check_source(path: str | Path, limits: ReadLimits | None = None) -> None:
+    """Refuse, without opening it, a path that is missing, not a regular file, or over the size limit.
+
+    A FIFO would block the reader until someone writes to it, and a device can stream forever: both are
+    told apart by `stat` before anything opens them. Symbolic links are followed.
+    """
+    path = Path(path)
+    limits = limits or ReadLimits()
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise DatasetReadError(path, "does not exist", "check the path and the file name") from None
+    except PermissionError as exc:
+        raise DatasetReadError(
+            path, "cannot be opened (permission denied)", "check the file's permissions"
+        ) from exc
+    except OSError as exc:
+        raise DatasetReadError(
+            path, f"cannot be read ({exc.strerror or exc})", "check the path and try again"
+        ) from exc
+    _require_regular(path, info.st_mode)
+    if info.st_size > limits.max_file_bytes:
+        raise refuse(
+            path,
+            "max_file_bytes",
+            limits.max_file_bytes,
+            info.st_size,
+            f"is {size_text(info.st_size)}, more than the {size_text(limits.max_file_bytes)} allowed",
+            advice="split the file, or upload a part of it",
+        )
+
+
+def _require_regular(path: Path, mode: int) -> None:
+    if stat.S_ISREG(mode):
+        return
+    for test, kind, hint in _NOT_REGULAR:
+        if test(mode):
+            raise DatasetReadError(path, f"is {kind}, not a regular file", hint)
+    raise DatasetReadError(path, "is not a regular file", "pass the path of a data file")
 
 
 def _open_head(path: Path, limit: int = HEAD_BYTES) -> bytes:
-    with path.open("rb") as fh:
+    # O_NONBLOCK: should the path have become a FIFO since it was checked, opening it does not wait for
+    # a writer, and fstat on the open file refuses it (the check that counts: it is about what was opened).
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as fh:
+        _require_regular(path, os.fstat(fd).st_mode)
         return fh.read(limit)
+
+
+def _check_shape(path: Path, table: pa.Table, names: list[str], limits: ReadLimits) -> None:
+    """What every format is held to once read: the number of cells, and the size of the largest one."""
+    cells = table.num_rows * table.num_columns
+    if cells > limits.max_cells:
+        raise refuse(
+            path,
+            "max_cells",
+            limits.max_cells,
+            cells,
+            f"has {table.num_rows:,} rows × {table.num_columns:,} columns = {cells:,} cells,"
+            f" more than the {limits.max_cells:,} allowed",
+            advice="split the file, or upload fewer rows or columns",
+        )
+    longest = _longest_cell(table)
+    if longest is not None and longest[0] > limits.max_cell_bytes:
+        size, row, column = longest
+        raise refuse(
+            path,
+            "max_cell_bytes",
+            limits.max_cell_bytes,
+            size,
+            f"the value in data row {row + 1:,}, column {names[column]!r} is {size_text(size)},"
+            f" more than the {size_text(limits.max_cell_bytes)} allowed for one value",
+            advice="store such values outside the table (a file per value, and its name in the table)",
+        )
+
+
+def _longest_cell(table: pa.Table) -> tuple[int, int, int] | None:
+    """(bytes, 0-based row, column index) of the largest value, None for an empty table."""
+    best: tuple[int, int, int] | None = None
+    for index, column in enumerate(table.columns):
+        if not len(column):
+            continue
+        lengths = pc.binary_length(column)
+        size = pc.max(lengths).as_py() or 0
+        if best is None or size > best[0]:
+            row = pc.index(lengths, size).as_py()
+            best = (size, row, index)
+    return best
 
 
 def _default_name(path: Path) -> str:
@@ -165,10 +263,15 @@ def _default_name(path: Path) -> str:
 
 
 def _read(
-    path: Path, head: bytes, container: str | None, compression: str | None, digest: Future[_Digest]
+    path: Path,
+    head: bytes,
+    container: str | None,
+    compression: str | None,
+    digest: Future[_Digest],
+    limits: ReadLimits,
 ) -> tuple[pa.Table, _Info, list[ReadProblem], list[str]]:
     if container == "parquet":
-        table, raw_names, problems = read_parquet(path)
+        table, raw_names, problems = read_parquet(path, limits)
         names, header_problems = normalize_header(raw_names, line=None)
         problems = header_problems + problems
         if table.num_rows == 0:
@@ -177,7 +280,7 @@ def _read(
             )
         return table, _Info("parquet"), problems, names
     if container == "xlsx":
-        table, names, problems, header_line = read_xlsx(path)
+        table, names, problems, header_line = read_xlsx(path, limits)
         names, header_problems = normalize_header(names, line=header_line)
         if table.num_rows == 0:
             raise DatasetReadError(
@@ -190,9 +293,9 @@ def _read(
 
     data: bytes | None = None
     if compression:
-        data = _decompress(path, compression)
+        data = inflate(path, compression, limits)
         head = data[:HEAD_BYTES]
-        if not data.strip():
+        if not data or data.isspace():
             raise DatasetReadError(
                 path, "file is empty (once decompressed)", "compress the complete file again"
             )
@@ -218,7 +321,7 @@ def _read(
     # UTF-16/32 text is full of NUL bytes; anything else with one is binary or mis-encoded.
     nul_matters = encoding not in ("utf-16", "utf-16-le", "utf-16-be", "utf-32")
     try:
-        parsed = _read_text(path, data, head, head_text, encoding, compression)
+        parsed = _read_text(path, data, head, head_text, encoding, compression, limits)
     except DatasetReadError:
         if nul_matters:
             _check_nul(path, data, digest)  # the NUL is the real problem, when there is one
@@ -230,17 +333,25 @@ def _read(
 
 
 def _read_text(
-    path: Path, data: bytes | None, head: bytes, head_text: str, encoding: str, compression: str | None
+    path: Path,
+    data: bytes | None,
+    head: bytes,
+    head_text: str,
+    encoding: str,
+    compression: str | None,
+    limits: ReadLimits,
 ) -> tuple[pa.Table, _Info, list[ReadProblem], list[str]]:
     suffixes = [s.lower() for s in path.suffixes]
     stem_suffix = next((s for s in reversed(suffixes) if s not in _COMPRESSION_SUFFIXES), "")
     starts_json = head_text.lstrip()[:1] in ("{", "[")
     if _looks_like_jsonl(head_text) or (stem_suffix in _JSON_SUFFIXES and starts_json):
-        return _read_json(path, data, head, encoding, compression)
+        return _read_json(path, data, head, encoding, compression, limits)
 
     source = TextSource(path=path, encoding=encoding, data=data)
     complete = (len(data) if data is not None else path.stat().st_size) <= len(head)
-    result = read_delimited(source, head_text, complete=complete, prefer_tab=stem_suffix in _TAB_SUFFIXES)
+    result = read_delimited(
+        source, head_text, complete=complete, prefer_tab=stem_suffix in _TAB_SUFFIXES, limits=limits
+    )
     fmt = "tsv" if result.dialect.delimiter == "\t" else "csv"
     info = _Info(fmt, encoding=result.encoding, delimiter=result.dialect.delimiter, compression=compression)
     return result.table, info, result.problems, result.names
@@ -296,39 +407,8 @@ def _check_nul(path: Path, data: bytes | None, digest: Future[_Digest]) -> None:
     )
 
 
-def _decompress(path: Path, compression: str) -> bytes:
-    raw = path.read_bytes()
-    try:
-        if compression == "gzip":
-            return gzip.decompress(raw)
-        if compression == "bz2":
-            return bz2.decompress(raw)
-        return lzma.decompress(raw)
-    except (EOFError, OSError, zlib.error, lzma.LZMAError, ValueError) as exc:
-        partial = _partial(raw, compression)
-        line = partial.count(b"\n") + 1 if partial else None
-        raise DatasetReadError(
-            path,
-            f"the {compression} data is truncated or corrupt ({exc}); it stops at this line of the content",
-            f"upload the complete file, or re-compress the original with {compression}",
-            line=line,
-        ) from exc
-
-
-def _partial(raw: bytes, compression: str) -> bytes:
-    """As much as decompresses before the damage, to say on which line the content stops."""
-    try:
-        if compression == "gzip":
-            return zlib.decompressobj(wbits=31).decompress(raw)
-        if compression == "bz2":
-            return bz2.BZ2Decompressor().decompress(raw)
-        return lzma.LZMADecompressor().decompress(raw)
-    except (OSError, zlib.error, lzma.LZMAError, EOFError, ValueError):
-        return b""
-
-
 def _read_json(
-    path: Path, data: bytes | None, head: bytes, encoding: str, compression: str | None
+    path: Path, data: bytes | None, head: bytes, encoding: str, compression: str | None, limits: ReadLimits
 ) -> tuple[pa.Table, _Info, list[ReadProblem], list[str]]:
     raw = data if data is not None else path.read_bytes()
     problems: list[ReadProblem] = []
@@ -347,7 +427,7 @@ def _read_json(
                 detail=f"the file is not valid UTF-8 from line {line}; it was read as {encoding}",
             )
         )
-    table, raw_names = read_json_records(path, text.removeprefix("\ufeff"))
+    table, raw_names = read_json_records(path, text.removeprefix("\ufeff"), limits)
     if not raw_names:
         raise DatasetReadError(
             path, "has records but none has a field", 'give each record fields, like {"a": 1}'

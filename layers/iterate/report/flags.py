@@ -13,6 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from iterate.visible import visible
+
 HEADER = "row,column,issue_id,score\n"
 # A spreadsheet treats a field starting with one of these as a formula (OWASP "CSV injection").
 _FORMULA_START = r"^[=+\-@\t\r]"
@@ -44,6 +46,13 @@ def neutralise(text: str) -> str:
     other name must be written exactly as in the input header.
     """
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def _field(text: str) -> str:
+    """A column name or issue id as written: control characters escaped (ESC as `\\x1b`, U+202E as
+    `\\u202e`) except TAB, LF and CR, which CSV quoting carries, so that a CSV reader gets a multi-line
+    header name back exactly (the scorer matches names exactly); then neutralised and quoted."""
+    return _csv_field(neutralise(visible(text, keep="\t\n\r")))
 
 
 def _csv_field(text: str) -> str:
@@ -121,7 +130,8 @@ def write_flags_csv(
     wrong; 1 when not given). Scores are written with 4 decimals. `columns` is the input header in order (for sorting by
     position; without it, columns sort in order of first appearance). Exact duplicate lines are written once;
     a cell flagged by two issues gets two lines. Column names and issue ids starting with = + - @ TAB or CR
-    are prefixed with `'` against spreadsheet formula injection; every other name is written unchanged.
+    are prefixed with `'` against spreadsheet formula injection, and control characters other than TAB, LF
+    and CR are written escaped (`\\x1b`), so the file carries none raw; every other name is written unchanged.
     """
     rows, cols, ids, scores = _to_arrays(flags)
     if not (len(rows) == len(cols) == len(ids)):
@@ -152,8 +162,8 @@ def write_flags_csv(
     pos_to_code[position] = np.arange(len(position), dtype=np.int64)
     col_codes = pos_to_code[col_pos]
 
-    col_text = pa.array([_csv_field(neutralise(n)) for n in col_names], type=pa.string())
-    id_text = pa.array([_csv_field(neutralise(n)) for n in id_names], type=pa.string())
+    col_text = pa.array([_field(n) for n in col_names], type=pa.string())
+    id_text = pa.array([_field(n) for n in id_names], type=pa.string())
     # Scores are written once per distinct rounded value (there are at most 10,001 of them), with the line
     # end riding on them, so the joined array's data buffer is the finished CSV text.
     score_codes = np.rint(scores * 10_000).astype(np.int64)

@@ -31,13 +31,13 @@ from iterate.report.charts import (
     severity_chart,
     stacked_severity_bars,
 )
+from iterate.visible import visible
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 STATUS_ORDER = {"confirmed": 0, "unconfirmed": 1, "hypothesis": 2}
 CATEGORY_LABEL = {"quick_fixes": "Quick fix", "smart_fixes": "Smart fix"}
-# Control characters would be invisible (or break the layout); show them as \\xNN instead.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _EDGE_WS = re.compile(r"^(\s+)|(\s+)$")
+_EDGE_SYMBOLS = str.maketrans({" ": "·", "\t": "→", "\n": "↵", "\r": "␍"})
 
 
 @dataclass(frozen=True)
@@ -99,8 +99,14 @@ class _Renderer:
 
     # ---- small pieces -------------------------------------------------------------------------------
     def text(self, value: object, limit: int | None = None) -> str:
-        """Escaped prose (descriptions, LLM text), clipped."""
+        """Escaped prose (descriptions, LLM text, code), clipped; line breaks and tabs stay (the page's
+        last pass shows every other control character escaped)."""
         return esc(clip(str(value), limit or self.lim.text_chars))
+
+    def name(self, value: object, limit: int) -> str:
+        """A column, dataset or file name: clipped, escaped, every control character shown (`\\n`, `\\x1b`)
+        so that two names differing only by one never look alike."""
+        return esc(visible(clip(str(value), limit)))
 
     def val(self, value: object) -> str:
         """A data value: clipped, escaped, with edge whitespace and control characters made visible."""
@@ -108,15 +114,14 @@ class _Renderer:
         if s == "":
             return '<span class="empty">(empty)</span>'
         s = clip(s, self.lim.value_chars)
-        s = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", s)
         parts = []
         pos = 0
         for m in _EDGE_WS.finditer(s):
-            parts.append(esc(s[pos : m.start()]))
-            ws = m.group().replace(" ", "·").replace("\t", "→").replace("\n", "↵").replace("\r", "␍")
+            parts.append(esc(visible(s[pos : m.start()])))
+            ws = visible(m.group().translate(_EDGE_SYMBOLS))
             parts.append(f'<span class="ws" title="whitespace">{esc(ws)}</span>')
             pos = m.end()
-        parts.append(esc(s[pos:]))
+        parts.append(esc(visible(s[pos:])))
         return f'<code class="val">{"".join(parts)}</code>'
 
     @staticmethod
@@ -152,10 +157,10 @@ class _Renderer:
                     f"{fmt_num(total.outputTokens)} out</b> <span>({total.calls} calls)</span></div>"
                 )
                 meta.append(f"<div><span>Cost</span> <b>${total.costUsd:,.4f}</b></div>")
-        sub = self.text(run.sourceFile, 300) if run else ""
+        sub = self.name(run.sourceFile, 300) if run else ""
         return (
             '<header class="top"><div class="wrap">'
-            f"<h1>Data-quality report · {self.text(name, 300)}</h1>"
+            f"<h1>Data-quality report · {self.name(name, 300)}</h1>"
             f'<div class="sub mono">{sub}</div>'
             f'<div class="meta">{"".join(meta)}</div>'
             "</div></header>"
@@ -236,7 +241,7 @@ class _Renderer:
             its = self.by_column.get(c.name, [])
             worst = min((i.severity for i in its), key=lambda s: SEVERITY_ORDER.get(s, 9), default=None)
             share = max((i.evidence.affectedShare for i in its if i.evidence), default=0.5 if its else 0.0)
-            cells.append(HeatCell(c.name, worst, len(its), share, _anchor("col", c.name)))
+            cells.append(HeatCell(visible(c.name), worst, len(its), share, _anchor("col", c.name)))
         note = ""
         if len(self.p.columns) > len(cols):
             note = f'<p class="muted small">First {len(cols)} of {len(self.p.columns)} columns shown.</p>'
@@ -250,7 +255,7 @@ class _Renderer:
             ),
         )[:25]
         stacked = stacked_severity_bars(
-            [(name, _count_by(its, "severity")) for name, its in ranked], width=560
+            [(visible(name), _count_by(its, "severity")) for name, its in ranked], width=560
         )
         return (
             '<section id="columns-heat"><h2>Issues per column</h2><div class="card">'
@@ -289,7 +294,7 @@ class _Renderer:
 
     def issue(self, issue: Issue, n: int) -> str:
         ev = issue.evidence
-        cols_text = ", ".join(clip(c, 80) for c in issue.affectedColumns[:12])
+        cols_text = ", ".join(visible(clip(c, 80)) for c in issue.affectedColumns[:12])
         if len(issue.affectedColumns) > 12:
             cols_text += f" … (+{len(issue.affectedColumns) - 12})"
         search_text = " ".join(
@@ -326,7 +331,7 @@ class _Renderer:
             f" · {self.text(issue.detector, 80)}" if issue.detector else ""
         )
         parts.append(
-            f'<p class="muted small">id <span class="mono">{self.text(issue.id, 120)}</span> · {source}</p>'
+            f'<p class="muted small">id <span class="mono">{self.name(issue.id, 120)}</span> · {source}</p>'
         )
         return (
             f'<details class="issue {esc(issue.severity)}" id="{_anchor("issue", issue.id)}" '
@@ -355,7 +360,7 @@ class _Renderer:
             head += "<th>note</th>" if has_note else ""
             rows = []
             for e in examples:
-                cells = f"<td class='num'>{e.row}</td><td>{self.text(e.column, 80)}</td><td>{self.val(e.value)}</td>"
+                cells = f"<td class='num'>{e.row}</td><td>{self.name(e.column, 80)}</td><td>{self.val(e.value)}</td>"
                 if has_expected:
                     cells += f"<td>{self.val(e.expected) if e.expected is not None else ''}</td>"
                 if has_note:
@@ -419,7 +424,7 @@ class _Renderer:
         obs = "".join(f"<li>{self.text(o, 1000)}</li>" for o in s.observations[:30])
         cols = self.u.columns[: self.lim.columns]
         rows = "".join(
-            f"<tr><td><a href='#{_anchor('col', c.name)}'>{self.text(c.name, 80)}</a></td>"
+            f"<tr><td><a href='#{_anchor('col', c.name)}'>{self.name(c.name, 80)}</a></td>"
             f"<td class='mono small'>{self.text(c.semanticType or c.dataType, 40)}</td>"
             f"<td>{self.text(c.description, 600)}</td></tr>"
             for c in cols
@@ -455,11 +460,11 @@ class _Renderer:
             f"<tr><th>Near-duplicate rows</th><td class='num'>{fmt_num(d.nearRows)}</td></tr>",
             f"<tr><th>Missing-value marker</th><td>{self.val(p.nullMarker)}</td></tr>",
         ]
-        keys = ", ".join(" + ".join(clip(c, 60) for c in k) for k in p.candidateKeys[:10])
+        keys = ", ".join(" + ".join(visible(clip(c, 60)) for c in k) for k in p.candidateKeys[:10])
         if keys:
             facts.append(f"<tr><th>Candidate keys</th><td>{esc(keys)}</td></tr>")
         fds = "".join(
-            f"<tr><td>{esc(' + '.join(clip(c, 60) for c in fd.lhs))} → {esc(clip(fd.rhs, 60))}</td>"
+            f"<tr><td>{esc(' + '.join(visible(clip(c, 60)) for c in fd.lhs))} → {self.name(fd.rhs, 60)}</td>"
             f"<td class='num'>{fd.confidence:.1%}</td><td class='num'>{fmt_num(fd.violatingRows)}</td></tr>"
             for fd in p.functionalDependencies[:20]
         )
@@ -530,7 +535,11 @@ class _Renderer:
         tv = c.topValues[: self.lim.top_values]
         if tv:
             bars = [
-                Bar(v.value if v.value != "" else "(empty)", v.count, clip(f"{v.value!r}: {v.count:,}", 80))
+                Bar(
+                    visible(v.value) if v.value != "" else "(empty)",
+                    v.count,
+                    clip(f"{v.value!r}: {v.count:,}", 80),
+                )
                 for v in tv
             ]
             chart += (
@@ -545,14 +554,17 @@ class _Renderer:
                 + "</div>"
             )
         if c.dates is not None and c.dates.formats:
-            bars = [Bar(f.value, f.count, clip(f"{f.value}: {f.count:,}", 80)) for f in c.dates.formats[:6]]
+            bars = [
+                Bar(visible(f.value), f.count, clip(f"{visible(f.value)}: {f.count:,}", 80))
+                for f in c.dates.formats[:6]
+            ]
             patterns += '<div class="muted small" style="margin-top:6px">Date formats</div>' + hbar_chart(
                 bars, width=340
             )
         desc = f'<div class="desc">{self.text(description, 300)}</div>' if description else ""
         return (
             f'<div class="card colcard" id="{_anchor("col", c.name)}">'
-            f"<h3><span>{self.text(c.name, 120)}</span>"
+            f"<h3><span>{self.name(c.name, 120)}</span>"
             f'<span><span class="badge cat mono">{self.text(c.semanticType, 30)}</span> {issue_badge}</span></h3>'
             f"{desc}{chart}{patterns}<div class='stats'>{stat_html}</div></div>"
         )
@@ -587,7 +599,7 @@ class _Renderer:
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>Iterate report · {self.text(title, 120)}</title>"
+            f"<title>Iterate report · {self.name(title, 120)}</title>"
             f"<style>{_asset('report.css')}</style></head><body>"
             f"{self.header()}"
             '<nav class="toc"><div class="wrap" style="padding:9px 24px">'
@@ -597,6 +609,11 @@ class _Renderer:
             f"{self.understanding()}{self.profile_section()}</main>"
             f"{self.footer()}<script>{script}</script></body></html>\n"
         )
+
+    def page_without_raw_controls(self) -> str:
+        """The page, with whatever control character is still raw shown escaped (LLM prose, code and
+        outputs keep their line breaks and tabs, HTML whitespace): nothing that acts reaches the file."""
+        return visible(self.page(), keep="\n\t")
 
 
 def _duration(ms: float) -> str:
@@ -641,4 +658,4 @@ def render_html(
     The page sees only the profile and the (capped) evidence, so a million-row input does not make it
     bigger than a thousand-row one; `limits` caps examples, top values, columns, issues and value length.
     """
-    return _Renderer(analysis, profile, understanding, limits or ReportLimits()).page()
+    return _Renderer(analysis, profile, understanding, limits or ReportLimits()).page_without_raw_controls()
