@@ -32,7 +32,8 @@ DENSE_LIMIT = 262_144
 # Discovery: a share of the rows (in groups of MIN_GROUP or more) must sit in groups whose most common value
 # is at least twice as common as the runner-up, and X must say more about Y than Y's own most common value.
 MIN_DOMINATED_SHARE = 0.5
-MAX_ROWS_LISTED = 50_000  # rows a dependency finding lists for code to recount; beyond, the rule alone
+MAX_ROWS_LISTED = 50_000
+MIN_MATCHED_PAIRS = 10  # a one-to-one pairing is learned from at least this many pairs  # rows a dependency finding lists for code to recount; beyond, the rule alone
 
 
 @dataclass
@@ -161,6 +162,41 @@ def _judge_pair(x: np.ndarray, y: np.ndarray, n_x: int, n_y: int) -> tuple[float
 
 
 @dataclass
+class Matching:
+    """A one-to-one pairing of two columns that determine each other (player name ↔ surname).
+
+    Pairs are taken greedily by how many rows hold them, each value at most once: a value pasted into
+    another entity's rows never takes that entity's own value from it.
+    """
+
+    x_to_y: np.ndarray  # per X code: its matched Y code (-1: none)
+    y_to_x: np.ndarray  # per Y code: its matched X code (-1: none)
+
+
+def match_pairs(fx: ColumnFacts, fy: ColumnFacts) -> Matching:
+    x, y = _codes(fx), _codes(fy)
+    use = (x >= 0) & (y >= 0)
+    n_y = fy.column.n_unique
+    keys, counts = np.unique(x[use].astype(np.int64) * n_y + y[use], return_counts=True)
+    order = np.argsort(-counts, kind="stable")
+    x_to_y = np.full(fx.column.n_unique, -1, dtype=np.int64)
+    y_to_x = np.full(n_y, -1, dtype=np.int64)
+    for k in order[counts[order] >= 2].tolist():
+        a, b = divmod(int(keys[k]), n_y)
+        if x_to_y[a] < 0 and y_to_x[b] < 0:
+            x_to_y[a], y_to_x[b] = b, a
+    return Matching(x_to_y, y_to_x)
+
+
+@dataclass
+class Entity:
+    """X's one-to-one partner column: its per-row codes and the matching X ↔ partner."""
+
+    partner_codes: np.ndarray
+    matching: Matching
+
+
+@dataclass
 class Consensus:
     """One dependency X → Y measured on every row: each row's evidence against its Y value."""
 
@@ -173,7 +209,12 @@ class Consensus:
 
 
 def consensus(
-    fx: ColumnFacts, fy: ColumnFacts, dep: Dependency, cal: Calibration, excluded: np.ndarray | None = None
+    fx: ColumnFacts,
+    fy: ColumnFacts,
+    dep: Dependency,
+    cal: Calibration,
+    excluded: np.ndarray | None = None,
+    entity: Entity | None = None,
 ) -> Consensus:
     """Evidence per row against Y's value, from its X group (rows in `excluded` neither count nor are judged).
 
@@ -185,6 +226,11 @@ def consensus(
     - in a faction that is a split: wrong as often as this dependency's groups do not split;
     - a lone value in a group that shows a split: the entity holds several values; no evidence.
     A row agreeing with its group's consensus is vouched for as much as the dependency holds.
+
+    Where X is paired one-to-one with another column P (`entity`: a player's name with their surname), a
+    group's consensus is taken from its own rows — those holding X's matched P value — and a row whose P
+    value is matched to another X belongs to another entity: off the consensus, that is strong evidence,
+    however many rows were pasted that way (a surname pasted over a whole season of another player).
     """
     x, y = _codes(fx), _codes(fy)
     n = x.size
@@ -204,8 +250,24 @@ def consensus(
     if use.any():
         _, inv, cnt = np.unique(pair_key[use], return_inverse=True, return_counts=True)
         pair_count[use] = cnt[inv.reshape(-1)]
-    # A group judges when it has a consensus: enough rows, and its most common value ahead of the rest.
-    judging = (size >= MIN_GROUP) & (k1 >= 2) & (k1 > gm.second_count)
+    # A group judges when it has a consensus: enough rows, its most common value held by most of them and
+    # at least twice as common as any other (a group of many large factions, every respondent without an
+    # affair, judges nobody).
+    judging = (size >= MIN_GROUP) & (k1 >= 2) & (2 * k1 > size) & (k1 >= 2 * gm.second_count)
+    foreign = np.zeros(n, dtype=bool)
+    if entity is not None:
+        p = entity.partner_codes
+        owned = entity.matching.x_to_y[xr]
+        own = use & (p >= 0) & (owned >= 0) & (p == owned)
+        gmo = group_majority(np.where(own, xu, -1), np.maximum(y, 0), n_x, n_y)
+        has = (gmo.size >= 2) & (2 * gmo.major_count > gmo.size) & (gmo.major_count >= 2 * gmo.second_count)
+        mode = np.where(has, gmo.major, mode)
+        k1 = np.where(has, gmo.major_count, k1)
+        g_mode = np.where(use, mode[xr], -1)
+        g_k1 = np.where(use, k1[xr], 0)
+        judging = np.where(has, size >= MIN_GROUP, judging)
+        belongs = entity.matching.y_to_x[np.maximum(p, 0)]
+        foreign = use & ~own & (p >= 0) & (belongs >= 0) & (belongs != xu) & has[xr] & (y != g_mode)
     judged = use & judging[xr]
     deviant = judged & (y != g_mode)
     n_judged = max(int(judged.sum()), 1)
@@ -221,7 +283,13 @@ def consensus(
     judged_groups = int(judging.sum())
     split_groups = np.zeros(n_x, dtype=bool)
     split_groups[xr[split]] = True
-    split_rate = float(np.clip(split_groups.sum() / max(judged_groups, 1), 0.0, 1 - 1e-3))
+    # How often X's groups hold several values: groups with a split faction, and groups with no consensus at
+    # all (many large factions), as a share of the rows in groups big enough to show it. A column that is
+    # not a key (a measure shared by many records) has big mixed groups, and that is what makes it loose.
+    sized = size >= MIN_GROUP
+    multi = sized & (split_groups | ~judging)
+    split_rate = float(np.clip(size[multi].sum() / max(size[sized].sum(), 1), 0.0, 1 - 1e-3))
+    del judged_groups
     lone = deviant & ~split
     in_split_group = split_groups[xr]
     rates = {"split_groups": split_rate, "deviation": dev_rate, "noise": noise_rate}
@@ -238,6 +306,13 @@ def consensus(
     llr = np.where(lone & ~in_split_group, -math.log(lone_rate + split_rate) + mode_share, llr)
     llr = np.where(lone & in_split_group, mode_share, llr)
     llr = np.where(split, logit(max(1 - split_rate, floor)) + mode_share, llr)
+    # A row of another entity: as telling as such rows are rare among this column's entities (groups).
+    if foreign.any():
+        hosts = np.zeros(n_x, dtype=bool)
+        hosts[xr[foreign]] = True
+        foreign_rate = float(hosts.sum() / max(int(sized.sum()), 1))
+        rates["foreign_groups"] = foreign_rate
+        llr = np.where(foreign, np.maximum(llr, -math.log(foreign_rate + floor) + mode_share), llr)
     llr = np.where(judged & ~deviant, math.log(split_rate + floor), llr)
     llr = np.clip(llr, -cal.dependency_llr_cap, cal.dependency_llr_cap)
     return Consensus(dep, llr, judged, deviant, np.where(judged, g_mode, -1), rates)
@@ -267,6 +342,36 @@ class Entities:
     judgements: dict[int, Judgement] = field(default_factory=dict)
 
 
+def entities(
+    facts: list[ColumnFacts], deps: list[Dependency], cal: Calibration = DEFAULT
+) -> dict[int, Entity]:
+    """For each column paired one-to-one with another (both determine each other, each way with most rows in
+    groups that keep to one value, and the matched pairs hold most rows), its partner: the one whose matched
+    pairs hold the most rows."""
+    found = {(d.lhs, d.rhs): d for d in deps}
+    best: dict[int, tuple[int, Entity]] = {}
+    for a, b in sorted(found):
+        if a < b and (b, a) in found:
+            loose = [
+                consensus(facts[x], facts[y], found[(x, y)], cal).rates["split_groups"]
+                for x, y in ((a, b), (b, a))
+            ]
+            if max(loose) >= 0.5:
+                continue  # two measures that often share values (an incentive and a deductible), not keys
+            m = match_pairs(facts[a], facts[b])
+            # One-to-one only where the matched pairs hold most rows (player ↔ surname), not where two
+            # columns merely predict each other (relationship ↔ sex).
+            x, y = _codes(facts[a]), _codes(facts[b])
+            use = (x >= 0) & (y >= 0)
+            held = int((use & (m.x_to_y[np.maximum(x, 0)] == y)).sum())
+            if held < 0.5 * use.sum() or (m.x_to_y >= 0).sum() < MIN_MATCHED_PAIRS:
+                continue
+            for col, partner, matching in ((a, y, m), (b, x, Matching(m.y_to_x, m.x_to_y))):
+                if col not in best or best[col][0] < held:
+                    best[col] = (held, Entity(partner, matching))
+    return {col: e for col, (_, e) in best.items()}
+
+
 def _blame_determinants(
     facts: list[ColumnFacts], deps: list[Dependency], cal: Calibration
 ) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray], dict[int, list[str]]]:
@@ -277,6 +382,7 @@ def _blame_determinants(
     by_lhs: dict[int, list[Dependency]] = {}
     for d in deps:
         by_lhs.setdefault(d.lhs, []).append(d)
+    paired = entities(facts, deps, cal)
     blamed: dict[int, np.ndarray] = {}
     evidence: dict[int, np.ndarray] = {}
     witnesses: dict[int, list[str]] = {}
@@ -288,7 +394,7 @@ def _blame_determinants(
         judged = np.zeros(fx.column.codes.size, dtype=np.int64)
         strength = np.zeros(fx.column.codes.size)
         for d in group:
-            c = consensus(fx, facts[d.rhs], d, cal)
+            c = consensus(fx, facts[d.rhs], d, cal, entity=paired.get(d.lhs))
             hit = c.deviant & (c.llr >= cal.blame_min_llr)
             against += hit
             judged += c.covered
@@ -310,6 +416,7 @@ def detect_dependency_violations(
     """The dependencies `discover` finds, the cells that break them, and each dependent's judgement."""
     deps = discover(facts, n_rows)
     blamed, blame_llr, witnesses = _blame_determinants(facts, deps, cal)
+    paired = entities(facts, deps, cal)
     by_rhs: dict[int, list[Dependency]] = {}
     for d in deps:
         by_rhs.setdefault(d.rhs, []).append(d)
@@ -327,7 +434,7 @@ def detect_dependency_violations(
         weights = np.zeros(n_rows)
         vouch = np.zeros(n_rows)
         for d in group:
-            c = consensus(facts[d.lhs], fy, d, cal, excluded)
+            c = consensus(facts[d.lhs], fy, d, cal, excluded, paired.get(d.lhs))
             judged = c.covered
             # A determinant speaks as loudly as its groups keep to one value.
             w = 1.0 - c.rates["split_groups"]

@@ -293,12 +293,10 @@ def robust_scale(x: np.ndarray, w: np.ndarray) -> Scale | None:
         dev = np.abs(t - med)
         spread = 1.4826 * weighted_quantile(dev, tw, 0.5)
         if spread <= 0:
-            # Half the rows share one value (a flag, a code with a dominant value): the spread is the
-            # spacing of the column's common values (each held by at least 1% of rows), not a quantile
-            # range that noise in the other half would set.
-            common = np.unique(t[tw >= 0.01 * tw.sum()])
-            gaps = np.diff(common)
-            spread = float(gaps[gaps > 0].min()) if (gaps > 0).any() else 0.0
+            # Half the rows share one value (no rain, no visit, a flag's usual state): the spread is that of
+            # the other rows around it, so a rainy day is judged among rainy days.
+            rest = dev > 0
+            spread = 1.4826 * weighted_quantile(dev[rest], tw[rest], 0.5) if rest.any() else 0.0
         if spread <= 0:
             continue
         # The log scale must earn its place: clearly more symmetric than the values as they are.
