@@ -91,8 +91,12 @@ class Calibration:
     outlier_llr_per_z: float = 0.8
     outlier_gap_bonus: float = 2.0  # the value is cut off from the bulk by an empty stretch
     outlier_max_llr: float = 9.0
+    # A log scale is still chosen when at most this share of the rows falls off it (zero or negative).
+    offscale_share: float = 0.1
     sign_bonus: float = 1.0  # a negative value in a column that is otherwise never negative
 
+    # A numeric column's domain: its most common values, each this many times as common as any other.
+    frequency_min_ratio: float = 5.0
     # Rarity: a value held by far fewer rows than the column's values typically are. Weak alone (real rare
     # values exist): it counts when another signal agrees.
     rare_min_typical: float = 3.0  # only where values typically fill at least this many rows

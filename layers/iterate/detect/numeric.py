@@ -253,23 +253,40 @@ def detect_precision(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT
 
 @dataclass(frozen=True)
 class Scale:
-    """Where a column's bulk lies: centre and spread on a linear or log scale."""
+    """Where a column's bulk lies: centre and spread on the scale that suits it.
 
-    log: bool
+    `kind`: "linear"; "log" for positive quantities spanning magnitudes (prices, thicknesses); "log1p" for
+    counts and amounts that are never negative but often zero (riders per hour, rainfall).
+    """
+
+    kind: str
     center: float
     spread: float
 
-    def z(self, x: np.ndarray) -> np.ndarray:
+    @property
+    def log(self) -> bool:
+        return self.kind != "linear"
+
+    def transform(self, x: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
-            t = np.log(x) if self.log else x
-            out = np.abs(t - self.center) / self.spread
-        if self.log:
-            out = np.where(x > 0, out, np.inf)  # no positive quantity is zero or below
-        return out
+            if self.kind == "log":
+                return np.where(x > 0, np.log(np.where(x > 0, x, 1.0)), -np.inf)
+            if self.kind == "log1p":
+                return np.where(x >= 0, np.log1p(np.where(x >= 0, x, 0.0)), -np.inf)
+        return x
+
+    def z(self, x: np.ndarray) -> np.ndarray:
+        # No positive quantity is zero or below, no count is negative: those lie infinitely far.
+        with np.errstate(invalid="ignore"):
+            return np.abs(self.transform(x) - self.center) / self.spread
 
     def bounds(self, z: float) -> tuple[float, float]:
         lo, hi = self.center - z * self.spread, self.center + z * self.spread
-        return (math.exp(lo), math.exp(hi)) if self.log else (lo, hi)
+        if self.kind == "log":
+            return math.exp(lo), math.exp(hi)
+        if self.kind == "log1p":
+            return max(math.expm1(lo), 0.0), math.expm1(hi)
+        return lo, hi
 
 
 def _bowley(values: np.ndarray, weights: np.ndarray) -> tuple[float, float, float, float]:
@@ -278,17 +295,56 @@ def _bowley(values: np.ndarray, weights: np.ndarray) -> tuple[float, float, floa
     return q1, q2, q3, skew
 
 
+def domain_tier(w: np.ndarray, cal: Calibration = DEFAULT) -> np.ndarray | None:
+    """The values of a column's domain, when it has one: the most common values, holding most rows, each at
+    least `frequency_min_ratio` times as common as any value outside (a flag's 0 and 1, a season's 1-4,
+    the four wind speeds of a wind tunnel). None for a column whose counts fall off smoothly (counts of
+    riders, prices), where no tier stands out."""
+    if w.size < 3:
+        return None
+    order = np.argsort(-w, kind="stable")
+    c = w[order]
+    ratios = c[:-1] / np.maximum(c[1:], 1e-9)
+    cum = np.cumsum(c)
+    # The smallest such domain of two values or more (a spread needs two).
+    for k in np.flatnonzero((ratios >= cal.frequency_min_ratio) & (cum[:-1] >= 0.5 * cum[-1])):
+        if k >= 1:
+            keep = np.zeros(w.size, dtype=bool)
+            keep[order[: k + 1]] = True
+            return keep
+    return None
+
+
 def robust_scale(x: np.ndarray, w: np.ndarray) -> Scale | None:
-    """Median and MAD (or a wider quantile spread when half the rows share one value), on the scale that makes
-    the column most symmetric: log when every value is positive and the log is the more symmetric."""
-    candidates = [(False, x)]
-    positive = x > 0
-    if w[~positive].sum() <= 0.01 * w.sum() and positive.sum() >= 3:
-        candidates.append((True, np.log(x[positive])))
+    """Median and MAD on the scale that makes the column most symmetric: log when (nearly) every value is
+    positive, log1p when none is negative but some are zero, linear otherwise. A transformed scale must be
+    clearly more symmetric than the values as they are."""
+    domain = domain_tier(w)
+    if domain is not None:
+        # A column with a domain of common values is judged against that domain (its spread, or the spacing
+        # of its values), not against a tail that noise may have spread over half the rows.
+        d, dw = x[domain], w[domain]
+        center = weighted_quantile(d, dw, 0.5)
+        dev = np.abs(d - center)
+        spread = 1.4826 * weighted_quantile(dev, dw, 0.5)
+        if spread <= 0 and (dev > 0).any():  # one value holds half the domain: the others' distance from it
+            spread = 1.4826 * weighted_quantile(dev[dev > 0], dw[dev > 0], 0.5)
+        if spread > 0:
+            return Scale("linear", center, spread)
+    kinds = ["linear"]
+    # A few values off a transformed scale (noise pasted as negatives) do not rule it out; they are judged
+    # by their sign instead (see detect_numeric_outliers).
+    if float(w[x < 0].sum()) <= DEFAULT.offscale_share * w.sum():
+        kinds.append("log" if w[x <= 0].sum() <= DEFAULT.offscale_share * w.sum() else "log1p")
     best: Scale | None = None
     best_skew = math.inf
-    for log, t in candidates:
-        tw = w[positive] if log else w
+    for kind in kinds:
+        probe = Scale(kind, 0.0, 1.0)
+        t = probe.transform(x)
+        ok = np.isfinite(t)
+        if ok.sum() < 3:
+            continue
+        t, tw = t[ok], w[ok]
         _, med, _, skew = _bowley(t, tw)
         dev = np.abs(t - med)
         spread = 1.4826 * weighted_quantile(dev, tw, 0.5)
@@ -299,9 +355,9 @@ def robust_scale(x: np.ndarray, w: np.ndarray) -> Scale | None:
             spread = 1.4826 * weighted_quantile(dev[rest], tw[rest], 0.5) if rest.any() else 0.0
         if spread <= 0:
             continue
-        # The log scale must earn its place: clearly more symmetric than the values as they are.
-        if abs(skew) + (0.1 if log else 0.0) < best_skew:
-            best, best_skew = Scale(log, med, spread), abs(skew) + (0.1 if log else 0.0)
+        penalty = 0.0 if kind == "linear" else 0.1
+        if abs(skew) + penalty < best_skew:
+            best, best_skew = Scale(kind, med, spread), abs(skew) + penalty
     return best
 
 
@@ -318,7 +374,7 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
     z = np.zeros(x.size)
     if scale is not None:
         z = scale.z(x)
-        far = z > cal.outlier_z
+        far = (z > cal.outlier_z) & np.isfinite(z)
         if far.any():
             llr[far] = (np.minimum(z[far], 1e6) - cal.outlier_z) * cal.outlier_llr_per_z
             # Cut off from the bulk: an empty stretch of two spreads or more lies between it and the centre.
@@ -333,11 +389,22 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
             # hospital in another state); the dependencies vouch for it as well (see detect.__init__).
             llr[far] -= repeat_discount(w[far], f.typical_count, cal)
     negative = x < 0
+    offscale = ~np.isfinite(z)  # zero or below on a log scale: judged by sign, not by distance
+    z = np.where(offscale, 0.0, z)
     nonneg_share = float(w[~negative].sum() / w.sum())
     sign_llr = 0.0
     if negative.any() and nonneg_share >= 0.5:
         sign_llr = math.log(nonneg_share / max(1 - nonneg_share, 1e-9)) - math.log(2.0) + cal.sign_bonus
-        llr[negative] = np.maximum(llr[negative], sign_llr)
+        # A negative just below zero continues a column that comes close to zero (a dew point of -0.5 F in
+        # winter); only one further below than the column's low positive values breaks its sign.
+        positive = x > 0
+        edge = weighted_quantile(x[positive], w[positive], 0.05) if positive.any() else 0.0
+        beyond = negative & (x < -edge)
+        llr[beyond] = np.maximum(llr[beyond], sign_llr)
+    elif offscale.any() and scale is not None and scale.kind == "log":
+        # A zero in a column of positive quantities: as telling as zeros are rare in it.
+        positive = float(w[~offscale].sum() / w.sum())
+        llr[offscale] = math.log(positive / max(1 - positive, 1e-9)) - math.log(2.0) + cal.sign_bonus
     llr = np.minimum(llr, cal.outlier_max_llr)
     hit = llr > 0
     if not hit.any():
@@ -377,7 +444,7 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
             "high": high,
             "nonnegative": sign_llr > 0,
             "median": median,
-            "scale": "log" if scale is not None and scale.log else "linear",
+            "scale": scale.kind if scale is not None else "linear",
             "bad_values": _values(f, ids),
         },
         key=f"outliers:{name}",
