@@ -20,6 +20,7 @@ from iterate.detect.frequency import detect_rare_values, detect_repeated_placeho
 from iterate.detect.missing import detect_missing, detect_sentinels
 from iterate.detect.numeric import (
     detect_code_width,
+    detect_float_written_integers,
     detect_invalid_numbers,
     detect_numeric_outliers,
     detect_precision,
@@ -169,6 +170,7 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
         found += [detect_whitespace(f), detect_encoding(f)]
         found += [detect_invalid_numbers(f, f.numeric), detect_precision(f, f.numeric)]
         found += [detect_numeric_outliers(f, f.numeric), detect_code_width(f, f.numeric)]
+        found += [detect_float_written_integers(f, f.numeric)]
         found += [detect_rare_values(f), detect_repeated_placeholder(f)]
         return [x for x in found if x is not None]
 

@@ -19,6 +19,7 @@ NUM_UNIT = (
     r"\s*(?P<unit>[^\d\s](?:[^\d]*[^\d\s])?)?\s*$"
 )
 NUMERIC_SHAPES = {"9", "9.9", "-9", "-9.9", ".9", "+9", "9,9", "9,9.9"}
+PLAIN_NUMBER_SHAPES = {"9", "9.9", "-9", "-9.9", ".9", "-.9", "+9", "+9.9"}
 
 # Numeric shapes (`9`, `-9.9`, `9.9,9`), and the parts of those with a separator between digits.
 NUMBER_SHAPE = re.compile(r"^[-+]?(?:9(?:[.,]9)*|\.9)$")
@@ -106,6 +107,7 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
     codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     shape_text = enc.dictionary.to_pylist()
     weights = np.bincount(codes, weights=weights_u, minlength=len(shape_text))
+    distinct = np.bincount(codes, minlength=len(shape_text))  # distinct values per shape
     n = float(weights.sum())
     if n == 0:
         return None
@@ -139,6 +141,11 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
             elif usual:
                 accepted.append(shape_text[i])
         extra = tuple(sorted({r for r in judged if r is not None}))
+    if all(NUMBER_SHAPE.match(s) for s in dominant):
+        # In a column of numbers, whole numbers, decimals and signs are one format (a humidity of 100 among
+        # 43.5, a dew point of -2): only the separators (decimal comma or point) are a convention to keep.
+        plain = PLAIN_NUMBER_SHAPES if convention != "comma" else {"9", "-9", "+9"}
+        accepted = sorted(set(accepted) | plain)
     matches = pc.match_substring_regex(
         f.column.dictionary, pattern=_regex_from_shapes(accepted, engine="re2", extra=extra)
     )
@@ -182,7 +189,10 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
             "dominant_shapes": dominant,
         },
         key=f"shape:{f.name}",
-        llr=share_llr(float(weights[top].sum() / n), DEFAULT.shape_bonus)
+        # A pattern is learned from distinct values: in a vocabulary of a dozen words (school grades, age
+        # bands) every word is its own shape and a rare one says nothing; in a column of thousands of codes
+        # that nearly all share a shape, a value that breaks it says a lot.
+        llr=share_llr(float(distinct[top].sum() / max(distinct.sum(), 1)), DEFAULT.shape_bonus)
         - repeat_discount(f.counts[f.column.codes[rows]], f.typical_count),
     )
 

@@ -89,7 +89,7 @@ def detect_repeated_placeholder(f: ColumnFacts, cal: Calibration = DEFAULT) -> F
     name = f.name
 
     def describe(fd: Finding) -> str:
-        shown = ", ".join(repr(v) for v in fd.stats["bad_values"][:3])
+        shown = ", ".join(repr(v) for v in fd.stats["markers"][:3])
         return (
             f"{fd.n_cells:,} rows of '{name}' hold {shown}, in a column where nearly every other value appears "
             "once: a placeholder or a value copied over many records."

@@ -494,3 +494,51 @@ def detect_code_width(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAUL
         stats={"column": name, "rule": "width", "width": width, "bad_values": _values(f, ids)},
         key=f"width:{name}",
     )
+
+
+def detect_float_written_integers(
+    f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT
+) -> Finding | None:
+    """Whole numbers written as floats (`2320935.0`) in a column that writes its numbers as integers: a
+    conversion that went through floating point on the way (and may have lost digits on the way too)."""
+    if not m.numeric:
+        return None
+    ok = m.is_number
+    whole = ok & (m.decimals == 0)
+    share = float(m.weights[whole].sum() / max(m.weights.sum(), 1))
+    if share < cal.parse_min_share:
+        return None
+    text = pc.utf8_trim_whitespace(f.column.dictionary.take(pa.array(m.ids, pa.int64())))
+    floaty = ok & _bools(pc.match_substring_regex(text, r"^[-+]?\d+\.0+$"))
+    if not floaty.any():
+        return None
+    ids = m.ids[floaty]
+    llr = share_llr(share, cal.shape_bonus) - repeat_discount(m.weights[floaty], f.typical_count, cal)
+    name = f.name
+
+    def describe(fd: Finding) -> str:
+        shown = ", ".join(repr(v) for v in fd.stats["bad_values"][:4])
+        return (
+            f"{fd.n_cells:,} values in '{name}' are whole numbers written as decimals ({shown}), while "
+            f"{share:.1%} of the column's rows write them as integers: they went through a floating-point "
+            "conversion somewhere."
+        )
+
+    return _value_finding(
+        f,
+        ids,
+        llr,
+        np.full(ids.size, share),
+        type="format_violation",
+        columns=[name],
+        title=f"Whole numbers written as decimals in {name}",
+        description="",
+        describe=describe,
+        suggested_action="Write these as integers (drop the '.0'), and check at the source that the conversion "
+        "did not change the value.",
+        category="quick_fixes",
+        detector="parse",
+        stat_name="share of the column's rows written as integers",
+        stats={"column": name, "rule": "integer_written", "bad_values": _values(f, ids)},
+        key=f"floatint:{name}",
+    )

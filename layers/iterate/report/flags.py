@@ -35,7 +35,11 @@ class FlagArrays:
 
 
 FlagsInput: TypeAlias = (
-    Iterable[tuple[int, str, str]] | Iterable[tuple[int, str, str, float]] | FlagArrays | Mapping[str, Any] | pa.Table
+    Iterable[tuple[int, str, str]]
+    | Iterable[tuple[int, str, str, float]]
+    | FlagArrays
+    | Mapping[str, Any]
+    | pa.Table
 )
 
 
