@@ -36,6 +36,7 @@ ROWS: dict[str, list[str]] = {
     "name": ["Ann Smith", "Bob Jones", "Cy Lee", "Dee Lee", "Dee Lee", "Eve", "Fay Jones", "Gus", "Hal"],
     "last": ["", "Jones", "", "Lee", "Lee", "", "", "Lee", "Jones"],
     "odd__name": ["a", "b", "c", "d", "d", "e", "f", "g", "h"],
+    "ratio": ["0.5", "0.25", "0.453009067", "0.5", "0.5", "1.0", "6.904679999999999", "0.12345678", "0.2"],
 }
 N = len(ROWS["id"])
 PROFILE = DatasetProfile(
@@ -75,6 +76,46 @@ def fd_violations(lhs: str, rhs: str) -> int:
     return sum(sum(1 for v in vals if v != max(vals, key=vals.count)) for vals in groups.values())
 
 
+def is_number(text: str) -> bool:
+    """Reads as a number with nothing left over, by Python's own float() (thousands groups allowed)."""
+    text = text.strip()
+    if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?", text):
+        text = text.replace(",", "")
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return not re.search(r"[a-zA-Z]", text.replace("e", "").replace("E", ""))
+
+
+def decimals_written(text: str) -> int:
+    """Decimals once binary floating-point noise is gone: the shortest repr of the value rounded to 12 digits."""
+    value = float(text)
+    short = repr(float(f"{value:.12g}"))
+    return len(short.split(".")[1]) if "." in short and short.split(".")[1] != "0" else 0
+
+
+def listed_cells(column: str, listed: list[str], predicate: Any) -> int:
+    return sum(1 for v in ROWS[column] if v in listed and predicate(v))
+
+
+def missing(value: str) -> bool:
+    return value.strip().casefold() in {"", "n/a"}
+
+
+def varied(x: str, y: str) -> set[int]:
+    """Rows (both values present) whose x group holds more than one y."""
+    groups: dict[str, set[str]] = {}
+    for a, b in zip(ROWS[x], ROWS[y], strict=True):
+        if not missing(a) and not missing(b):
+            groups.setdefault(a, set()).add(b)
+    return {
+        r
+        for r, (a, b) in enumerate(zip(ROWS[x], ROWS[y], strict=True))
+        if not missing(a) and not missing(b) and len(groups[a]) > 1
+    }
+
+
 def merged_rows(column: str, other: str) -> int:
     seen = {v for v in ROWS[other] if v.strip()}
     return sum(
@@ -96,7 +137,36 @@ CASES = [
     issue("units", "unit_in_number", 1, {"column": "amount", "bad_values": ["$1,000"]}),
     issue("spelling", "inconsistent_category", 1,
           {"column": "city", "bad_values": ["paris "], "canonical": {"paris ": "Paris"}}),
-    issue("outliers", "numeric_outlier", 3, {"column": "amount", "low": 0, "high": 100}),
+    issue("outliers", "numeric_outlier",
+          listed_cells("amount", ["9999", "-50", "$1,000", "10"], lambda v: is_number(v) and not 0 <= float(v) <= 100),
+          {"column": "amount", "low": 0, "high": 100, "scale": "linear", "bad_values": ["9999", "-50", "$1,000", "10"]}),
+    issue("not-a-number", "mixed_types",
+          listed_cells("amount", ["abc", "$1,000", "12"], lambda v: not is_number(v)),
+          {"column": "amount", "rule": "number", "bad_values": ["abc", "$1,000", "12"]}),
+    issue("precision", "format_violation",
+          listed_cells("ratio", ["0.453009067", "6.904679999999999", "0.5"], lambda v: decimals_written(v) >= 4),
+          {"column": "ratio", "rule": "decimals", "min_decimals": 4,
+           "bad_values": ["0.453009067", "6.904679999999999", "0.5"]}),
+    issue("width", "format_violation", listed_cells("zip", ["7500", "69002"], lambda v: len(v) != 5),
+          {"column": "zip", "rule": "width", "width": 5, "bad_values": ["7500", "69002"]}),
+    issue("float-int", "format_violation",
+          listed_cells("ratio", ["1.0", "0.5"], lambda v: re.fullmatch(r"\d+\.0+", v) is not None),
+          {"column": "ratio", "rule": "integer_written", "bad_values": ["1.0", "0.5"]}),
+    issue("rare", "inconsistent_category",
+          listed_cells("city", ["Nice", "Lyon"], lambda v: ROWS["city"].count(v) * 2 <= 4),
+          {"column": "city", "rule": "rare", "typical_count": 4, "min_ratio": 2, "bad_values": ["Nice", "Lyon"]}),
+    issue("gaps", "missing_values", sum(1 for r in (0, 2, 3) if missing(ROWS["last"][r])),
+          {"column": "last", "rule": "missing", "rows": [0, 2, 3], "missing_markers": ["", "n/a"]}),
+    issue("consensus", "dependency_violation", len({0, 2, 5} & varied("country", "city")),
+          {"rhs": "city", "rule": "consensus", "determinants": ["country"], "rows": [0, 2, 5],
+           "missing_markers": ["", "n/a"]}),
+    issue("key", "dependency_violation",
+          sum(1 for r in (0, 1, 8) if sum(r in varied("last", y) for y in ("city", "name")) >= 2),
+          {"lhs": "last", "rule": "determinant", "dependents": ["city", "name"], "rows": [0, 1, 8],
+           "missing_markers": ["", "n/a"]}),
+    issue("together", "missing_together",
+          sum(1 for a, b in zip(ROWS["city"], ROWS["last"], strict=True) if missing(a) and missing(b)),
+          {"columns": ["city", "last"], "markers": ["", "N/A"], "min_missing": 2}),
     issue("fd", "dependency_violation", fd_violations("country", "city"), {"lhs": ["country"], "rhs": "city", "min_support": 3}),
     issue("merged", "merged_columns", merged_rows("name", "last"), {"column": "name", "other": "last"}),
     issue("constant", "constant_column", N, {"column": "country"}),
@@ -156,6 +226,7 @@ def test_every_template_passes_the_static_policy() -> None:
         issue("header", "blank_header", 1, {"column": "x"}),
         issue("llm", "seasonal_spike", 3, {}),
         issue("no-params", "numeric_outlier", 3, {"column": "amount"}),
+        issue("no-values", "format_violation", 3, {"column": "amount", "rule": "number"}),
     ],
     ids=lambda i: i.id,
 )

@@ -103,7 +103,9 @@ def test_each_cell_carries_its_score_through_sorting_and_deduplication():
 
 @pytest.mark.parametrize("bad", [[1.5], [-0.1], [float("nan")]])
 def test_scores_outside_0_to_1_are_refused(bad):
-    flags = FlagArrays(np.array([0]), np.array(["a"], dtype=object), np.array(["i"], dtype=object), np.array(bad))
+    flags = FlagArrays(
+        np.array([0]), np.array(["a"], dtype=object), np.array(["i"], dtype=object), np.array(bad)
+    )
     with pytest.raises(ValueError, match="0-1"):
         write_flags_csv(flags, io.StringIO())
 

@@ -22,6 +22,8 @@ import numpy as np
 from iterate.detect.calibration import DEFAULT, FAMILIES, SUPPORTING, Calibration, logit, sigmoid
 from iterate.detect.findings import MAX_LISTED, Finding
 
+MAX_ROWS_LISTED = 50_000  # rows a finding lists for code to recount
+
 # When two findings give a cell the same evidence, the most specific explanation reports it.
 SPECIFICITY = [
     "encoding_damage", "disguised_missing", "missing_values", "stray_whitespace", "unit_in_number",
@@ -230,6 +232,8 @@ def decide(
                 if "canonical" in f.stats:
                     f.stats["canonical"] = {k: v for k, v in f.stats["canonical"].items() if k not in lost}
         f.keep(mine)
+        if "rows" in f.stats:  # a finding that lists its rows lists those it reports
+            f.stats["rows"] = f.unique_rows()[:MAX_ROWS_LISTED].tolist()
         f.stats["evidence"] = _evidence_record(f, seen_with)
         kept[id(f)] = f
     out = [f for f in findings if id(f) in kept or not (f.flag and f.n_cells and (f.cols >= 0).all())]

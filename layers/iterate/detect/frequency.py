@@ -66,6 +66,7 @@ def detect_rare_values(f: ColumnFacts, cal: Calibration = DEFAULT) -> Finding | 
             "column": name,
             "rule": "rare",
             "typical_count": typical,
+            "min_ratio": cal.rare_min_ratio,
             "bad_values": sorted({f.column.uniques[int(i)] for i in ids})[:MAX_LISTED],
         },
         key=f"rare:{name}",

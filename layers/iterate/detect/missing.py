@@ -131,10 +131,13 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
         if share >= cal.missing_convention_share:
             out.append(_convention_finding(f, n_rows, share))
             continue
-        rows_loose = f.column.rows_of(np.flatnonzero(marker & (f.counts > 0)))
-        rows_loose = rows_loose[~together[rows_loose]]
+        rows_all = f.column.rows_of(np.flatnonzero(marker & (f.counts > 0)))
+        rows_loose = rows_all[~together[rows_all]]
         if rows_loose.size:
-            out.append(_gap_finding(f, rows_loose, share, sorted(partners.get(f.index, ())), facts, cal))
+            partial = rows_loose.size < rows_all.size  # some gaps belong to a pattern: list the others
+            out.append(
+                _gap_finding(f, rows_loose, share, sorted(partners.get(f.index, ())), facts, cal, partial)
+            )
     for cluster in _clusters(partners):
         pattern_rows = np.flatnonzero(np.sum([rows[c] for c in cluster], axis=0) >= 2)
         if pattern_rows.size:
@@ -151,6 +154,7 @@ def _gap_finding(
     partners: list[int],
     facts: list[ColumnFacts],
     cal: Calibration,
+    partial: bool,
 ) -> Finding:
     r, c = cells(rows, f.index)
     marker = repr(f.null_marker) if f.null_marker else "blank"
@@ -189,8 +193,10 @@ def _gap_finding(
             "markers": _as_written(f, f.is_null_marker),
             "partners": partner_names,
             "missing_markers": missing_markers(f.null_marker),
-        },
+        }
+        | ({"rule": "missing", "rows": rows.tolist()} if partial else {}),
         key=f"missing:{name}",
+        value_level=not partial,
     )
 
 
@@ -212,7 +218,14 @@ def _explained_finding(f: ColumnFacts, rows: np.ndarray, explainers: list[str], 
         "if it is expected.",
         category="smart_fixes",
         detector="missing",
-        stats={"column": name, "markers": _as_written(f, f.is_missing), "explained_by": explainers},
+        stats={
+            "column": name,
+            "markers": _as_written(f, f.is_missing),
+            "explained_by": explainers,
+            "rule": "missing",
+            "rows": rows.tolist(),
+            "missing_markers": missing_markers(f.null_marker),
+        },
         flag=False,
         key=f"missing-grouped:{name}",
     )

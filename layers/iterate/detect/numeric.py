@@ -48,6 +48,7 @@ class NumericModel:
     numbers: np.ndarray  # the number each reads as (NaN: not a number)
     decimals: np.ndarray  # digits after the decimal point, as written
     digits: np.ndarray  # significant digits, as written
+    convention: str = "point"  # the decimal separator: "point", or "comma" when the values prove it
 
     @property
     def is_number(self) -> np.ndarray:
@@ -96,8 +97,12 @@ def numeric_model(f: ColumnFacts) -> NumericModel:
     ids = np.flatnonzero(f.present & (f.counts > 0))
     text = pc.utf8_trim_whitespace(f.column.dictionary.take(pa.array(ids, pa.int64())))
     # A column that proves the decimal-comma convention (`3,5`, `1.234,56`) is read in it.
-    if decimal_convention(text, f.counts[ids].astype(np.float64)) == "comma":
+    convention = "point"
+    if pc.any(pc.match_substring(text, ",")).as_py() and (
+        decimal_convention(text, f.counts[ids].astype(np.float64)) == "comma"
+    ):
         text, _ = comma_to_point(text)
+        convention = "comma"
     plain = _bools(pc.match_substring_regex(text, NUMBER))
     grouped = _bools(pc.match_substring_regex(text, GROUPED)) & ~plain
     numbers = np.full(ids.size, np.nan)
@@ -122,7 +127,7 @@ def numeric_model(f: ColumnFacts) -> NumericModel:
     digits = np.where(has_point, digits, bare)
     digits[np.isnan(numbers)] = 0
     decimals[np.isnan(numbers)] = 0
-    return NumericModel(f, ids, f.counts[ids].astype(np.int64), numbers, decimals, digits)
+    return NumericModel(f, ids, f.counts[ids].astype(np.int64), numbers, decimals, digits, convention)
 
 
 def _value_finding(
@@ -184,7 +189,13 @@ def detect_invalid_numbers(f: ColumnFacts, m: NumericModel, cal: Calibration = D
         category="smart_fixes" if kind == "mixed_types" else "quick_fixes",
         detector="parse",
         stat_name="share of the column's rows that read as numbers",
-        stats={"column": name, "rule": "number", "bad_values": _values(f, ids), "numeric_share": m.share},
+        stats={
+            "column": name,
+            "rule": "number",
+            "bad_values": _values(f, ids),
+            "numeric_share": m.share,
+            "convention": m.convention,
+        },
         key=f"parse:{name}",
     )
 
@@ -393,6 +404,7 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
     z = np.where(offscale, 0.0, z)
     nonneg_share = float(w[~negative].sum() / w.sum())
     sign_llr = 0.0
+    sign_edge = 0.0
     if negative.any() and nonneg_share >= 0.5:
         sign_llr = math.log(nonneg_share / max(1 - nonneg_share, 1e-9)) - math.log(2.0) + cal.sign_bonus
         # A negative just below zero continues a column that comes close to zero (a dew point of -0.5 F in
@@ -400,6 +412,7 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
         positive = x > 0
         edge = weighted_quantile(x[positive], w[positive], 0.05) if positive.any() else 0.0
         beyond = negative & (x < -edge)
+        sign_edge = float(edge)
         llr[beyond] = np.maximum(llr[beyond], sign_llr)
     elif offscale.any() and scale is not None and scale.kind == "log":
         # A zero in a column of positive quantities: as telling as zeros are rare in it.
@@ -443,6 +456,7 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
             "low": low,
             "high": high,
             "nonnegative": sign_llr > 0,
+            "edge": sign_edge,
             "median": median,
             "scale": scale.kind if scale is not None else "linear",
             "bad_values": _values(f, ids),

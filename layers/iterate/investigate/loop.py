@@ -99,12 +99,23 @@ def needed_columns(issue: Issue) -> tuple[str, ...] | None:
     if issue.type in {"duplicate_rows", "near_duplicate_rows"}:
         return None
     names: list[str] = []
-    for key in ("column", "other", "rhs", "left", "right"):
-        if isinstance(stats.get(key), str):
-            names.append(stats[key])
-    for key in ("determinants", "lhs"):
-        if isinstance(stats.get(key), list):
-            names += [n for n in stats[key] if isinstance(n, str)]
+    for key in (
+        "column",
+        "other",
+        "rhs",
+        "left",
+        "right",
+        "lhs",
+        "determinants",
+        "dependents",
+        "partners",
+        "columns",
+    ):
+        value = stats.get(key)
+        if isinstance(value, str):
+            names.append(value)
+        elif isinstance(value, list):
+            names += [n for n in value if isinstance(n, str)]
     derivation = stats.get("derivation")
     if isinstance(derivation, dict):
         names += [v for k, v in derivation.items() if k in ("left", "right") and isinstance(v, str)]

@@ -193,12 +193,23 @@ result = summary(mask, mask.sum(), name, column=name, by_value={str(k): int(v) f
 OUTLIER = """\
 name = PARAMS["column"]
 values = col(name)
-low, high = float(PARAMS["low"]), float(PARAMS["high"])
 # Each distinct value is parsed and judged once; the verdicts reach the rows through their codes.
 codes, uniques = encode(values)
-numbers = pd.to_numeric(uniques.str.replace(r"[,%$\\s]", "", regex=True), errors="coerce")
-outside = (numbers.notna() & ((numbers < low) | (numbers > high))).to_numpy(dtype=bool)
-mask = outside[codes] & ~left_out(values, (codes, uniques))
+text = uniques.astype(str).str.strip()
+listed = uniques.isin(list(PARAMS.get("bad_values", []))).to_numpy(dtype=bool)
+numbers = pd.to_numeric(text.where(listed, ""), errors="coerce")
+low, high, kind = PARAMS.get("low"), PARAMS.get("high"), PARAMS.get("scale", "linear")
+outside = np.zeros(len(uniques), dtype=bool)
+if low is not None and high is not None:
+    outside = ((numbers < float(low)) | (numbers > float(high))).to_numpy(dtype=bool)
+if kind == "log":
+    outside = outside | (numbers <= 0).to_numpy(dtype=bool)  # no positive quantity is zero or below
+elif kind == "log1p":
+    outside = outside | (numbers < 0).to_numpy(dtype=bool)  # no count is negative
+if PARAMS.get("nonnegative"):
+    outside = outside | (numbers < -float(PARAMS.get("edge", 0.0))).to_numpy(dtype=bool)
+holds = listed & outside & numbers.notna().to_numpy(dtype=bool)
+mask = holds[codes] & ~left_out(values, (codes, uniques))
 flagged = numbers.iloc[codes[mask]]
 result = summary(
     mask,
@@ -207,9 +218,110 @@ result = summary(
     column=name,
     low=low,
     high=high,
+    scale=kind,
+    values_listed=int(listed.sum()),
+    values_outside=int(holds.sum()),
     min_flagged=float(flagged.min()) if len(flagged) else None,
     max_flagged=float(flagged.max()) if len(flagged) else None,
 )
+"""
+
+VALUE_RULE = """\
+name = PARAMS["column"]
+values = col(name)
+rule = PARAMS["rule"]
+# Each listed value is judged once by the rule it was flagged under; the verdicts reach the rows by code.
+codes, uniques = encode(values)
+text = uniques.astype(str).str.strip()
+listed = uniques.isin(list(PARAMS.get("bad_values", []))).to_numpy(dtype=bool)
+if rule == "number":
+    # Does the value read as a number with nothing left over (thousands groups allowed)?
+    plain = text.str.fullmatch(r"[-+]?(?:[0-9]+[.]?[0-9]*|[.][0-9]+)(?:[eE][-+]?[0-9]+)?")
+    grouped = text.str.fullmatch(r"[-+]?[0-9]{1,3}(?:,[0-9]{3})+(?:[.][0-9]+)?")
+    comma = text.str.fullmatch(r"[-+]?(?:[0-9]{1,3}(?:[.][0-9]{3})+|[0-9]+)(?:,[0-9]+)?")
+    reads = plain | grouped | (comma if PARAMS.get("convention") == "comma" else False)
+    holds = ~reads.fillna(False).to_numpy(dtype=bool)
+elif rule == "decimals":
+    # Decimals written, once binary floating-point noise (6.904679999999999) is rounded away.
+    def written(v):
+        if "." not in v or "e" in v.lower():
+            return 0
+        digits = len(v.split(".")[1])
+        if digits >= 8:
+            short = "%.12g" % float("%.12g" % float(v))
+            digits = len(short.split(".")[1]) if "." in short and "e" not in short else 0
+        return digits
+    minimum = int(PARAMS["min_decimals"])
+    holds = np.array([bool(k) and written(v) >= minimum for v, k in zip(text.tolist(), listed.tolist())], dtype=bool)
+elif rule == "width":
+    holds = (text.str.lstrip("+-").str.len() != int(PARAMS["width"])).to_numpy(dtype=bool)
+elif rule == "integer_written":
+    holds = text.str.fullmatch(r"[-+]?[0-9]+[.]0+").fillna(False).to_numpy(dtype=bool)
+elif rule == "rare":
+    counts = np.bincount(codes, minlength=len(uniques))
+    holds = counts * float(PARAMS.get("min_ratio", 5.0)) <= float(PARAMS["typical_count"])
+else:
+    holds = np.ones(len(uniques), dtype=bool)
+holds = listed & np.asarray(holds, dtype=bool)
+mask = holds[codes] & ~left_out(values, (codes, uniques))
+found = values[mask].value_counts().head(20)
+result = summary(
+    mask,
+    mask.sum(),
+    name,
+    column=name,
+    rule=rule,
+    values_listed=int(listed.sum()),
+    values_holding=int(holds.sum()),
+    by_value={str(k): int(v) for k, v in found.items()},
+)
+"""
+
+ROWS_RULE = """\
+rows = np.array([int(r) for r in PARAMS["rows"] if 0 <= int(r) < ROWS], dtype=np.int64)
+rule = PARAMS["rule"]
+listed = np.zeros(ROWS, dtype=bool)
+listed[rows] = True
+tokens = {str(m).strip().casefold() for m in PARAMS.get("missing_markers", [""])}
+
+
+def present(name):
+    values = col(name).str.strip()
+    blank = values.isin([v for v in values.unique().tolist() if v.casefold() in tokens])
+    return ~blank.to_numpy(dtype=bool)
+
+
+def group_disagrees(x_name, y_name):
+    # Rows whose group (same x) holds another y as well: the entity's rows do not agree on y.
+    x_codes, _ = encode(col(x_name))
+    y_codes, _ = encode(col(y_name))
+    both = present(x_name) & present(y_name)
+    pairs = pd.DataFrame({"x": x_codes[both], "y": y_codes[both]}).drop_duplicates()
+    varied = np.zeros(int(x_codes.max()) + 1 if ROWS else 0, dtype=bool)
+    counts = pairs.groupby("x").size()
+    varied[counts.index[counts.to_numpy() > 1].to_numpy()] = True
+    return both & varied[x_codes]
+
+
+if rule == "missing":
+    name = PARAMS["column"]
+    holds = ~present(name)
+elif rule == "consensus":
+    name = PARAMS["rhs"]
+    holds = np.zeros(ROWS, dtype=bool)
+    for x_name in PARAMS["determinants"]:
+        holds = holds | group_disagrees(x_name, name)
+elif rule == "determinant":
+    name = PARAMS["lhs"]
+    against = np.zeros(ROWS, dtype=np.int64)
+    for y_name in PARAMS["dependents"]:
+        against = against + group_disagrees(name, y_name)
+    holds = against >= 2
+else:
+    name = PARAMS.get("column", NAMES[0])
+    holds = np.ones(ROWS, dtype=bool)
+mask = listed & holds
+result = summary(mask, mask.sum(), name, column=name, rule=rule, rows_listed=int(rows.size), rows_holding=int(mask.sum()))
 """
 
 DEPENDENCY = """\
@@ -241,67 +353,6 @@ mode[group_of[top]] = rhs_of[top]
 mask = grouped & (sizes[key] >= support) & (y_codes != mode[key])
 conflicting = int(np.unique(key[mask]).size)
 result = summary(mask, mask.sum(), rhs, lhs=lhs, rhs=rhs, conflicting_groups=conflicting)
-"""
-
-DEPENDENCY_VOTES = """\
-rhs = PARAMS["rhs"]
-determinants = list(PARAMS["determinants"])
-min_group = int(PARAMS.get("min_group", 3))
-min_share = float(PARAMS.get("min_share", 0.7))
-min_vote_share = float(PARAMS.get("min_vote_share", 0.5))
-max_deviant_share = float(PARAMS.get("max_deviant_share", 0.1))
-missing = {str(m).strip().lower() for m in PARAMS["missing_markers"]}
-# Values are compared as integer codes (one per distinct value) and counted with numpy.
-y = col(rhs)
-y_codes, y_uniques = encode(y)
-n_y = max(len(y_uniques), 1)
-y_missing = y_uniques.str.strip().str.lower().isin(missing).to_numpy(dtype=bool)
-y_nan = y_uniques.isna().to_numpy()
-votes = np.zeros(ROWS, dtype=np.int64)
-cover = np.zeros(ROWS, dtype=np.int64)
-voted = []
-for name in determinants:
-    x_codes, x_uniques = encode(col(name))
-    n_x = len(x_uniques)
-    valid = ~x_uniques.str.strip().str.lower().isin(missing).to_numpy(dtype=bool)[x_codes]
-    # Pairs with a missing (NaN) side are not counted.
-    counted = valid & ~x_uniques.isna().to_numpy()[x_codes] & ~y_nan[y_codes]
-    # Each (x, y) pair that occurs, and how often.
-    pair_codes, pairs = pd.factorize(x_codes[counted] * n_y + y_codes[counted])
-    n = np.bincount(pair_codes, minlength=len(pairs))
-    # Per x: the group size, its most frequent y and the runner-up's count (a tie is no strong majority).
-    ranked = np.lexsort((-n, pairs // n_y))
-    x_of, y_of, n_of = pairs[ranked] // n_y, pairs[ranked] % n_y, n[ranked]
-    top = np.ones(len(ranked), dtype=bool)
-    top[1:] = x_of[1:] != x_of[:-1]
-    runner_up = np.zeros(len(ranked), dtype=bool)
-    runner_up[1:] = top[:-1] & ~top[1:]
-    size = np.bincount(x_codes[counted], minlength=n_x)
-    major = np.full(n_x, -1, dtype=np.int64)
-    major[x_of[top]] = y_of[top]
-    major_count = np.zeros(n_x, dtype=np.int64)
-    major_count[x_of[top]] = n_of[top]
-    second_count = np.zeros(n_x, dtype=np.int64)
-    second_count[x_of[runner_up]] = n_of[runner_up]
-    strong = (
-        (size >= min_group)
-        & (major_count >= 2)
-        & (major_count >= min_share * size)
-        & (major_count > second_count)
-        & ~y_missing[np.maximum(major, 0)]
-    )
-    in_strong = valid & strong[x_codes]
-    pair_count = np.zeros(ROWS, dtype=np.int64)
-    pair_count[counted] = n[pair_codes]
-    lone = (pair_count == 1) | (pair_count <= max_deviant_share * major_count[x_codes])
-    against = in_strong & (y_codes != major[x_codes]) & lone
-    cover += in_strong
-    votes += against
-    voted.append((x_codes, against))
-mask = (votes >= 1) & (votes >= min_vote_share * cover) & ~left_out(y, (y_codes, y_uniques))
-# Groups (of any determinant) whose majority a flagged row contradicts.
-conflicting = sum(int(np.unique(x_codes[mask & against]).size) for x_codes, against in voted)
-result = summary(mask, mask.sum(), rhs, rhs=rhs, determinants=determinants, conflicting_groups=conflicting)
 """
 
 DERIVED = """\
@@ -374,7 +425,7 @@ TEMPLATES: dict[str, str] = {
     "encoding_damage": BAD_VALUES,
     "stray_whitespace": BAD_VALUES,
     "numeric_outlier": OUTLIER,
-    "dependency_violation": DEPENDENCY,  # or DEPENDENCY_VOTES, by the parameters given (see template_code)
+    "dependency_violation": DEPENDENCY,  # or a rule over listed rows, by the parameters (see template_code)
     "merged_columns": MERGED,
     "constant_column": CONSTANT,
     "all_unique_column": ALL_UNIQUE,
@@ -390,7 +441,7 @@ REQUIRED_STATS: dict[str, tuple[str, ...]] = {
     "inconsistent_category": ("column", "bad_values"),
     "encoding_damage": ("column", "bad_values"),
     "stray_whitespace": ("column", "bad_values"),
-    "numeric_outlier": ("column", "low", "high"),
+    "numeric_outlier": ("column", "low", "high", "bad_values"),
     "dependency_violation": ("lhs", "rhs"),
     "merged_columns": ("column", "other"),
     "constant_column": ("column",),
@@ -410,8 +461,10 @@ def supports(issue: Issue) -> bool:
     stats = issue.evidence.stats if issue.evidence else {}
     if issue.type in PATTERN_TYPES:
         return "column" in stats and ("expected_regex" in stats or "bad_values" in stats)
-    if issue.type == "dependency_violation" and "determinants" in stats:
-        return "rhs" in stats
+    if "rows" in stats and "rule" in stats:
+        return True
+    if "rule" in stats and "bad_values" in stats and "column" in stats:
+        return True
     if issue.type == "dependency_violation" and "separator" in stats:
         return all(k in stats for k in ("column", "left", "right"))
     return all(k in stats for k in REQUIRED_STATS[issue.type])
@@ -432,10 +485,10 @@ def template_code(issue: Issue) -> str:
         raise UnsupportedIssue(f"no offline template for issue {issue.id!r} of type {issue.type!r}")
     stats = dict(issue.evidence.stats) if issue.evidence else {}
     template = TEMPLATES[issue.type]
-    if issue.type == "dependency_violation" and "determinants" in stats:
-        # The detector's vote across every determinant of the column (see iterate.detect.dependencies).
-        template = DEPENDENCY_VOTES
-        stats.setdefault("missing_markers", sorted(_detector_missing_tokens()))
+    if "rows" in stats and "rule" in stats:
+        template = ROWS_RULE  # the cells are listed: each one's claim is re-checked
+    elif "rule" in stats and "bad_values" in stats and issue.type != "numeric_outlier":
+        template = VALUE_RULE  # the values are listed: each one's claim is re-checked, then counted
     elif issue.type == "dependency_violation" and "separator" in stats:
         template = DERIVED  # a column built from two others (state_average = state + "_" + measure_code)
     params = {k: v for k, v in stats.items() if k not in ("title", "examples")}
