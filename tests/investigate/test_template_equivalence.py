@@ -219,7 +219,6 @@ def planted(rng: random.Random, rows: int) -> pd.DataFrame:
 
 def planted_issues(rng: random.Random) -> list[Issue]:
     names = ["id", "zip", "city", "state", "name", "last", "amount", "key", "word", "pair", "half"]
-    derivation = {"left": "state", "right": "zip", "separator": "_"}
     return [
         *issues_for(rng, names),
         issue("duplicate_rows", {"columns": names}),
