@@ -58,14 +58,44 @@ def entity_rows(n: int = 300, seed: int = 1) -> dict[str, list[str]]:
     return rows
 
 
-def test_disguised_missing_is_flagged_but_the_datasets_own_blank_is_not():
-    # Given a numeric column with blanks (the dataset's way to say missing) and some "N/A" placeholders
+def test_placeholders_are_flagged_and_a_half_empty_column_is_its_own_convention():
+    # Given a numeric column with a few blanks (the dataset's way to say missing) and some "N/A" placeholders,
+    # and a column that is empty in half of its rows
     values = [str(i) for i in range(40)] + [""] * 5 + ["N/A"] * 5
     table = make_table({"ibu": values, "other": ["x"] * 25 + [""] * 25})
-    # When / Then: only the placeholders are wrong values; blanks are reported as missing, not flagged
+    # Then the placeholders are wrong values
     assert flagged(table, "disguised_missing") == {(r, "ibu") for r in range(45, 50)}
-    missing = findings_of(table, "missing_values")
-    assert {f.columns[0] for f in missing} == {"ibu", "other"} and not any(f.flag for f in missing)
+    # And the half-empty column is reported as its convention, with no flags
+    other = [f for f in findings_of(table, "missing_values") if f.columns == ["other"]]
+    assert len(other) == 1 and not other[0].flag and other[0].stats.get("convention")
+
+
+def test_a_gap_in_a_column_that_is_otherwise_filled_is_flagged():
+    # Given 300 orders whose city is filled except in one row
+    rows = entity_rows()
+    rows["city"][17] = ""
+    table = make_table(rows)
+    # Then that cell is flagged as a missing value
+    assert (17, "city") in flagged(table, "missing_values")
+
+
+def test_values_missing_together_are_one_pattern_not_flagged_cells():
+    # Given orders where cancelled ones have no ship date and no carrier, and one shipped order lost its carrier
+    rng = random.Random(3)
+    status = [rng.choice(["shipped", "shipped", "shipped", "cancelled"]) for _ in range(400)]
+    shipped = [s == "shipped" for s in status]
+    date = [f"2024-01-{rng.randrange(1, 29):02d}" if s else "" for s in shipped]
+    carrier = [rng.choice(["UPS", "DHL", "FedEx"]) if s else "" for s in shipped]
+    lone = next(i for i, s in enumerate(shipped) if s)
+    carrier[lone] = ""
+    table = make_table({"status": status, "ship_date": date, "carrier": carrier, "n": [str(i) for i in range(400)]})
+    # Then the cancelled orders' gaps are one pattern (reported, not flagged) ...
+    together = findings_of(table, "missing_together")
+    assert len(together) == 1 and set(together[0].columns) == {"ship_date", "carrier"}
+    assert not together[0].flag and together[0].n_rows == sum(1 for s in shipped if not s)
+    # ... no cancelled order's cell is flagged, and the shipped order without a carrier is
+    assert not {(r, c) for r, c in flagged(table) if not shipped[r]}
+    assert (lone, "carrier") in flagged(table, "missing_values")
 
 
 def test_a_placeholder_used_as_the_datasets_null_marker_is_not_flagged():

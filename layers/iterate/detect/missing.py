@@ -135,8 +135,10 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
         rows_loose = rows_all[~together[rows_all]]
         if rows_loose.size:
             partial = rows_loose.size < rows_all.size  # some gaps belong to a pattern: list the others
+            # "Otherwise filled": the column's gaps outside the record-level patterns, among those rows.
+            loose_share = rows_loose.size / max(n_rows - int(together.sum()), 1)
             out.append(
-                _gap_finding(f, rows_loose, share, sorted(partners.get(f.index, ())), facts, cal, partial)
+                _gap_finding(f, rows_loose, loose_share, sorted(partners.get(f.index, ())), facts, cal, partial)
             )
     for cluster in _clusters(partners):
         pattern_rows = np.flatnonzero(np.sum([rows[c] for c in cluster], axis=0) >= 2)
