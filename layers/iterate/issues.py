@@ -62,22 +62,31 @@ def _clip(value: str) -> str:
 
 
 def _examples(finding: Finding, table: Table) -> list[EvidenceExample]:
+    """The cells most surely wrong first (by score, then row), each with its statistic."""
     out: list[EvidenceExample] = []
-    n = min(finding.n_cells, MAX_EXAMPLES)
     names = table.column_names
-    for k in range(n):
+    if finding.score is not None and finding.n_cells:
+        order = np.lexsort((finding.rows, -np.round(finding.score, 4)))[:MAX_EXAMPLES]
+    else:
+        order = np.arange(min(finding.n_cells, MAX_EXAMPLES))
+    for k in order.tolist():
         row, col = int(finding.rows[k]), int(finding.cols[k])
         if col < 0:  # a whole row
             preview = " | ".join(_clip(c.value(row)) for c in table.columns[:6])
             out.append(EvidenceExample(row=row, column="*", value=_clip(preview)))
             continue
         expected = finding.expected[k] if finding.expected is not None else None
+        note = None
+        if finding.stat is not None and finding.stat_name:
+            note = f"{finding.stat_name}: {float(finding.stat[k]):.4g}"
         out.append(
             EvidenceExample(
                 row=row,
                 column=names[col],
                 value=_clip(table.columns[col].value(row)),
                 expected=None if expected is None else _clip(expected),
+                note=note,
+                score=None if finding.score is None else round(float(finding.score[k]), 4),
             )
         )
     return out

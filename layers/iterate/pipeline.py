@@ -201,7 +201,15 @@ def profile_step(
         sourceFile=source_path.name,
         datasetName=table.name,
     )
-    _record(ctx, "profile", started, summary=summary.model_dump(), detectTimingsMs=detection.timings_ms)
+    decision = detection.decision.summary() if detection.decision is not None else {}
+    _record(
+        ctx,
+        "profile",
+        started,
+        summary=summary.model_dump(),
+        detectTimingsMs=detection.timings_ms,
+        detection=decision,
+    )
     return summary
 
 
@@ -314,6 +322,15 @@ def investigate_step(ctx: RunContext, data: DatasetRef | None = None) -> list[Is
     return done
 
 
+def _detection(records: list[StepRecord]) -> dict[str, Any]:
+    """The detection decision's parameters and estimates, as the profile step recorded them."""
+    for rec in records:
+        if rec.step == "profile":
+            found = rec.detail.get("detection")
+            return dict(found) if isinstance(found, dict) else {}
+    return {}
+
+
 def _merge_usage(records: list[StepRecord]) -> dict[str, TokenUsage]:
     """Per agent, the largest cumulative figure any step saw (each step reports its session so far)."""
     merged: dict[str, TokenUsage] = {}
@@ -403,6 +420,7 @@ def report_step(ctx: RunContext, *, started_at: str, started_clock: float | None
             usage=_merge_usage(records),
             timingsMs=timings,
             model=model,
+            detection=_detection(records),
         ),
         severityCounts=dict(Counter(i.severity for i in issues)),
         comparison=draft.comparison,

@@ -88,7 +88,9 @@ def test_values_missing_together_are_one_pattern_not_flagged_cells():
     carrier = [rng.choice(["UPS", "DHL", "FedEx"]) if s else "" for s in shipped]
     lone = next(i for i, s in enumerate(shipped) if s)
     carrier[lone] = ""
-    table = make_table({"status": status, "ship_date": date, "carrier": carrier, "n": [str(i) for i in range(400)]})
+    table = make_table(
+        {"status": status, "ship_date": date, "carrier": carrier, "n": [str(i) for i in range(400)]}
+    )
     # Then the cancelled orders' gaps are one pattern (reported, not flagged) ...
     together = findings_of(table, "missing_together")
     assert len(together) == 1 and set(together[0].columns) == {"ship_date", "carrier"}

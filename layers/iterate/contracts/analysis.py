@@ -46,6 +46,9 @@ class EvidenceExample(Contract):
     value: str
     expected: str | None = None
     note: str | None = None
+    score: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="probability the value is wrong, from the combined evidence"
+    )
 
 
 class Evidence(Contract):
@@ -103,6 +106,10 @@ class RunMetadata(Contract):
     usage: dict[str, TokenUsage] = Field(default_factory=dict, description="per agent, plus 'total'")
     timingsMs: dict[str, float] = Field(default_factory=dict)
     model: str | None = None
+    detection: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the detection decision's parameters and the error rates it estimated from the table",
+    )
 
 
 class RunComparison(Contract):

@@ -117,11 +117,12 @@ def detect_derived(
                 rows=r,
                 cols=c,
                 title=f"{target.name} does not match {left.name} and {right.name}",
-                description=(
+                description="",
+                describe=lambda fd, target=target, left=left, right=right, d=d: (
                     f"'{target.name}' is built as {left.name} + '{d.sep}' + {right.name} in "
-                    f"{d.holds.mean():.1%} of rows, but {rows.size:,} rows break that rule although their "
-                    f"'{left.name}' and '{right.name}' look right (e.g. '{target.column.value(int(rows[0]))}' "
-                    f"where '{expected[0]}' was expected)."
+                    f"{d.holds.mean():.1%} of rows, but {fd.n_rows:,} rows break that rule although their "
+                    f"'{left.name}' and '{right.name}' look right (e.g. '{target.column.value(int(fd.rows[0]))}' "
+                    f"where '{(fd.expected or [''])[0]}' was expected)."
                 ),
                 suggested_action=f"Rebuild '{target.name}' from '{left.name}' and '{right.name}'.",
                 category="quick_fixes",

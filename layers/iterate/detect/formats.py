@@ -158,7 +158,6 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
     has_letter = pc.match_substring_regex(f.column.dictionary.take(ids), pattern=r"\p{L}")
     text_in_numbers = numeric and bool(pc.any(has_letter).as_py())
     kind = "mixed_types" if text_in_numbers else "format_violation"
-    examples = ", ".join(repr(f.column.uniques[i]) for i in ids[:4])
     pattern_desc = " or ".join(f"'{s}'" for s in dominant)
     return Finding(
         type=kind,
@@ -170,10 +169,11 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
             if kind == "mixed_types"
             else f"Values breaking the pattern of {f.name}"
         ),
-        description=(
-            f"{rows.size:,} values in '{f.name}' do not follow the column's pattern ({pattern_desc}, where 9 is a "
-            f"run of digits and a a run of letters), which {weights[top].sum() / n:.1%} of its values follow; "
-            f"for example {examples}."
+        description="",
+        describe=lambda fd: (
+            f"{fd.n_cells:,} values in '{f.name}' do not follow the column's pattern ({pattern_desc}, where 9 is "
+            f"a run of digits and a a run of letters), which {weights[top].sum() / n:.1%} of its values follow; "
+            f"for example {', '.join(repr(f.column.value(int(r))) for r in fd.rows[:4])}."
             + (f" The column writes decimals with a decimal {convention}." if convention else "")
         ),
         suggested_action="Correct these values at the source or re-key them in the column's format; values that "
@@ -240,8 +240,9 @@ def detect_units(f: ColumnFacts) -> Finding | None:
         rows=rows,
         cols=cols,
         title=f"Numbers written with units in {f.name}",
-        description=(
-            f"{rows.size:,} values in '{f.name}' carry a unit or sign next to the number "
+        description="",
+        describe=lambda fd: (
+            f"{fd.n_cells:,} values in '{f.name}' carry a unit or sign next to the number "
             f"({', '.join(repr(s) for s in spell)}), and the column writes it in {len(real)} different ways; "
             "they cannot be summed or compared until the number is separated from the unit."
         ),
@@ -317,8 +318,9 @@ def detect_date_formats(f: ColumnFacts) -> Finding | None:
         rows=rows,
         cols=cols,
         title=f"Dates in several formats in {f.name}",
-        description=(
-            f"'{f.name}' writes most dates as {DATE_FORMATS[main]}, but {rows.size:,} values use "
+        description="",
+        describe=lambda fd: (
+            f"'{f.name}' writes most dates as {DATE_FORMATS[main]}, but {fd.n_cells:,} values use "
             f"{', '.join(others)}; day and month may be read the wrong way round."
         ),
         suggested_action=f"Rewrite every date in one format ({DATE_FORMATS[main]} or ISO 8601).",

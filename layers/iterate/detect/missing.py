@@ -138,7 +138,9 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
             # "Otherwise filled": the column's gaps outside the record-level patterns, among those rows.
             loose_share = rows_loose.size / max(n_rows - int(together.sum()), 1)
             out.append(
-                _gap_finding(f, rows_loose, loose_share, sorted(partners.get(f.index, ())), facts, cal, partial)
+                _gap_finding(
+                    f, rows_loose, loose_share, sorted(partners.get(f.index, ())), facts, cal, partial
+                )
             )
     for cluster in _clusters(partners):
         pattern_rows = np.flatnonzero(np.sum([rows[c] for c in cluster], axis=0) >= 2)
@@ -351,9 +353,10 @@ def detect_sentinels(f: ColumnFacts) -> Finding | None:
         rows=rows,
         cols=cols,
         title=f"Placeholder values standing in for missing in {f.name}",
-        description=(
-            f"{rows.size:,} cells in '{f.name}' hold {shown}, a value repeated far more often than others and far "
-            "outside the range of the rest of the column: the usual sign of a placeholder for 'unknown'. "
+        description="",
+        describe=lambda fd: (
+            f"{fd.n_cells:,} cells in '{f.name}' hold {shown}, a value repeated far more often than others and "
+            "far outside the range of the rest of the column: the usual sign of a placeholder for 'unknown'. "
             "Averages and ranges computed on this column are distorted by it."
         ),
         suggested_action="Replace the placeholder with a real missing value (empty), after checking with the "

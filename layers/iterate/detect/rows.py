@@ -257,9 +257,10 @@ def detect_merged_columns(facts: list[ColumnFacts], n_rows: int) -> list[Finding
                     rows=np.concatenate([a_rows, b_rows]),
                     cols=np.concatenate([a_cols, b_cols]),
                     title=f"{fb.name} written inside {fa.name}",
-                    description=(
-                        f"In {hit_rows.size:,} rows '{fb.name}' is empty and its value is glued to the end of "
-                        f"'{fa.name}' instead (e.g. '{fa.column.value(int(hit_rows[0]))}')."
+                    description="",
+                    describe=lambda fd, fa=fa, fb=fb: (
+                        f"In {fd.n_rows:,} rows '{fb.name}' is empty and its value is glued to the end of "
+                        f"'{fa.name}' instead (e.g. '{fa.column.value(int(fd.rows[0]))}')."
                     ),
                     suggested_action=f"Split the trailing value off '{fa.name}' and move it into '{fb.name}'.",
                     category="quick_fixes",

@@ -185,7 +185,6 @@ def _finding(
     }
     llr = np.array([per_id[int(c)] for c in f.column.codes[rows]], dtype=np.float64)
     expected = None if masked else [canonical[uniques[int(f.column.codes[r])]] for r in rows]
-    shown = "; ".join(f"'{k}' → '{v}'" for k, v in list(canonical.items())[:4])
     what = "unit or label text" if masked else "spellings"
     return Finding(
         type="inconsistent_category",
@@ -193,9 +192,12 @@ def _finding(
         rows=rows,
         cols=cols,
         title=f"Inconsistent {what} in {f.name}",
-        description=(
-            f"{rows.size:,} values in '{f.name}' ({len(canonical):,} distinct) look like misspellings or "
-            f"variants of far more frequent values: {shown}."
+        description="",
+        describe=lambda fd: (
+            f"{fd.n_cells:,} values in '{f.name}' ({len(fd.stats['canonical']):,} distinct) look like "
+            f"misspellings or variants of far more frequent values: "
+            + "; ".join(f"'{k}' → '{v}'" for k, v in list(fd.stats["canonical"].items())[:4])
+            + "."
         ),
         suggested_action="Map each variant to its standard spelling (the frequent value) and prevent free "
         "typing of this field at the source.",

@@ -355,14 +355,18 @@ class _Renderer:
         if examples:
             has_expected = any(e.expected is not None for e in examples)
             has_note = any(e.note for e in examples)
+            has_score = any(e.score is not None for e in examples)
             head = "<tr><th class='num'>row</th><th>column</th><th>value</th>"
             head += "<th>expected</th>" if has_expected else ""
+            head += "<th class='num' title='probability the value is wrong'>score</th>" if has_score else ""
             head += "<th>note</th>" if has_note else ""
             rows = []
             for e in examples:
                 cells = f"<td class='num'>{e.row}</td><td>{self.name(e.column, 80)}</td><td>{self.val(e.value)}</td>"
                 if has_expected:
                     cells += f"<td>{self.val(e.expected) if e.expected is not None else ''}</td>"
+                if has_score:
+                    cells += f"<td class='num'>{'' if e.score is None else f'{e.score:.2f}'}</td>"
                 if has_note:
                     cells += f"<td>{self.text(e.note or '', 160)}</td>"
                 rows.append(f"<tr>{cells}</tr>")
