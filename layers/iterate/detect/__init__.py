@@ -208,8 +208,8 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
         n,
         table.column_names,
         calibration,
-        value_of=lambda r, c: table.columns[c].value(r),
         codes_of=lambda c: table.columns[c].codes,
+        uniques_of=lambda c: table.columns[c].uniques,
     )
     timed("decide", t)
     return Detection(decision.findings, null_marker, deps, facts, decision, timings)

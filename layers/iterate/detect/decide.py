@@ -62,30 +62,29 @@ def _family_index(findings: list[Finding]) -> tuple[np.ndarray, list[str]]:
     return np.array([pos[FAMILIES.get(f.detector, f.detector)] for f in findings], dtype=np.int64), names
 
 
-def _strongest_per_family(cid: np.ndarray, fam: np.ndarray, llr: np.ndarray) -> np.ndarray:
+def _strongest_per_family(cell: np.ndarray, fam: np.ndarray, llr: np.ndarray) -> np.ndarray:
     """Mask of the entries that are the strongest evidence of their family on their cell."""
-    order = np.lexsort((-llr, fam, cid))
+    order = np.lexsort((-llr, fam, cell))
     first = np.ones(order.size, dtype=bool)
-    first[1:] = (cid[order][1:] != cid[order][:-1]) | (fam[order][1:] != fam[order][:-1])
+    first[1:] = (cell[order][1:] != cell[order][:-1]) | (fam[order][1:] != fam[order][:-1])
     keep = np.zeros(order.size, dtype=bool)
     keep[order[first]] = True
     return keep
 
 
 def _totals(
-    cid: np.ndarray, fam: np.ndarray, llr: np.ndarray, ucid: np.ndarray, supporting: np.ndarray
+    cell: np.ndarray, fam: np.ndarray, llr: np.ndarray, n_cells: int, supporting: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per distinct cell (ucid, sorted): the sum over families of each family's strongest evidence, and the
-    same without the supporting families (what the cell's own signals say; what the error rate learns from).
-
-    A supporting family's evidence counts only on a cell where another family has positive evidence.
-    """
-    keep = _strongest_per_family(cid, fam, llr)
-    where = np.searchsorted(ucid, cid[keep])
+    """Per distinct cell (`cell` indexes them): the sum over families of each family's strongest evidence,
+    and the same without the supporting families (what the cell's own signals say; what the error rate
+    learns from). A supporting family's evidence counts only on a cell where another family has positive
+    evidence."""
+    keep = _strongest_per_family(cell, fam, llr)
+    where = cell[keep]
     sup = supporting[fam[keep]]
-    own = np.bincount(where[~sup], weights=llr[keep][~sup], minlength=ucid.size)
-    agreed = np.bincount(where[~sup], weights=(llr[keep][~sup] > 0), minlength=ucid.size) > 0
-    extra = np.bincount(where[sup], weights=llr[keep][sup], minlength=ucid.size)
+    own = np.bincount(where[~sup], weights=llr[keep][~sup], minlength=n_cells)
+    agreed = np.bincount(where[~sup], weights=(llr[keep][~sup] > 0), minlength=n_cells) > 0
+    extra = np.bincount(where[sup], weights=llr[keep][sup], minlength=n_cells)
     return own + np.where(agreed, extra, np.minimum(extra, 0.0)), own
 
 
@@ -135,15 +134,15 @@ def decide(
     n_rows: int,
     column_names: list[str],
     cal: Calibration = DEFAULT,
-    value_of: Callable[[int, int], str] | None = None,
     codes_of: Callable[[int], np.ndarray] | None = None,
+    uniques_of: Callable[[int], list[str]] | None = None,
 ) -> Decision:
     """Keep, in each finding, the cells the combined evidence says are wrong; drop findings left empty.
 
-    `value_of(row, col)` gives a cell's text: a value-level finding lists the values it gave up (reported by
-    another finding, or not wrong after all) as `excluded_values`, so that code recounting it leaves them out.
-    `codes_of(col)` gives a column's per-row dictionary codes (for judging a value against its column's rate
-    without its own cells); without it every cell counts as a value of its own.
+    `codes_of(col)` gives a column's per-row dictionary codes (to judge a value against its column's rate
+    without its own cells; without it every cell counts as a value of its own) and `uniques_of(col)` the
+    values they stand for: a finding lists the values it gave up (reported by another finding, or not
+    wrong after all) as `excluded_values`, so that code recounting it leaves them out.
     """
     n_cols = max(len(column_names), 1)
     judged = [f for f in findings if f.flag and f.n_cells and (f.cols >= 0).all()]
@@ -152,24 +151,22 @@ def decide(
     fam_of, fam_names = _family_index(judged)
     supporting = np.array([n in SUPPORTING for n in fam_names], dtype=bool)
     rank = {t: i for i, t in enumerate(SPECIFICITY)}
-    cid_parts, fam_parts, llr_parts, owner_parts, value_parts = [], [], [], [], []
-    for k, f in enumerate(judged):
-        llr = f.llr if f.llr is not None else np.full(f.n_cells, cal.certain_llr)
-        cid_parts.append(f.rows * n_cols + f.cols)
-        fam_parts.append(np.full(f.n_cells, fam_of[k]))
-        llr_parts.append(np.minimum(llr, cal.max_llr))
-        owner_parts.append(np.full(f.n_cells, k))
-        value_parts.append(np.full(f.n_cells, f.value_level))
-    cid = np.concatenate(cid_parts)
-    fam = np.concatenate(fam_parts)
-    llr = np.concatenate(llr_parts)
-    owner = np.concatenate(owner_parts)
-    value_level = np.concatenate(value_parts)
+    sizes_k = np.array([f.n_cells for f in judged])
+    cid = np.concatenate([f.rows * n_cols + f.cols for f in judged])
+    llr = np.minimum(
+        np.concatenate([f.llr if f.llr is not None else np.full(f.n_cells, cal.certain_llr) for f in judged]),
+        cal.max_llr,
+    )
+    owner = np.repeat(np.arange(len(judged)), sizes_k)
+    fam = fam_of[owner]
+    value_level = np.array([f.value_level for f in judged])[owner]
 
-    ucid = np.unique(cid)
-    total, own = _totals(cid, fam, llr, ucid, supporting)
+    ucid, where = np.unique(cid, return_inverse=True)
+    where = where.reshape(-1)
+    total, own = _totals(where, fam, llr, ucid.size, supporting)
     cell_col = (ucid % n_cols).astype(np.int64)
     cell_row = ucid // n_cols
+    # Each evidence cell's (column, value) group, for judging it without its own value's cells.
     cell_code = np.arange(ucid.size, dtype=np.int64)
     group_size = np.ones(ucid.size, dtype=np.int64)
     if codes_of is not None:
@@ -178,10 +175,11 @@ def decide(
             codes = codes_of(int(c))
             cell_code[on] = codes[cell_row[on]]
             group_size[on] = np.bincount(codes)[cell_code[on]]
-    pairs, cell_group = np.unique(np.stack([cell_col, cell_code]), axis=1, return_inverse=True)
+    span = int(cell_code.max()) + 1
+    _, first_of_group, cell_group = np.unique(
+        cell_col * span + cell_code, return_index=True, return_inverse=True
+    )
     cell_group = cell_group.reshape(-1)
-    first_of_group = np.zeros(pairs.shape[1], dtype=np.int64)
-    first_of_group[cell_group] = np.arange(ucid.size)
     sizes = group_size[first_of_group]
     table_rate, rates, cell_prior = estimate_rates(own, cell_col, cell_group, sizes, n_rows, n_cols, cal)
     prior = logit(cell_prior)
@@ -189,59 +187,49 @@ def decide(
     # Flagged: the combined evidence points to a wrong value and carries the posterior over the line.
     flagged = (posterior >= cal.decide_at) & (total > 0)
 
-    # Which finding reports each flagged cell.
-    v_total, _ = _totals(cid[value_level], fam[value_level], llr[value_level], ucid, supporting)
+    # Which finding reports each flagged cell: value-level evidence first when it flags the cell on its own.
+    v_total, _ = _totals(where[value_level], fam[value_level], llr[value_level], ucid.size, supporting)
     by_value = (sigmoid(prior + v_total) >= cal.decide_at) & (v_total > 0)
-    where = np.searchsorted(ucid, cid)
     eligible = flagged[where] & np.where(value_level, by_value[where], ~by_value[where])
     specificity = np.array([rank.get(f.type, len(rank)) for f in judged])[owner]
-    order = np.lexsort((specificity, -llr, ~eligible, cid))
+    order = np.lexsort((specificity, -llr, ~eligible, where))
     first = np.ones(order.size, dtype=bool)
-    first[1:] = cid[order][1:] != cid[order][:-1]
+    first[1:] = where[order][1:] != where[order][:-1]
     chosen = order[first & eligible[order]]
     reporter = np.full(ucid.size, -1, dtype=np.int64)
-    reporter[np.searchsorted(ucid, cid[chosen])] = owner[chosen]
+    reporter[where[chosen]] = owner[chosen]
 
-    # Which detectors saw each reported cell (the strongest item of each family), for the evidence record.
-    support = _strongest_per_family(cid, fam, llr)
-    kept: dict[int, Finding] = {}
-    offsets = np.cumsum([0] + [f.n_cells for f in judged])
+    # Which other detectors saw each reported cell (the strongest item of their family): one grouping.
+    support = _strongest_per_family(where, fam, llr) & (reporter[where] >= 0) & (owner != reporter[where])
+    pair_keys, pair_counts = np.unique(
+        reporter[where][support] * len(judged) + owner[support], return_counts=True
+    )
+    seen: dict[int, dict[str, int]] = {}
+    for key, count in zip(pair_keys.tolist(), pair_counts.tolist(), strict=True):
+        rep, other = divmod(int(key), len(judged))
+        name = judged[other].detector
+        seen.setdefault(rep, {})[name] = seen.setdefault(rep, {}).get(name, 0) + int(count)
+
+    kept: set[int] = set()
+    offsets = np.concatenate([[0], np.cumsum(sizes_k)])
     for k, f in enumerate(judged):
-        part = slice(offsets[k], offsets[k + 1])
-        pos = where[part]
+        pos = where[offsets[k] : offsets[k + 1]]
         mine = reporter[pos] == k
         if not mine.any():
             continue
         f.score = posterior[pos]
-        seen_with: dict[str, int] = {}
-        mine_cells = set(cid[part][mine].tolist()) if mine.sum() < 200_000 else None
-        if mine_cells is not None:
-            others = support & (owner != k) & np.isin(cid, cid[part][mine])
-            for j in np.unique(owner[others]):
-                name = judged[int(j)].detector
-                seen_with[name] = seen_with.get(name, 0) + int((owner[others] == j).sum())
-        if value_of is not None and not mine.all():
-            lost = {value_of(int(r), int(c)) for r, c in zip(f.rows[~mine], f.cols[~mine], strict=True)}
-            lost -= {value_of(int(r), int(c)) for r, c in zip(f.rows[mine], f.cols[mine], strict=True)}
-            if lost:
-                before = set(f.stats.get("excluded_values", []))
-                f.stats["excluded_values"] = sorted(before | lost)[:MAX_LISTED]
-                for name in ("bad_values",):
-                    if name in f.stats:
-                        f.stats[name] = [v for v in f.stats[name] if v not in lost]
-                if "canonical" in f.stats:
-                    f.stats["canonical"] = {k: v for k, v in f.stats["canonical"].items() if k not in lost}
+        if uniques_of is not None and codes_of is not None and not mine.all():
+            _exclude_lost_values(f, mine, codes_of, uniques_of)
         f.keep(mine)
         if "rows" in f.stats:  # a finding that lists its rows lists those it reports
             f.stats["rows"] = f.unique_rows()[:MAX_ROWS_LISTED].tolist()
-        f.stats["evidence"] = _evidence_record(f, seen_with)
-        kept[id(f)] = f
+        f.stats["evidence"] = _evidence_record(f, seen.get(k, {}))
+        kept.add(id(f))
     out = [f for f in findings if id(f) in kept or not (f.flag and f.n_cells and (f.cols >= 0).all())]
     for f in out:
         if f.describe is not None:
             f.description = f.describe(f)
-    names = column_names
-    column_rates = {names[c]: float(rates[c]) for c in np.unique(cell_col) if c < len(names)}
+    column_rates = {column_names[c]: float(rates[c]) for c in np.unique(cell_col) if c < len(column_names)}
     return Decision(
         out,
         table_rate,
@@ -250,6 +238,31 @@ def decide(
         candidate_cells=int(ucid.size),
         flagged_cells=int(flagged.sum()),
     )
+
+
+def _exclude_lost_values(
+    f: Finding,
+    mine: np.ndarray,
+    codes_of: Callable[[int], np.ndarray],
+    uniques_of: Callable[[int], list[str]],
+) -> None:
+    """List as `excluded_values` the values whose every cell the finding gave up (per column, by code)."""
+    lost: set[str] = set()
+    for c in np.unique(f.cols).tolist():
+        on = f.cols == c
+        codes = codes_of(int(c))
+        gone = np.setdiff1d(codes[f.rows[on & ~mine]], codes[f.rows[on & mine]])
+        if gone.size:
+            uniques = uniques_of(int(c))
+            lost |= {uniques[int(i)] for i in gone[:MAX_LISTED]}
+    if not lost:
+        return
+    before = set(f.stats.get("excluded_values", []))
+    f.stats["excluded_values"] = sorted(before | lost)[:MAX_LISTED]
+    if "bad_values" in f.stats:
+        f.stats["bad_values"] = [v for v in f.stats["bad_values"] if v not in lost]
+    if "canonical" in f.stats:
+        f.stats["canonical"] = {k: v for k, v in f.stats["canonical"].items() if k not in lost}
 
 
 def _evidence_record(f: Finding, seen_with: dict[str, int]) -> dict[str, Any]:

@@ -92,7 +92,7 @@ def _codes(f: ColumnFacts) -> np.ndarray:
 
 
 def discover(facts: list[ColumnFacts], n_rows: int, *, seed: int = 7) -> list[Dependency]:
-    """Single-column dependencies X → Y, found on a sample of rows and measured on all of them.
+    """Single-column dependencies X → Y, found on a sample of rows (all of them up to SAMPLE_ROWS).
 
     X → Y is kept when most rows of multi-row X groups sit in groups whose most common Y is at least twice as
     common as the runner-up (a consensus, however noisy), and knowing X leaves less to guess about Y than
@@ -130,12 +130,7 @@ def discover(facts: list[ColumnFacts], n_rows: int, *, seed: int = 7) -> list[De
             verdict = _judge_pair(np.where(both, x_s, -1), y_s, n_xs, n_ys)
             if verdict is None:
                 continue
-            if sample is not None:
-                xs, y = _codes(fx), _codes(fy)
-                both = (xs >= 0) & (y >= 0)
-                verdict = _judge_pair(np.where(both, xs, -1), y, fx.column.n_unique, fy.column.n_unique)
-                if verdict is None:
-                    continue
+            # Found on the sample; every row is measured when the dependency judges them (consensus()).
             found.append(Dependency(fx.index, fy.index, *verdict))
     return found
 
@@ -151,12 +146,17 @@ def _judge_pair(x: np.ndarray, y: np.ndarray, n_x: int, n_y: int) -> tuple[float
     if gm.size[dominated].sum() < MIN_DOMINATED_SHARE * rows:
         return None
     confidence = float(gm.major_count[judged].sum() / rows)
-    # Informative: the consensus explains more than Y's most common value alone (error left falls by a
-    # quarter at least), judged on the dominated groups so that noise does not hide a real dependency.
-    yy = y[(x >= 0)]
-    baseline = np.bincount(yy[yy >= 0]).max() / max(int((yy >= 0).sum()), 1)
+    # Informative: X's groups agree on Y more than the same groups would with Y shuffled among them (small
+    # groups agree by chance, a binary Y most of all): the disagreement left must fall by a quarter at
+    # least, judged on the dominated groups so that noise does not hide a real dependency.
     dom_conf = float(gm.major_count[dominated].sum() / max(gm.size[dominated].sum(), 1))
-    if (1.0 - dom_conf) > 0.75 * (1.0 - baseline):
+    both = (x >= 0) & (y >= 0)
+    shuffled = y.copy()
+    shuffled[both] = np.random.default_rng(17).permutation(y[both])
+    gs = group_majority(x, np.maximum(shuffled, 0), n_x, n_y)
+    dominated_s = (gs.size >= MIN_GROUP) & (gs.major_count >= 2) & (gs.major_count >= 2 * gs.second_count)
+    chance = float(gs.major_count[dominated_s].sum() / max(gs.size[dominated_s].sum(), 1))
+    if (1.0 - dom_conf) > 0.75 * (1.0 - chance):
         return None
     return confidence, rows
 
@@ -342,8 +342,28 @@ class Entities:
     judgements: dict[int, Judgement] = field(default_factory=dict)
 
 
+Memo = dict[tuple[int, int, bool], "Consensus"]
+
+
+def _measured(
+    facts: list[ColumnFacts],
+    d: Dependency,
+    cal: Calibration,
+    memo: Memo,
+    entity: Entity | None = None,
+    excluded: np.ndarray | None = None,
+) -> Consensus:
+    """consensus(), computed once per dependency and entity pairing (with rows excluded: afresh)."""
+    if excluded is not None:
+        return consensus(facts[d.lhs], facts[d.rhs], d, cal, excluded, entity)
+    key = (d.lhs, d.rhs, entity is not None)
+    if key not in memo:
+        memo[key] = consensus(facts[d.lhs], facts[d.rhs], d, cal, None, entity)
+    return memo[key]
+
+
 def entities(
-    facts: list[ColumnFacts], deps: list[Dependency], cal: Calibration = DEFAULT
+    facts: list[ColumnFacts], deps: list[Dependency], cal: Calibration = DEFAULT, memo: Memo | None = None
 ) -> dict[int, Entity]:
     """For each column paired one-to-one with another (both determine each other, each way with most rows in
     groups that keep to one value, and the matched pairs hold most rows), its partner: the one whose matched
@@ -352,9 +372,9 @@ def entities(
     best: dict[int, tuple[int, Entity]] = {}
     for a, b in sorted(found):
         if a < b and (b, a) in found:
+            memo = {} if memo is None else memo
             loose = [
-                consensus(facts[x], facts[y], found[(x, y)], cal).rates["split_groups"]
-                for x, y in ((a, b), (b, a))
+                _measured(facts, found[(x, y)], cal, memo).rates["split_groups"] for x, y in ((a, b), (b, a))
             ]
             if max(loose) >= 0.5:
                 continue  # two measures that often share values (an incentive and a deductible), not keys
@@ -373,7 +393,7 @@ def entities(
 
 
 def _blame_determinants(
-    facts: list[ColumnFacts], deps: list[Dependency], cal: Calibration
+    facts: list[ColumnFacts], deps: list[Dependency], cal: Calibration, paired: dict[int, Entity], memo: Memo
 ) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray], dict[int, list[str]]]:
     """Rows whose X value is the likelier mistake: they disagree with their X group on two or more dependents.
 
@@ -382,7 +402,6 @@ def _blame_determinants(
     by_lhs: dict[int, list[Dependency]] = {}
     for d in deps:
         by_lhs.setdefault(d.lhs, []).append(d)
-    paired = entities(facts, deps, cal)
     blamed: dict[int, np.ndarray] = {}
     evidence: dict[int, np.ndarray] = {}
     witnesses: dict[int, list[str]] = {}
@@ -394,7 +413,7 @@ def _blame_determinants(
         judged = np.zeros(fx.column.codes.size, dtype=np.int64)
         strength = np.zeros(fx.column.codes.size)
         for d in group:
-            c = consensus(fx, facts[d.rhs], d, cal, entity=paired.get(d.lhs))
+            c = _measured(facts, d, cal, memo, paired.get(d.lhs))
             hit = c.deviant & (c.llr >= cal.blame_min_llr)
             against += hit
             judged += c.covered
@@ -415,8 +434,9 @@ def detect_dependency_violations(
 ) -> tuple[list[Finding], list[Dependency], dict[int, Judgement]]:
     """The dependencies `discover` finds, the cells that break them, and each dependent's judgement."""
     deps = discover(facts, n_rows)
-    blamed, blame_llr, witnesses = _blame_determinants(facts, deps, cal)
-    paired = entities(facts, deps, cal)
+    memo: Memo = {}
+    paired = entities(facts, deps, cal, memo)
+    blamed, blame_llr, witnesses = _blame_determinants(facts, deps, cal, paired, memo)
     by_rhs: dict[int, list[Dependency]] = {}
     for d in deps:
         by_rhs.setdefault(d.rhs, []).append(d)
@@ -434,7 +454,7 @@ def detect_dependency_violations(
         weights = np.zeros(n_rows)
         vouch = np.zeros(n_rows)
         for d in group:
-            c = consensus(facts[d.lhs], fy, d, cal, excluded, paired.get(d.lhs))
+            c = _measured(facts, d, cal, memo, paired.get(d.lhs), excluded)
             judged = c.covered
             # A determinant speaks as loudly as its groups keep to one value.
             w = 1.0 - c.rates["split_groups"]

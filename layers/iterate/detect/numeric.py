@@ -93,8 +93,23 @@ class NumericModel:
         return weighted_quantile(what[ok].astype(np.float64), self.weights[ok].astype(np.float64), 0.5)
 
 
+SAMPLE_IDS = 5_000  # distinct values a big column's numeric share is first judged on
+
+
 def numeric_model(f: ColumnFacts) -> NumericModel:
     ids = np.flatnonzero(f.present & (f.counts > 0))
+    if ids.size > 4 * SAMPLE_IDS:
+        # A big column of text (names, ids with letters) is told apart on a sample before every value is read.
+        pick = np.random.default_rng(3).choice(ids, SAMPLE_IDS, replace=False)
+        sample = pc.utf8_trim_whitespace(f.column.dictionary.take(pa.array(pick, pa.int64())))
+        reads = _bools(pc.match_substring_regex(sample, NUMBER)) | _bools(
+            pc.match_substring_regex(sample, GROUPED)
+        )
+        weights = f.counts[pick].astype(np.float64)
+        if weights[reads].sum() < 0.5 * DEFAULT.parse_min_share * weights.sum():
+            nothing = np.full(ids.size, np.nan)
+            zeros = np.zeros(ids.size, dtype=np.int64)
+            return NumericModel(f, ids, f.counts[ids].astype(np.int64), nothing, zeros, zeros)
     text = pc.utf8_trim_whitespace(f.column.dictionary.take(pa.array(ids, pa.int64())))
     # A column that proves the decimal-comma convention (`3,5`, `1.234,56`) is read in it.
     convention = "point"
