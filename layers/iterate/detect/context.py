@@ -118,6 +118,12 @@ class ColumnFacts:
         )
 
     @cached_property
+    def smallest_group(self) -> int:
+        """Rows held by the column's rarest value."""
+        used = self.counts[self.counts > 0]
+        return int(used.min()) if used.size else 0
+
+    @cached_property
     def typical_count(self) -> float:
         """How many rows hold the value that holds the column's median present row (1 for unique values)."""
         ids = np.flatnonzero(self.present & (self.counts > 0))

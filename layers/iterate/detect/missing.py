@@ -31,47 +31,75 @@ def _missing_rows(facts: list[ColumnFacts]) -> dict[int, np.ndarray]:
 
 def _partners(rows: dict[int, np.ndarray], n_rows: int, cal: Calibration) -> dict[int, set[int]]:
     """Columns whose missing values travel together: when one is missing, the other is too (for at least
-    half of the rarer one's gaps), far more often than chance would pair them (a binomial z-score)."""
+    half of the rarer one's gaps), far more often than chance would pair them (a binomial z-score).
+
+    The co-occurrence of every pair is one product of the missing-value matrix with itself, in row blocks.
+    """
     partners: dict[int, set[int]] = {c: set() for c in rows}
     cols = list(rows)
-    counts = {c: int(rows[c].sum()) for c in cols}
-    for i, a in enumerate(cols):
-        for b in cols[i + 1 :]:
-            both = int((rows[a] & rows[b]).sum())
-            if both < 2 or both < cal.comissing_share * min(counts[a], counts[b]):
+    if len(cols) < 2:
+        return partners
+    both = np.zeros((len(cols), len(cols)))
+    for start in range(0, n_rows, 200_000):
+        block = np.stack([rows[c][start : start + 200_000] for c in cols], axis=1).astype(np.float32)
+        both += block.T @ block
+    counts = np.diag(both).copy()
+    for i in range(len(cols)):
+        for j in range(i + 1, len(cols)):
+            together = both[i, j]
+            rarer, other = (counts[i], counts[j]) if counts[i] <= counts[j] else (counts[j], counts[i])
+            if together < 2 or together < cal.comissing_share * rarer:
                 continue
-            small, other = (a, b) if counts[a] <= counts[b] else (b, a)
-            p = counts[other] / n_rows
-            expected = counts[small] * p
-            z = (both - expected) / math.sqrt(max(expected * (1 - p), 1e-9))
+            p = other / n_rows
+            expected = rarer * p
+            z = (together - expected) / math.sqrt(max(expected * (1 - p), 1e-9))
             if z >= cal.comissing_z:
-                partners[a].add(b)
-                partners[b].add(a)
+                partners[cols[i]].add(cols[j])
+                partners[cols[j]].add(cols[i])
     return partners
 
 
 def _explained(
-    f: ColumnFacts, missing_rows: np.ndarray, facts: list[ColumnFacts], n_rows: int, cal: Calibration
+    f: ColumnFacts,
+    missing_rows: np.ndarray,
+    groupers: list[ColumnFacts],
+    stacked: tuple[np.ndarray, np.ndarray] | None,
+    n_rows: int,
+    cal: Calibration,
 ) -> tuple[np.ndarray, list[str]]:
     """Gaps that another column explains: rows of groups (a measure, a product type) that mostly lack the value.
 
-    Returns the explained rows (mask) and the explaining columns.
+    `groupers` are the columns that can group rows (some values repeated), `stacked` their row codes and each
+    row's group size (one row per grouper) when small enough to hold. Returns the explained rows (mask) and
+    the columns.
     """
     explained = np.zeros(n_rows, dtype=bool)
     by: list[str] = []
-    rate = float(missing_rows.sum()) / n_rows
-    for g in facts:
-        if g.index == f.index or not (2 <= g.column.n_unique <= n_rows / MIN_GROUP_ROWS):
+    gaps_at = np.flatnonzero(missing_rows)
+    if gaps_at.size < MIN_GROUP_ROWS:
+        return explained, by  # too few gaps for any group to be mostly gaps
+    rate = gaps_at.size / n_rows
+    # Only a grouper in which two gaps share a group small enough for gaps to be most of it can explain
+    # anything: one sort over the gaps finds them all.
+    if stacked is not None:
+        at_gaps, sizes = stacked[0][:, gaps_at], stacked[1][:, gaps_at]
+    else:
+        at_gaps = np.stack([g.column.codes[gaps_at] for g in groupers])
+        sizes = np.stack([g.counts[g.column.codes[gaps_at]] for g in groupers])
+    ordered = np.sort(at_gaps, axis=1)
+    shared = (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
+    shared &= sizes.min(axis=1) <= gaps_at.size / cal.comissing_share
+    for k in np.flatnonzero(shared).tolist():
+        g = groupers[k]
+        if g.index == f.index:
             continue
-        codes = g.column.codes
-        size = np.bincount(codes, minlength=g.column.n_unique)
-        gaps = np.bincount(codes[missing_rows], minlength=g.column.n_unique)
+        group, gaps = np.unique(at_gaps[k], return_counts=True)
+        size = g.counts[group]
         # A group that mostly lacks the value, far beyond what gaps at random would leave in it.
         hot = (gaps >= cal.comissing_share * size) & (size >= MIN_GROUP_ROWS)
         hot &= poisson_tail(gaps, size * rate) < cal.split_tail
-        rows = missing_rows & hot[codes]
-        if rows.any():
-            explained |= rows
+        if hot.any():
+            explained |= missing_rows & np.isin(g.column.codes, group[hot])
             by.append(g.name)
     return explained, by
 
@@ -105,6 +133,13 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
     """
     rows = _missing_rows(facts)
     partners = _partners(rows, n_rows, cal)
+    groupers = [g for g in facts if 2 <= g.column.n_unique <= n_rows / MIN_GROUP_ROWS]
+    stacked = None
+    if groupers and len(groupers) * n_rows <= 20_000_000:
+        stacked = (
+            np.stack([g.column.codes for g in groupers]).astype(np.int32),
+            np.stack([g.counts[g.column.codes] for g in groupers]).astype(np.int32),
+        )
     out: list[Finding] = []
     grouped: list[tuple[ColumnFacts, np.ndarray, list[str]]] = []
     for f in facts:
@@ -121,7 +156,7 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
             together |= rows[b]
         together &= missing_rows
         if share < cal.missing_convention_share:
-            by_group, explainers = _explained(f, missing_rows, facts, n_rows, cal)
+            by_group, explainers = _explained(f, missing_rows, groupers, stacked, n_rows, cal)
             if explainers:
                 together |= by_group
                 grouped.append((f, by_group, explainers))

@@ -211,8 +211,13 @@ def _looks_categorical(f: ColumnFacts) -> bool:
 
 
 def detect_merged_columns(facts: list[ColumnFacts], n_rows: int) -> list[Finding]:
-    """A value of column B glued onto column A in rows where B is empty (`Gary IN` in city, state blank)."""
-    out: list[Finding] = []
+    """A value of column B glued onto column A in rows where B is empty (`Gary IN` in city, state blank).
+
+    Each column's last words are read once, on its distinct values, and looked up among the frequent values
+    of every column that has gaps: the cost follows cells, not pairs of columns.
+    """
+    missing_rows: dict[int, np.ndarray] = {}
+    owners: dict[str, list[int]] = {}  # a frequent value of a column with gaps -> those columns
     for fb in facts:
         b_missing_rows = fb.is_missing[fb.column.codes]
         n_missing = int(b_missing_rows.sum())
@@ -222,53 +227,68 @@ def detect_merged_columns(facts: list[ColumnFacts], n_rows: int) -> list[Finding
         frequent_b = [v for v in frequent_b if v]
         if not frequent_b or max(len(v) for v in frequent_b) > 40:
             continue
-        b_values = pa.array(frequent_b, pa.string())
-        for fa in facts:
-            if fa.index == fb.index or not fa.pairwise_ok:
-                continue
-            rows = np.flatnonzero(b_missing_rows)
-            a_codes = fa.column.codes[rows]
-            ids, inv = np.unique(a_codes, return_inverse=True)
-            texts = pa.array([fa.column.uniques[i] for i in ids], pa.string())
-            tail = pc.utf8_trim_whitespace(
-                pc.replace_substring_regex(texts, pattern=r"^.*\s", replacement="")
-            )
-            head = pc.utf8_trim_whitespace(
-                pc.replace_substring_regex(texts, pattern=r"\S+\s*$", replacement="")
-            )
-            has_space = np.asarray(
-                pc.match_substring_regex(texts, pattern=r"\S\s+\S").to_numpy(zero_copy_only=False)
-            )
-            is_b = np.asarray(pc.is_in(tail, value_set=b_values).to_numpy(zero_copy_only=False), dtype=bool)
-            hit = has_space & is_b
-            if hit.sum() == 0 or hit[inv].sum() < max(3, 0.5 * rows.size):
-                continue
-            hit_rows = rows[hit[inv]]
-            heads = head.to_pylist()
-            tails = tail.to_pylist()
-            a_rows, a_cols = cells(hit_rows, fa.index)
-            b_rows, b_cols = cells(hit_rows, fb.index)
-            expected_a = [heads[int(k)] for k in inv[hit[inv]]]
-            expected_b = [tails[int(k)] for k in inv[hit[inv]]]
-            out.append(
-                Finding(
-                    type="merged_columns",
-                    columns=[fa.name, fb.name],
-                    rows=np.concatenate([a_rows, b_rows]),
-                    cols=np.concatenate([a_cols, b_cols]),
-                    title=f"{fb.name} written inside {fa.name}",
-                    description="",
-                    describe=lambda fd, fa=fa, fb=fb: (
-                        f"In {fd.n_rows:,} rows '{fb.name}' is empty and its value is glued to the end of "
-                        f"'{fa.name}' instead (e.g. '{fa.column.value(int(fd.rows[0]))}')."
-                    ),
-                    suggested_action=f"Split the trailing value off '{fa.name}' and move it into '{fb.name}'.",
-                    category="quick_fixes",
-                    detector="merged",
-                    stats={"column": fa.name, "other": fb.name},
-                    expected=expected_a + expected_b,
-                    key=f"merged:{fa.name}:{fb.name}",
-                    value_level=False,
-                )
-            )
-    return out
+        missing_rows[fb.index] = b_missing_rows
+        for v in set(frequent_b):
+            owners.setdefault(v, []).append(fb.index)
+    if not owners:
+        return []
+    tokens = sorted(owners)
+    by_pair: dict[tuple[int, int], list[np.ndarray]] = {}
+    token_set = pa.array(tokens, pa.string())
+    for fa in facts:
+        if not fa.pairwise_ok:
+            continue
+        d = fa.column.dictionary
+        has_space = np.asarray(pc.match_substring_regex(d, pattern=r"\S\s+\S").to_numpy(zero_copy_only=False))
+        if not has_space.any():
+            continue
+        tail = pc.utf8_trim_whitespace(pc.replace_substring_regex(d, pattern=r"^.*\s", replacement=""))
+        which = pc.index_in(tail, value_set=token_set)
+        token_of = np.asarray(pc.fill_null(which, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        token_of[~has_space] = -1
+        rows = np.flatnonzero(token_of[fa.column.codes] >= 0)
+        if rows.size == 0:
+            continue
+        row_tokens = token_of[fa.column.codes[rows]]
+        for t in np.unique(row_tokens).tolist():
+            for b in owners[tokens[t]]:
+                if b == fa.index:
+                    continue
+                candidates = rows[(row_tokens == t) & missing_rows[b][rows]]
+                if candidates.size:
+                    by_pair.setdefault((fa.index, b), []).append(candidates)
+    # Keep the pairs where most of B's gaps are glued onto A.
+    findings: list[Finding] = []
+    for (a, b), parts in sorted(by_pair.items()):
+        hit_rows = np.sort(np.concatenate(parts))
+        if hit_rows.size < max(3, 0.5 * int(missing_rows[b].sum())):
+            continue
+        findings.append(_merged_finding(facts[a], facts[b], hit_rows))
+    return findings
+
+
+def _merged_finding(fa: ColumnFacts, fb: ColumnFacts, hit_rows: np.ndarray) -> Finding:
+    texts = [fa.column.value(int(r)) for r in hit_rows]
+    heads = [t.rstrip().rsplit(None, 1)[0].strip() for t in texts]
+    tails = [t.rstrip().rsplit(None, 1)[1].strip() for t in texts]
+    a_rows, a_cols = cells(hit_rows, fa.index)
+    b_rows, b_cols = cells(hit_rows, fb.index)
+    return Finding(
+        type="merged_columns",
+        columns=[fa.name, fb.name],
+        rows=np.concatenate([a_rows, b_rows]),
+        cols=np.concatenate([a_cols, b_cols]),
+        title=f"{fb.name} written inside {fa.name}",
+        description="",
+        describe=lambda fd: (
+            f"In {fd.n_rows:,} rows '{fb.name}' is empty and its value is glued to the end of "
+            f"'{fa.name}' instead (e.g. '{fa.column.value(int(fd.rows[0]))}')."
+        ),
+        suggested_action=f"Split the trailing value off '{fa.name}' and move it into '{fb.name}'.",
+        category="quick_fixes",
+        detector="merged",
+        stats={"column": fa.name, "other": fb.name},
+        expected=heads + tails,
+        key=f"merged:{fa.name}:{fb.name}",
+        value_level=False,
+    )
