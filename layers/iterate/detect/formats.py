@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from iterate.detect.calibration import DEFAULT, repeat_discount, share_llr
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import MAX_LISTED, Finding, cells
-from iterate.profile.parse import decimal_convention
+from iterate.profile.parse import decimal_convention, strftime_to_regex
 from iterate.profile.shapes import shapes
 
 # A number, optionally with a currency sign before it and a unit or percent sign after it.
@@ -266,6 +267,11 @@ DATE_FORMATS = (
     "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%m/%d/%Y %H:%M",
     "%m/%d/%Y %I:%M %p", "%d/%m/%Y %I:%M %p", "%Y-%m-%d %I:%M %p", "%I:%M %p", "%H:%M",
 )  # fmt: skip
+# The layout of each format, as a regex a value must match before it is parsed with the format.
+_LAYOUTS = [
+    strftime_to_regex(fmt).replace("%I", "[0-9]{1,2}").replace("%p", "[AaPp]\\.?[Mm]\\.?")
+    for fmt in DATE_FORMATS
+]
 DATE_SHAPE = re.compile(
     r"^(?:9[-/. ]9[-/. ]9|9 a 9|a 9, 9|9|9-9-9a9:9:9|9-9-9 9:9(?::9)?|9/9/9 9:9"
     r"|(?:9[-/]9[-/]9 )?9:9(?::9)? ?a(?:\.a\.)?|9:9)$"
@@ -278,24 +284,32 @@ def detect_date_formats(f: ColumnFacts) -> Finding | None:
     if f.n_present < 20 or present.size > 50_000:
         return None
     codes, shape_text = f.shape_codes
-    if not any(DATE_SHAPE.match(shape_text[codes[i]]) for i in present[:50]):
+    # A run of digits alone is a date only written as YYYYMMDD (eight digits): ids and counts are not.
+    head = [int(i) for i in present[:50]]
+    if not any(
+        DATE_SHAPE.match(shape_text[codes[i]])
+        and (shape_text[codes[i]] != "9" or len(f.column.uniques[i].strip()) == 8)
+        for i in head
+    ):
         return None
     import pandas as pd
 
-    values = pd.Series([f.column.uniques[i].strip() for i in present])
+    text = pc.utf8_trim_whitespace(f.column.dictionary.take(pa.array(present, pa.int64())))
+    values = pd.Series(text.to_pylist())
     fmt_of = np.full(present.size, -1)
-    # Only values with a colon can hold a time of day: the clock formats skip the others.
-    clock: np.ndarray | None = None
     for k, fmt in enumerate(DATE_FORMATS):
         todo = fmt_of < 0
         if not todo.any():
             break
-        if "%M" in fmt:
-            if clock is None:
-                clock = values.str.contains(":", regex=False).to_numpy(dtype=bool)
-            todo &= clock
-            if not todo.any():
-                continue
+        # Only values laid out like the format (a cheap regex) are parsed with it.
+        todo &= np.asarray(
+            pc.match_substring_regex(text, pattern=_LAYOUTS[k], ignore_case=True).to_numpy(
+                zero_copy_only=False
+            ),
+            dtype=bool,
+        )
+        if not todo.any():
+            continue
         ok = pd.to_datetime(values[todo], format=fmt, errors="coerce").notna().to_numpy()
         fmt_of[np.flatnonzero(todo)[ok]] = k
     weights = np.bincount(

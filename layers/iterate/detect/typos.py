@@ -127,8 +127,12 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
 
 
 def detect_typos(f: ColumnFacts) -> list[Finding]:
-    """Inconsistent spellings of the same value, on the values and on their digit-masked forms."""
-    if not f.pairwise_ok or f.n_present < 20:
+    """Inconsistent spellings of the same value, on the values and on their digit-masked forms.
+
+    Only in a column whose values repeat (a vocabulary): where nearly every value appears once (free text,
+    e-mails, codes), no spelling is frequent enough to be the reference of another.
+    """
+    if not f.pairwise_ok or f.n_present < 20 or f.typical_count < MIN_FREQUENT:
         return []
     out: list[Finding] = []
     present = f.present & (f.counts > 0)
