@@ -79,6 +79,16 @@ def test_a_gap_in_a_column_that_is_otherwise_filled_is_flagged():
     assert (17, "city") in flagged(table, "missing_values")
 
 
+def test_gaps_in_a_table_where_no_column_groups_rows_are_still_judged():
+    # Given two columns of all-different values with a few gaps (nothing can group the rows)
+    n = 200
+    table = make_table(
+        {"a": [f"a{i}" if i % 50 else "" for i in range(n)], "b": [f"b{i}" for i in range(n)]}
+    )
+    # Then detection runs and the gaps are reported
+    assert {f.columns[0] for f in findings_of(table, "missing_values")} == {"a"}
+
+
 def test_values_missing_together_are_one_pattern_not_flagged_cells():
     # Given orders where cancelled ones have no ship date and no carrier, and one shipped order lost its carrier
     rng = random.Random(3)

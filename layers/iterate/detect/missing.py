@@ -76,8 +76,8 @@ def _explained(
     explained = np.zeros(n_rows, dtype=bool)
     by: list[str] = []
     gaps_at = np.flatnonzero(missing_rows)
-    if gaps_at.size < MIN_GROUP_ROWS:
-        return explained, by  # too few gaps for any group to be mostly gaps
+    if gaps_at.size < MIN_GROUP_ROWS or not groupers:
+        return explained, by  # too few gaps for any group to be mostly gaps, or no column groups rows
     rate = gaps_at.size / n_rows
     # Only a grouper in which two gaps share a group small enough for gaps to be most of it can explain
     # anything: one sort over the gaps finds them all.
