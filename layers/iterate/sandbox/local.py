@@ -478,24 +478,22 @@ class LocalSandbox:
         fresh = os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
         cage = _Cage(self.limits)
         data_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC) if path is not None else None
-        result_fd = os.open(tmp / "result.json", os.O_RDWR | fresh, 0o600)
         stderr_path = tmp / "stderr.txt"
         stderr_fd = os.open(stderr_path, os.O_WRONLY | fresh, 0o600)
-        # The order the handler expects: result, stderr, the dataset when the runner reads it, cgroup.procs.
-        fds = [result_fd, stderr_fd] + ([data_fd] if data_fd is not None else []) + cage.fds
+        # The order the handler expects: stderr, the dataset when the runner reads it, cgroup.procs.
+        fds = [stderr_fd] + ([data_fd] if data_fd is not None else []) + cage.fds
         try:
             job = self._job(code, timeout, tmp, columns, cage)
             conn = _send_job(zygote.path, job, fds)
             seen = _drive(conn, cage, timeout=timeout, setup_s=self.limits.setup_allowance_s, limits=self.limits)
-            raw = os.pread(result_fd, self.limits.max_output_bytes * 4 + 65536, 0)
         finally:
-            for fd in [result_fd, stderr_fd] + ([data_fd] if data_fd is not None else []):
+            for fd in [stderr_fd] + ([data_fd] if data_fd is not None else []):
                 os.close(fd)
             cage.release()
         if seen.cpu_s is not None:
             self._counters.add("job_cpu_s", seen.cpu_s)
         stderr_tail = stderr_path.read_bytes()[-4000:].decode("utf-8", "replace")
-        outcome = self._outcome(code, started, raw, seen, timeout, stderr_tail)
+        outcome = self._outcome(code, started, seen, timeout, stderr_tail)
         outcome.cpu_s = seen.cpu_s
         return outcome
 
@@ -511,11 +509,10 @@ class LocalSandbox:
         """One job in a fresh process (no zygote): it supervises its runner like a zygote's handler."""
         cage = _Cage(self.limits)
         data_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        result_fd = os.open(tmp / "result.json", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         stderr_path = tmp / "stderr.txt"
         host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         job = self._job(code, timeout, tmp, columns, cage)
-        job.update(data_fd=data_fd, result_fd=result_fd, host_fd=child.fileno(), cgroup_fds=cage.fds)
+        job.update(data_fd=data_fd, host_fd=child.fileno(), cgroup_fds=cage.fds)
         proc = None
         try:
             with open(stderr_path, "wb") as stderr:
@@ -526,7 +523,7 @@ class LocalSandbox:
                     stderr=stderr,
                     env=_child_env(),
                     cwd=job["workdir"],
-                    pass_fds=(data_fd, result_fd, child.fileno(), *cage.fds),
+                    pass_fds=(data_fd, child.fileno(), *cage.fds),
                     start_new_session=True,
                     close_fds=True,
                 )
@@ -539,7 +536,6 @@ class LocalSandbox:
                 seen = _drive(host, cage, timeout=timeout, setup_s=self.limits.setup_allowance_s, limits=self.limits)
             except _ZygoteGone as exc:  # the process died before it said anything
                 seen = _Seen(lost=f"the sandbox process did not start: {exc}")
-            raw = os.pread(result_fd, self.limits.max_output_bytes * 4 + 65536, 0)
         finally:
             host.close()
             with contextlib.suppress(OSError):
@@ -547,10 +543,9 @@ class LocalSandbox:
             if proc is not None:
                 self._kill_group(proc)
             os.close(data_fd)
-            os.close(result_fd)
             cage.release()
         stderr_tail = stderr_path.read_bytes()[-4000:].decode("utf-8", "replace")
-        return self._outcome(code, started, raw, seen, timeout, stderr_tail)
+        return self._outcome(code, started, seen, timeout, stderr_tail)
 
     @staticmethod
     def _kill_group(proc: subprocess.Popen[bytes]) -> None:
@@ -562,17 +557,10 @@ class LocalSandbox:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
-    def _outcome(
-        self, code: str, started: float, raw: bytes, seen: _Seen, timeout: float, stderr_tail: str
-    ) -> SandboxOutcome:
+    def _outcome(self, code: str, started: float, seen: _Seen, timeout: float, stderr_tail: str) -> SandboxOutcome:
         """The verdict, decided here from what the supervisor and the cage saw; the code's report counts
         only where neither saw anything wrong, and then only if it is well formed."""
-        try:
-            supervisor = json.loads(raw) if raw else {}
-        except ValueError:
-            supervisor = {}
-        if not isinstance(supervisor, dict):
-            supervisor = {}
+        supervisor = seen.supervisor
         report = supervisor.get("report") if isinstance(supervisor.get("report"), dict) else None
         refusals = [str(r) for r in supervisor.get("refusals") or []][:20]
         in_process = [str(v) for v in (report or {}).get("violations") or []][:20]
@@ -735,6 +723,9 @@ class _Seen:
     cpu_s: float | None = None
     lost: str = ""
     cgroup_events: dict[str, int] = field(default_factory=dict)
+    # The supervisor's account: exit status, refusals, the isolation it was told before the code ran,
+    # and the runner's report as read from its pipe.
+    supervisor: dict[str, Any] = field(default_factory=dict)
 
 
 class _Cage:
@@ -908,6 +899,7 @@ def _drive(conn: socket.socket, cage: _Cage, *, timeout: float, setup_s: float, 
             elif "status" in message:
                 cpu = message.get("cpu_s")
                 seen.cpu_s = float(cpu) if isinstance(cpu, int | float) else None
+                seen.supervisor = message.get("seen") if isinstance(message.get("seen"), dict) else {}
                 break
     except (ConnectionError, TimeoutError, OSError, ValueError) as exc:
         if not hello:

@@ -1149,7 +1149,7 @@ def _lock_init(libc, job: dict) -> None:  # type: ignore[no-untyped-def]
 #                       {"armed": true}              the runner's OS layers are on; untrusted code starts now
 #                       {"exited": status, ...}      the runner ended (or was killed for a refusal)
 #   host → supervisor   {"cleaned": true}            every other process of the run is dead
-#   supervisor → host   {"status", "cpu_s"}          the report is in result_fd; this process ends
+#   supervisor → host   {"status", "cpu_s", "seen"}  what it saw and the runner's report; it ends
 #
 # The runner reports on a pipe only the supervisor reads; its OS refusals reach the supervisor through
 # the seccomp listener (each refused call is answered EPERM, and the run is killed at once).
@@ -1179,8 +1179,8 @@ def _decode(status: int) -> int:
     return EXIT_SIGNAL_BASE + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
-def supervise(job: dict, host, *, result_fd: int, stderr_fd: int, data_fd: int | None, cgroup_fds: list[int]) -> int:  # type: ignore[no-untyped-def]
-    """Start the runner, watch it, and write what was seen to `result_fd` (see the protocol above)."""
+def supervise(job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fds: list[int]) -> int:  # type: ignore[no-untyped-def]
+    """Start the runner, watch it, and send the host what was seen (see the protocol above)."""
     import select
     import socket
 
@@ -1312,12 +1312,9 @@ def supervise(job: dict, host, *, result_fd: int, stderr_fd: int, data_fd: int |
         "report": parsed,
         "report_problem": problem,
     }
-    data = json.dumps(seen).encode()
-    view = memoryview(data)
-    while view:
-        view = view[os.write(result_fd, view) :]
     cpu = _cpu_s(resource.getrusage(resource.RUSAGE_CHILDREN)) + _cpu_s(resource.getrusage(resource.RUSAGE_SELF))
-    _send_line(host, {"status": state["status"], "cpu_s": round(cpu, 4)})
+    # On the connection to the host, which no process of the run holds (no file a run could name).
+    _send_line(host, {"status": state["status"], "cpu_s": round(cpu, 4), "seen": seen})
     return 0
 
 
@@ -1356,7 +1353,7 @@ def _cpu_s(usage: resource.struct_rusage) -> float:
 def _handle(conn, preloaded: bool = False) -> None:  # type: ignore[no-untyped-def]
     """In a process forked from a zygote: take one job and supervise its runner (see `supervise`).
 
-    A job's descriptors are (result, stderr, [dataset], cgroup.procs...); from a dataset zygote
+    A job's descriptors are (stderr, [dataset], cgroup.procs...); from a dataset zygote
     (`preloaded`) there is no dataset descriptor: the runner takes the frame already in memory. The base
     zygote also takes `{"kind": "dataset"}` requests (descriptors: dataset, listening socket): this process
     then becomes that dataset's zygote. Anything else is refused by closing the connection before any pid
@@ -1373,21 +1370,14 @@ def _handle(conn, preloaded: bool = False) -> None:  # type: ignore[no-untyped-d
         _send_line(conn, {"pid": os.getpid()})
         dataset_zygote(conn, data_fd=fds[0], listen_fd=fds[1], max_mb=int(job["max_mb"]), request=job)
         return
-    fixed = 2 if preloaded else 3
+    fixed = 1 if preloaded else 2
     cgroups = int(job.get("cgroups") or 0)
     if kind != "run" or len(fds) != fixed + cgroups:
         for fd in fds:
             os.close(fd)
         return
     job.pop("data_fd", None)
-    supervise(
-        job,
-        conn,
-        result_fd=fds[0],
-        stderr_fd=fds[1],
-        data_fd=None if preloaded else fds[2],
-        cgroup_fds=fds[fixed:],
-    )
+    supervise(job, conn, stderr_fd=fds[0], data_fd=None if preloaded else fds[1], cgroup_fds=fds[fixed:])
 
 
 # A dataset zygote's ids inside its own user namespace (any but 0, see `confine_loader`).
@@ -1635,7 +1625,6 @@ def main() -> int:
     return supervise(
         job,
         host,
-        result_fd=int(job.pop("result_fd")),
         stderr_fd=2,
         data_fd=int(job.pop("data_fd")),
         cgroup_fds=[int(fd) for fd in job.pop("cgroup_fds", [])],
