@@ -129,21 +129,27 @@ class ImportView:
     package_paths: tuple[str, ...]
     site_masks: tuple[str, ...]
     landlock_paths: tuple[str, ...]
+    landlock_dirs: tuple[str, ...]
     sys_path: tuple[str, ...]
     packages: tuple[str, ...]
     readable_by_others: bool
 
 
-def _expand(path: str, masks: tuple[str, ...]) -> list[str]:
-    """`path`, or its entries (recursively) when a masked directory lies inside it (Landlock allows trees)."""
+def _expand(path: str, masks: tuple[str, ...], listed: list[str]) -> list[str]:
+    """`path`, or its entries (recursively) when a masked directory lies inside it (Landlock allows trees).
+
+    A directory split this way goes to `listed`: it may be listed (the import system needs that to find
+    modules in it), while the masked directory's files stay unreadable.
+    """
     inside = [m for m in masks if m.startswith(path.rstrip("/") + "/")]
     if not inside or not os.path.isdir(path):
         return [path]
+    listed.append(path)
     found: list[str] = []
     for name in sorted(os.listdir(path)):
         child = os.path.join(path, name)
         if child not in masks:
-            found += _expand(child, masks)
+            found += _expand(child, masks, listed)
     return found
 
 
@@ -195,13 +201,15 @@ def import_view() -> ImportView:
     masks = tuple(m for m in masks if not stdlib.startswith(m + "/") and m != stdlib)
     python_paths = tuple(dict.fromkeys([stdlib, dynload, *paths]))
     landlock: list[str] = []
+    listed: list[str] = []
     for path in [*python_paths, *SYSTEM_READ_PATHS, os.devnull]:
-        landlock += _expand(path, masks) if path not in paths else [path]
+        landlock += _expand(path, masks, listed) if path not in paths else [path]
     view = ImportView(
         python_paths=python_paths,
         package_paths=tuple(paths),
         site_masks=masks,
         landlock_paths=tuple(dict.fromkeys(landlock)),
+        landlock_dirs=tuple(dict.fromkeys(listed)),
         sys_path=tuple(dict.fromkeys([stdlib, dynload, *parents])),
         packages=tuple(packages),
         readable_by_others=oslayers.readable_by_others(python_paths),
@@ -405,6 +413,7 @@ class LocalSandbox:
             "user_namespace_first": self.limits.user_namespace_first,
             "python_paths": list(view.python_paths),
             "landlock_paths": list(view.landlock_paths),
+            "landlock_dirs": list(view.landlock_dirs),
         }
 
     def prepare(self, data: DatasetRef | None = None, *, arrow: Any = None) -> threading.Thread | None:
@@ -567,6 +576,8 @@ class LocalSandbox:
         violations = in_process + [f"{r} refused by the seccomp filter" for r in refusals]
         status = supervisor.get("status")
         armed = bool(supervisor.get("armed"))
+        if supervisor.get("task_limit"):  # counted by the supervisor through the seccomp listener
+            seen.processes = True
         isolation = dict(supervisor.get("isolation") or {})
         observed = {
             "refusals": refusals,
@@ -598,13 +609,13 @@ class LocalSandbox:
             return failed("crash", seen.lost)
         if refusals:
             return failed("policy", "refused by the OS sandbox: " + "; ".join(refusals[:5]))
-        if seen.timed_out:
-            return failed("timeout", f"wall-clock timeout: stopped after {timeout:g} s")
         if seen.memory:
             return failed("memory", "the run's processes together went past the memory budget")
         if seen.processes:
             limit = self.limits.max_processes
             return failed("policy", f"the run reached its limit of {limit} processes and threads")
+        if seen.timed_out:
+            return failed("timeout", f"wall-clock timeout: stopped after {timeout:g} s")
         if supervisor.get("report_problem") == "output_size":
             return failed("output_size", f"the report went past {self.limits.max_output_bytes * 2} bytes")
         if not isinstance(status, int):
@@ -872,7 +883,7 @@ def _drive(conn: socket.socket, cage: _Cage, *, timeout: float, setup_s: float, 
                     memory, tasks = cage.sample(supervisor)
                     if memory - baseline > budget:
                         seen.memory = killed = True
-                    if tasks > limits.max_processes:
+                    if tasks >= limits.max_processes:
                         seen.processes = killed = True
                     if killed:
                         cage.kill(supervisor)

@@ -149,12 +149,16 @@ class _Program:
         return bytes(out)
 
 
-def build_filter(arch: str, *, own_pid: int, deny: int, allow_processes: bool = True) -> bytes:
+def build_filter(
+    arch: str, *, own_pid: int, deny: int, allow_processes: bool = True, count_tasks: bool = False
+) -> bytes:
     """The filter as packed `struct sock_filter`s. Any other architecture (or the x32 ABI) is killed.
 
     `deny`: the action for a refused call (a user notification, or killing the process). `own_pid`: the
     only process signals may name (besides 0, the caller's process group). `allow_processes`: False
     refuses new processes (threads stay allowed), for when no limit could hold their number.
+    `count_tasks` (with notifications): every new process or thread is first shown to the supervisor,
+    which counts them for the whole run and lets each go on, or refuses past the run's limit.
     """
     if arch not in AUDIT_ARCH:
         raise OSError(errno.ENOSYS, f"no seccomp table for {arch}")
@@ -172,7 +176,7 @@ def build_filter(arch: str, *, own_pid: int, deny: int, allow_processes: bool = 
     p.op(JEQ, calls["clone"], "clone", 0)
     for name in ("fork", "vfork"):
         if name in calls:
-            p.op(JEQ, calls[name], "allow" if allow_processes else "deny", 0)
+            p.op(JEQ, calls[name], "count" if count_tasks else "allow" if allow_processes else "deny", 0)
     p.op(JEQ, calls["kill"], "kill_pid", 0)
     p.op(JEQ, calls["rt_sigqueueinfo"], "kill_pid", 0)
     for name in ("tkill", "tgkill", "rt_tgsigqueueinfo"):
@@ -189,7 +193,9 @@ def build_filter(arch: str, *, own_pid: int, deny: int, allow_processes: bool = 
     p.label("clone")
     p.op(LD_ABS, _arg(0))
     p.op(JSET, CLONE_NAMESPACES, "deny", 0)
-    if allow_processes:
+    if count_tasks:
+        p.op(RET, RET_USER_NOTIF)
+    elif allow_processes:
         p.op(RET, RET_ALLOW)
     else:
         p.op(JSET, CLONE_THREAD, "allow", "deny")
@@ -206,6 +212,8 @@ def build_filter(arch: str, *, own_pid: int, deny: int, allow_processes: bool = 
     p.op(JEQ, TIOCLINUX, "deny", "allow")
     p.label("allow")
     p.op(RET, RET_ALLOW)
+    p.label("count")
+    p.op(RET, RET_USER_NOTIF)
     p.label("deny")
     p.op(RET, deny)
     p.label("enosys")
@@ -242,7 +250,10 @@ def install_filter(*, own_pid: int, allow_processes: bool = True, notify: bool =
     attempts.append((RET_KILL_PROCESS, FLAG_TSYNC))
     last = 0
     for deny, flags in attempts:
-        program = build_filter(arch, own_pid=own_pid, deny=deny, allow_processes=allow_processes)
+        listening = bool(flags & FLAG_NEW_LISTENER)
+        program = build_filter(
+            arch, own_pid=own_pid, deny=deny, allow_processes=allow_processes, count_tasks=listening
+        )
         buffer = ctypes.create_string_buffer(program, len(program))
         prog = _Fprog(len(program) // 8, ctypes.addressof(buffer))
         rc = libc.syscall(
@@ -276,8 +287,19 @@ class _NotifResp(ctypes.Structure):
     _fields_ = [("id", ctypes.c_uint64), ("val", ctypes.c_int64), ("error", ctypes.c_int32), ("flags", ctypes.c_uint32)]
 
 
-def answer_notification(listener: int) -> str | None:
-    """Take one refused call from the listener, refuse it (EPERM); what was tried, or None if it vanished."""
+TASK_CALLS = ("clone", "fork", "vfork")
+NOTIF_FLAG_CONTINUE = 1
+
+
+@dataclass(frozen=True)
+class Notification:
+    id: int
+    name: str  # what was tried, for the refusal's message
+    new_task: bool  # a process or thread about to be created (counted, not refused by itself)
+
+
+def receive_notification(listener: int) -> Notification | None:
+    """One call the filter sent to the supervisor; None if it vanished (the caller died meanwhile)."""
     import fcntl
 
     notif = _Notif()
@@ -285,18 +307,26 @@ def answer_notification(listener: int) -> str | None:
         fcntl.ioctl(listener, NOTIF_RECV, notif)  # type: ignore[call-overload]
     except OSError:
         return None
-    arch = machine()
-    name = syscall_name(arch, notif.data.nr)
+    name = syscall_name(machine(), notif.data.nr)
+    args = [notif.data.args[i] & 0xFFFFFFFF for i in range(2)]
     if name == "socket":
-        name = f"socket(family {notif.data.args[0] & 0xFFFFFFFF})"
+        name = f"socket(family {args[0]})"
     elif name == "socketpair":
-        name = f"socketpair(family {notif.data.args[0] & 0xFFFFFFFF}, type {notif.data.args[1] & 0xFFFFFFFF})"
-    elif name == "clone":
-        name = f"clone(flags {notif.data.args[0] & 0xFFFFFFFF:#x})"
-    resp = _NotifResp(notif.id, 0, -errno.EPERM, 0)
+        name = f"socketpair(family {args[0]}, type {args[1]})"
+    return Notification(notif.id, name, name in TASK_CALLS)
+
+
+def respond(listener: int, notification: Notification, *, error: int = 0) -> None:
+    """Let the call go on (error 0: only ever for counted new tasks, whose flags the filter checked) or
+    fail it with `error`."""
+    import fcntl
+
+    if error:
+        resp = _NotifResp(notification.id, 0, -error, 0)
+    else:
+        resp = _NotifResp(notification.id, 0, 0, NOTIF_FLAG_CONTINUE)
     with contextlib.suppress(OSError):
         fcntl.ioctl(listener, NOTIF_SEND, resp)  # type: ignore[call-overload]
-    return name
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -344,7 +344,7 @@ LANDLOCK_NET_ALL = 0b11  # bind and connect TCP (ABI 4+)
 LANDLOCK_SCOPE_ALL = 0b11  # abstract unix sockets and signals outside the domain (ABI 6+)
 
 
-def apply_landlock(libc, read_paths: list[str], *, filesystem: bool = True) -> str:  # type: ignore[no-untyped-def]
+def apply_landlock(libc, read_paths: list[str], *, filesystem: bool = True, list_dirs: list[str] | None = None) -> str:  # type: ignore[no-untyped-def]
     """Unprivileged kernel confinement: read-only access to `read_paths`, no writes, no exec, no TCP.
 
     Holds even for C code that never raises an audit event (pyarrow's file system, numpy's fopen).
@@ -378,11 +378,14 @@ def apply_landlock(libc, read_paths: list[str], *, filesystem: bool = True) -> s
     if fd < 0:
         return f"refused ({os.strerror(ctypes.get_errno())})"
     try:
-        for path in read_paths if filesystem else []:
+        rules = [(p, False) for p in read_paths] + [(p, True) for p in list_dirs or []]
+        for path, list_only in rules if filesystem else []:
             if not os.path.exists(path):
                 continue
             is_dir = os.path.isdir(path)
             allowed = LANDLOCK_FS_READ_FILE | (LANDLOCK_FS_READ_DIR if is_dir else 0)
+            if list_only:
+                allowed = LANDLOCK_FS_READ_DIR
             target = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
                 rule = PathBeneath(allowed, target)
@@ -983,7 +986,9 @@ def lockdown(job: dict, isolation: dict, *, guard_imports: bool = True) -> None:
     )
     if isolation.get("filesystem") != "jail":
         try:
-            isolation["landlock"] = apply_landlock(libc, job.get("landlock_paths") or job["python_paths"])
+            isolation["landlock"] = apply_landlock(
+                libc, job.get("landlock_paths") or job["python_paths"], list_dirs=job.get("landlock_dirs")
+            )
         except (OSError, AttributeError) as exc:
             isolation["landlock"] = f"unavailable ({exc})"
     sys.path[:] = list(job.get("sys_path") or sys.path)
@@ -996,6 +1001,8 @@ def lockdown(job: dict, isolation: dict, *, guard_imports: bool = True) -> None:
         own_pid=os.getpid(), allow_processes=bool(job.get("cgroup") or job.get("nproc"))
     )
     isolation["seccomp"] = mode
+    if mode == "notify" and isolation["processes"] == "no new processes":
+        isolation["processes"] = "counted by the supervisor"
     control = socket.socket(fileno=job["control_fd"])
     try:
         message = json.dumps({"armed": True, "isolation": isolation}).encode() + b"\n"
@@ -1213,11 +1220,41 @@ def supervise(job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fd
     _send_line(host, {"pid": os.getpid(), "runner": runner})
     cap = int(job["max_output_bytes"]) * 2 + 65536
     report = bytearray()
-    state: dict = {"overflow": False, "eof": False, "armed": None, "listener": None, "status": None}
+    state: dict = {
+        "overflow": False,
+        "eof": False,
+        "armed": None,
+        "listener": None,
+        "status": None,
+        "tasks": 0,
+        "task_limit": False,
+    }
     refusals: list[str] = []
     control_lines = _Lines(control)
     host_lines = _Lines(host)
     control_open = True
+
+    max_tasks = int(job["max_processes"])
+
+    def answer(listener: int) -> bool:
+        """One notification: count a new task (refuse it past the limit), or record a refused call.
+        Anything refused or over the limit ends the run at once."""
+        note = oslayers.receive_notification(listener)
+        if note is None:
+            return False
+        if note.new_task and state["tasks"] + 1 < max_tasks:
+            state["tasks"] += 1
+            oslayers.respond(listener, note)
+            return True
+        if note.new_task:
+            state["task_limit"] = True
+            oslayers.respond(listener, note, error=errno.EAGAIN)
+        else:
+            if len(refusals) < 20:
+                refusals.append(note.name)
+            oslayers.respond(listener, note, error=errno.EPERM)
+        kill_runner()
+        return True
 
     def kill_runner() -> None:
         for target in (lambda: os.killpg(runner, signal.SIGKILL), lambda: os.kill(runner, signal.SIGKILL)):
@@ -1252,11 +1289,7 @@ def supervise(job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fd
                     state["armed"] = line.get("isolation") or {}
                     _send_line(host, {"armed": True})
         if state["listener"] is not None and state["listener"] in ready:
-            what = oslayers.answer_notification(state["listener"])
-            if what is not None:
-                if len(refusals) < 20:
-                    refusals.append(what)
-                kill_runner()
+            answer(state["listener"])
         while True:
             try:
                 pid, status, usage = os.wait4(-1, os.WNOHANG)
@@ -1288,10 +1321,8 @@ def supervise(job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fd
             if state["eof"]:
                 break
     while state["listener"] is not None and select.select([state["listener"]], [], [], 0)[0]:
-        what = oslayers.answer_notification(state["listener"])
-        if what is None:
+        if not answer(state["listener"]):
             break
-        refusals.append(what)
     parsed, problem = None, None
     if state["overflow"]:
         problem = "output_size"
@@ -1309,6 +1340,8 @@ def supervise(job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fd
         "armed": state["armed"] is not None,
         "isolation": state["armed"] or {},
         "refusals": refusals,
+        "tasks_started": state["tasks"],
+        "task_limit": state["task_limit"],
         "report": parsed,
         "report_problem": problem,
     }
@@ -1451,7 +1484,7 @@ def confine_loader(request: dict, max_mb: int):  # type: ignore[no-untyped-def]
         with contextlib.suppress(OSError):
             statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
         read = request.get("landlock_paths") or [*python_paths, *SYSTEM_READ_PATHS, os.devnull]
-        loader["landlock"] = apply_landlock(libc, list(read))
+        loader["landlock"] = apply_landlock(libc, list(read), list_dirs=request.get("landlock_dirs"))
     else:
         loader["landlock"] = apply_landlock(libc, [], filesystem=False)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
