@@ -267,7 +267,9 @@ BASE = {"timeout_s": 3, "memory_mb": 1024, "max_output_bytes": 100_000, "setup_a
 def limits_for(mode: str) -> SandboxLimits:
     checks = "0" if "nochecks" in mode else "1"
     settings = Settings.from_env({"ITERATE_SANDBOX_INPROCESS_CHECKS": checks})
-    extra: dict[str, object] = {}
+    # With the checks on, the static policy alone refuses these snippets before any process starts (see
+    # the test below): it is left out so that the runtime in-process layers are met, and disarmed.
+    extra: dict[str, object] = {"enforce_policy": False}
     if mode.startswith("nons"):
         extra.update(namespaces=False, prefork=False)  # as the sandbox Lambda runs: a fresh process per run
     if "nocgroup" in mode:
@@ -481,12 +483,21 @@ def test_there_is_a_goal_for_each_os_target() -> None:
     assert len(CASES) >= 4 * len(GOALS)
 
 
+def test_with_every_check_on_the_static_policy_refuses_the_disarm(dataset: Path) -> None:
+    settings = Settings.from_env({"ITERATE_SANDBOX_INPROCESS_CHECKS": "1"})
+    sandbox = LocalSandbox(SandboxLimits.from_settings(settings, **BASE))  # type: ignore[arg-type]
+    outcome = sandbox.run_detailed(PRELUDE + FORGE, DatasetRef(path=str(dataset)))
+    assert outcome.investigation.stopped == "policy"
+    assert any("get_field" in v for v in outcome.violations)
+
+
 def test_the_prelude_really_disarms_the_in_process_layers(dataset: Path, sandboxes: dict[str, LocalSandbox]) -> None:
-    """The disarm is not a no-op: with the checks on, code that would be refused runs once it has run."""
+    """The disarm is not a no-op: with the runtime checks on, code they refuse runs once it has run."""
     sandbox = sandbox_for("ns", sandboxes)
     ref = DatasetRef(path=str(dataset))
     refused = sandbox.run_detailed("import os\nresult = {'affected_rows': len(os.listdir('/'))}", ref)
     assert refused.investigation.stopped == "policy"
+    assert refused.isolation.get("stage") != "static_policy"  # refused at run time, in the process
     disarmed = sandbox.run_detailed(
         PRELUDE + "result = {'affected_rows': len(os.listdir('/')), 'real_import': imp is not None}\nclean()", ref
     )
@@ -507,3 +518,15 @@ def test_the_os_layers_are_on_in_every_mode(mode: str, dataset: Path, sandboxes:
     fallback = {"RLIMIT_NPROC", "no new processes", "counted by the supervisor"}
     expected = {"cgroup"} if "nocgroup" not in mode and os.geteuid() == 0 else fallback
     assert iso["processes"] in expected
+
+
+def test_a_caller_whose_runs_share_its_uid_is_not_readable_through_proc(sandboxes: dict[str, LocalSandbox]) -> None:
+    # Given a sandbox whose runs keep the caller's uid (no namespaces; here the interpreter's files are
+    # private to root, so no other uid could run it)
+    sandbox = sandbox_for("nons", sandboxes)
+    if sandbox._view.readable_by_others and os.geteuid() == 0:
+        pytest.skip("runs get their own uid here")
+    # Then this process is not dumpable: /proc/<pid>/environ and mem need CAP_SYS_PTRACE, which no run has
+    import ctypes
+
+    assert ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE

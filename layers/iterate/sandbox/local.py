@@ -233,6 +233,16 @@ def _host_root() -> bool:
         return False
 
 
+def _protect_caller() -> None:
+    """Runs here may share this process's uid (no other uid to give them): make it non-dumpable, so that
+    no process of that uid reads its memory or environment (API keys, AWS credentials on Lambda) through
+    /proc, or attaches to it, whatever layer above has fallen. Core dumps of this process go with it."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+
+
 def _tasks_of(uid: int) -> int:
     """Tasks (threads included) of `uid` now: RLIMIT_NPROC counts them all."""
     total = 0
@@ -249,6 +259,10 @@ class LocalSandbox:
         self.limits = limits or SandboxLimits()
         self.python = python or sys.executable
         self._view = import_view()
+        if sys.platform == "linux" and not (
+            _host_root() and (self.limits.namespaces is not False or self._view.readable_by_others)
+        ):
+            _protect_caller()
         self._zygote: _Zygote | None = None
         self._zygote_lock = threading.Lock()
         self._zygote_failed = False
