@@ -28,10 +28,24 @@ import sys
 import time
 import traceback
 
-try:  # run as a script (its folder is sys.path[0]); imported by the engine's tests as a module
-    import oslayers
-except ImportError:  # pragma: no cover - exercised when tests load this file by path
-    from iterate.sandbox import oslayers  # type: ignore[no-redef]
+
+def _load_oslayers():  # type: ignore[no-untyped-def]
+    """oslayers.py beside this file, by path: `python -I` puts no script folder on sys.path, and the engine
+    (`iterate`) must never be imported here (it would be reachable from the investigation's process)."""
+    import importlib.util
+
+    if "oslayers" in sys.modules:
+        return sys.modules["oslayers"]
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "oslayers.py")
+    spec = importlib.util.spec_from_file_location("oslayers", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["oslayers"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+oslayers = _load_oslayers()
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
