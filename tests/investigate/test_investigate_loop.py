@@ -252,7 +252,9 @@ def test_an_llm_hypothesis_takes_its_numbers_from_the_code() -> None:
     proven = confirm(guessed, CodeInvestigation(code="c", success=True, output=output, source="llm"))
     assert proven.status == "unverified" and proven.affectedRows == 4
     # The same numbers from engine code (a template) confirm it
-    templated = confirm(hypothesis, CodeInvestigation(code="c", success=True, output=output, source="template"))
+    templated = confirm(
+        hypothesis, CodeInvestigation(code="c", success=True, output=output, source="template")
+    )
     assert templated.status == "confirmed"
 
 

@@ -12,12 +12,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "llm"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
 
-from fake_anthropic import Reply, tool_reply  # noqa: E402
-from llm_fixtures import fake  # noqa: E402, F401
-from test_agents_pipeline_e2e import smart_claude  # noqa: E402
+from fake_anthropic import Reply, tool_reply
+from llm_fixtures import fake  # noqa: F401
+from test_agents_pipeline_e2e import smart_claude
+from test_redteam_os import PRELUDE
 
-from iterate.settings import Settings  # noqa: E402
-from test_redteam_os import PRELUDE  # noqa: E402
+from iterate.settings import Settings
 
 pytestmark = pytest.mark.redteam
 
@@ -73,7 +73,9 @@ def test_a_hostile_llm_never_gets_a_confirmed_issue(fake, tmp_path: Path, code: 
         assert not (tmp_path / "out" / "scripts" / f"{issue.id}.py").exists()
     written = json.loads((tmp_path / "out" / "analysis.json").read_text())
     assert all(
-        i["status"] != "confirmed" for i in written["issues"] if (i.get("investigation") or {}).get("source") == "llm"
+        i["status"] != "confirmed"
+        for i in written["issues"]
+        if (i.get("investigation") or {}).get("source") == "llm"
     )
     if code is ESCAPE:  # the escape is seen by the supervisor: the attempt failed
         assert all(not i.investigation.success for i in by_llm if i.investigation is not None)

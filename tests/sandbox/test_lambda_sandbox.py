@@ -266,9 +266,13 @@ def other_uid() -> Iterator[int]:
 
 
 @pytest.mark.unit
-def test_cleaning_kills_every_process_of_the_uid_and_empties_the_scratch(tmp_path: Path, other_uid: int) -> None:
+def test_cleaning_kills_every_process_of_the_uid_and_empties_the_scratch(
+    tmp_path: Path, other_uid: int
+) -> None:
     # Given leftovers of an invocation: a double-forked setsid sleeper, a plain one, files and folders
-    _spawn_as(other_uid, "setsid /bin/sleep 120 >/dev/null 2>&1 < /dev/null & /bin/sleep 120 >/dev/null 2>&1 &")
+    _spawn_as(
+        other_uid, "setsid /bin/sleep 120 >/dev/null 2>&1 < /dev/null & /bin/sleep 120 >/dev/null 2>&1 &"
+    )
     deadline = time.monotonic() + 5
     while len(_processes_of(other_uid)) < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -293,7 +297,9 @@ def test_an_invocation_refuses_to_start_while_anything_is_left(
     _spawn_as(other_uid, "setsid /bin/sleep 120 >/dev/null 2>&1 < /dev/null &")
     monkeypatch.setattr(oslayers, "kill_checked", lambda info: None)
     calls: list[str] = []
-    event = SandboxEvent.model_validate({"code": "result = {'affected_rows': 1}", "dataset": {"presigned_url": "https://x/y"}})
+    event = SandboxEvent.model_validate(
+        {"code": "result = {'affected_rows': 1}", "dataset": {"presigned_url": "https://x/y"}}
+    )
     # When an invocation starts / Then it refuses before fetching anything or running any code
     with pytest.raises(SandboxEnvironmentDirty):
         run_in_clean_environment(
@@ -324,8 +330,11 @@ def test_an_invocation_leaves_nothing_behind(tmp_path: Path, dataset: Path, othe
     )
     # When it runs in the clean-environment wrapper
     result = run_in_clean_environment(
-        event, limits=SandboxLimits(timeout_s=10, namespaces=False, prefork=False), scratch=scratch,
-        uid=other_uid, fetch=fetch,
+        event,
+        limits=SandboxLimits(timeout_s=10, namespaces=False, prefork=False),
+        scratch=scratch,
+        uid=other_uid,
+        fetch=fetch,
     )
     # Then it ran, and afterwards no process of the uid and nothing in the scratch remain
     assert result.success and result.output == {"affected_rows": 8}

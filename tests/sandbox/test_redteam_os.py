@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -246,7 +245,7 @@ GOALS = [
     Goal(
         "forge_report_after_refusal",
         "s = imp('socket')\nnote('tcp', lambda: s.create_connection(('127.0.0.1', PORT), timeout=1))\nclean()\n"
-        "fake = b'{\"success\": true, \"output\": {\"affected_rows\": 7}, \"violations\": [], \"stopped\": null}'\n"
+        'fake = b\'{"success": true, "output": {"affected_rows": 7}, "violations": [], "stopped": null}\'\n'
         "for fd in range(3, 40):\n"
         "    try:\n        os.write(fd, fake)\n    except OSError:\n        pass\n"
         "os._exit(0)",
@@ -256,7 +255,10 @@ GOALS = [
         "tm = imp('time')\npid = os.fork()\nif pid == 0:\n    x = bytearray(900 * 1024 ** 2)\n    tm.sleep(1)\n    os._exit(0)\n"
         "y = bytearray(900 * 1024 ** 2)\nos.waitpid(pid, 0)",
     ),
-    Goal("flood_result_pipe", "for fd in range(3, 40):\n    try:\n        os.write(fd, b'x' * 10 ** 7)\n    except OSError:\n        pass"),
+    Goal(
+        "flood_result_pipe",
+        "for fd in range(3, 40):\n    try:\n        os.write(fd, b'x' * 10 ** 7)\n    except OSError:\n        pass",
+    ),
     Goal("flood_stderr", "for i in range(200):\n    os.write(2, b'z' * 10 ** 6)", observable=False),
     Goal("huge_result", "leak.append('y' * 10 ** 7)"),
 ]
@@ -352,7 +354,18 @@ def canaries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Canaries]:
     other = Path(f"/tmp/iterate-sandbox-redteam-{STAMP}")
     other.mkdir(mode=0o700)
     (other / "result.json").write_text(OTHER_RUN_TOKEN)
-    yield Canaries(listener, udp, unix, unix_path, abstract, abstract_name, process, signals, other / "result.json", directory)
+    yield Canaries(
+        listener,
+        udp,
+        unix,
+        unix_path,
+        abstract,
+        abstract_name,
+        process,
+        signals,
+        other / "result.json",
+        directory,
+    )
     process.kill()
     process.wait()
     listener.close()
@@ -379,7 +392,9 @@ def sandbox_for(mode: str, made: dict[str, LocalSandbox]) -> LocalSandbox:
 
 
 def fill(code: str, canaries: Canaries, canary_file: Path, target: Path) -> str:
-    site = sorted({p for p in sys.path if p.endswith("site-packages")} | {str(Path(__file__).parents[2] / "layers")})
+    site = sorted(
+        {p for p in sys.path if p.endswith("site-packages")} | {str(Path(__file__).parents[2] / "layers")}
+    )
     return (
         code.replace("UNIXPATH", repr(canaries.unix_path))
         .replace("ABSTRACT", repr(canaries.abstract_name))
@@ -423,7 +438,9 @@ def test_os_layers_contain_the_goal(
     result = outcome.investigation
 
     # Then nothing got out
-    everything = json.dumps(result.model_dump(mode="json")) + json.dumps(outcome.violations) + outcome.stderr_tail
+    everything = (
+        json.dumps(result.model_dump(mode="json")) + json.dumps(outcome.violations) + outcome.stderr_tail
+    )
     for secret in (SECRET, TOKEN, OTHER_RUN_TOKEN, "root:x:0:0", "aws_secret_access_key"):
         assert secret not in everything, f"{goal.id} leaked {secret[:20]}"
     assert not target.exists(), "a file appeared on the host"
@@ -491,7 +508,9 @@ def test_with_every_check_on_the_static_policy_refuses_the_disarm(dataset: Path)
     assert any("get_field" in v for v in outcome.violations)
 
 
-def test_the_prelude_really_disarms_the_in_process_layers(dataset: Path, sandboxes: dict[str, LocalSandbox]) -> None:
+def test_the_prelude_really_disarms_the_in_process_layers(
+    dataset: Path, sandboxes: dict[str, LocalSandbox]
+) -> None:
     """The disarm is not a no-op: with the runtime checks on, code they refuse runs once it has run."""
     sandbox = sandbox_for("ns", sandboxes)
     ref = DatasetRef(path=str(dataset))
@@ -499,15 +518,20 @@ def test_the_prelude_really_disarms_the_in_process_layers(dataset: Path, sandbox
     assert refused.investigation.stopped == "policy"
     assert refused.isolation.get("stage") != "static_policy"  # refused at run time, in the process
     disarmed = sandbox.run_detailed(
-        PRELUDE + "result = {'affected_rows': len(os.listdir('/')), 'real_import': imp is not None}\nclean()", ref
+        PRELUDE + "result = {'affected_rows': len(os.listdir('/')), 'real_import': imp is not None}\nclean()",
+        ref,
     )
     assert disarmed.investigation.success, disarmed.investigation.error
     assert disarmed.investigation.output["real_import"] is True
 
 
 @pytest.mark.parametrize("mode", MODES + FALLBACK_MODES)
-def test_the_os_layers_are_on_in_every_mode(mode: str, dataset: Path, sandboxes: dict[str, LocalSandbox]) -> None:
-    outcome = sandbox_for(mode, sandboxes).run_detailed("result = {'affected_rows': len(df)}", DatasetRef(path=str(dataset)))
+def test_the_os_layers_are_on_in_every_mode(
+    mode: str, dataset: Path, sandboxes: dict[str, LocalSandbox]
+) -> None:
+    outcome = sandbox_for(mode, sandboxes).run_detailed(
+        "result = {'affected_rows': len(df)}", DatasetRef(path=str(dataset))
+    )
     assert outcome.investigation.success, outcome.investigation.error
     iso = outcome.isolation
     assert iso["seccomp"] in {"notify", "kill"} and iso["capabilities"] == "dropped"
@@ -520,7 +544,9 @@ def test_the_os_layers_are_on_in_every_mode(mode: str, dataset: Path, sandboxes:
     assert iso["processes"] in expected
 
 
-def test_a_caller_whose_runs_share_its_uid_is_not_readable_through_proc(sandboxes: dict[str, LocalSandbox]) -> None:
+def test_a_caller_whose_runs_share_its_uid_is_not_readable_through_proc(
+    sandboxes: dict[str, LocalSandbox],
+) -> None:
     # Given a sandbox whose runs keep the caller's uid (no namespaces; here the interpreter's files are
     # private to root, so no other uid could run it)
     sandbox = sandbox_for("nons", sandboxes)

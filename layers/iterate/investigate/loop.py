@@ -197,8 +197,8 @@ def confirm(issue: Issue, investigation: CodeInvestigation | None) -> Issue:
     if not investigation.success:
         update: dict[str, Any] = {"investigation": investigation}
         if issue.evidence is not None:
-            stats = {**issue.evidence.stats, "investigation_failed": investigation.error or "failed"}
-            update["evidence"] = issue.evidence.model_copy(update={"stats": stats})
+            failed = {**issue.evidence.stats, "investigation_failed": investigation.error or "failed"}
+            update["evidence"] = issue.evidence.model_copy(update={"stats": failed})
         return issue.model_copy(update=update)
     output = investigation.output if isinstance(investigation.output, dict) else {}
     recomputed = int(output.get("affected_rows", 0))
@@ -238,7 +238,9 @@ def confirm(issue: Issue, investigation: CodeInvestigation | None) -> Issue:
             extra["recount"] = "rows agree with the detector; the code gave no affected_cells to check"
         elif cells != issue.evidence.affectedCells:
             status = "unconfirmed"
-            extra.update(investigation_affected_cells=cells, detector_affected_cells=issue.evidence.affectedCells)
+            extra.update(
+                investigation_affected_cells=cells, detector_affected_cells=issue.evidence.affectedCells
+            )
     update = {"investigation": investigation, "status": status}
     if issue.evidence is not None:
         stats = {**issue.evidence.stats, "investigation_affected_rows": recomputed, **extra}

@@ -172,7 +172,7 @@ def import_view() -> ImportView:
     paths: list[str] = []
     for name in SANDBOX_PACKAGES:
         spec = importlib.util.find_spec(name)
-        if spec is None or not spec.origin and not spec.submodule_search_locations:
+        if spec is None or (not spec.origin and not spec.submodule_search_locations):
             continue
         packages.append(name)
         locations = list(spec.submodule_search_locations or []) or [str(spec.origin)]
@@ -459,7 +459,9 @@ class LocalSandbox:
         thread.start()
         return thread
 
-    def _job(self, code: str, timeout: float, tmp: Path, columns: tuple[str, ...] | None, cage: _Cage) -> dict[str, Any]:
+    def _job(
+        self, code: str, timeout: float, tmp: Path, columns: tuple[str, ...] | None, cage: _Cage
+    ) -> dict[str, Any]:
         workdir = tmp / "work"
         workdir.mkdir(exist_ok=True)
         view = self._view
@@ -508,7 +510,9 @@ class LocalSandbox:
         try:
             job = self._job(code, timeout, tmp, columns, cage)
             conn = _send_job(zygote.path, job, fds)
-            seen = _drive(conn, cage, timeout=timeout, setup_s=self.limits.setup_allowance_s, limits=self.limits)
+            seen = _drive(
+                conn, cage, timeout=timeout, setup_s=self.limits.setup_allowance_s, limits=self.limits
+            )
         finally:
             for fd in [stderr_fd] + ([data_fd] if data_fd is not None else []):
                 os.close(fd)
@@ -556,7 +560,9 @@ class LocalSandbox:
                 proc.stdin.write(json.dumps(job).encode())
                 proc.stdin.close()
             try:
-                seen = _drive(host, cage, timeout=timeout, setup_s=self.limits.setup_allowance_s, limits=self.limits)
+                seen = _drive(
+                    host, cage, timeout=timeout, setup_s=self.limits.setup_allowance_s, limits=self.limits
+                )
             except _ZygoteGone as exc:  # the process died before it said anything
                 seen = _Seen(lost=f"the sandbox process did not start: {exc}")
         finally:
@@ -580,7 +586,9 @@ class LocalSandbox:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
-    def _outcome(self, code: str, started: float, seen: _Seen, timeout: float, stderr_tail: str) -> SandboxOutcome:
+    def _outcome(
+        self, code: str, started: float, seen: _Seen, timeout: float, stderr_tail: str
+    ) -> SandboxOutcome:
         """The verdict, decided here from what the supervisor and the cage saw; the code's report counts
         only where neither saw anything wrong, and then only if it is well formed."""
         supervisor = seen.supervisor
@@ -776,7 +784,9 @@ class _Cage:
         if self.cgroup is not None:
             self.fds = [os.open(path, os.O_WRONLY | os.O_CLOEXEC) for path in self.cgroup.procs_files]
         self.caller_tasks = None if os.geteuid() == 0 or sys.platform != "linux" else _tasks_of(os.getuid())
-        self.mechanism = "cgroup" if self.cgroup else "run uid and process tree" if self.uid else "process tree"
+        self.mechanism = (
+            "cgroup" if self.cgroup else "run uid and process tree" if self.uid else "process tree"
+        )
 
     def members(self, supervisor: int | None, *, thorough: bool = False) -> list[oslayers.ProcInfo]:
         """The run's processes. With a cgroup that is its content (a runner joins it before anything else),
@@ -868,7 +878,9 @@ class _HostLines:
 SAMPLE_S = 0.02  # how often the tree's memory and tasks are summed where no cgroup does it
 
 
-def _drive(conn: socket.socket, cage: _Cage, *, timeout: float, setup_s: float, limits: SandboxLimits) -> _Seen:
+def _drive(
+    conn: socket.socket, cage: _Cage, *, timeout: float, setup_s: float, limits: SandboxLimits
+) -> _Seen:
     """Follow one run from outside: its time, its memory and tasks when no cgroup holds them, the kill of
     everything it started, and the check that nothing is left. See the protocol in worker.py."""
     seen = _Seen()
@@ -924,7 +936,8 @@ def _drive(conn: socket.socket, cage: _Cage, *, timeout: float, setup_s: float, 
             elif "status" in message:
                 cpu = message.get("cpu_s")
                 seen.cpu_s = float(cpu) if isinstance(cpu, int | float) else None
-                seen.supervisor = message.get("seen") if isinstance(message.get("seen"), dict) else {}
+                account = message.get("seen")
+                seen.supervisor = account if isinstance(account, dict) else {}
                 break
     except (ConnectionError, TimeoutError, OSError, ValueError) as exc:
         if not hello:

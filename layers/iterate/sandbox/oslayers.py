@@ -233,7 +233,9 @@ def _libc() -> ctypes.CDLL:
     return libc
 
 
-def install_filter(*, own_pid: int, allow_processes: bool = True, notify: bool = True) -> tuple[int | None, str]:
+def install_filter(
+    *, own_pid: int, allow_processes: bool = True, notify: bool = True
+) -> tuple[int | None, str]:
     """no_new_privs, then the filter on every thread of this process. Returns (listener fd or None, mode).
 
     With `notify`, refused calls wait for a supervisor reading the returned listener (it records them and
@@ -280,11 +282,21 @@ class _NotifData(ctypes.Structure):
 
 
 class _Notif(ctypes.Structure):
-    _fields_ = [("id", ctypes.c_uint64), ("pid", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("data", _NotifData)]
+    _fields_ = [
+        ("id", ctypes.c_uint64),
+        ("pid", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("data", _NotifData),
+    ]
 
 
 class _NotifResp(ctypes.Structure):
-    _fields_ = [("id", ctypes.c_uint64), ("val", ctypes.c_int64), ("error", ctypes.c_int32), ("flags", ctypes.c_uint32)]
+    _fields_ = [
+        ("id", ctypes.c_uint64),
+        ("val", ctypes.c_int64),
+        ("error", ctypes.c_int32),
+        ("flags", ctypes.c_uint32),
+    ]
 
 
 TASK_CALLS = ("clone", "fork", "vfork")
@@ -499,6 +511,7 @@ class RunCgroup:
 
     def events(self) -> dict[str, int]:
         """oom_kill (processes the kernel killed for memory) and pids_max (forks refused at the limit)."""
+
         def counter(text: str, key: str) -> int:
             for line in text.splitlines():
                 parts = line.split()
@@ -513,7 +526,10 @@ class RunCgroup:
     def kill_all(self, deadline_s: float = 5.0) -> bool:
         """SIGKILL everything in the cgroup until it is empty; True when it is (zombies count as there)."""
         if self.version == 2:
-            with contextlib.suppress(OSError), open(os.path.join(self.dirs["memory"], "cgroup.kill"), "w") as h:
+            with (
+                contextlib.suppress(OSError),
+                open(os.path.join(self.dirs["memory"], "cgroup.kill"), "w") as h,
+            ):
                 h.write("1")
         end = time.monotonic() + deadline_s
         while time.monotonic() < end:

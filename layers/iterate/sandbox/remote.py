@@ -178,7 +178,10 @@ def environment_processes(uid: int | None = None) -> list[oslayers.ProcInfo]:
         if pid in keep:
             continue
         try:
-            uids = [int(u) for u in Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split("\n")[0].split()]
+            uids = [
+                int(u)
+                for u in Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split("\n")[0].split()
+            ]
         except (OSError, IndexError, ValueError):
             continue
         if (uid is not None and uid in uids) or any(oslayers.is_run_uid(u) for u in uids):

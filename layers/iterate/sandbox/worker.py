@@ -358,7 +358,9 @@ LANDLOCK_NET_ALL = 0b11  # bind and connect TCP (ABI 4+)
 LANDLOCK_SCOPE_ALL = 0b11  # abstract unix sockets and signals outside the domain (ABI 6+)
 
 
-def apply_landlock(libc, read_paths: list[str], *, filesystem: bool = True, list_dirs: list[str] | None = None) -> str:  # type: ignore[no-untyped-def]
+def apply_landlock(
+    libc, read_paths: list[str], *, filesystem: bool = True, list_dirs: list[str] | None = None
+) -> str:  # type: ignore[no-untyped-def]
     """Unprivileged kernel confinement: read-only access to `read_paths`, no writes, no exec, no TCP.
 
     Holds even for C code that never raises an audit event (pyarrow's file system, numpy's fopen).
@@ -702,7 +704,7 @@ def disable_library_io(pd, np, refuse) -> None:  # type: ignore[no-untyped-def]
     # A plotting backend is any module named at run time (and entry points of installed packages).
     import pandas.plotting._core as plotting_core
 
-    plotting_core._get_plot_backend = refusing("pandas plotting")
+    plotting_core._get_plot_backend = refusing("pandas plotting")  # type: ignore[attr-defined]
 
 
 def set_limits(job: dict) -> None:
@@ -1306,7 +1308,7 @@ def supervise(job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fd
             answer(state["listener"])
         while True:
             try:
-                pid, status, usage = os.wait4(-1, os.WNOHANG)
+                pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 break
             if pid == 0:
@@ -1359,7 +1361,9 @@ def supervise(job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fd
         "report": parsed,
         "report_problem": problem,
     }
-    cpu = _cpu_s(resource.getrusage(resource.RUSAGE_CHILDREN)) + _cpu_s(resource.getrusage(resource.RUSAGE_SELF))
+    cpu = _cpu_s(resource.getrusage(resource.RUSAGE_CHILDREN)) + _cpu_s(
+        resource.getrusage(resource.RUSAGE_SELF)
+    )
     # On the connection to the host, which no process of the run holds (no file a run could name).
     _send_line(host, {"status": state["status"], "cpu_s": round(cpu, 4), "seen": seen})
     return 0
