@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -237,14 +238,19 @@ def run_in_clean_environment(
     trying to remove it), run the event, then kill every other process and empty the scratch again.
 
     Raises SandboxEnvironmentDirty when the environment cannot be made clean: the caller ends it.
+    One invocation at a time per process, as Lambda runs them (tests may call it from several threads).
     """
-    left = clean_environment(scratch, uid=uid, deadline_s=deadline_s)
-    if left:
-        raise SandboxEnvironmentDirty("leftovers of an earlier invocation: " + "; ".join(left[:5]))
-    try:
-        return run_event(event, limits=limits, fetch=fetch, s3_client=s3_client, scratch=str(scratch))
-    finally:
-        clean_environment(scratch, uid=uid, deadline_s=deadline_s)  # the next invocation refuses leftovers
+    with _ONE_INVOCATION:
+        left = clean_environment(scratch, uid=uid, deadline_s=deadline_s)
+        if left:
+            raise SandboxEnvironmentDirty("leftovers of an earlier invocation: " + "; ".join(left[:5]))
+        try:
+            return run_event(event, limits=limits, fetch=fetch, s3_client=s3_client, scratch=str(scratch))
+        finally:
+            clean_environment(scratch, uid=uid, deadline_s=deadline_s)  # the next one refuses leftovers
+
+
+_ONE_INVOCATION = threading.Lock()
 
 
 class LambdaSandbox:
