@@ -835,7 +835,7 @@ class _Cage:
                 self.cgroup.kill_all()
                 if self.cgroup.pids():
                     left.append("tasks in the run's cgroup")
-            if self.uid is not None:
+            if self.uid is not None and self.cgroup is None:  # with a cgroup, its removal is the proof
                 for pid in oslayers.pids_of_uid(self.uid):
                     info = oslayers.proc_info(pid)
                     if info is not None:

@@ -397,25 +397,28 @@ def drop_to(uid: int, gid: int) -> None:
 # Processes seen from outside (/proc): the host's view of a run
 
 
-def _status(pid: int) -> dict[str, str]:
-    fields: dict[str, str] = {}
-    with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as handle:
-        for line in handle:
-            key, _, value = line.partition(":")
-            fields[key] = value.strip()
-    return fields
-
-
 def all_pids() -> list[int]:
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def uids_of(pid: int) -> list[int]:
+    """The real, effective, saved and file-system uids of `pid` ([] if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            text = handle.read()
+    except OSError:
+        return []
+    start = text.find(b"\nUid:")
+    if start < 0:
+        return []
+    return [int(u) for u in text[start + 5 : text.find(b"\n", start + 5)].split()]
 
 
 def pids_of_uid(uid: int) -> Iterable[int]:
     """Processes of which any of the real, effective, saved or file-system uids is `uid`."""
     for pid in all_pids():
-        with contextlib.suppress(OSError):
-            if str(uid) in _status(pid).get("Uid", "").split():
-                yield pid
+        if uid in uids_of(pid):
+            yield pid
 
 
 @dataclass(frozen=True)

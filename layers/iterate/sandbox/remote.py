@@ -178,13 +178,7 @@ def environment_processes(uid: int | None = None) -> list[oslayers.ProcInfo]:
             continue
         if pid in keep:
             continue
-        try:
-            uids = [
-                int(u)
-                for u in Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split("\n")[0].split()
-            ]
-        except (OSError, IndexError, ValueError):
-            continue
+        uids = oslayers.uids_of(pid)
         if (uid is not None and uid in uids) or any(oslayers.is_run_uid(u) for u in uids):
             info = oslayers.proc_info(pid)
             if info is not None:

@@ -1234,6 +1234,11 @@ def supervise(job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fd
     for fd in (write_end, child_fd, *cgroup_fds, *([data_fd] if data_fd is not None else [])):
         os.close(fd)
     _send_line(host, {"pid": os.getpid(), "runner": runner})
+    # Readable when the runner ends: its end wakes the loop below at once rather than at the next tick.
+    try:
+        runner_fd: int | None = os.pidfd_open(runner)
+    except (OSError, AttributeError):
+        runner_fd = None
     cap = int(job["max_output_bytes"]) * 2 + 65536
     report = bytearray()
     state: dict = {
@@ -1281,6 +1286,8 @@ def supervise(job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fd
         """One round: pipe, control, refusals, reaping; returns a message from the host, if any."""
         nonlocal control_open
         watched = [host] + ([read_end] if not state["eof"] else []) + ([control] if control_open else [])
+        if runner_fd is not None and state["status"] is None:
+            watched.append(runner_fd)
         if state["listener"] is not None:
             watched.append(state["listener"])
         ready = select.select(watched, [], [], timeout)[0]
@@ -1323,6 +1330,8 @@ def supervise(job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fd
 
     while state["status"] is None:
         step(0.05)
+    if runner_fd is not None:
+        os.close(runner_fd)
     _send_line(host, {"exited": state["status"], "refusals": refusals})
     while True:  # the host kills every other process of the run, then says so
         message = step(0.05)
@@ -1330,12 +1339,15 @@ def supervise(job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fd
             break
     end = time.monotonic() + 5
     while time.monotonic() < end:  # everything is dead: reap it, then read the pipe to its end
-        step(0.01)
         try:
-            os.waitpid(-1, os.WNOHANG)
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+            children = True
         except ChildProcessError:
-            if state["eof"]:
-                break
+            children = False
+        if not children and state["eof"]:
+            break
+        step(0.005)
     while state["listener"] is not None and select.select([state["listener"]], [], [], 0)[0]:
         if not answer(state["listener"]):
             break
