@@ -471,7 +471,12 @@ def kill_checked(info: ProcInfo) -> None:
     """SIGKILL `info` through a pidfd, after checking the pid still names the same process (no reuse race)."""
     try:
         fd = os.pidfd_open(info.pid)
-    except OSError:
+    except OSError as exc:
+        if exc.errno == errno.ENOSYS:  # a kernel before 5.3: no pidfd, only the plain (racier) kill
+            again = proc_info(info.pid)
+            if again is not None and again.start == info.start:
+                with contextlib.suppress(OSError):
+                    os.kill(info.pid, signal.SIGKILL)
         return
     try:
         again = proc_info(info.pid)
