@@ -938,6 +938,8 @@ def _drive(
                 seen.cpu_s = float(cpu) if isinstance(cpu, int | float) else None
                 account = message.get("seen")
                 seen.supervisor = account if isinstance(account, dict) else {}
+                if seen.supervisor.get("supervisor_error"):
+                    seen.lost = f"the sandbox supervisor failed: {seen.supervisor['supervisor_error']}"
                 break
     except (ConnectionError, TimeoutError, OSError, ValueError) as exc:
         if not hello:

@@ -1203,7 +1203,30 @@ def _decode(status: int) -> int:
 
 
 def supervise(job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fds: list[int]) -> int:  # type: ignore[no-untyped-def]
-    """Start the runner, watch it, and send the host what was seen (see the protocol above)."""
+    """Start the runner, watch it, and send the host what was seen (see the protocol above).
+
+    Should this process fail, the runner is killed and the host told why (it then gives a crash verdict
+    and kills what is left of the run itself)."""
+    runner: list[int] = []
+    try:
+        return _supervise(
+            job, host, stderr_fd=stderr_fd, data_fd=data_fd, cgroup_fds=cgroup_fds, runner=runner
+        )
+    except BaseException as exc:
+        for pid in runner:
+            for kill in (os.killpg, os.kill):
+                with contextlib.suppress(OSError):
+                    kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            _send_line(
+                host, {"status": None, "seen": {"supervisor_error": f"{type(exc).__name__}: {exc}"[:500]}}
+            )
+        raise
+
+
+def _supervise(  # type: ignore[no-untyped-def]
+    job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fds: list[int], runner: list[int]
+) -> int:
     import select
     import socket
 
@@ -1213,8 +1236,8 @@ def supervise(job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fd
     read_end, write_end = os.pipe()
     control, control_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     child_fd = control_child.detach()
-    runner = os.fork()
-    if runner == 0:
+    child = os.fork()
+    if child == 0:
         code = 1
         try:
             host.close()
@@ -1231,12 +1254,13 @@ def supervise(job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fd
             code = execute(job)
         finally:
             os._exit(code)
+    runner.append(child)
     for fd in (write_end, child_fd, *cgroup_fds, *([data_fd] if data_fd is not None else [])):
         os.close(fd)
-    _send_line(host, {"pid": os.getpid(), "runner": runner})
+    _send_line(host, {"pid": os.getpid(), "runner": child})
     # Readable when the runner ends: its end wakes the loop below at once rather than at the next tick.
     try:
-        runner_fd: int | None = os.pidfd_open(runner)
+        runner_fd: int | None = os.pidfd_open(child)
     except (OSError, AttributeError):
         runner_fd = None
     cap = int(job["max_output_bytes"]) * 2 + 65536
@@ -1278,7 +1302,7 @@ def supervise(job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fd
         return True
 
     def kill_runner() -> None:
-        for target in (lambda: os.killpg(runner, signal.SIGKILL), lambda: os.kill(runner, signal.SIGKILL)):
+        for target in (lambda: os.killpg(child, signal.SIGKILL), lambda: os.kill(child, signal.SIGKILL)):
             with contextlib.suppress(OSError):
                 target()
 
@@ -1301,7 +1325,10 @@ def supervise(job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fd
             else:
                 report.extend(data)
         if control_open and control in ready:
-            message, fds, _, _ = socket.recv_fds(control, 65536, 1)
+            try:
+                message, fds, _, _ = socket.recv_fds(control, 65536, 1)
+            except OSError:  # the runner died mid-message: nothing more comes from it
+                message, fds = b"", []
             for fd in fds:
                 state["listener"] = fd
             control_lines.buffer += message
@@ -1320,7 +1347,7 @@ def supervise(job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fd
                 break
             if pid == 0:
                 break
-            if pid == runner:
+            if pid == child:
                 state["status"] = _decode(status)
         if host in ready:
             if not host_lines.feed():
