@@ -264,11 +264,11 @@ def install_filter(
             ctypes.c_long(flags),
             ctypes.byref(prog),
         )
-        if rc >= 0:
-            if flags & FLAG_NEW_LISTENER:
-                return int(rc), "notify"
+        if listening and rc >= 0:  # with TSYNC_ESRCH a thread that cannot sync gives -ESRCH, not its id
+            return int(rc), "notify"
+        if not listening and rc == 0:  # plain TSYNC returns the id of a thread it could not sync
             return None, "kill"
-        last = ctypes.get_errno()
+        last = ctypes.get_errno() if rc < 0 else errno.EBUSY
     raise OSError(last, f"seccomp filter refused: {os.strerror(last)}")
 
 
