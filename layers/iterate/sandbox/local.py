@@ -854,7 +854,10 @@ class _Cage:
         self.fds = []
         if self.cgroup is not None:
             self.cgroup.kill_all()
-            self.cgroup.remove()
+            if not self.cgroup.remove():  # left for the kernel to hold: named so that it can be found
+                import logging
+
+                logging.getLogger(__name__).warning("sandbox cgroup not removed: %s", self.cgroup.dirs)
 
 
 class _HostLines:

@@ -551,17 +551,25 @@ class RunCgroup:
             time.sleep(0.002)
         return not self.pids()
 
-    def remove(self) -> bool:
-        """rmdir every directory: the kernel refuses while a task is inside, so success proves it empty."""
-        ok = True
-        for path in dict.fromkeys(self.dirs.values()):
-            try:
-                os.rmdir(path)
-            except FileNotFoundError:
-                pass
-            except OSError:
-                ok = False
-        return ok
+    def remove(self, deadline_s: float = 2.0) -> bool:
+        """rmdir every directory: the kernel refuses while a task is inside, so success proves it empty.
+
+        A killed task not yet reaped still counts (EBUSY) for a moment: tried again until `deadline_s`.
+        """
+        end = time.monotonic() + deadline_s
+        pending = list(dict.fromkeys(self.dirs.values()))
+        while True:
+            for path in list(pending):
+                try:
+                    os.rmdir(path)
+                    pending.remove(path)
+                except FileNotFoundError:
+                    pending.remove(path)
+                except OSError:
+                    pass
+            if not pending or time.monotonic() > end:
+                return not pending
+            time.sleep(0.005)
 
 
 def _own_cgroups() -> dict[str, str]:
