@@ -33,7 +33,9 @@ def _limits() -> SandboxLimits:
 
 
 def _scratch() -> Path:
-    return Path(get_settings().sandbox_scratch or Path(tempfile.gettempdir()) / "iterate-sandbox-scratch")
+    # Unset (a laptop, tests): this process's own folder, which it may empty without touching another's.
+    default = Path(tempfile.gettempdir()) / f"iterate-sandbox-scratch-{os.getpid()}"
+    return Path(get_settings().sandbox_scratch or default)
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)

@@ -26,6 +26,7 @@ from iterate.contracts import CodeInvestigation
 from iterate.ports import DatasetRef
 from iterate.sandbox import (
     LambdaSandbox,
+    LocalSandbox,
     SandboxEnvironmentDirty,
     SandboxEvent,
     SandboxLimits,
@@ -347,3 +348,31 @@ def test_the_handler_runs_the_lambda_layer_set(s3_dataset: str) -> None:
     # The function's sandbox: no namespaces (Lambda grants none), a fresh process per invocation
     limits = load_sandbox_handler()._limits()
     assert limits.namespaces is False and limits.prefork is False
+
+
+@pytest.mark.unit
+def test_cleaning_one_uid_never_touches_another_sandboxs_runs(
+    tmp_path: Path, other_uid: int, dataset: Path
+) -> None:
+    # Given another sandbox's run in progress (its own run uid), and this environment's uid with nothing
+    sandbox = LocalSandbox(SandboxLimits(timeout_s=10, inprocess_checks=False, enforce_policy=False))
+    import threading
+
+    outcome: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: outcome.append(
+            sandbox.run_detailed(
+                "import time\ntime.sleep(1.5)\nresult = {'n': 1}", DatasetRef(path=str(dataset))
+            )
+        )
+    )
+    thread.start()
+    try:
+        time.sleep(0.8)
+        # When this environment is cleaned for its uid
+        assert clean_environment(tmp_path / "scratch", uid=other_uid) == []
+    finally:
+        thread.join()
+        sandbox.close()
+    # Then the other run finished undisturbed
+    assert outcome[0].investigation.success, outcome[0].investigation.error

@@ -896,6 +896,7 @@ def _drive(
     sampling = cage.cgroup is None and sys.platform == "linux"
     killed = False
     hello = False
+    supervisor_fd: int | None = None
     try:
         while True:
             message = lines.pop()
@@ -928,6 +929,8 @@ def _drive(
             if "pid" in message and not hello:
                 hello = True
                 supervisor = int(message["pid"])
+                with contextlib.suppress(OSError, AttributeError):
+                    supervisor_fd = os.pidfd_open(supervisor)  # it is waiting for us: it is that process
             elif message.get("armed"):
                 deadline = min(deadline, time.monotonic() + timeout)
                 if sampling:
@@ -951,9 +954,12 @@ def _drive(
     finally:
         conn.close()
     if seen.lost and supervisor:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(supervisor, signal.SIGKILL)
+        if supervisor_fd is not None:  # never by pid: the supervisor may be gone and its pid reused
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(supervisor_fd, signal.SIGKILL)
         cage.kill(supervisor, thorough=True)
+    if supervisor_fd is not None:
+        os.close(supervisor_fd)
     seen.cgroup_events = {k: v for k, v in cage.events().items() if v}
     if seen.cgroup_events.get("oom_kill"):
         seen.memory = True
@@ -1006,8 +1012,9 @@ class _Zygote:
 
     @staticmethod
     def _stop(proc: subprocess.Popen[bytes], directory: str) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:  # still our unreaped child: its pid (and group) cannot name anyone else
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         for pipe in (proc.stdin, proc.stdout):
             if pipe is not None:
@@ -1082,6 +1089,8 @@ class _DatasetZygote:
             if not hello:
                 raise _ZygoteGone("the sandbox zygote did not take the dataset")
             self._pid[0] = int(json.loads(hello)["pid"])
+            with contextlib.suppress(OSError, AttributeError):
+                self._pid.append(os.pidfd_open(self._pid[0]))  # it waits for us now: it is that process
             self.control.settimeout(max(0.1, end - time.monotonic()))
             ready = json.loads(self._reader.readline() or b"{}")
         except (OSError, ValueError, KeyError) as exc:
@@ -1132,8 +1141,12 @@ class _DatasetZygote:
         except (OSError, ValueError):
             pass
         if not ended and pid[0]:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid[0], signal.SIGKILL)  # its own session: it and nothing else
+            # Through a pidfd taken while it was known alive: a pid reused since names someone else.
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(pid[1], signal.SIGKILL)
+        if len(pid) > 1:
+            with contextlib.suppress(OSError):
+                os.close(pid[1])
         with contextlib.suppress(OSError):
             reader.close()
         control.close()

@@ -179,7 +179,8 @@ def environment_processes(uid: int | None = None) -> list[oslayers.ProcInfo]:
         if pid in keep:
             continue
         uids = oslayers.uids_of(pid)
-        if (uid is not None and uid in uids) or any(oslayers.is_run_uid(u) for u in uids):
+        # With a uid, that uid alone: run uids elsewhere on the machine are other sandboxes' live runs.
+        if uid in uids if uid is not None else any(oslayers.is_run_uid(u) for u in uids):
             info = oslayers.proc_info(pid)
             if info is not None:
                 found.append(info)

@@ -1349,6 +1349,7 @@ def _supervise(  # type: ignore[no-untyped-def]
                 break
             if pid == child:
                 state["status"] = _decode(status)
+                runner.clear()  # reaped: its pid may be reused from now on
         if host in ready:
             if not host_lines.feed():
                 raise ConnectionError("the host went away")
