@@ -7,25 +7,35 @@
 #   endpoint's prefix list; the endpoint policy limited to GetObject on the artifacts bucket;
 # - reserved concurrency (blast-radius cap), timeout > ITERATE_SANDBOX_TIMEOUT_S + about 15 s for download
 #   and start-up, memory above ITERATE_SANDBOX_MEMORY_MB plus the loaded dataset, ephemeral storage for it;
-# - env: ITERATE_SANDBOX_TIMEOUT_S, ITERATE_SANDBOX_MEMORY_MB, ITERATE_SANDBOX_MAX_OUTPUT_BYTES only.
+# - env: ITERATE_SANDBOX_TIMEOUT_S, ITERATE_SANDBOX_MEMORY_MB, ITERATE_SANDBOX_MAX_OUTPUT_BYTES, and
+#   ITERATE_SANDBOX_SCRATCH=/tmp (the only writable place, emptied after every invocation).
+# Which layers hold here and which do not (no namespaces, no cgroups): docs/runtime.md.
 
 from __future__ import annotations
 
 import os
+import tempfile
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from iterate.aws.observability import logger, metrics, tracer
-from iterate.sandbox import SandboxEvent, SandboxLimits, run_event
+from iterate.sandbox import SandboxEnvironmentDirty, SandboxEvent, SandboxLimits, run_in_clean_environment
 from iterate.settings import get_settings
 
 
 @lru_cache(maxsize=1)
 def _limits() -> SandboxLimits:
-    # The Lambda refuses namespaces; the worker notices and falls back to Landlock, limits and the audit hook.
-    return SandboxLimits.from_settings(get_settings())
+    # Lambda grants no namespaces and no cgroups; one fresh process per invocation.
+    return SandboxLimits.from_settings(get_settings(), namespaces=False, prefork=False)
+
+
+def _scratch() -> Path:
+    # Unset (a laptop, tests): this process's own folder, which it may empty without touching another's.
+    default = Path(tempfile.gettempdir()) / f"iterate-sandbox-scratch-{os.getpid()}"
+    return Path(get_settings().sandbox_scratch or default)
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
@@ -33,7 +43,12 @@ def _limits() -> SandboxLimits:
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     payload = SandboxEvent.model_validate(event)
-    result = run_event(payload, limits=_limits(), scratch=os.environ.get("TMPDIR") or None)
+    try:
+        result = run_in_clean_environment(payload, limits=_limits(), scratch=_scratch())
+    except SandboxEnvironmentDirty as exc:
+        # Never serve another invocation from this environment: exiting makes Lambda start a fresh one.
+        logger.error("sandbox environment not clean", reason=str(exc))
+        os._exit(70)
     logger.info(
         "sandbox run",
         success=result.success,

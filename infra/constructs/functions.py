@@ -226,6 +226,8 @@ class FunctionsConstruct(Construct):
                 env["ITERATE_SANDBOX_MEMORY_MB"] = str(spec.memory_mb * 3 // 4)
                 # No active tracing here (no X-Ray rights, no route to it): keep the SDK from trying.
                 env["POWERTOOLS_TRACE_DISABLED"] = "true"
+                # Emptied after every invocation (and checked empty before the next): all of /tmp.
+                env["ITERATE_SANDBOX_SCRATCH"] = "/tmp"
 
             vpc_props: dict[str, object] = {}
             if spec.sandbox:

@@ -23,6 +23,11 @@ class Settings(BaseModel):
     sandbox_timeout_s: float = 30.0
     sandbox_memory_mb: int = 8192
     sandbox_max_output_bytes: int = 1_000_000
+    # Tests and red teams only: False switches off the sandbox's in-process layers (AST policy, restricted
+    # builtins, audit hook, import finder) to show that the OS layers alone contain hostile code.
+    sandbox_inprocess_checks: bool = True
+    # What the sandbox Lambda empties after each invocation (its scratch); unset: a private temp folder.
+    sandbox_scratch: str | None = None
     investigation_workers: int = 2
     investigation_max_attempts: int = 3
     # Input size and shape (iterate.io.ReadLimits): a file over one is refused early, with exit 2 and a
@@ -55,6 +60,8 @@ class Settings(BaseModel):
             "sandbox_timeout_s": e.get("ITERATE_SANDBOX_TIMEOUT_S"),
             "sandbox_memory_mb": e.get("ITERATE_SANDBOX_MEMORY_MB"),
             "sandbox_max_output_bytes": e.get("ITERATE_SANDBOX_MAX_OUTPUT_BYTES"),
+            "sandbox_inprocess_checks": e.get("ITERATE_SANDBOX_INPROCESS_CHECKS"),
+            "sandbox_scratch": e.get("ITERATE_SANDBOX_SCRATCH") or None,
             "investigation_workers": e.get("ITERATE_INVESTIGATION_WORKERS"),
             "investigation_max_attempts": e.get("ITERATE_INVESTIGATION_MAX_ATTEMPTS"),
             "max_file_bytes": e.get("ITERATE_MAX_FILE_BYTES"),

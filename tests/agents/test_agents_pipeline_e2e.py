@@ -103,7 +103,8 @@ def test_with_a_key_every_llm_step_runs_through_the_sdk(fake, tmp_path, monkeypa
     assert usage["total"]["inputTokens"] > 0 and usage["total"]["costUsd"] > 0
     # And the hypothesis was confirmed by code, with the numbers its code measured
     hyp = next(i for i in result.issues if i.source == "llm")
-    assert hyp.status == "confirmed" and hyp.investigation is not None and hyp.investigation.success
+    # An LLM's hypothesis proven only by LLM-written code has no engine recount: unverified, not confirmed
+    assert hyp.status == "unverified" and hyp.investigation is not None and hyp.investigation.success
     assert hyp.affectedRows == hyp.investigation.output["affected_rows"]
     assert all(
         i.businessImpact == "Distorts monthly revenue." for i in result.issues if i.source == "detector"

@@ -241,7 +241,8 @@ def test_an_llm_hypothesis_takes_its_numbers_from_the_code() -> None:
         "examples": [{"row": 2, "column": "a", "value": "x"}, {"bad": 1}],
     }
     confirmed = confirm(hypothesis, CodeInvestigation(code="c", success=True, output=output, source="llm"))
-    assert confirmed.status == "confirmed" and confirmed.affectedRows == 4
+    # LLM-written code with nothing to check it against: its numbers are kept, marked unverified
+    assert confirmed.status == "unverified" and confirmed.affectedRows == 4
     assert confirmed.evidence is not None and confirmed.evidence.affectedShare == 0.4
     assert [e.row for e in confirmed.evidence.examples] == [2]
     empty = confirm(hypothesis, CodeInvestigation(code="c", success=True, output={"affected_rows": 0}))
@@ -249,7 +250,31 @@ def test_an_llm_hypothesis_takes_its_numbers_from_the_code() -> None:
     # A number the LLM wrote into its hypothesis is replaced by the code's, not compared with it
     guessed = hypothesis.model_copy(update={"affectedRows": 999})
     proven = confirm(guessed, CodeInvestigation(code="c", success=True, output=output, source="llm"))
-    assert proven.status == "confirmed" and proven.affectedRows == 4
+    assert proven.status == "unverified" and proven.affectedRows == 4
+    # The same numbers from engine code (a template) confirm it
+    templated = confirm(
+        hypothesis, CodeInvestigation(code="c", success=True, output=output, source="template")
+    )
+    assert templated.status == "confirmed"
+
+
+def test_llm_code_on_a_detector_issue_is_confirmed_only_by_the_detectors_recount() -> None:
+    issue = make_issue(rows=3)
+    assert issue.evidence is not None
+    cells = issue.evidence.affectedCells
+
+    def run(output: dict) -> Issue:
+        return confirm(issue, CodeInvestigation(code="c", success=True, output=output, source="llm"))
+
+    assert run({"affected_rows": 3, "affected_cells": cells}).status == "confirmed"
+    # rows agree, cells disagree: the code's numbers are not the detector's
+    wrong_cells = run({"affected_rows": 3, "affected_cells": cells + 5})
+    assert wrong_cells.status == "unconfirmed"
+    assert wrong_cells.evidence is not None and wrong_cells.evidence.stats["detector_affected_cells"] == cells
+    # rows agree, no cell count to check: not a proof
+    assert run({"affected_rows": 3}).status == "unverified"
+    # a fabricated count
+    assert run({"affected_rows": 999, "affected_cells": cells}).status == "unconfirmed"
 
 
 def test_investigate_all_is_bounded_ordered_and_never_raises() -> None:

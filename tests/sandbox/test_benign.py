@@ -10,6 +10,7 @@ import math
 import re
 import statistics
 import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +18,7 @@ import pytest
 
 from iterate.io import read_parquet_text
 from iterate.ports import DatasetRef
-from iterate.sandbox import LocalSandbox, check_policy
+from iterate.sandbox import LocalSandbox, SandboxLimits, check_policy
 
 pytestmark = pytest.mark.unit
 
@@ -132,6 +133,26 @@ BENIGN = {
         "result = {'head': json.loads(df.head(2).to_json(orient='records'))}",
         lambda df: {"head": json.loads(df.head(2).to_json(orient="records"))},
     ),
+    "numpy_stats": (
+        "lengths = df['note'].str.len().to_numpy()\n"
+        "result = {'p90': float(np.percentile(lengths, 90)), 'unique': np.unique(df['city'].to_numpy()).tolist()}",
+        lambda df: {
+            "p90": float(__import__("numpy").percentile(df["note"].str.len().to_numpy(), 90)),
+            "unique": sorted(set(df["city"])),
+        },
+    ),
+    "large_printed_table": (
+        "big = pd.concat([df] * 500, ignore_index=True)\n"
+        "text = big.groupby('city').size().to_string() + big.to_string()[:200000]\n"
+        "print(json.dumps({'chars': len(text), 'rows': len(big)}))",
+        lambda df: {
+            "chars": len(
+                (big := pd.concat([df] * 500, ignore_index=True)).groupby("city").size().to_string()
+                + big.to_string()[:200000]
+            ),
+            "rows": len(df) * 500,
+        },
+    ),
     "decimal_and_math": (
         "import decimal, math\n"
         "total = sum(decimal.Decimal(v) for v in df['amount'] if v.replace('.', '', 1).isdigit())\n"
@@ -206,3 +227,37 @@ def test_a_syntax_error_is_a_policy_refusal_with_the_line(dataset: Path, sandbox
     result = sandbox.run("result = {\n", DatasetRef(path=str(dataset)))
     assert result.success is False and result.stopped == "policy"
     assert "line 1" in (result.error or "")
+
+
+# The same code in the other configurations: namespaces off in a fresh process (as the sandbox Lambda
+# runs), and both modes with ITERATE_SANDBOX_INPROCESS_CHECKS=0 (the OS layers alone).
+OTHER_MODES = {
+    "lambda": {"namespaces": False, "prefork": False},
+    "jail-nochecks": {"inprocess_checks": False, "enforce_policy": False},
+    "landlock-nochecks": {"namespaces": False, "inprocess_checks": False, "enforce_policy": False},
+}
+
+
+@pytest.fixture(scope="module")
+def mode_sandboxes() -> Iterator[dict[str, LocalSandbox]]:
+    made = {
+        mode: LocalSandbox(SandboxLimits(timeout_s=20, memory_mb=1024, max_output_bytes=100_000, **extra))
+        for mode, extra in OTHER_MODES.items()
+    }
+    yield made
+    for sandbox in made.values():
+        sandbox.close()
+
+
+@pytest.mark.parametrize("mode", list(OTHER_MODES))
+@pytest.mark.parametrize("name", list(BENIGN))
+def test_benign_code_gives_pandas_numbers_in_every_mode(
+    name: str, mode: str, dataset: Path, mode_sandboxes: dict[str, LocalSandbox], frame: pd.DataFrame
+) -> None:
+    code, expected = BENIGN[name]
+    outcome = mode_sandboxes[mode].run_detailed(code, DatasetRef(path=str(dataset)))
+    result = outcome.investigation
+    assert result.success, f"{name} in {mode}: {result.stopped}: {result.error} {outcome.stderr_tail[-500:]}"
+    assert outcome.violations == []
+    assert result.output == expected(frame)
+    assert outcome.supervisor.get("refusals") == [] and not outcome.supervisor.get("leftovers")

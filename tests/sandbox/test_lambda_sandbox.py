@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import io
 import json
+import os
+import random
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -20,10 +26,15 @@ from iterate.contracts import CodeInvestigation
 from iterate.ports import DatasetRef
 from iterate.sandbox import (
     LambdaSandbox,
+    LocalSandbox,
+    SandboxEnvironmentDirty,
     SandboxEvent,
     SandboxLimits,
     SandboxUnavailable,
+    clean_environment,
+    oslayers,
     run_event,
+    run_in_clean_environment,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -227,3 +238,141 @@ def test_lambda_sandbox_raises_a_typed_error_when_unreachable() -> None:
         LambdaSandbox(client, "fn").run("c", DatasetRef(bucket="b", key="k"))
     with pytest.raises(SandboxUnavailable):
         LambdaSandbox(StubLambda({"not": "an investigation"}), "fn").run("c", DatasetRef(bucket="b", key="k"))
+
+
+# --- the execution environment is left empty after every invocation, and checked empty before one
+
+
+def _spawn_as(uid: int, script: str) -> None:
+    """A process of `uid` that is not this process's child for long: a shell that daemonises a sleeper."""
+    subprocess.run(["/bin/sh", "-c", script], user=uid, group=uid, check=True, timeout=10)
+
+
+def _processes_of(uid: int) -> list[int]:
+    """Live processes of `uid` (a killed one may stay a zombie until the machine's init reaps it)."""
+    infos = [oslayers.proc_info(pid) for pid in oslayers.pids_of_uid(uid)]
+    return [i.pid for i in infos if i is not None and i.state not in ("Z", "X")]
+
+
+@pytest.fixture
+def other_uid() -> Iterator[int]:
+    """An unused uid standing for the Lambda's own (sbx_user): its processes are the leftovers."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to start processes as another uid")
+    uid = 0x79000000 + random.randrange(1 << 20)
+    yield uid
+    for pid in _processes_of(uid):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.unit
+def test_cleaning_kills_every_process_of_the_uid_and_empties_the_scratch(
+    tmp_path: Path, other_uid: int
+) -> None:
+    # Given leftovers of an invocation: a double-forked setsid sleeper, a plain one, files and folders
+    _spawn_as(
+        other_uid, "setsid /bin/sleep 120 >/dev/null 2>&1 < /dev/null & /bin/sleep 120 >/dev/null 2>&1 &"
+    )
+    deadline = time.monotonic() + 5
+    while len(_processes_of(other_uid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(_processes_of(other_uid)) == 2
+    scratch = tmp_path / "scratch"
+    (scratch / "run" / "deep").mkdir(parents=True)
+    (scratch / "run" / "deep" / "data.parquet").write_bytes(b"tenant A's data")
+    (scratch / "stray.txt").write_text("x")
+    # When the environment is cleaned
+    left = clean_environment(scratch, uid=other_uid)
+    # Then nothing is left, and it says so
+    assert left == []
+    assert _processes_of(other_uid) == []
+    assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.unit
+def test_an_invocation_refuses_to_start_while_anything_is_left(
+    tmp_path: Path, other_uid: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a leftover process that (here, by a stubbed kill) cannot be removed
+    _spawn_as(other_uid, "setsid /bin/sleep 120 >/dev/null 2>&1 < /dev/null &")
+    monkeypatch.setattr(oslayers, "kill_checked", lambda info: None)
+    calls: list[str] = []
+    event = SandboxEvent.model_validate(
+        {"code": "result = {'affected_rows': 1}", "dataset": {"presigned_url": "https://x/y"}}
+    )
+    # When an invocation starts / Then it refuses before fetching anything or running any code
+    with pytest.raises(SandboxEnvironmentDirty):
+        run_in_clean_environment(
+            event,
+            limits=SandboxLimits(timeout_s=5, namespaces=False, prefork=False),
+            scratch=tmp_path / "scratch",
+            uid=other_uid,
+            fetch=lambda url, target: calls.append(url) or 0,
+            deadline_s=0.2,
+        )
+    assert calls == []
+
+
+@pytest.mark.unit
+def test_an_invocation_leaves_nothing_behind(tmp_path: Path, dataset: Path, other_uid: int) -> None:
+    # Given an invocation during which something of the environment's uid is started and a file is left
+    # outside the run's own folder (what code on Lambda, sharing the function's uid, could do)
+    scratch = tmp_path / "scratch"
+
+    def fetch(url: str, target: Path) -> int:
+        _spawn_as(other_uid, "setsid /bin/sleep 120 >/dev/null 2>&1 < /dev/null &")
+        (scratch / "left-behind.txt").write_text("tenant A")
+        target.write_bytes(dataset.read_bytes())
+        return dataset.stat().st_size
+
+    event = SandboxEvent.model_validate(
+        {"code": "result = {'affected_rows': len(df)}", "dataset": {"presigned_url": "https://x/y"}}
+    )
+    # When it runs in the clean-environment wrapper
+    result = run_in_clean_environment(
+        event,
+        limits=SandboxLimits(timeout_s=10, namespaces=False, prefork=False),
+        scratch=scratch,
+        uid=other_uid,
+        fetch=fetch,
+    )
+    # Then it ran, and afterwards no process of the uid and nothing in the scratch remain
+    assert result.success and result.output == {"affected_rows": 8}
+    assert _processes_of(other_uid) == []
+    assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.unit
+def test_the_handler_runs_the_lambda_layer_set(s3_dataset: str) -> None:
+    # The function's sandbox: no namespaces (Lambda grants none), a fresh process per invocation
+    limits = load_sandbox_handler()._limits()
+    assert limits.namespaces is False and limits.prefork is False
+
+
+@pytest.mark.unit
+def test_cleaning_one_uid_never_touches_another_sandboxs_runs(
+    tmp_path: Path, other_uid: int, dataset: Path
+) -> None:
+    # Given another sandbox's run in progress (its own run uid), and this environment's uid with nothing
+    sandbox = LocalSandbox(SandboxLimits(timeout_s=10, inprocess_checks=False, enforce_policy=False))
+    import threading
+
+    outcome: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: outcome.append(
+            sandbox.run_detailed(
+                "import time\ntime.sleep(1.5)\nresult = {'n': 1}", DatasetRef(path=str(dataset))
+            )
+        )
+    )
+    thread.start()
+    try:
+        time.sleep(0.8)
+        # When this environment is cleaned for its uid
+        assert clean_environment(tmp_path / "scratch", uid=other_uid) == []
+    finally:
+        thread.join()
+        sandbox.close()
+    # Then the other run finished undisturbed
+    assert outcome[0].investigation.success, outcome[0].investigation.error

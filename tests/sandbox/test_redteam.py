@@ -204,10 +204,10 @@ MODES = {
         enforce_policy=False,
         user_namespace_first=True,
     ),
-    # as on Lambda, where namespaces are refused and each run is a fresh process: Landlock, limits, audit
-    # hook, disabled library I/O and builtins alone
+    # namespaces off: seccomp, Landlock, limits, audit hook, disabled library I/O and builtins (forked from
+    # the dataset zygote; a fresh process per run, as on Lambda, is test_redteam_os.py's "nons" modes)
     "runtime_no_namespaces": SandboxLimits(
-        prefork=False,
+        prefork=True,
         timeout_s=1,
         memory_mb=512,
         max_output_bytes=100_000,

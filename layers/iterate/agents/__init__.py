@@ -261,7 +261,7 @@ def build_agents(
     session = LLMSession(llm, cache=cache, observers=hooks, call_budget_s=budget)
     understanding = ClaudeUnderstandingAgent(session)
     analysis = ClaudeAnalysisAgent(session)
-    investigation = ClaudeInvestigationAgent(session)
+    investigation = ClaudeInvestigationAgent(session, static_policy=settings.sandbox_inprocess_checks)
     followup = ClaudeFollowupAgent(session)
     bundle = RunAgents(
         understanding=understanding,

@@ -73,7 +73,10 @@ class Issue(Contract):
     temporalPattern: str | None = None
     evidence: Evidence | None = None
     investigation: CodeInvestigation | None = None
-    status: Literal["confirmed", "hypothesis", "unconfirmed"] = "confirmed"
+    status: Literal["confirmed", "hypothesis", "unconfirmed", "unverified"] = Field(
+        default="confirmed",
+        description="unverified: an LLM-written investigation ran, but no engine recount could check its numbers",
+    )
     change: Literal["new", "persisting", "regressed", "improved"] | None = Field(
         default=None, description="against the previous run of the same dataset (None on a first run)"
     )

@@ -186,24 +186,34 @@ def _share(output: dict[str, Any]) -> float:
     return 0.0
 
 
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
 def confirm(issue: Issue, investigation: CodeInvestigation | None) -> Issue:
     """Attach the investigation and set the status the recomputed numbers justify.
 
-    Detector issues are confirmed when the code recomputes the same affected row count, and unconfirmed
-    (both numbers kept) when it disagrees. An LLM hypothesis without a detector count is confirmed when
-    the code finds affected rows, and then takes its numbers from the code's output. A failed
-    investigation leaves the status alone and says why it failed.
+    Code the engine wrote (a template) is trusted to count: a detector issue is confirmed when it
+    recomputes the detector's affected rows (unconfirmed, both numbers kept, when it disagrees), and a
+    hypothesis is confirmed when it finds affected rows, taking its numbers from the code.
+
+    Code an LLM wrote is not trusted to count, however cleanly it ran: its numbers must agree with an
+    independent recount by engine code, which for a detector issue is the detector's own evidence
+    (affected rows, and affected cells). Agreement confirms; disagreement leaves it unconfirmed; where
+    there is nothing to check against (a hypothesis, or no cell count in the output) it is "unverified",
+    never confirmed. A failed investigation leaves the status alone and says why it failed.
     """
     if investigation is None:
         return issue
     if not investigation.success:
         update: dict[str, Any] = {"investigation": investigation}
         if issue.evidence is not None:
-            stats = {**issue.evidence.stats, "investigation_failed": investigation.error or "failed"}
-            update["evidence"] = issue.evidence.model_copy(update={"stats": stats})
+            failed = {**issue.evidence.stats, "investigation_failed": investigation.error or "failed"}
+            update["evidence"] = issue.evidence.model_copy(update={"stats": failed})
         return issue.model_copy(update=update)
     output = investigation.output if isinstance(investigation.output, dict) else {}
     recomputed = int(output.get("affected_rows", 0))
+    trusted = investigation.source == "template"
     # An LLM's hypothesis carries no count worth checking (any number in it came from text, not code).
     claimed = None if issue.source == "llm" else issue.affectedRows
     if claimed is None and issue.evidence is not None and issue.source == "detector":
@@ -211,29 +221,41 @@ def confirm(issue: Issue, investigation: CodeInvestigation | None) -> Issue:
     if claimed is None:
         if recomputed <= 0:
             return issue.model_copy(update={"investigation": investigation, "status": "unconfirmed"})
-        cells = output.get("affected_cells")
+        cells = _count(output.get("affected_cells"))
+        stats: dict[str, Any] = {"investigation_affected_rows": recomputed}
+        if not trusted:
+            stats["recount"] = "none: the numbers come from LLM-written code alone"
         evidence = Evidence(
             affectedRows=recomputed,
-            affectedCells=cells
-            if isinstance(cells, int) and not isinstance(cells, bool) and cells >= 0
-            else recomputed,
+            affectedCells=cells if cells is not None else recomputed,
             affectedShare=_share(output),
             examples=_examples(output.get("examples")),
-            stats={"investigation_affected_rows": recomputed},
+            stats=stats,
         )
         return issue.model_copy(
             update={
                 "investigation": investigation,
-                "status": "confirmed",
+                "status": "confirmed" if trusted else "unverified",
                 "affectedRows": recomputed,
                 "evidence": evidence,
             }
         )
     status = "confirmed" if recomputed == claimed else "unconfirmed"
+    extra: dict[str, Any] = {}
+    if not trusted and status == "confirmed" and issue.evidence is not None:
+        cells = _count(output.get("affected_cells"))
+        if cells is None:
+            status = "unverified"
+            extra["recount"] = "rows agree with the detector; the code gave no affected_cells to check"
+        elif cells != issue.evidence.affectedCells:
+            status = "unconfirmed"
+            extra.update(
+                investigation_affected_cells=cells, detector_affected_cells=issue.evidence.affectedCells
+            )
     update = {"investigation": investigation, "status": status}
     if issue.evidence is not None:
-        stats = {**issue.evidence.stats, "investigation_affected_rows": recomputed}
-        if status == "unconfirmed":
+        stats = {**issue.evidence.stats, "investigation_affected_rows": recomputed, **extra}
+        if recomputed != claimed:
             stats["detector_affected_rows"] = claimed
         update["evidence"] = issue.evidence.model_copy(update={"stats": stats})
     return issue.model_copy(update=update)

@@ -67,10 +67,14 @@ def render_script(issue: Issue) -> str:
 
 
 def save_scripts(issues: list[Issue], store: ArtifactStore) -> list[str]:
-    """Write `scripts/<issue_id>.py` for each successful investigation; returns the keys written."""
+    """Write `scripts/<issue_id>.py` for each proof (a confirmed issue's investigation); returns the keys.
+
+    Code whose numbers could not be checked (unverified) or disagreed (unconfirmed) is no proof, and a
+    script is what a reader runs outside the sandbox: only confirmed ones are saved.
+    """
     keys = []
     for issue in issues:
-        if issue.investigation is None or not issue.investigation.success:
+        if issue.investigation is None or not issue.investigation.success or issue.status != "confirmed":
             continue
         key = f"scripts/{script_name(issue.id)}.py"
         store.put_bytes(key, render_script(issue).encode("utf-8"), content_type="text/x-python")

@@ -6,9 +6,12 @@ from iterate.sandbox.remote import (
     DatasetFetchError,
     LambdaSandbox,
     SandboxDataset,
+    SandboxEnvironmentDirty,
     SandboxEvent,
     SandboxUnavailable,
+    clean_environment,
     run_event,
+    run_in_clean_environment,
 )
 
 __all__ = [
@@ -17,6 +20,7 @@ __all__ = [
     "LambdaSandbox",
     "LocalSandbox",
     "SandboxDataset",
+    "SandboxEnvironmentDirty",
     "SandboxError",
     "SandboxEvent",
     "SandboxLimits",
@@ -24,5 +28,7 @@ __all__ = [
     "SandboxUnavailable",
     "Violation",
     "check_policy",
+    "clean_environment",
     "run_event",
+    "run_in_clean_environment",
 ]

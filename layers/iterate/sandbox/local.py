@@ -14,6 +14,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from typing import Any, get_args
 
 from iterate.contracts import CodeInvestigation, StopReason
 from iterate.ports import DatasetRef
+from iterate.sandbox import oslayers
 from iterate.sandbox.policy import check_policy
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -71,14 +73,25 @@ class SandboxLimits:
     preload_datasets: int = 2
     preload_max_mb: int = 4096
     preload_timeout_s: float = 300.0
+    # The in-process layers (AST policy, restricted builtins, audit hook, import allowlist finder): early,
+    # friendly refusals only. False (ITERATE_SANDBOX_INPROCESS_CHECKS=0) is for tests and red teams: the
+    # OS layers must contain everything without them.
+    inprocess_checks: bool = True
+    # A cgroup per run (memory and tasks of the whole tree, and the kill of everything in it): None uses
+    # one where it can be made (root, cgroup v1 memory+pids or a delegated v2), False never (tests of the
+    # fallback: RLIMIT_NPROC on the run's uid, and this process summing the tree's memory).
+    cgroup: bool | None = None
 
     @classmethod
     def from_settings(cls, settings: Any, **overrides: Any) -> SandboxLimits:
         """Limits from an `iterate.settings.Settings` (or anything with the same sandbox_* attributes)."""
+        checks = bool(getattr(settings, "sandbox_inprocess_checks", True))
         limits = cls(
             timeout_s=float(settings.sandbox_timeout_s),
             memory_mb=int(settings.sandbox_memory_mb),
             max_output_bytes=int(settings.sandbox_max_output_bytes),
+            inprocess_checks=checks,
+            enforce_policy=checks,
         )
         return replace(limits, **overrides)
 
@@ -93,32 +106,150 @@ class SandboxOutcome:
     stderr_tail: str = ""
     # CPU seconds of the processes that ran it, when a zygote reported them (not on a timeout).
     cpu_s: float | None = None
+    # What the supervisor and this process saw from outside the run (refusals, limits, leftovers).
+    supervisor: dict[str, Any] = field(default_factory=dict)
 
 
-def _package_dirs() -> list[str]:
-    """Where pandas, numpy and pyarrow are installed (site-packages, or /opt/python in a Lambda layer)."""
-    import numpy
-    import pandas
-    import pyarrow
+# What investigation code may find: the standard library and these packages (pandas and what it and
+# the runner need), nothing else that is installed.
+SANDBOX_PACKAGES = ("pandas", "numpy", "pyarrow", "dateutil", "six", "pytz", "tzdata")
 
-    return sorted({str(Path(str(m.__file__)).resolve().parent.parent) for m in (pandas, numpy, pyarrow)})
+
+@dataclass(frozen=True)
+class ImportView:
+    """Paths of the sandbox's import view, computed once per process.
+
+    `python_paths`: every path the runner reads (standard library, lib-dynload, allowed packages);
+    `package_paths`: the allowed packages alone; `site_masks`: every other site directory, hidden in the
+    jail; `landlock_paths`: what Landlock lets a runner without a jail read (site directories left out);
+    `sys_path`: the runner's sys.path.
+    """
+
+    python_paths: tuple[str, ...]
+    package_paths: tuple[str, ...]
+    site_masks: tuple[str, ...]
+    landlock_paths: tuple[str, ...]
+    landlock_dirs: tuple[str, ...]
+    sys_path: tuple[str, ...]
+    packages: tuple[str, ...]
+    readable_by_others: bool
+
+
+def _expand(path: str, masks: tuple[str, ...], listed: list[str]) -> list[str]:
+    """`path`, or its entries (recursively) when a masked directory lies inside it (Landlock allows trees).
+
+    A directory split this way goes to `listed`: it may be listed (the import system needs that to find
+    modules in it), while the masked directory's files stay unreadable.
+    """
+    inside = [m for m in masks if m.startswith(path.rstrip("/") + "/")]
+    if not inside or not os.path.isdir(path):
+        return [path]
+    listed.append(path)
+    found: list[str] = []
+    for name in sorted(os.listdir(path)):
+        child = os.path.join(path, name)
+        if child not in masks:
+            found += _expand(child, masks, listed)
+    return found
+
+
+_VIEW: list[ImportView] = []
+
+
+def import_view() -> ImportView:
+    if _VIEW:
+        return _VIEW[0]
+    import importlib.util
+    import site
+    import sysconfig
+
+    from iterate.sandbox.worker import SYSTEM_READ_PATHS
+
+    real = os.path.realpath
+    stdlib = real(sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})["stdlib"])
+    dynload = real(os.path.join(stdlib, "lib-dynload"))
+    packages: list[str] = []
+    paths: list[str] = []
+    for name in SANDBOX_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or (not spec.origin and not spec.submodule_search_locations):
+            continue
+        packages.append(name)
+        locations = list(spec.submodule_search_locations or []) or [str(spec.origin)]
+        for location in locations:
+            paths.append(real(location))
+            libs = real(os.path.join(os.path.dirname(real(location)), f"{name}.libs"))  # vendored .so files
+            if os.path.isdir(libs):
+                paths.append(libs)
+    paths = list(dict.fromkeys(paths))
+    parents = list(dict.fromkeys(os.path.dirname(p) for p in paths))
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    candidates = set(site.getsitepackages()) | {site.getusersitepackages(), *parents}
+    for prefix in ("/usr", "/usr/local", sys.base_prefix, sys.prefix):
+        for lib in ("lib", "lib64"):
+            for name in ("site-packages", "dist-packages"):
+                candidates.add(os.path.join(prefix, lib, version, name))
+                candidates.add(os.path.join(prefix, lib, "python3", name))
+    # Every other directory on sys.path (the engine's own, a Lambda's /var/task and /opt/python layers).
+    candidates |= {p for p in sys.path if p and not p.endswith(".zip")}
+    masks = tuple(
+        sorted(
+            {real(c) for c in candidates if c and os.path.isdir(c)} - {stdlib, dynload} - set(paths) - {"/"}
+        )
+    )
+    # A mask holding the standard library (a sys.path entry) would hide it: only site directories are masks.
+    masks = tuple(m for m in masks if not stdlib.startswith(m + "/") and m != stdlib)
+    python_paths = tuple(dict.fromkeys([stdlib, dynload, *paths]))
+    landlock: list[str] = []
+    listed: list[str] = []
+    for path in [*python_paths, *SYSTEM_READ_PATHS, os.devnull]:
+        landlock += _expand(path, masks, listed) if path not in paths else [path]
+    view = ImportView(
+        python_paths=python_paths,
+        package_paths=tuple(paths),
+        site_masks=masks,
+        landlock_paths=tuple(dict.fromkeys(landlock)),
+        landlock_dirs=tuple(dict.fromkeys(listed)),
+        sys_path=tuple(dict.fromkeys([stdlib, dynload, *parents])),
+        packages=tuple(packages),
+        readable_by_others=oslayers.readable_by_others(python_paths),
+    )
+    _VIEW.append(view)
+    return view
 
 
 def _child_env() -> dict[str, str]:
-    return dict(CHILD_ENV, ITERATE_SANDBOX_PATHS=os.pathsep.join(_package_dirs()))
+    parents = dict.fromkeys(os.path.dirname(p) for p in import_view().package_paths)
+    return dict(CHILD_ENV, ITERATE_SANDBOX_PATHS=os.pathsep.join(parents))
 
 
-def _python_paths() -> list[str]:
-    """Directories the interpreter needs inside the jail: its prefixes and the packages' real locations."""
-    import numpy
-    import pandas
-    import pyarrow
+def _host_root() -> bool:
+    """Root in the initial user namespace: the only case where the sandbox can hand a run another uid."""
+    if sys.platform != "linux" or os.geteuid() != 0:
+        return False
+    try:
+        return Path("/proc/self/uid_map").read_text().split() == ["0", "0", "4294967295"]
+    except OSError:
+        return False
 
-    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    for module in (pandas, numpy, pyarrow):
-        paths.add(str(Path(str(module.__file__)).resolve().parent.parent))
-    resolved = {str(Path(p).resolve()) for p in paths} | paths
-    return sorted(p for p in resolved if p and p != "/")
+
+def _protect_caller() -> None:
+    """Runs here may share this process's uid (no other uid to give them): make it non-dumpable, so that
+    no process of that uid reads its memory or environment (API keys, AWS credentials on Lambda) through
+    /proc, or attaches to it, whatever layer above has fallen. Core dumps of this process go with it."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+
+
+def _tasks_of(uid: int) -> int:
+    """Tasks (threads included) of `uid` now: RLIMIT_NPROC counts them all."""
+    total = 0
+    for pid in oslayers.pids_of_uid(uid):
+        info = oslayers.proc_info(pid)
+        total += info.threads if info is not None else 1
+    return total
 
 
 class LocalSandbox:
@@ -127,7 +258,11 @@ class LocalSandbox:
     def __init__(self, limits: SandboxLimits | None = None, *, python: str | None = None) -> None:
         self.limits = limits or SandboxLimits()
         self.python = python or sys.executable
-        self._python_paths = _python_paths()
+        self._view = import_view()
+        if sys.platform == "linux" and not (
+            _host_root() and (self.limits.namespaces is not False or self._view.readable_by_others)
+        ):
+            _protect_caller()
         self._zygote: _Zygote | None = None
         self._zygote_lock = threading.Lock()
         self._zygote_failed = False
@@ -286,10 +421,13 @@ class LocalSandbox:
 
     def _runner_settings(self) -> dict[str, Any]:
         """What a dataset zygote must know of its runners to confine its own load without hindering them."""
+        view = self._view
         return {
             "namespaces": self.limits.namespaces is not False and sys.platform == "linux",
             "user_namespace_first": self.limits.user_namespace_first,
-            "python_paths": self._python_paths,
+            "python_paths": list(view.python_paths),
+            "landlock_paths": list(view.landlock_paths),
+            "landlock_dirs": list(view.landlock_dirs),
         }
 
     def prepare(self, data: DatasetRef | None = None, *, arrow: Any = None) -> threading.Thread | None:
@@ -322,27 +460,31 @@ class LocalSandbox:
         return thread
 
     def _job(
-        self,
-        code: str,
-        timeout: float,
-        tmp: Path,
-        data_fd: int | None,
-        result_fd: int,
-        columns: tuple[str, ...] | None,
+        self, code: str, timeout: float, tmp: Path, columns: tuple[str, ...] | None, cage: _Cage
     ) -> dict[str, Any]:
         workdir = tmp / "work"
         workdir.mkdir(exist_ok=True)
+        view = self._view
         return {
             "code": code,
-            "data_fd": data_fd,
             "columns": list(columns) if columns is not None else None,
-            "result_fd": result_fd,
             "timeout_s": timeout,
             "memory_mb": self.limits.memory_mb,
             "max_output_bytes": self.limits.max_output_bytes,
             "max_processes": self.limits.max_processes,
             "scratch_mb": self.limits.scratch_mb,
+            "inprocess_checks": self.limits.inprocess_checks,
             **self._runner_settings(),
+            "package_paths": list(view.package_paths),
+            "site_masks": list(view.site_masks),
+            "sys_path": list(view.sys_path),
+            "packages": list(view.packages),
+            "paths_readable": view.readable_by_others,
+            "host_root": cage.host_root,
+            "run_uid": cage.uid,
+            "cgroup": cage.cgroup is not None,
+            "cgroups": len(cage.fds),
+            "caller_tasks": cage.caller_tasks,
             "jail_root": str(tmp / "jail"),
             "workdir": str(workdir),
         }
@@ -359,24 +501,27 @@ class LocalSandbox:
     ) -> SandboxOutcome:
         """One job through a zygote; `path` None for a dataset zygote (its runners have the frame)."""
         fresh = os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        cage = _Cage(self.limits)
         data_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC) if path is not None else None
-        result_fd = os.open(tmp / "result.json", os.O_RDWR | fresh, 0o600)
         stderr_path = tmp / "stderr.txt"
         stderr_fd = os.open(stderr_path, os.O_WRONLY | fresh, 0o600)
-        # The order the handler expects: result, stderr, then the dataset when the runner reads it.
-        fds = [result_fd, stderr_fd] + ([data_fd] if data_fd is not None else [])
+        # The order the handler expects: stderr, the dataset when the runner reads it, cgroup.procs.
+        fds = [stderr_fd] + ([data_fd] if data_fd is not None else []) + cage.fds
         try:
-            job = self._job(code, timeout, tmp, data_fd, result_fd, columns)
-            returncode, timed_out, cpu_s = zygote.run(job, fds, timeout + self.limits.setup_allowance_s)
-            raw = os.pread(result_fd, self.limits.max_output_bytes * 2 + 65536, 0)
+            job = self._job(code, timeout, tmp, columns, cage)
+            conn = _send_job(zygote.path, job, fds)
+            seen = _drive(
+                conn, cage, timeout=timeout, setup_s=self.limits.setup_allowance_s, limits=self.limits
+            )
         finally:
-            for fd in fds:
+            for fd in [stderr_fd] + ([data_fd] if data_fd is not None else []):
                 os.close(fd)
-        if cpu_s is not None:
-            self._counters.add("job_cpu_s", cpu_s)
+            cage.release()
+        if seen.cpu_s is not None:
+            self._counters.add("job_cpu_s", seen.cpu_s)
         stderr_tail = stderr_path.read_bytes()[-4000:].decode("utf-8", "replace")
-        outcome = self._outcome(code, started, raw, returncode, timed_out, timeout, stderr_tail)
-        outcome.cpu_s = cpu_s
+        outcome = self._outcome(code, started, seen, timeout, stderr_tail)
+        outcome.cpu_s = seen.cpu_s
         return outcome
 
     def _spawn(
@@ -388,12 +533,14 @@ class LocalSandbox:
         started: float,
         columns: tuple[str, ...] | None = None,
     ) -> SandboxOutcome:
+        """One job in a fresh process (no zygote): it supervises its runner like a zygote's handler."""
+        cage = _Cage(self.limits)
         data_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        result_fd = os.open(tmp / "result.json", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         stderr_path = tmp / "stderr.txt"
-        job = self._job(code, timeout, tmp, data_fd, result_fd, columns)
-        workdir = job["workdir"]
-        timed_out = False
+        host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        job = self._job(code, timeout, tmp, columns, cage)
+        job.update(data_fd=data_fd, host_fd=child.fileno(), cgroup_fds=cage.fds)
+        proc = None
         try:
             with open(stderr_path, "wb") as stderr:
                 proc = subprocess.Popen(
@@ -402,75 +549,126 @@ class LocalSandbox:
                     stdout=stderr,
                     stderr=stderr,
                     env=_child_env(),
-                    cwd=workdir,
-                    pass_fds=(data_fd, result_fd),
+                    cwd=job["workdir"],
+                    pass_fds=(data_fd, child.fileno(), *cage.fds),
                     start_new_session=True,
                     close_fds=True,
                 )
-                os.close(data_fd)
-                data_fd = -1
-                assert proc.stdin is not None
-                try:
-                    proc.stdin.write(json.dumps(job).encode())
-                    proc.stdin.close()
-                except BrokenPipeError:
-                    pass
-                try:
-                    proc.wait(timeout=timeout + self.limits.setup_allowance_s)
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-                self._kill_group(proc)
-            raw = os.pread(result_fd, self.limits.max_output_bytes * 2 + 65536, 0)
+            child.close()
+            assert proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError):
+                proc.stdin.write(json.dumps(job).encode())
+                proc.stdin.close()
+            try:
+                seen = _drive(
+                    host, cage, timeout=timeout, setup_s=self.limits.setup_allowance_s, limits=self.limits
+                )
+            except _ZygoteGone as exc:  # the process died before it said anything
+                seen = _Seen(lost=f"the sandbox process did not start: {exc}")
         finally:
-            if data_fd >= 0:
-                os.close(data_fd)
-            os.close(result_fd)
+            host.close()
+            with contextlib.suppress(OSError):
+                child.close()
+            if proc is not None:
+                self._kill_group(proc)
+            os.close(data_fd)
+            cage.release()
         stderr_tail = stderr_path.read_bytes()[-4000:].decode("utf-8", "replace")
-        return self._outcome(code, started, raw, proc.returncode, timed_out, timeout, stderr_tail)
+        return self._outcome(code, started, seen, timeout, stderr_tail)
 
     @staticmethod
     def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-        """Whatever the code started in its session dies with it (the PID namespace does the rest)."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        """The supervisor has ended (or stopped answering): nothing of its session stays."""
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
     def _outcome(
-        self,
-        code: str,
-        started: float,
-        raw: bytes,
-        returncode: int,
-        timed_out: bool,
-        timeout: float,
-        stderr_tail: str,
+        self, code: str, started: float, seen: _Seen, timeout: float, stderr_tail: str
     ) -> SandboxOutcome:
-        verdict: dict[str, Any] | None = None
-        if raw and not timed_out:
-            try:
-                verdict = json.loads(raw)
-            except ValueError:
-                verdict = None
-        if verdict is None:
-            reason, message = self._classify_exit(returncode, timed_out, timeout, stderr_tail)
+        """The verdict, decided here from what the supervisor and the cage saw; the code's report counts
+        only where neither saw anything wrong, and then only if it is well formed."""
+        supervisor = seen.supervisor
+        report = supervisor.get("report") if isinstance(supervisor.get("report"), dict) else None
+        refusals = [str(r) for r in supervisor.get("refusals") or []][:20]
+        in_process = [str(v) for v in (report or {}).get("violations") or []][:20]
+        violations = in_process + [f"{r} refused by the seccomp filter" for r in refusals]
+        status = supervisor.get("status")
+        armed = bool(supervisor.get("armed"))
+        if supervisor.get("task_limit"):  # counted by the supervisor through the seccomp listener
+            seen.processes = True
+        isolation = dict(supervisor.get("isolation") or {})
+        observed = {
+            "refusals": refusals,
+            "timed_out": seen.timed_out,
+            "memory_limit": seen.memory,
+            "process_limit": seen.processes,
+            "leftovers": seen.leftovers,
+            "cleanup": seen.cleanup,
+            "exit_status": status,
+            "armed": armed,
+        }
+        if seen.cgroup_events:
+            observed["cgroup_events"] = seen.cgroup_events
+        isolation["supervisor"] = {k: v for k, v in observed.items() if v not in (None, [], False)}
+
+        def failed(stopped: StopReason, error: str) -> SandboxOutcome:
             return SandboxOutcome(
-                self._verdict(code, started, stopped=reason, error=message), stderr_tail=stderr_tail
+                self._verdict(code, started, stopped=stopped, error=error),
+                isolation=isolation,
+                violations=violations,
+                stderr_tail=stderr_tail,
+                supervisor=observed,
             )
-        output = verdict.get("output")
-        success = bool(verdict.get("success"))
-        stopped: Any = verdict.get("stopped") if verdict.get("stopped") in STOP_REASONS else "error"
-        error: str | None = verdict.get("error")
-        if success and len(json.dumps(output)) > self.limits.max_output_bytes:
-            success, stopped, output = False, "output_size", None
-            error = f"output over the {self.limits.max_output_bytes}-byte cap"
-        investigation = self._verdict(
-            code, started, stopped=None if success else (stopped or "error"), error=error, output=output
-        )
+
+        # What was seen from outside decides first; the code's own words cannot undo any of it.
+        if seen.leftovers:
+            return failed("crash", f"processes of the run could not be removed: {seen.leftovers[:3]}")
+        if seen.lost:
+            return failed("crash", seen.lost)
+        if refusals:
+            return failed("policy", "refused by the OS sandbox: " + "; ".join(refusals[:5]))
+        if seen.memory:
+            return failed("memory", "the run's processes together went past the memory budget")
+        if seen.processes:
+            limit = self.limits.max_processes
+            return failed("policy", f"the run reached its limit of {limit} processes and threads")
+        if seen.timed_out:
+            return failed("timeout", f"wall-clock timeout: stopped after {timeout:g} s")
+        if supervisor.get("report_problem") == "output_size":
+            return failed("output_size", f"the report went past {self.limits.max_output_bytes * 2} bytes")
+        if not isinstance(status, int):
+            return failed("crash", "the sandbox supervisor gave no verdict")
+        if status != 0:
+            sig = status - EXIT_SIGNAL_BASE if status > EXIT_SIGNAL_BASE else 0
+            if sig == signal.SIGSYS:
+                return failed("policy", "killed by the seccomp filter")
+            reason, message = self._classify_exit(status, False, timeout, stderr_tail)
+            return failed(reason, message)
+        if report is None:
+            problem = supervisor.get("report_problem") or "no report"
+            return failed("crash", f"the sandbox process ended without a valid report ({problem})")
+        stopped: Any = report.get("stopped") if report.get("stopped") in STOP_REASONS else "error"
+        error = report.get("error") if isinstance(report.get("error"), str) else None
+        if in_process:
+            return failed("policy", error if stopped == "policy" and error else "; ".join(in_process[:5]))
+        success = report.get("success") is True and report.get("stopped") is None and armed
+        if not success:
+            return failed(stopped or "error", (error or "the investigation failed")[:4000])
+        output = report.get("output")
+        if not isinstance(output, dict):
+            return failed("invalid_output", "the report's output is not a JSON object")
+        if len(json.dumps(output)) > self.limits.max_output_bytes:
+            return failed("output_size", f"output over the {self.limits.max_output_bytes}-byte cap")
         return SandboxOutcome(
-            investigation,
-            isolation=verdict.get("isolation") or {},
-            violations=list(verdict.get("violations") or []),
+            self._verdict(code, started, stopped=None, error=None, output=output),
+            isolation=isolation,
+            violations=violations,
             stderr_tail=stderr_tail,
+            supervisor=observed,
         )
 
     @staticmethod
@@ -546,41 +744,229 @@ def _send_job(path: str, job: dict[str, Any], fds: list[int]) -> socket.socket:
     return conn
 
 
-def _run_job(
-    path: str, job: dict[str, Any], fds: list[int], deadline_s: float
-) -> tuple[int, bool, float | None]:
-    """Send one job; wait for its exit status. Returns (status, timed_out, cpu_s); kills it at the deadline."""
-    conn = _send_job(path, job, fds)
-    try:
-        reader = conn.makefile("rb")
+@dataclass
+class _Seen:
+    """What this process saw of one run from outside it."""
+
+    timed_out: bool = False
+    memory: bool = False
+    processes: bool = False
+    leftovers: list[str] = field(default_factory=list)
+    cleanup: str = ""
+    cpu_s: float | None = None
+    lost: str = ""
+    cgroup_events: dict[str, int] = field(default_factory=dict)
+    # The supervisor's account: exit status, refusals, the isolation it was told before the code ran,
+    # and the runner's report as read from its pipe.
+    supervisor: dict[str, Any] = field(default_factory=dict)
+
+
+class _Cage:
+    """The run's boundary as this process sees it: a cgroup, the run's own uid, and the supervisor's tree.
+
+    Which processes belong to the run: everything below the supervisor (it is a child subreaper: orphans,
+    double-forked or not, come back under it), everything in the run's cgroup, everything of the run's uid.
+    """
+
+    def __init__(self, limits: SandboxLimits) -> None:
+        self.limits = limits
+        self.host_root = _host_root()
+        self.uid = oslayers.pick_run_uid() if self.host_root else None
+        self.cgroup: oslayers.RunCgroup | None = None
+        self.fds: list[int] = []
+        if limits.cgroup is not False and os.geteuid() == 0 and sys.platform == "linux":
+            name = f"iterate-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+            self.cgroup = oslayers.create_cgroup(
+                name, memory_bytes=limits.memory_mb * 2**20, max_tasks=limits.max_processes
+            )
+            if self.cgroup is None and limits.cgroup:
+                raise SandboxError("a cgroup was required and none could be made here")
+        if self.cgroup is not None:
+            self.fds = [os.open(path, os.O_WRONLY | os.O_CLOEXEC) for path in self.cgroup.procs_files]
+        self.caller_tasks = None if os.geteuid() == 0 or sys.platform != "linux" else _tasks_of(os.getuid())
+        self.mechanism = (
+            "cgroup" if self.cgroup else "run uid and process tree" if self.uid else "process tree"
+        )
+
+    def members(self, supervisor: int | None, *, thorough: bool = False) -> list[oslayers.ProcInfo]:
+        """The run's processes. With a cgroup that is its content (a runner joins it before anything else),
+        unless `thorough` (a kill at a deadline, when the runner may not have joined yet)."""
+        found: dict[int, oslayers.ProcInfo] = {}
+        if supervisor and (thorough or self.cgroup is None):
+            found.update((i.pid, i) for i in oslayers.descendants(supervisor))
+        pids: set[int] = set()
+        if self.cgroup is not None:
+            pids |= self.cgroup.pids()
+        if self.uid is not None and self.cgroup is None:
+            pids |= set(oslayers.pids_of_uid(self.uid))
+        for pid in pids - set(found):
+            info = oslayers.proc_info(pid)
+            if info is not None:
+                found[pid] = info
+        return list(found.values())
+
+    def sample(self, supervisor: int | None) -> tuple[int, int]:
+        """(anonymous resident bytes, tasks) of the run's processes together."""
+        members = self.members(supervisor)
+        return sum(i.anon_bytes for i in members), sum(max(1, i.threads) for i in members)
+
+    def kill(self, supervisor: int | None, deadline_s: float = 5.0, *, thorough: bool = False) -> bool:
+        """SIGKILL every process of the run (never the supervisor) until only zombies are left."""
         end = time.monotonic() + deadline_s
-        conn.settimeout(max(0.1, end - time.monotonic()))
-        try:
-            hello = reader.readline()
-        except ConnectionError as exc:  # it died with the job still queued
-            raise _ZygoteGone(f"the sandbox zygote dropped the job: {exc}") from exc
-        if not hello:  # refused or dropped before its handler said anything: not started
-            raise _ZygoteGone("the sandbox zygote closed the connection before starting the job")
-        pid = int(json.loads(hello)["pid"])
-        try:
-            conn.settimeout(max(0.1, end - time.monotonic()))
-            line = reader.readline()
-        except TimeoutError:
-            # The handler's process group: its runner and whatever that started. Never the zygote.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-            return EXIT_SIGNAL_BASE + signal.SIGKILL, True, None
-        if not line:  # the handler died without a word
-            return EXIT_SIGNAL_BASE + signal.SIGKILL, False, None
-        report = json.loads(line)
-        cpu = report.get("cpu_s")
-        return int(report["status"]), False, float(cpu) if isinstance(cpu, int | float) else None
-    except _ZygoteGone:
-        raise
-    except (OSError, ValueError, KeyError) as exc:
-        raise SandboxError(f"the sandbox zygote failed: {exc}") from exc
+        while True:
+            alive = [i for i in self.members(supervisor, thorough=thorough) if i.state not in ("Z", "X")]
+            if not alive:
+                return True
+            if time.monotonic() > end:
+                return False
+            for info in alive:
+                oslayers.kill_checked(info)
+            time.sleep(0.001)
+
+    def events(self) -> dict[str, int]:
+        return self.cgroup.events() if self.cgroup is not None else {}
+
+    def verify_empty(self, seen: _Seen) -> None:
+        """After the supervisor ended: nothing of the run may be left, zombies included. Checked here."""
+        end = time.monotonic() + 2.0
+        while True:
+            left: list[str] = []
+            if self.cgroup is not None:
+                self.cgroup.kill_all()
+                if self.cgroup.pids():
+                    left.append("tasks in the run's cgroup")
+            if self.uid is not None and self.cgroup is None:  # with a cgroup, its removal is the proof
+                for pid in oslayers.pids_of_uid(self.uid):
+                    info = oslayers.proc_info(pid)
+                    if info is not None:
+                        oslayers.kill_checked(info)
+                        left.append(f"pid {pid} ({info.state})")
+            if not left or time.monotonic() > end:
+                break
+            time.sleep(0.005)
+        seen.leftovers += left
+        seen.cleanup = self.mechanism + (" (verified empty)" if not left else "")
+
+    def release(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = []
+        if self.cgroup is not None:
+            self.cgroup.kill_all()
+            if not self.cgroup.remove():  # left for the kernel to hold: named so that it can be found
+                import logging
+
+                logging.getLogger(__name__).warning("sandbox cgroup not removed: %s", self.cgroup.dirs)
+
+
+class _HostLines:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buffer = b""
+
+    def pop(self) -> dict[str, Any] | None:
+        if b"\n" not in self.buffer:
+            return None
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        message = json.loads(line)
+        return message if isinstance(message, dict) else {}
+
+    def feed(self) -> bool:
+        data = self.sock.recv(65536)
+        self.buffer += data
+        return bool(data)
+
+
+SAMPLE_S = 0.02  # how often the tree's memory and tasks are summed where no cgroup does it
+
+
+def _drive(
+    conn: socket.socket, cage: _Cage, *, timeout: float, setup_s: float, limits: SandboxLimits
+) -> _Seen:
+    """Follow one run from outside: its time, its memory and tasks when no cgroup holds them, the kill of
+    everything it started, and the check that nothing is left. See the protocol in worker.py."""
+    seen = _Seen()
+    lines = _HostLines(conn)
+    start = time.monotonic()
+    deadline = start + timeout + setup_s
+    supervisor: int | None = None
+    baseline: int | None = None
+    budget = limits.memory_mb * 2**20
+    sampling = cage.cgroup is None and sys.platform == "linux"
+    killed = False
+    hello = False
+    supervisor_fd: int | None = None
+    try:
+        while True:
+            message = lines.pop()
+            if message is None:
+                now = time.monotonic()
+                if now >= deadline and not killed:
+                    seen.timed_out = killed = True
+                    cage.kill(supervisor, thorough=True)
+                    deadline = now + 10.0  # the supervisor now reports the death
+                elif now >= deadline:
+                    seen.lost = "the sandbox supervisor stopped answering"
+                    break
+                elif sampling and baseline is not None and not killed:
+                    memory, tasks = cage.sample(supervisor)
+                    if memory - baseline > budget:
+                        seen.memory = killed = True
+                    if tasks >= limits.max_processes:
+                        seen.processes = killed = True
+                    if killed:
+                        cage.kill(supervisor)
+                wait = max(0.0, deadline - time.monotonic())
+                if sampling and baseline is not None:
+                    wait = min(wait, SAMPLE_S)
+                if select.select([conn], [], [], wait)[0] and not lines.feed():
+                    if not hello:
+                        raise _ZygoteGone("the sandbox closed the connection before starting the job")
+                    seen.lost = "the sandbox supervisor died"
+                    break
+                continue
+            if "pid" in message and not hello:
+                hello = True
+                supervisor = int(message["pid"])
+                with contextlib.suppress(OSError, AttributeError):
+                    supervisor_fd = os.pidfd_open(supervisor)  # it is waiting for us: it is that process
+            elif message.get("armed"):
+                deadline = min(deadline, time.monotonic() + timeout)
+                if sampling:
+                    baseline = cage.sample(supervisor)[0]
+            elif "exited" in message:
+                if not cage.kill(supervisor):
+                    seen.leftovers.append("processes of the run survived SIGKILL")
+                conn.sendall(b'{"cleaned": true}\n')
+            elif "status" in message:
+                cpu = message.get("cpu_s")
+                seen.cpu_s = float(cpu) if isinstance(cpu, int | float) else None
+                account = message.get("seen")
+                seen.supervisor = account if isinstance(account, dict) else {}
+                if seen.supervisor.get("supervisor_error"):
+                    seen.lost = f"the sandbox supervisor failed: {seen.supervisor['supervisor_error']}"
+                break
+    except (ConnectionError, TimeoutError, OSError, ValueError) as exc:
+        if not hello:
+            raise _ZygoteGone(f"the sandbox did not take the job: {exc}") from exc
+        seen.lost = f"the sandbox supervisor failed: {type(exc).__name__}"
     finally:
         conn.close()
+    if seen.lost and supervisor:
+        if supervisor_fd is not None:  # never by pid: the supervisor may be gone and its pid reused
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(supervisor_fd, signal.SIGKILL)
+        cage.kill(supervisor, thorough=True)
+    if supervisor_fd is not None:
+        os.close(supervisor_fd)
+    seen.cgroup_events = {k: v for k, v in cage.events().items() if v}
+    if seen.cgroup_events.get("oom_kill"):
+        seen.memory = True
+    if seen.cgroup_events.get("pids_max"):
+        seen.processes = True
+    cage.verify_empty(seen)
+    return seen
 
 
 class _Zygote:
@@ -626,18 +1012,15 @@ class _Zygote:
 
     @staticmethod
     def _stop(proc: subprocess.Popen[bytes], directory: str) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.poll() is None:  # still our unreaped child: its pid (and group) cannot name anyone else
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         for pipe in (proc.stdin, proc.stdout):
             if pipe is not None:
                 with contextlib.suppress(OSError):
                     pipe.close()
         shutil.rmtree(directory, ignore_errors=True)
-
-    def run(self, job: dict[str, Any], fds: list[int], deadline_s: float) -> tuple[int, bool, float | None]:
-        """Send one job; wait for its exit status. Returns (status, timed_out, cpu_s)."""
-        return _run_job(self.path, job, fds, deadline_s)
 
 
 def _sealed_arrow(table: Any) -> int:
@@ -706,6 +1089,8 @@ class _DatasetZygote:
             if not hello:
                 raise _ZygoteGone("the sandbox zygote did not take the dataset")
             self._pid[0] = int(json.loads(hello)["pid"])
+            with contextlib.suppress(OSError, AttributeError):
+                self._pid.append(os.pidfd_open(self._pid[0]))  # it waits for us now: it is that process
             self.control.settimeout(max(0.1, end - time.monotonic()))
             ready = json.loads(self._reader.readline() or b"{}")
         except (OSError, ValueError, KeyError) as exc:
@@ -735,9 +1120,6 @@ class _DatasetZygote:
         except (OSError, ValueError):
             return False
 
-    def run(self, job: dict[str, Any], fds: list[int], deadline_s: float) -> tuple[int, bool, float | None]:
-        return _run_job(self.path, job, fds, deadline_s)
-
     def close(self) -> None:
         self._finalizer()
 
@@ -759,8 +1141,12 @@ class _DatasetZygote:
         except (OSError, ValueError):
             pass
         if not ended and pid[0]:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid[0], signal.SIGKILL)  # its own session: it and nothing else
+            # Through a pidfd taken while it was known alive: a pid reused since names someone else.
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(pid[1], signal.SIGKILL)
+        if len(pid) > 1:
+            with contextlib.suppress(OSError):
+                os.close(pid[1])
         with contextlib.suppress(OSError):
             reader.close()
         control.close()

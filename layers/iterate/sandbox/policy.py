@@ -141,6 +141,14 @@ BANNED_ATTRIBUTES = frozenset(
         "tb_next",
         "co_code",
         "mro",
+        # formatters look attributes up by a name held in a string: a frame walk the AST cannot see
+        "Formatter",
+        "get_field",
+        "vformat",
+        "format_map",
+        "format_field",
+        "convert_field",
+        "cell_contents",
     }
 )
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -16,6 +19,7 @@ from pydantic import Field, model_validator
 from iterate.contracts import CodeInvestigation, StopReason
 from iterate.contracts.base import Contract
 from iterate.ports import DatasetRef
+from iterate.sandbox import oslayers
 from iterate.sandbox.local import LocalSandbox, SandboxLimits
 
 MAX_DATASET_BYTES = 4 * 1024**3  # what /tmp (ephemeral storage) must hold, at most
@@ -142,6 +146,106 @@ def run_event(
         return sandbox.run(event.code, DatasetRef(path=str(target)), timeout_s=event.timeout_s)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+class SandboxEnvironmentDirty(Exception):
+    """Something an earlier invocation left (a process, a file in scratch) could not be removed: this
+    execution environment runs no more code, since a leftover would see the next tenant's data."""
+
+
+def environment_processes(uid: int | None = None) -> list[oslayers.ProcInfo]:
+    """Processes an invocation may have left behind; never this process or its ancestors.
+
+    Not root (the sandbox Lambda): every process of this uid. With `uid`: every process of that uid. As
+    root with no `uid` (a laptop, tests): this process's descendants running as one of the sandbox's run
+    uids only; root owns the host, and other sandboxes' runs are not ours to kill.
+    """
+    me = os.getpid()
+    keep = {me, 0, 1}
+    pid = me
+    while pid > 1:  # this process's ancestors (the runtime's own parents) are not leftovers
+        info = oslayers.proc_info(pid)
+        if info is None:
+            break
+        pid = info.ppid
+        keep.add(pid)
+    if uid is None and os.geteuid() != 0:
+        uid = os.getuid()
+    mine = {i.pid for i in oslayers.descendants(me)} if uid is None else None
+    found = []
+    for pid in oslayers.all_pids():
+        if mine is not None and pid not in mine:
+            continue
+        if pid in keep:
+            continue
+        uids = oslayers.uids_of(pid)
+        # With a uid, that uid alone: run uids elsewhere on the machine are other sandboxes' live runs.
+        if uid in uids if uid is not None else any(oslayers.is_run_uid(u) for u in uids):
+            info = oslayers.proc_info(pid)
+            if info is not None:
+                found.append(info)
+    return found
+
+
+def _empty(scratch: Path) -> list[str]:
+    left = []
+    for entry in list(scratch.iterdir()) if scratch.is_dir() else []:
+        try:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        except OSError as exc:
+            left.append(f"{entry}: {exc.strerror}")
+    return left
+
+
+def clean_environment(scratch: Path, *, uid: int | None = None, deadline_s: float = 5.0) -> list[str]:
+    """Kill every leftover process (see `environment_processes`) and empty `scratch`; what is still there."""
+    end = time.monotonic() + deadline_s
+    while True:
+        alive = [p for p in environment_processes(uid) if p.state not in ("Z", "X")]
+        for info in alive:
+            oslayers.kill_checked(info)
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        if not alive or time.monotonic() > end:
+            break
+        time.sleep(0.01)
+    # A zombie holds no memory, file or privilege: it waits for a parent outside the sandbox to reap it.
+    left = [f"process {p.pid} ({p.state})" for p in environment_processes(uid) if p.state not in ("Z", "X")]
+    scratch.mkdir(parents=True, exist_ok=True)
+    return left + _empty(scratch)
+
+
+def run_in_clean_environment(
+    event: SandboxEvent,
+    *,
+    limits: SandboxLimits,
+    scratch: Path,
+    uid: int | None = None,
+    fetch: Callable[[str, Path], int] = fetch_url,
+    s3_client: Callable[[], Any] | None = None,
+    deadline_s: float = 5.0,
+) -> CodeInvestigation:
+    """The sandbox Lambda's invocation: refuse to start while anything of an earlier one is left (after
+    trying to remove it), run the event, then kill every other process and empty the scratch again.
+
+    Raises SandboxEnvironmentDirty when the environment cannot be made clean: the caller ends it.
+    One invocation at a time per process, as Lambda runs them (tests may call it from several threads).
+    """
+    with _ONE_INVOCATION:
+        left = clean_environment(scratch, uid=uid, deadline_s=deadline_s)
+        if left:
+            raise SandboxEnvironmentDirty("leftovers of an earlier invocation: " + "; ".join(left[:5]))
+        try:
+            return run_event(event, limits=limits, fetch=fetch, s3_client=s3_client, scratch=str(scratch))
+        finally:
+            clean_environment(scratch, uid=uid, deadline_s=deadline_s)  # the next one refuses leftovers
+
+
+_ONE_INVOCATION = threading.Lock()
 
 
 class LambdaSandbox:

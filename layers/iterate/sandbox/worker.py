@@ -28,6 +28,25 @@ import sys
 import time
 import traceback
 
+
+def _load_oslayers():  # type: ignore[no-untyped-def]
+    """oslayers.py beside this file, by path: `python -I` puts no script folder on sys.path, and the engine
+    (`iterate`) must never be imported here (it would be reachable from the investigation's process)."""
+    import importlib.util
+
+    if "oslayers" in sys.modules:
+        return sys.modules["oslayers"]
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "oslayers.py")
+    spec = importlib.util.spec_from_file_location("oslayers", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["oslayers"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+oslayers = _load_oslayers()
+
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
@@ -46,6 +65,8 @@ MS_NODIRATIME = 2048
 MS_RELATIME = 1 << 21
 ST_RELATIME = 4096  # statvfs's flag for relatime (the MS_ value differs)
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAPBSET_DROP = 24
 SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
@@ -56,6 +77,7 @@ SYSTEM_READ_PATHS = [
     "/lib",
     "/lib64",
     "/etc/ld.so.cache",
+    "/etc/localtime",
     "/sys/fs/cgroup",
     "/sys/devices/system/cpu",
 ]
@@ -253,12 +275,18 @@ def _bind_readonly(libc, path: str, newroot: str) -> None:  # type: ignore[no-un
     _mount(libc, None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | kept)
 
 
-def build_jail(libc, job: dict) -> None:  # type: ignore[no-untyped-def]
-    """In a fresh mount namespace: a tmpfs root with read-only binds of what Python needs, then chroot."""
+def build_jail(libc, job: dict, *, owner: int | None = None) -> None:  # type: ignore[no-untyped-def]
+    """In a fresh mount namespace: a tmpfs root with read-only binds of what Python needs, then chroot.
+
+    What the interpreter can find is what the jail holds: the standard library and the allowed packages
+    (`package_paths`), bound one by one; every other site directory (`site_masks`) that a system bind
+    would show is covered by an empty read-only tmpfs, so no other installed package can be imported.
+    """
     _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
     newroot = job["jail_root"]
     os.makedirs(newroot, exist_ok=True)
     _mount(libc, "tmpfs", newroot, "tmpfs", MS_NOSUID | MS_NODEV, f"size={job['scratch_mb']}m,mode=755")
+    packages = list(job.get("package_paths") or [])
     for path in [
         "/usr",
         "/lib",
@@ -266,17 +294,29 @@ def build_jail(libc, job: dict) -> None:  # type: ignore[no-untyped-def]
         "/bin",
         "/etc/ld.so.cache",
         "/etc/localtime",
-        *job["python_paths"],
+        *(p for p in job["python_paths"] if p not in packages),
     ]:
         _bind_readonly(libc, path, newroot)
+    masked = []
+    for site in job.get("site_masks") or []:
+        target = newroot + site
+        if os.path.isdir(target) and not os.path.ismount(target):
+            _mount(libc, "tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
+            masked.append(target)
+    for path in packages:
+        _bind_readonly(libc, path, newroot)
+    for target in masked:
+        _mount(libc, None, target, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     for dev in ("null", "zero", "urandom", "random"):
         _bind_readonly(libc, f"/dev/{dev}", newroot)
     os.makedirs(newroot + "/proc", exist_ok=True)
     # A container may refuse a fresh /proc to a user namespace; the jail works without one.
     with contextlib.suppress(OSError):
         _mount(libc, "proc", newroot + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    os.makedirs(newroot + "/work", exist_ok=True)
-    os.makedirs(newroot + "/tmp", exist_ok=True)
+    for name in ("/work", "/tmp"):
+        os.makedirs(newroot + name, exist_ok=True)
+        if owner:  # the only places the run's own uid may write (inside this tmpfs)
+            os.chown(newroot + name, owner, owner)
     os.chdir(newroot)
     _mount(libc, newroot, "/", None, MS_MOVE)
     os.chroot(".")
@@ -318,7 +358,9 @@ LANDLOCK_NET_ALL = 0b11  # bind and connect TCP (ABI 4+)
 LANDLOCK_SCOPE_ALL = 0b11  # abstract unix sockets and signals outside the domain (ABI 6+)
 
 
-def apply_landlock(libc, read_paths: list[str], *, filesystem: bool = True) -> str:  # type: ignore[no-untyped-def]
+def apply_landlock(
+    libc, read_paths: list[str], *, filesystem: bool = True, list_dirs: list[str] | None = None
+) -> str:  # type: ignore[no-untyped-def]
     """Unprivileged kernel confinement: read-only access to `read_paths`, no writes, no exec, no TCP.
 
     Holds even for C code that never raises an audit event (pyarrow's file system, numpy's fopen).
@@ -352,11 +394,14 @@ def apply_landlock(libc, read_paths: list[str], *, filesystem: bool = True) -> s
     if fd < 0:
         return f"refused ({os.strerror(ctypes.get_errno())})"
     try:
-        for path in read_paths if filesystem else []:
+        rules = [(p, False) for p in read_paths] + [(p, True) for p in list_dirs or []]
+        for path, list_only in rules if filesystem else []:
             if not os.path.exists(path):
                 continue
             is_dir = os.path.isdir(path)
             allowed = LANDLOCK_FS_READ_FILE | (LANDLOCK_FS_READ_DIR if is_dir else 0)
+            if list_only:
+                allowed = LANDLOCK_FS_READ_DIR
             target = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
                 rule = PathBeneath(allowed, target)
@@ -656,6 +701,10 @@ def disable_library_io(pd, np, refuse) -> None:  # type: ignore[no-untyped-def]
     pd.eval = refusing("pandas.eval")
     pd.DataFrame.eval = refusing("DataFrame.eval")
     pd.DataFrame.query = refusing("DataFrame.query")
+    # A plotting backend is any module named at run time (and entry points of installed packages).
+    import pandas.plotting._core as plotting_core
+
+    plotting_core._get_plot_backend = refusing("pandas plotting")  # type: ignore[attr-defined]
 
 
 def set_limits(job: dict) -> None:
@@ -675,8 +724,11 @@ def set_limits(job: dict) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-    with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_NPROC, (job["max_processes"], job["max_processes"]))
+    nproc = job.get("nproc")
+    if nproc:
+        # Per real uid, threads included: the whole run when the uid is the run's own (or the caller's
+        # tasks plus the budget where it is not). The kernel does not apply it to uid 0.
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
 
 def _jsonable(value: object, depth: int = 0) -> object:
@@ -810,10 +862,14 @@ PRELOADED: dict = {}
 
 
 def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
-    """Load, lock down, run the code and write the verdict. Returns the process exit code."""
+    """Load, lock down, run the code and write its report. Returns the process exit code.
+
+    The report is only what this process says: the supervisor outside decides from what it saw itself.
+    """
     started = time.perf_counter()
     violations: list[str] = []
     verdict: dict = {"success": False, "output": None, "error": None, "stopped": None}
+    checks = job.get("inprocess_checks", True)
     try:
         import numpy as np
         import pandas as pd
@@ -830,14 +886,11 @@ def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
         code = compile(job["code"], CODE_NAME, "exec")
     except SyntaxError as exc:
         verdict.update(error=f"SyntaxError: {exc.msg} (line {exc.lineno})", stopped="error")
-        return _finish(result_fd, verdict, violations, isolation, started)
+        return _finish(result_fd, verdict, violations, started)
     except Exception as exc:  # the dataset or the interpreter failed before any untrusted code ran
         verdict.update(error=f"sandbox setup failed: {type(exc).__name__}: {exc}", stopped="crash")
-        return _finish(result_fd, verdict, violations, isolation, started)
+        return _finish(result_fd, verdict, violations, started)
 
-    read_paths = [*job["python_paths"], *SYSTEM_READ_PATHS]
-    read_prefixes = tuple(os.path.realpath(p) for p in read_paths)
-    hook, arm = make_audit_hook(read_prefixes, violations)
     user_globals: dict = {
         "__name__": "__investigation__",
         "df": frame,
@@ -846,18 +899,29 @@ def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
         "json": json,
         "result": None,
     }
-    user_globals["__builtins__"] = restricted_builtins(violations)
-    disable_library_io(pd, np, make_refuse(violations))
+    hook = arm = None
+    if checks:
+        read_prefixes = tuple(os.path.realpath(p) for p in [*job["python_paths"], *SYSTEM_READ_PATHS])
+        hook, arm = make_audit_hook(read_prefixes, violations)
+        user_globals["__builtins__"] = restricted_builtins(violations)
+        disable_library_io(pd, np, make_refuse(violations))
+    else:
+        # Tests and red teams only (ITERATE_SANDBOX_INPROCESS_CHECKS=0): the OS layers alone must hold.
+        import builtins
+
+        user_globals["__builtins__"] = builtins
     os.environ.clear()
     captured = CappedWriter(job["max_output_bytes"])
-    set_limits(job)
     try:
-        isolation["landlock"] = apply_landlock(_libc(), read_paths)
-    except (OSError, AttributeError) as exc:
-        isolation["landlock"] = f"unavailable ({exc})"
-    sys.addaudithook(hook)
+        lockdown(job, isolation, guard_imports=checks)
+    except Exception as exc:  # an OS layer could not be applied: nothing untrusted runs without it
+        verdict.update(error=f"sandbox setup failed: {type(exc).__name__}: {exc}", stopped="crash")
+        return _finish(result_fd, verdict, violations, started)
+    if hook is not None and arm is not None:
+        sys.addaudithook(hook)
     sys.stdout = captured  # type: ignore[assignment]
-    arm()
+    if arm is not None:
+        arm()
     try:
         exec(code, user_globals)
         verdict.update(_collect(user_globals.get("result"), captured.getvalue(), job["max_output_bytes"]))
@@ -879,7 +943,90 @@ def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
     if violations and verdict.get("stopped") != "policy":
         # The code caught the refusal and carried on: still a policy stop.
         verdict.update(success=False, stopped="policy", error="; ".join(violations[:5]))
-    return _finish(result_fd, verdict, violations, isolation, started)
+    return _finish(result_fd, verdict, violations, started)
+
+
+class _ImportAllowList:
+    """A finder first on sys.meta_path: names outside the standard library and the allowed packages are
+    not found (as if not installed). In-process, so not a layer of its own: what the interpreter can find
+    (the jail's files, Landlock's read rules) is what holds."""
+
+    def __init__(self, allowed: frozenset[str]) -> None:
+        self.allowed = allowed
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name.partition(".")[0] not in self.allowed:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+def in_initial_user_namespace() -> bool:
+    try:
+        with open("/proc/self/uid_map") as handle:
+            return handle.read().split() == ["0", "0", "4294967295"]
+    except OSError:
+        return False
+
+
+def lockdown(job: dict, isolation: dict, *, guard_imports: bool = True) -> None:
+    """The OS layers, last thing before untrusted code: limits, an unprivileged uid, no capabilities,
+    no new privileges, Landlock, the import view, then the seccomp filter; then tell the supervisor.
+
+    Every step raises rather than leave a layer half applied.
+    """
+    import importlib
+    import socket
+
+    libc = _libc()
+    run_uid = job.get("run_uid")
+    jailed = isolation.get("filesystem") == "jail" and isolation.get("namespaces") == "root"
+    plain_root = not isolation.get("pid_namespace") and bool(job.get("host_root"))
+    dropped = False
+    if run_uid and os.getuid() == 0 and (jailed or (plain_root and job.get("paths_readable"))):
+        for cap in range(64):
+            libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+        oslayers.drop_to(run_uid, run_uid)
+        dropped = True
+        isolation["uid"] = "the run's own (unprivileged, used by no other process)"
+    else:
+        isolation["uid"] = f"caller's ({os.getuid()})"
+    drop_capabilities(libc)  # no_new_privs; an empty bounding, permitted and effective set
+    isolation["capabilities"] = "dropped"
+    if dropped:
+        job["nproc"] = job["max_processes"]
+    elif os.getuid() != 0 and job.get("caller_tasks") is not None:
+        job["nproc"] = int(job["caller_tasks"]) + job["max_processes"]
+    set_limits(job)
+    isolation["processes"] = (
+        "cgroup" if job.get("cgroup") else "RLIMIT_NPROC" if job.get("nproc") else "no new processes"
+    )
+    if isolation.get("filesystem") != "jail":
+        try:
+            isolation["landlock"] = apply_landlock(
+                libc, job.get("landlock_paths") or job["python_paths"], list_dirs=job.get("landlock_dirs")
+            )
+        except (OSError, AttributeError) as exc:
+            isolation["landlock"] = f"unavailable ({exc})"
+    sys.path[:] = list(job.get("sys_path") or sys.path)
+    sys.path_importer_cache.clear()
+    importlib.invalidate_caches()
+    if guard_imports:
+        allowed = frozenset(sys.stdlib_module_names) | frozenset(job.get("packages") or ())
+        sys.meta_path.insert(0, _ImportAllowList(allowed))
+    listener, mode = oslayers.install_filter(
+        own_pid=os.getpid(), allow_processes=bool(job.get("cgroup") or job.get("nproc"))
+    )
+    isolation["seccomp"] = mode
+    if mode == "notify" and isolation["processes"] == "no new processes":
+        isolation["processes"] = "counted by the supervisor"
+    control = socket.socket(fileno=job["control_fd"])
+    try:
+        message = json.dumps({"armed": True, "isolation": isolation}).encode() + b"\n"
+        socket.send_fds(control, [message], [listener] if listener is not None else [])
+    finally:
+        control.close()
+        if listener is not None:
+            os.close(listener)
 
 
 def _collect(result: object, printed: str, cap: int) -> dict:
@@ -914,9 +1061,9 @@ def _user_traceback(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:2000] + where
 
 
-def _finish(result_fd: int, verdict: dict, violations: list[str], isolation: dict, started: float) -> int:
+def _finish(result_fd: int, verdict: dict, violations: list[str], started: float) -> int:
+    """Write the report to the supervisor's pipe. In-process refusals ride along: they can only fail a run."""
     verdict["violations"] = violations[:20]
-    verdict["isolation"] = isolation
     verdict["elapsed_ms"] = (time.perf_counter() - started) * 1000
     data = json.dumps(verdict).encode()
     view = memoryview(data)
@@ -957,9 +1104,15 @@ def enter_namespaces(  # type: ignore[no-untyped-def]
 
 
 def execute(job: dict) -> int:
-    """One investigation from a fresh process: isolate (namespaces when allowed), run, return the status."""
+    """One investigation in this (forked) process: join the run's cgroup, isolate, run; return the status."""
+    for fd in job.get("cgroup_fds") or []:
+        # Descriptors the host opened on the run's cgroup.procs: every process from here on is counted.
+        os.write(fd, b"0")
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        os.setsid()  # its own process group: `kill(0, …)` reaches the run only
     result_fd = job["result_fd"]
-    isolation = {"network": "audit_hook", "filesystem": "audit_hook", "pid_namespace": False}
+    isolation: dict = {"network": "seccomp", "filesystem": "landlock", "pid_namespace": False}
     if job.get("namespaces"):
         libc = _libc()
         mode, refused = enter_namespaces(libc, user_first=bool(job.get("user_namespace_first")))
@@ -975,33 +1128,285 @@ def execute(job: dict) -> int:
                 )
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
             try:
-                build_jail(libc, job)
+                build_jail(libc, job, owner=job.get("run_uid") if mode == "root" else None)
                 isolation = {"network": "namespace", "filesystem": "jail", "pid_namespace": True}
             except OSError as exc:
                 isolation = {
                     "network": "namespace",
-                    "filesystem": f"audit_hook ({exc})",
+                    "filesystem": f"landlock (jail refused: {exc})",
                     "pid_namespace": True,
                 }
             isolation["namespaces"] = mode
             child = os.fork()
             if child:
+                _lock_init(libc, job if mode == "root" else {})
                 os._exit(reap_as_init(child))
             libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-            try:
-                drop_capabilities(libc)
-                isolation["capabilities"] = "dropped"
-            except OSError as exc:
-                isolation["capabilities"] = f"kept ({exc})"
             os._exit(run_investigation(job, isolation, result_fd))
         isolation["namespaces_refused"] = refused
-    else:
-        libc = None
     if job.get("workdir"):
         os.chdir(job["workdir"])
-    if libc is not None:
-        libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     return run_investigation(job, isolation, result_fd)
+
+
+def _lock_init(libc, job: dict) -> None:  # type: ignore[no-untyped-def]
+    """Pid 1 of the run's namespace only waits: the run's uid, no capabilities, the same seccomp filter."""
+    with contextlib.suppress(OSError):
+        for fd in (job.get("control_fd"), job.get("result_fd")):
+            if fd is not None:
+                os.close(fd)
+        if job.get("run_uid") and os.getuid() == 0:
+            for cap in range(64):
+                libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+            oslayers.drop_to(job["run_uid"], job["run_uid"])
+        drop_capabilities(libc)
+        oslayers.install_filter(own_pid=os.getpid(), notify=False)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The supervisor: the trusted parent of one run (a handler forked from a zygote, or the process LocalSandbox
+# started). It never runs investigation code. It decides nothing alone: it reports what it saw to the host
+# (LocalSandbox), which adds what it saw from outside (cgroup, processes, time) and gives the verdict.
+#
+#   supervisor → host   {"pid", "runner"}            the runner is started
+#                       {"armed": true}              the runner's OS layers are on; untrusted code starts now
+#                       {"exited": status, ...}      the runner ended (or was killed for a refusal)
+#   host → supervisor   {"cleaned": true}            every other process of the run is dead
+#   supervisor → host   {"status", "cpu_s", "seen"}  what it saw and the runner's report; it ends
+#
+# The runner reports on a pipe only the supervisor reads; its OS refusals reach the supervisor through
+# the seccomp listener (each refused call is answered EPERM, and the run is killed at once).
+
+
+class _Lines:
+    """Newline-delimited JSON from a socket, without buffering hidden from select()."""
+
+    def __init__(self, sock) -> None:  # type: ignore[no-untyped-def]
+        self.sock = sock
+        self.buffer = b""
+
+    def pop(self) -> dict | None:
+        if b"\n" not in self.buffer:
+            return None
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def feed(self) -> bool:
+        """Read what is there; False at the end of the stream."""
+        data = self.sock.recv(65536)
+        self.buffer += data
+        return bool(data)
+
+
+def _decode(status: int) -> int:
+    return EXIT_SIGNAL_BASE + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def supervise(job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fds: list[int]) -> int:  # type: ignore[no-untyped-def]
+    """Start the runner, watch it, and send the host what was seen (see the protocol above).
+
+    Should this process fail, the runner is killed and the host told why (it then gives a crash verdict
+    and kills what is left of the run itself)."""
+    runner: list[int] = []
+    try:
+        return _supervise(
+            job, host, stderr_fd=stderr_fd, data_fd=data_fd, cgroup_fds=cgroup_fds, runner=runner
+        )
+    except BaseException as exc:
+        for pid in runner:
+            for kill in (os.killpg, os.kill):
+                with contextlib.suppress(OSError):
+                    kill(pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            _send_line(
+                host, {"status": None, "seen": {"supervisor_error": f"{type(exc).__name__}: {exc}"[:500]}}
+            )
+        raise
+
+
+def _supervise(  # type: ignore[no-untyped-def]
+    job: dict, host, *, stderr_fd: int, data_fd: int | None, cgroup_fds: list[int], runner: list[int]
+) -> int:
+    import select
+    import socket
+
+    libc = _libc()
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no process of the run can read or write this one's memory
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)  # orphans of the run come back here, not to init
+    read_end, write_end = os.pipe()
+    control, control_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    child_fd = control_child.detach()
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            host.close()
+            control.close()
+            os.close(read_end)
+            os.dup2(stderr_fd, 1)
+            os.dup2(stderr_fd, 2)
+            keep = {0, 1, 2, write_end, child_fd, *cgroup_fds} | ({data_fd} if data_fd is not None else set())
+            for fd in range(3, 1024):
+                if fd not in keep:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            job.update(result_fd=write_end, control_fd=child_fd, data_fd=data_fd, cgroup_fds=cgroup_fds)
+            code = execute(job)
+        finally:
+            os._exit(code)
+    runner.append(child)
+    for fd in (write_end, child_fd, *cgroup_fds, *([data_fd] if data_fd is not None else [])):
+        os.close(fd)
+    _send_line(host, {"pid": os.getpid(), "runner": child})
+    # Readable when the runner ends: its end wakes the loop below at once rather than at the next tick.
+    try:
+        runner_fd: int | None = os.pidfd_open(child)
+    except (OSError, AttributeError):
+        runner_fd = None
+    cap = int(job["max_output_bytes"]) * 2 + 65536
+    report = bytearray()
+    state: dict = {
+        "overflow": False,
+        "eof": False,
+        "armed": None,
+        "listener": None,
+        "status": None,
+        "tasks": 0,
+        "task_limit": False,
+    }
+    refusals: list[str] = []
+    control_lines = _Lines(control)
+    host_lines = _Lines(host)
+    control_open = True
+
+    max_tasks = int(job["max_processes"])
+
+    def answer(listener: int) -> bool:
+        """One notification: count a new task (refuse it past the limit), or record a refused call.
+        Anything refused or over the limit ends the run at once."""
+        note = oslayers.receive_notification(listener)
+        if note is None:
+            return False
+        if note.new_task and state["tasks"] + 1 < max_tasks:
+            state["tasks"] += 1
+            oslayers.respond(listener, note)
+            return True
+        if note.new_task:
+            state["task_limit"] = True
+            oslayers.respond(listener, note, error=errno.EAGAIN)
+        else:
+            if len(refusals) < 20:
+                refusals.append(note.name)
+            oslayers.respond(listener, note, error=errno.EPERM)
+        kill_runner()
+        return True
+
+    def kill_runner() -> None:
+        for target in (lambda: os.killpg(child, signal.SIGKILL), lambda: os.kill(child, signal.SIGKILL)):
+            with contextlib.suppress(OSError):
+                target()
+
+    def step(timeout: float) -> dict | None:
+        """One round: pipe, control, refusals, reaping; returns a message from the host, if any."""
+        nonlocal control_open
+        watched = [host] + ([read_end] if not state["eof"] else []) + ([control] if control_open else [])
+        if runner_fd is not None and state["status"] is None:
+            watched.append(runner_fd)
+        if state["listener"] is not None:
+            watched.append(state["listener"])
+        ready = select.select(watched, [], [], timeout)[0]
+        if read_end in ready:
+            data = os.read(read_end, 65536)
+            if not data:
+                state["eof"] = True
+            elif len(report) + len(data) > cap:
+                state["overflow"] = True
+                kill_runner()
+            else:
+                report.extend(data)
+        if control_open and control in ready:
+            try:
+                message, fds, _, _ = socket.recv_fds(control, 65536, 1)
+            except OSError:  # the runner died mid-message: nothing more comes from it
+                message, fds = b"", []
+            for fd in fds:
+                state["listener"] = fd
+            control_lines.buffer += message
+            if not message:
+                control_open = False
+            while (line := control_lines.pop()) is not None:
+                if line.get("armed") and state["armed"] is None:
+                    state["armed"] = line.get("isolation") or {}
+                    _send_line(host, {"armed": True})
+        if state["listener"] is not None and state["listener"] in ready:
+            answer(state["listener"])
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            if pid == child:
+                state["status"] = _decode(status)
+                runner.clear()  # reaped: its pid may be reused from now on
+        if host in ready:
+            if not host_lines.feed():
+                raise ConnectionError("the host went away")
+            return host_lines.pop()
+        return host_lines.pop()
+
+    while state["status"] is None:
+        step(0.05)
+    if runner_fd is not None:
+        os.close(runner_fd)
+    _send_line(host, {"exited": state["status"], "refusals": refusals})
+    while True:  # the host kills every other process of the run, then says so
+        message = step(0.05)
+        if message is not None and message.get("cleaned"):
+            break
+    end = time.monotonic() + 5
+    while time.monotonic() < end:  # everything is dead: reap it, then read the pipe to its end
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+            children = True
+        except ChildProcessError:
+            children = False
+        if not children and state["eof"]:
+            break
+        step(0.005)
+    while state["listener"] is not None and select.select([state["listener"]], [], [], 0)[0]:
+        if not answer(state["listener"]):
+            break
+    parsed, problem = None, None
+    if state["overflow"]:
+        problem = "output_size"
+    elif not state["eof"]:
+        problem = "the result channel was still open after the run"
+    else:
+        try:
+            parsed = json.loads(bytes(report)) if report else None
+            if parsed is not None and not isinstance(parsed, dict):
+                parsed, problem = None, "the report is not a JSON object"
+        except ValueError:
+            problem = "the report is not valid JSON"
+    seen = {
+        "status": state["status"],
+        "armed": state["armed"] is not None,
+        "isolation": state["armed"] or {},
+        "refusals": refusals,
+        "tasks_started": state["tasks"],
+        "task_limit": state["task_limit"],
+        "report": parsed,
+        "report_problem": problem,
+    }
+    cpu = _cpu_s(resource.getrusage(resource.RUSAGE_CHILDREN)) + _cpu_s(
+        resource.getrusage(resource.RUSAGE_SELF)
+    )
+    # On the connection to the host, which no process of the run holds (no file a run could name).
+    _send_line(host, {"status": state["status"], "cpu_s": round(cpu, 4), "seen": seen})
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1015,7 +1420,7 @@ def _recv_job(conn) -> tuple[dict, list[int]]:  # type: ignore[no-untyped-def]
     """A length-prefixed JSON job whose first chunk carries the descriptors it needs."""
     import socket
 
-    first, fds, _, _ = socket.recv_fds(conn, 65536, 3)
+    first, fds, _, _ = socket.recv_fds(conn, 65536, 8)
     if len(first) < HEADER:
         raise ValueError("short job header")
     size = int(first[:HEADER])
@@ -1037,14 +1442,15 @@ def _cpu_s(usage: resource.struct_rusage) -> float:
 
 
 def _handle(conn, preloaded: bool = False) -> None:  # type: ignore[no-untyped-def]
-    """In a process forked from a zygote: take one job, run it in a further child, report its status.
+    """In a process forked from a zygote: take one job and supervise its runner (see `supervise`).
 
-    A job's descriptors are (result, stderr, dataset); from a dataset zygote (`preloaded`) there is no
-    dataset descriptor: the runner takes the frame already in memory. The base zygote also takes
-    `{"kind": "dataset"}` requests (descriptors: dataset, listening socket): this process then becomes
-    that dataset's zygote. Anything else is refused by closing the connection before any pid is sent.
+    A job's descriptors are (stderr, [dataset], cgroup.procs...); from a dataset zygote
+    (`preloaded`) there is no dataset descriptor: the runner takes the frame already in memory. The base
+    zygote also takes `{"kind": "dataset"}` requests (descriptors: dataset, listening socket): this process
+    then becomes that dataset's zygote. Anything else is refused by closing the connection before any pid
+    is sent.
     """
-    os.setsid()  # the caller kills this whole group on timeout
+    os.setsid()  # the caller kills this whole group if it stops answering
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # not the base zygote's stdin, which is the host's lifeline
@@ -1055,39 +1461,14 @@ def _handle(conn, preloaded: bool = False) -> None:  # type: ignore[no-untyped-d
         _send_line(conn, {"pid": os.getpid()})
         dataset_zygote(conn, data_fd=fds[0], listen_fd=fds[1], max_mb=int(job["max_mb"]), request=job)
         return
-    if kind != "run" or len(fds) != (2 if preloaded else 3):
+    fixed = 1 if preloaded else 2
+    cgroups = int(job.get("cgroups") or 0)
+    if kind != "run" or len(fds) != fixed + cgroups:
         for fd in fds:
             os.close(fd)
         return
-    result_fd, stderr_fd = fds[0], fds[1]
-    job["result_fd"] = result_fd
     job.pop("data_fd", None)
-    if not preloaded:
-        job["data_fd"] = fds[2]
-    _send_line(conn, {"pid": os.getpid()})
-    runner = os.fork()
-    if runner == 0:
-        conn.close()
-        os.dup2(stderr_fd, 1)
-        os.dup2(stderr_fd, 2)
-        keep = {0, 1, 2, result_fd, *fds[2:]}
-        for fd in range(3, 1024):
-            if fd not in keep:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        code = 1
-        try:
-            code = execute(job)
-        finally:
-            os._exit(code)
-    for fd in fds:
-        os.close(fd)
-    _, status, usage = os.wait4(runner, 0)
-    code = EXIT_SIGNAL_BASE + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    # The runner's CPU (with the namespace init and the code's process it reaped) and this handler's own.
-    cpu = _cpu_s(usage) + _cpu_s(resource.getrusage(resource.RUSAGE_SELF))
-    with contextlib.suppress(OSError):
-        _send_line(conn, {"status": code, "cpu_s": round(cpu, 4)})
+    supervise(job, conn, stderr_fd=fds[0], data_fd=None if preloaded else fds[1], cgroup_fds=fds[fixed:])
 
 
 # A dataset zygote's ids inside its own user namespace (any but 0, see `confine_loader`).
@@ -1160,7 +1541,8 @@ def confine_loader(request: dict, max_mb: int):  # type: ignore[no-untyped-def]
         # The runners cannot read /proc/self/statm under this domain: measured here for them instead.
         with contextlib.suppress(OSError):
             statm = os.open("/proc/self/statm", os.O_RDONLY | os.O_CLOEXEC)
-        loader["landlock"] = apply_landlock(libc, [*python_paths, *SYSTEM_READ_PATHS, os.devnull])
+        read = request.get("landlock_paths") or [*python_paths, *SYSTEM_READ_PATHS, os.devnull]
+        loader["landlock"] = apply_landlock(libc, list(read), list_dirs=request.get("landlock_dirs"))
     else:
         loader["landlock"] = apply_landlock(libc, [], filesystem=False)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -1295,6 +1677,9 @@ def zygote(listen_fd: int) -> int:
 
     for name in ALLOWED_IMPORTS:
         __import__(name)
+    with contextlib.suppress(OSError, AttributeError):
+        # Not readable or writable through /proc by processes of the caller's uid (runs that kept it).
+        _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     listener = socket.socket(fileno=listen_fd)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped by the kernel
     os.write(1, b"ready\n")
@@ -1323,7 +1708,18 @@ def main() -> int:
             sys.path.append(path)
     if len(sys.argv) == 3 and sys.argv[1] == "--zygote":
         return zygote(int(sys.argv[2]))
-    return execute(json.loads(sys.stdin.read()))
+    import socket
+
+    # A fresh process per investigation (Lambda): it supervises its runner exactly as a zygote's handler.
+    job = json.loads(sys.stdin.read())
+    host = socket.socket(fileno=int(job.pop("host_fd")))
+    return supervise(
+        job,
+        host,
+        stderr_fd=2,
+        data_fd=int(job.pop("data_fd")),
+        cgroup_fds=[int(fd) for fd in job.pop("cgroup_fds", [])],
+    )
 
 
 if __name__ == "__main__":

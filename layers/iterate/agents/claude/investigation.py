@@ -98,9 +98,12 @@ def build_messages(
 
 
 class ClaudeInvestigationAgent:
-    def __init__(self, session: LLMSession) -> None:
+    """`static_policy=False` (ITERATE_SANDBOX_INPROCESS_CHECKS=0, red teams only) sends code on unchecked."""
+
+    def __init__(self, session: LLMSession, *, static_policy: bool = True) -> None:
         self.session = session
         self.prompt = load("investigation")
+        self.static_policy = static_policy
 
     def write_code(self, issue: Issue, *, profile: DatasetProfile, attempts: list[CodeInvestigation]) -> str:
         previous = {normalize(a.code): i for i, a in enumerate(attempts, start=1)}
@@ -120,7 +123,7 @@ class ClaudeInvestigationAgent:
                 compile(code, "<investigation>", "exec")
             except SyntaxError as exc:
                 raise LLMOutputError(f"SyntaxError line {exc.lineno}: {exc.msg}") from exc
-            refused = policy_violations(code)
+            refused = policy_violations(code) if self.static_policy else []
             if refused:
                 # The sandbox would refuse it anyway: a repair turn now saves a sandbox round trip.
                 raise LLMOutputError("the sandbox policy refuses this code: " + "; ".join(refused[:5]))
