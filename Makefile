@@ -43,6 +43,7 @@ realdata: realdata-stage ## detection on the real-data corpus: every issue with 
 
 schemas: $(STAMP) ## export the JSON Schemas of the contracts
 	$(BIN)/python -m iterate.contracts.export layers/iterate/schemas
+	$(BIN)/python -m iterate.api.openapi docs/openapi.json
 
 synth: $(STAMP) ## synthesize the CDK app into cdk.out/ (no Docker, no cdk CLI)
 	$(BIN)/python infra/app.py

@@ -34,7 +34,13 @@ from iterate.report.charts import (
 from iterate.visible import visible
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
-STATUS_ORDER = {"confirmed": 0, "unconfirmed": 1, "hypothesis": 2}
+STATUS_ORDER = {"confirmed": 0, "unverified": 1, "unconfirmed": 2, "hypothesis": 3}
+STATUS_MEANING = {
+    "confirmed": "code run in the sandbox recounted the detector's numbers",
+    "unverified": "code ran, but no trusted recount exists to check its numbers: treat them with care",
+    "unconfirmed": "code run in the sandbox counted differently from the detector",
+    "hypothesis": "suggested, not yet proven by code",
+}
 CATEGORY_LABEL = {"quick_fixes": "Quick fix", "smart_fixes": "Smart fix"}
 _EDGE_WS = re.compile(r"^(\s+)|(\s+)$")
 _EDGE_SYMBOLS = str.maketrans({" ": "·", "\t": "→", "\n": "↵", "\r": "␍"})
@@ -308,7 +314,8 @@ class _Renderer:
             nums.append(f"<b>{fmt_num(issue.affectedRows)}</b> rows")
         badges = (
             f'<span class="badge sev-{esc(issue.severity)}">{esc(issue.severity)}</span>'
-            f'<span class="badge st-{esc(issue.status)}">{esc(issue.status)}</span>'
+            f'<span class="badge st-{esc(issue.status)}" title="{esc(STATUS_MEANING.get(issue.status, ""))}">'
+            f"{esc(issue.status)}</span>"
             f'<span class="badge cat">{esc(CATEGORY_LABEL.get(issue.category, issue.category))}</span>'
             + (f'<span class="badge cat">{esc(issue.change)} since last run</span>' if issue.change else "")
             + f'<span class="muted small mono">{self.text(issue.type, 60)}</span>'
