@@ -206,6 +206,9 @@ class Consensus:
     deviant: np.ndarray  # per row: judged, and the cell is not its group's consensus
     expected: np.ndarray  # per row: the group's consensus Y code (-1 where none)
     rates: dict[str, float]  # how often the dependency's groups deviate, by kind
+    group_mode: np.ndarray | None = (
+        None  # per X code: the group's consensus Y code (-1: the group judges no one)
+    )
 
 
 def consensus(
@@ -315,7 +318,9 @@ def consensus(
         llr = np.where(foreign, np.maximum(llr, -math.log(foreign_rate + floor) + mode_share), llr)
     llr = np.where(judged & ~deviant, math.log(split_rate + floor), llr)
     llr = np.clip(llr, -cal.dependency_llr_cap, cal.dependency_llr_cap)
-    return Consensus(dep, llr, judged, deviant, np.where(judged, g_mode, -1), rates)
+    return Consensus(
+        dep, llr, judged, deviant, np.where(judged, g_mode, -1), rates, np.where(judging, mode, -1)
+    )
 
 
 @dataclass
@@ -412,13 +417,17 @@ def _blame_determinants(
         against = np.zeros(fx.column.codes.size, dtype=np.int64)
         judged = np.zeros(fx.column.codes.size, dtype=np.int64)
         strength = np.zeros(fx.column.codes.size)
+        measured = []
         for d in group:
             c = _measured(facts, d, cal, memo, paired.get(d.lhs))
             hit = c.deviant & (c.llr >= cal.blame_min_llr)
             against += hit
             judged += c.covered
             strength += np.where(hit, c.llr, 0.0)
+            measured.append((d, c, hit))
         rows = (against >= 2) & (2 * against >= judged)
+        if rows.any():
+            rows &= _belongs_elsewhere(fx, facts, measured, rows)
         if rows.any():
             blamed[lhs] = rows
             # Two independent slips in the dependents are far less likely than one in the key.
@@ -427,6 +436,40 @@ def _blame_determinants(
             )
             witnesses[lhs] = [facts[d.rhs].name for d in group]
     return blamed, evidence, witnesses
+
+
+def _belongs_elsewhere(
+    fx: ColumnFacts,
+    facts: list[ColumnFacts],
+    measured: list[tuple[Dependency, Consensus, np.ndarray]],
+    rows: np.ndarray,
+) -> np.ndarray:
+    """Of the candidate rows, those that look like exactly one other X group's row: that group's consensus
+    matches every value the row contradicts (a key pasted onto another record's row). A row many groups would
+    fit equally (a single-engine Cessna among Cessna jets fits every maker of small planes) is an unusual
+    record, not a wrong key."""
+    keep = np.zeros(rows.size, dtype=bool)
+    owners: list[dict[int, set[int]]] = []
+    for _, c, _ in measured:
+        index: dict[int, set[int]] = {}
+        if c.group_mode is not None:
+            judging = np.flatnonzero(c.group_mode >= 0)
+            for x_code, y_code in zip(judging.tolist(), c.group_mode[judging].tolist(), strict=True):
+                index.setdefault(int(y_code), set()).add(int(x_code))
+        owners.append(index)
+    x_codes = fx.column.codes
+    for r in np.flatnonzero(rows)[:MAX_ROWS_LISTED].tolist():
+        common: set[int] | None = None
+        for (d, _, hit), index in zip(measured, owners, strict=True):
+            if not hit[r]:
+                continue
+            here = index.get(int(facts[d.rhs].column.codes[r]), set())
+            common = set(here) if common is None else common & here
+            if not common:
+                break
+        if common is not None and len(common - {int(x_codes[r])}) == 1:
+            keep[r] = True
+    return keep
 
 
 def detect_dependency_violations(
