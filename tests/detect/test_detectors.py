@@ -266,8 +266,9 @@ def test_a_label_column_that_never_repeats_is_reported_but_an_identifier_is_not(
     assert [f.columns for f in found] == [["label"]] and not found[0].flag
 
 
-def test_the_same_record_under_a_new_id_and_other_case_is_a_near_duplicate():
-    # Given people with unique ids and names, one entered twice under a new id with different case and spaces
+def test_the_same_record_in_other_case_is_a_near_duplicate_but_under_a_new_id_it_is_another_record():
+    # Given people with unique ids and names; one entered again with different case and spaces, and another
+    # whose name and details repeat under a new id
     n = 200
     rows = {
         "id": [f"id{i}" for i in range(n)],
@@ -275,9 +276,11 @@ def test_the_same_record_under_a_new_id_and_other_case_is_a_near_duplicate():
         "city": ["Boston", "Austin"] * (n // 2),
         "tier": ["a", "b", "c", "d"] * (n // 4),
     }
-    rows["id"][150], rows["name"][150] = "id-new", "PERSON 7 "
+    rows["id"][150], rows["name"][150] = "ID7 ", "PERSON 7 "
     rows["city"][150], rows["tier"][150] = rows["city"][7], rows["tier"][7]
-    # Then only that row is a near duplicate (rows merely sharing a city and tier are not)
+    rows["id"][160], rows["name"][160] = "id-new", rows["name"][9]
+    rows["city"][160], rows["tier"][160] = rows["city"][9], rows["tier"][9]
+    # Then only the re-typed row is a near duplicate (a different id is a different record)
     near = findings_of(make_table(rows), "near_duplicate_rows")
     assert [f.rows.tolist() for f in near] == [[150]]
 

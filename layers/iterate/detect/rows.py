@@ -40,15 +40,6 @@ def _row_keys(code_columns: list[np.ndarray], n_rows: int) -> np.ndarray:
     return keys
 
 
-def _identifier_like(f: ColumnFacts, n_rows: int) -> bool:
-    """Every value different, written like a code (digits, no spaces): an id, left out of near duplicates."""
-    if f.column.n_unique < n_rows:
-        return False
-    sample = f.column.dictionary.slice(0, 1000)
-    coded = pc.match_substring_regex(sample, pattern=r"^\S*\d\S*$")
-    return pc.sum(coded).as_py() >= 0.9 * len(sample)
-
-
 def _later_copies(keys: np.ndarray) -> np.ndarray:
     """Rows that repeat an earlier row with the same key."""
     _, first = np.unique(keys, return_index=True)
@@ -85,7 +76,7 @@ def detect_duplicates(table: Table, facts: list[ColumnFacts]) -> list[Finding]:
             )
         )
 
-    # Near duplicates: equal after case, spacing and punctuation are normalised, ignoring identifier columns
+    # Near duplicates: equal on every column once case, spacing and punctuation are normalised
     # (every value different): the same record entered twice under two ids is the near duplicate that matters.
     def normalise(values: pa.Array) -> pa.Array:
         lowered = pc.utf8_lower(values)
@@ -96,9 +87,11 @@ def detect_duplicates(table: Table, facts: list[ColumnFacts]) -> list[Finding]:
     def codes_of(normal: pa.Array) -> np.ndarray:
         return pc.dictionary_encode(normal).indices.to_numpy(zero_copy_only=False).astype(np.int64)
 
-    content = [f for f in facts if not _identifier_like(f, n)]
-    if len(content) < max(2, 0.5 * len(facts)):
-        return out  # too little left to call two rows the same record
+    # Every column counts, identifiers too: two rows that differ in their id are two records (two planes of
+    # one model, two days of the same weather), however alike the rest.
+    content = list(facts)
+    if len(content) < 2:
+        return out
     # Rows can only be called the same record if the columns compared could tell records apart: with a few
     # small categories, equal rows are a coincidence. Require a column that nearly identifies rows on its
     # own (a name, an address), or room for a thousand times more combinations than rows.
