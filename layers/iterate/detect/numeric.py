@@ -282,7 +282,9 @@ class Scale:
     """Where a column's bulk lies: centre and spread on the scale that suits it.
 
     `kind`: "linear"; "log" for positive quantities spanning magnitudes (prices, thicknesses); "log1p" for
-    counts and amounts that are never negative but often zero (riders per hour, rainfall).
+    counts and amounts that are never negative but often zero (riders per hour); "log0" for amounts that
+    are zero in most rows and spread over magnitudes otherwise (rainfall, spending): zeros sit in the bulk
+    and the other values are judged on the log scale among themselves.
     """
 
     kind: str
@@ -297,6 +299,9 @@ class Scale:
         with np.errstate(divide="ignore", invalid="ignore"):
             if self.kind == "log":
                 return np.where(x > 0, np.log(np.where(x > 0, x, 1.0)), -np.inf)
+            if self.kind == "log0":
+                logged = np.log(np.where(x > 0, x, 1.0))
+                return np.where(x > 0, logged, np.where(x == 0, self.center, -np.inf))
             if self.kind == "log1p":
                 return np.where(x >= 0, np.log1p(np.where(x >= 0, x, 0.0)), -np.inf)
         return x
@@ -308,7 +313,7 @@ class Scale:
 
     def bounds(self, z: float) -> tuple[float, float]:
         lo, hi = self.center - z * self.spread, self.center + z * self.spread
-        if self.kind == "log":
+        if self.kind in ("log", "log0"):
             return math.exp(lo), math.exp(hi)
         if self.kind == "log1p":
             return max(math.expm1(lo), 0.0), math.expm1(hi)
@@ -357,6 +362,17 @@ def robust_scale(x: np.ndarray, w: np.ndarray) -> Scale | None:
             spread = 1.4826 * weighted_quantile(dev[dev > 0], dw[dev > 0], 0.5)
         if spread > 0:
             return Scale("linear", center, spread)
+    zeros = float(w[x == 0].sum())
+    if zeros >= 0.5 * w.sum() and float(w[x < 0].sum()) <= DEFAULT.offscale_share * w.sum():
+        # Zero in most rows (no rain, no spending): the other values are judged among themselves, on the log
+        # scale where amounts spread over magnitudes.
+        positive = x > 0
+        if positive.sum() >= 3:
+            t, tw = np.log(x[positive]), w[positive]
+            center = weighted_quantile(t, tw, 0.5)
+            spread = 1.4826 * weighted_quantile(np.abs(t - center), tw, 0.5)
+            if spread > 0:
+                return Scale("log0", center, spread)
     kinds = ["linear"]
     # A few values off a transformed scale (noise pasted as negatives) do not rule it out; they are judged
     # by their sign instead (see detect_numeric_outliers).

@@ -206,6 +206,9 @@ if kind == "log":
     outside = outside | (numbers <= 0).to_numpy(dtype=bool)  # no positive quantity is zero or below
 elif kind == "log1p":
     outside = outside | (numbers < 0).to_numpy(dtype=bool)  # no count is negative
+elif kind == "log0":
+    # Zero is the column's usual value; the others are judged among themselves, and none is negative.
+    outside = (outside & (numbers != 0).to_numpy(dtype=bool)) | (numbers < 0).to_numpy(dtype=bool)
 if PARAMS.get("nonnegative"):
     outside = outside | (numbers < -float(PARAMS.get("edge", 0.0))).to_numpy(dtype=bool)
 holds = listed & outside & numbers.notna().to_numpy(dtype=bool)
