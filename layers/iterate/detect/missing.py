@@ -67,7 +67,8 @@ def _explained(
     n_rows: int,
     cal: Calibration,
 ) -> tuple[np.ndarray, list[str]]:
-    """Gaps that another column explains: rows of groups (a measure, a product type) that mostly lack the value.
+    """Gaps that another column explains: rows of groups (a measure, a light wind) that lack the value far more
+    often than the column does.
 
     `groupers` are the columns that can group rows (some values repeated), `stacked` their row codes and each
     row's group size (one row per grouper) when small enough to hold. Returns the explained rows (mask) and
@@ -79,28 +80,28 @@ def _explained(
     if gaps_at.size < MIN_GROUP_ROWS or not groupers:
         return explained, by  # too few gaps for any group to be mostly gaps, or no column groups rows
     rate = gaps_at.size / n_rows
-    # Only a grouper in which two gaps share a group small enough for gaps to be most of it can explain
-    # anything: one sort over the gaps finds them all.
     if stacked is not None:
         at_gaps, sizes = stacked[0][:, gaps_at], stacked[1][:, gaps_at]
     else:
         at_gaps = np.stack([g.column.codes[gaps_at] for g in groupers])
         sizes = np.stack([g.counts[g.column.codes[gaps_at]] for g in groupers])
-    ordered = np.sort(at_gaps, axis=1)
-    shared = (ordered[:, 1:] == ordered[:, :-1]).any(axis=1)
-    shared &= sizes.min(axis=1) <= gaps_at.size / cal.comissing_share
-    for k in np.flatnonzero(shared).tolist():
+    # Every (grouper, group) the gaps fall in, counted in one pass: a group holds far more gaps than gaps at
+    # random would leave in it (a Poisson tail, corrected for the number of groups tried in that grouper),
+    # and at least a few. The wind direction is missing when the wind is light, a measure has no score.
+    span = np.int64(n_rows + 1)
+    keys = (np.arange(len(groupers), dtype=np.int64)[:, None] * span + at_gaps).ravel()
+    uniq, first, gaps = np.unique(keys, return_index=True, return_counts=True)
+    which = uniq // span
+    tried = np.bincount(which, minlength=len(groupers))
+    tail = poisson_tail(gaps, sizes.ravel()[first] * rate)
+    hot = (gaps >= MIN_GROUP_ROWS) & (tail * tried[which] < cal.split_tail)
+    for k in np.unique(which[hot]).tolist():
         g = groupers[k]
         if g.index == f.index:
             continue
-        group, gaps = np.unique(at_gaps[k], return_counts=True)
-        size = g.counts[group]
-        # A group that mostly lacks the value, far beyond what gaps at random would leave in it.
-        hot = (gaps >= cal.comissing_share * size) & (size >= MIN_GROUP_ROWS)
-        hot &= poisson_tail(gaps, size * rate) < cal.split_tail
-        if hot.any():
-            explained |= missing_rows & np.isin(g.column.codes, group[hot])
-            by.append(g.name)
+        groups = uniq[hot & (which == k)] % span
+        explained |= missing_rows & np.isin(g.column.codes, groups)
+        by.append(g.name)
     return explained, by
 
 
