@@ -258,12 +258,26 @@ def test_issues_crowded_into_a_few_months_get_a_temporal_pattern():
     assert typo.temporalPattern.startswith("100% of the affected rows")
 
 
-def test_a_label_column_that_never_repeats_is_reported_but_an_identifier_is_not():
+def test_a_column_that_never_repeats_is_the_tables_key_not_an_issue():
+    # Given one row per country: names and codes all different (issue 10: real tables' keys were reported)
     words = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta"]
     labels = [f"{a} {b}" for a in words for b in words][:60]
     table = make_table({"label": labels, "id": [f"ID{i:05d}" for i in range(60)]})
-    found = findings_of(table, "all_unique_column")
-    assert [f.columns for f in found] == [["label"]] and not found[0].flag
+    assert findings_of(table, "all_unique_column") == []
+
+
+def test_identical_rows_without_a_column_that_identifies_records_are_not_duplicates():
+    # Given survey answers: five coded questions, many respondents answering alike
+    rng = random.Random(4)
+    rows = {f"q{k}": [str(rng.randrange(1, 4)) for _ in range(500)] for k in range(5)}
+    # Then identical answer sets are not reported as duplicate records ...
+    assert findings_of(make_table(rows), "duplicate_rows") == []
+    # ... while with an order number beside them, a repeated order is
+    rows["order"] = [f"O{i}" for i in range(500)]
+    rows["order"][10] = rows["order"][9]
+    for k in range(5):
+        rows[f"q{k}"][10] = rows[f"q{k}"][9]
+    assert [f.rows.tolist() for f in findings_of(make_table(rows), "duplicate_rows")] == [[10]]
 
 
 def test_the_same_record_in_other_case_is_a_near_duplicate_but_under_a_new_id_it_is_another_record():

@@ -24,6 +24,7 @@ from iterate.detect.numeric import (
     detect_invalid_numbers,
     detect_numeric_outliers,
     detect_precision,
+    discount_explained_outliers,
 )
 from iterate.detect.rows import detect_column_shape, detect_duplicates, detect_merged_columns
 from iterate.detect.text import detect_encoding, detect_whitespace
@@ -190,6 +191,8 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
         findings = findings[:n_read] + missing.result() + findings[n_read:]
         fd_findings, deps, judgements = voted.result()
     findings = [_discount_consistent(f, judgements, table, calibration) for f in findings]
+    determines = {(d.lhs, d.rhs) for d in deps}
+    findings = [discount_explained_outliers(f, facts, determines, calibration) for f in findings]
     findings += fd_findings
     suspect = _suspect_masks(findings, n)
     derived_findings, derivations = detect_derived(facts, n, suspect)

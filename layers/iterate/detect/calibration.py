@@ -91,6 +91,9 @@ class Calibration:
     outlier_llr_per_z: float = 0.8
     outlier_gap_bonus: float = 2.0  # the value is cut off from the bulk by an empty stretch
     outlier_max_llr: float = 9.0
+    # A grouping column explains a numeric one when the spread within its groups is at most this share of
+    # the spread overall; outliers are then judged within their group as well.
+    context_spread_ratio: float = 0.6
     # A log scale is still chosen when at most this share of the rows falls off it (zero or negative).
     offscale_share: float = 0.1
     sign_bonus: float = 1.0  # a negative value in a column that is otherwise never negative

@@ -118,6 +118,17 @@ class ColumnFacts:
         )
 
     @cached_property
+    def free_text(self) -> bool:
+        """Notes, comments, descriptions: most rows hold three words or more, and values rarely repeat (an
+        address or a measure's long name repeats across its records; a comment does not)."""
+        present = np.flatnonzero(self.present & (self.counts > 0))[:2000]
+        if present.size == 0 or self.typical_count > 2:
+            return False
+        words = pc.count_substring_regex(self.column.dictionary.take(pa.array(present)), pattern=r"\S+")
+        many = np.asarray(words.to_numpy(zero_copy_only=False)) >= 3
+        return bool(self.counts[present][many].sum() > 0.5 * self.counts[present].sum())
+
+    @cached_property
     def smallest_group(self) -> int:
         """Rows held by the column's rarest value."""
         used = self.counts[self.counts > 0]

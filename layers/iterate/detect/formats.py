@@ -96,8 +96,12 @@ def sample_uniques(f: ColumnFacts, *, seed: int = 5) -> tuple[np.ndarray, np.nda
 
 
 def detect_shape_violations(f: ColumnFacts) -> Finding | None:
-    """Values whose shape is rare in a column where a few shapes cover nearly everything."""
-    if f.n_present < 20:
+    """Values whose shape is rare in a column where a few shapes cover nearly everything.
+
+    Free text (most values three words or more) has no shape to break: a sentence is not checked against a
+    pattern.
+    """
+    if f.n_present < 20 or f.free_text:
         return None
     ids, weights_u = sample_uniques(f)
     keep = f.present[ids]

@@ -250,9 +250,9 @@ def _explained_finding(f: ColumnFacts, rows: np.ndarray, explainers: list[str], 
         cols=np.full(rows.size, f.index),
         title=f"{name} is missing for whole groups of records",
         description=(
-            f"{rows.size:,} rows ({rows.size / n_rows:.1%}) lack '{name}', and they fall in groups of {shown} "
-            f"where most rows lack it too: the value does not apply to those records, or their source never "
-            "provides it. The cells are not flagged one by one."
+            f"{rows.size:,} rows ({rows.size / n_rows:.1%}) lack '{name}', and they crowd into a few groups of "
+            f"{shown}, far more than gaps at random would: the value depends on those records (it does not "
+            "apply to them, or their source does not provide it). The cells are not flagged one by one."
         ),
         suggested_action=f"Check with the source whether '{name}' applies to these groups; document the gap "
         "if it is expected.",

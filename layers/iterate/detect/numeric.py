@@ -587,3 +587,94 @@ def detect_float_written_integers(
         stats={"column": name, "rule": "integer_written", "bad_values": _values(f, ids)},
         key=f"floatint:{name}",
     )
+
+
+CONTEXT_SAMPLE = 50_000  # rows a grouping column's explanatory power is judged on
+MAX_CONTEXT_GROUPS = 100  # a grouping column of categories (stocks, states)
+
+
+def discount_explained_outliers(
+    f: Finding, facts: list[ColumnFacts], determines: set[tuple[int, int]], cal: Calibration = DEFAULT
+) -> Finding:
+    """A far-off number that is ordinary within its group of another column is that group's number: the
+    prices of one stock among cheaper ones, the longitudes of Guam among the mainland's airports. A grouping
+    column explains the numbers when their spread within its groups is well below their spread overall;
+    then a value's evidence is also judged within its own group, and the smaller of the two stands.
+    Columns that determine the numbers (`determines`: (lhs, rhs) pairs) are left to the dependencies,
+    which judge a value against its entity's consensus."""
+    if f.type != "numeric_outlier" or not f.n_cells or f.llr is None:
+        return f
+    fy = facts[int(f.cols[0])]
+    m = fy.numeric
+    kind = str(f.stats.get("scale", "linear"))
+    per_id = np.full(fy.column.n_unique, np.nan)
+    per_id[m.ids] = m.numbers
+    scale = Scale(kind, 0.0, 1.0)
+    values = scale.transform(per_id[fy.column.codes])
+    n = values.size
+    rng = np.random.default_rng(13)
+    sample = np.arange(n) if n <= CONTEXT_SAMPLE else rng.choice(n, CONTEXT_SAMPLE, replace=False)
+    ok = np.isfinite(values[sample])
+    if ok.sum() < 20:
+        return f
+    overall = _mad(values[sample][ok])
+    if overall <= 0:
+        return f
+    best: tuple[float, ColumnFacts] | None = None
+    for g in facts:
+        if g.index == fy.index or not (2 <= g.column.n_unique <= min(MAX_CONTEXT_GROUPS, n / 5)):
+            continue
+        if (g.index, fy.index) in determines or g.numeric.numeric:
+            continue  # labels (a stock, a state) define subpopulations; numbers relate through dependencies
+        within = _pooled_mad(g.column.codes[sample][ok], values[sample][ok])
+        if (
+            within is not None
+            and within <= cal.context_spread_ratio * overall
+            and (best is None or within < best[0])
+        ):
+            best = (within, g)
+    if best is None:
+        return f
+    g = best[1]
+    rows = f.rows
+    groups = g.column.codes[rows]
+    z_group = np.full(rows.size, np.inf)
+    for code in np.unique(groups).tolist():
+        members = np.flatnonzero(g.column.codes == code)
+        t = values[members]
+        t = t[np.isfinite(t)]
+        if t.size < MIN_CONTEXT_ROWS:
+            continue
+        center = float(np.median(t))
+        spread = max(1.4826 * _mad(t), best[0] * 1.4826)
+        on = groups == code
+        z_group[on] = np.abs(values[rows[on]] - center) / spread
+    llr_group = (np.minimum(z_group, 1e6) - cal.outlier_z) * cal.outlier_llr_per_z
+    f.llr = np.minimum(f.llr, np.where(np.isfinite(z_group), llr_group, f.llr))
+    f.stats["context"] = g.name
+    return f
+
+
+MIN_CONTEXT_ROWS = 5
+
+
+def _mad(t: np.ndarray) -> float:
+    return float(np.median(np.abs(t - np.median(t)))) if t.size else 0.0
+
+
+def _pooled_mad(codes: np.ndarray, t: np.ndarray) -> float | None:
+    """The row-weighted median, over groups of 5 rows or more, of each group's median absolute deviation."""
+    order = np.lexsort((t, codes))
+    codes, t = codes[order], t[order]
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    ends = np.r_[starts[1:], codes.size]
+    sizes = ends - starts
+    big = sizes >= MIN_CONTEXT_ROWS
+    if sizes[big].sum() < 0.5 * codes.size:
+        return None  # the groups are too small to say anything
+    mads, weights = [], []
+    for s, e in zip(starts[big].tolist(), ends[big].tolist(), strict=True):
+        part = t[s:e]
+        mads.append(float(np.median(np.abs(part - part[(e - s) // 2]))))
+        weights.append(e - s)
+    return weighted_quantile(np.array(mads), np.array(weights, dtype=np.float64), 0.5)

@@ -56,7 +56,11 @@ def detect_duplicates(table: Table, facts: list[ColumnFacts]) -> list[Finding]:
     exact_keys = _row_keys([c.codes for c in table.columns], n)
     exact = _later_copies(exact_keys)
     all_cols = table.column_names
-    if exact.size:
+    # Identical rows are the same record twice only where some column could tell records apart (an id, a
+    # name, a timestamp: most of its values different). Answers to a few coded questions, or person-years
+    # of a panel without an id, repeat by nature.
+    identifying = max((f.column.n_unique for f in facts), default=0) >= 0.5 * n
+    if exact.size and identifying:
         groups = int(np.unique(exact_keys[exact]).size)
         out.append(
             Finding(
@@ -142,7 +146,8 @@ def detect_duplicates(table: Table, facts: list[ColumnFacts]) -> list[Finding]:
 
 
 def detect_column_shape(facts: list[ColumnFacts], n_rows: int) -> list[Finding]:
-    """Constant and entirely-missing columns, and columns whose every value is different."""
+    """Constant and entirely-missing columns. (A column whose every value is different is the table's key, not a
+    problem: it is not reported.)"""
     out: list[Finding] = []
     if n_rows < 2:
         return out
@@ -171,36 +176,7 @@ def detect_column_shape(facts: list[ColumnFacts], n_rows: int) -> list[Finding]:
                     key=f"constant:{f.name}",
                 )
             )
-        elif f.column.n_unique == n_rows and n_rows >= 50 and _looks_categorical(f):
-            # Every row different is what an identifier should be; a label column like that cannot group anything.
-            out.append(
-                Finding(
-                    type="all_unique_column",
-                    columns=[f.name],
-                    rows=np.array([], dtype=np.int64),
-                    cols=np.array([], dtype=np.int64),
-                    title=f"{f.name} never repeats a value",
-                    description=(
-                        f"Each of the {n_rows:,} rows has a different value in '{f.name}', although its values "
-                        "look like labels; it cannot be used to group or compare rows."
-                    ),
-                    suggested_action="If this is an identifier, treat it as one; if it should be a category, "
-                    "map its values to a shared list.",
-                    category="smart_fixes",
-                    detector="columns",
-                    stats={"column": f.name},
-                    flag=False,
-                    key=f"unique:{f.name}",
-                )
-            )
     return out
-
-
-def _looks_categorical(f: ColumnFacts) -> bool:
-    """Short words, no digits: what a category looks like (identifiers carry digits, free text is long)."""
-    sample = f.column.dictionary.slice(0, 2000)
-    lengths = np.asarray(pc.utf8_length(sample).to_numpy(zero_copy_only=False))
-    return bool(lengths.size) and float(np.median(lengths)) <= 20 and not f.has_digit[: len(sample)].any()
 
 
 def detect_merged_columns(facts: list[ColumnFacts], n_rows: int) -> list[Finding]:
