@@ -121,64 +121,68 @@ def test_false_alarm_share_meets_the_issue_10_target() -> None:
 
 
 @pytest.fixture(scope="module")
-def stocks(staged: Path) -> review.TableRun:
-    return review.analyse(staged / "vega_stocks.csv")
+def planes(staged: Path) -> review.TableRun:
+    return review.analyse(staged / "nyc_planes.csv")
 
 
 def _verdicts(edit: Any) -> dict[str, Any]:
     v = copy.deepcopy(VERDICTS)
-    edit(v["tables"]["vega_stocks"])
+    edit(v["tables"]["nyc_planes"])
     return v
 
 
-def test_the_reviewed_table_passes_as_known_debt(stocks: review.TableRun) -> None:
-    judgement = review.judge(stocks, VERDICTS)
-    assert not judgement.failures
-    assert judgement.false_flags == {"shape-price": 13}
+# The harness is checked on one reviewed table, nyc_planes, whose 'typos-model' issue flags 7 cells of the
+# correct column 'model' (Boeing customer codes called typos: a false alarm the review allowed as debt).
 
 
-def test_flags_in_a_correct_column_beyond_the_review_fail(stocks: review.TableRun) -> None:
-    # Given a review that allowed no false flag for the issue that flags 'price'
-    verdicts = _verdicts(lambda t: t["issues"]["shape-price"].pop("false_flags"))
+def test_the_reviewed_table_passes_as_known_debt(planes: review.TableRun) -> None:
+    judgement = review.judge(planes, VERDICTS)
+    assert judgement.failures == []
+    assert judgement.false_flags["typos-model"] == 7
+
+
+def test_flags_in_a_correct_column_beyond_the_review_fail(planes: review.TableRun) -> None:
+    # Given a review that allowed no false flag for the issue that flags 'model'
+    verdicts = _verdicts(lambda t: t["issues"]["typos-model"].pop("false_flags"))
     # Then its flags in the correct column fail
-    failures = review.judge(stocks, verdicts).failures
-    assert any("'shape-price' flags 13 cells the verdicts call right" in f for f in failures)
+    failures = review.judge(planes, verdicts).failures
+    assert any("'typos-model' flags 7 cells the verdicts call right" in f for f in failures)
 
 
-def test_flags_outside_the_named_wrong_cells_of_a_problem_column_count(stocks: review.TableRun) -> None:
-    # Given 'price' under problems, with the wrong cells named by value: one of the 13 flagged values
+def test_flags_outside_the_named_wrong_cells_of_a_problem_column_count(planes: review.TableRun) -> None:
+    # Given 'model' under problems, with the wrong cells named by value: one of the 4 flagged values (3 cells)
     def edit(t: dict[str, Any]) -> None:
-        t["correct"] = ["symbol", "date"]
-        t["problems"] = {"price": {"why": "test", "values": ["24"]}}
+        t["correct"] = [c for c in t["correct"] if c != "model"]
+        t["problems"]["model"] = {"why": "test", "values": ["737-7BX"]}
 
-    # Then the other 12 flagged cells are right cells
-    assert review.judge(stocks, _verdicts(edit)).false_flags == {"shape-price": 12}
+    # Then the other 4 flagged cells are right cells
+    assert review.judge(planes, _verdicts(edit)).false_flags["typos-model"] == 4
 
 
-def test_an_unreviewed_issue_fails(stocks: review.TableRun) -> None:
-    verdicts = _verdicts(lambda t: t["issues"].pop("shape-price"))
-    judgement = review.judge(stocks, verdicts)
-    assert judgement.unreviewed == ["shape-price"]
+def test_an_unreviewed_issue_fails(planes: review.TableRun) -> None:
+    verdicts = _verdicts(lambda t: t["issues"].pop("typos-model"))
+    judgement = review.judge(planes, verdicts)
+    assert judgement.unreviewed == ["typos-model"]
     assert any("has no verdict" in f for f in judgement.failures)
 
 
-def test_a_verdict_for_an_issue_no_longer_raised_fails(stocks: review.TableRun) -> None:
+def test_a_verdict_for_an_issue_no_longer_raised_fails(planes: review.TableRun) -> None:
     verdicts = _verdicts(
-        lambda t: t["issues"].update({"outliers-price": {"verdict": "false_alarm", "why": "gone"}})
+        lambda t: t["issues"].update({"outliers-seats": {"verdict": "false_alarm", "why": "gone"}})
     )
-    judgement = review.judge(stocks, verdicts)
-    assert judgement.stale == ["outliers-price"]
+    judgement = review.judge(planes, verdicts)
+    assert judgement.stale == ["outliers-seats"]
     assert any("no longer raised" in f for f in judgement.failures)
 
 
-def test_unclassified_columns_and_bad_verdicts_fail(stocks: review.TableRun) -> None:
+def test_unclassified_columns_and_bad_verdicts_fail(planes: review.TableRun) -> None:
     def edit(t: dict[str, Any]) -> None:
-        t["correct"] = ["symbol", "date", "volume"]
-        t["issues"]["shape-price"]["verdict"] = "maybe"
+        t["correct"] = [c for c in t["correct"] if c != "model"] + ["wingspan"]
+        t["issues"]["typos-model"]["verdict"] = "maybe"
 
-    failures = review.judge(stocks, _verdicts(edit)).failures
-    assert any("neither `correct` nor under `problems`: ['price']" in f for f in failures)
-    assert any("does not have: ['volume']" in f for f in failures)
+    failures = review.judge(planes, _verdicts(edit)).failures
+    assert any("neither `correct` nor under `problems`: ['model']" in f for f in failures)
+    assert any("does not have: ['wingspan']" in f for f in failures)
     assert any("needs verdict = one of" in f for f in failures)
 
 

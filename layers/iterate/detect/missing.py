@@ -95,6 +95,11 @@ def _explained(
     tried = np.bincount(which, minlength=len(groupers))
     tail = poisson_tail(gaps, sizes.ravel()[first] * rate)
     hot = (gaps >= MIN_GROUP_ROWS) & (tail * tried[which] < cal.split_tail)
+    # A gap "explained" by a gap of another column is the missing-together pattern, reported as such.
+    codes_hot = uniq % span
+    for k in np.unique(which[hot]).tolist():
+        on = hot & (which == k)
+        hot[on] = ~groupers[k].is_missing[codes_hot[on]]
     for k in np.unique(which[hot]).tolist():
         g = groupers[k]
         if g.index == f.index:
