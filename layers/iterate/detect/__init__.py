@@ -17,7 +17,7 @@ from iterate.detect.derived import Derivation, detect_derived
 from iterate.detect.findings import MAX_LISTED, Finding
 from iterate.detect.formats import detect_date_formats, detect_shape_violations, detect_units
 from iterate.detect.frequency import detect_rare_values, detect_repeated_placeholder
-from iterate.detect.missing import detect_missing, detect_sentinels
+from iterate.detect.missing import detect_missing, detect_sentinels, unflagged_gaps
 from iterate.detect.numeric import (
     detect_code_width,
     detect_float_written_integers,
@@ -206,6 +206,7 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
     findings += detect_column_shape(facts, n)
     timed("rows", t)
     t = time.perf_counter()
+    gaps = {id(f): (f.rows.copy(), f.columns[0]) for f in findings if f.type == "missing_values" and f.flag}
     decision = decide(
         findings,
         n,
@@ -214,5 +215,10 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
         codes_of=lambda c: table.columns[c].codes,
         uniques_of=lambda c: table.columns[c].uniques,
     )
+    # Gaps the decision did not flag are still gaps: reported as a fact about the column.
+    kept = {id(f) for f in decision.findings}
+    for key, (rows, name) in gaps.items():
+        if key not in kept:
+            decision.findings.append(unflagged_gaps(facts[table.column_names.index(name)], rows, n))
     timed("decide", t)
     return Detection(decision.findings, null_marker, deps, facts, decision, timings)

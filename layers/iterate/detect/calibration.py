@@ -45,6 +45,9 @@ FAMILIES: dict[str, str] = {
 # Families whose evidence only supports: it never flags a cell on its own (no other family agreeing) and it
 # does not raise a column's estimated error rate. Rarity is one: real rare values are common.
 SUPPORTING = frozenset({"frequency"})
+# Families whose evidence does not raise a column's estimated error rate: a column with gaps is not a column
+# whose values are wrong (gaps carry evidence strong enough to be judged on their own).
+NOT_RATED = frozenset({"missing"})
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,7 @@ class Calibration:
     max_llr: float = 12.0
 
     # Missing values: the rarer blanks are in a column, the more a blank is a gap to fill.
-    missing_bonus: float = 3.0  # added to log((1 - m) / m), m the column's missing share
+    missing_bonus: float = 4.0  # added to log((1 - m) / m), m the column's missing share
     missing_convention_share: float = 0.5  # a column at least this empty writes "none" by leaving it empty
     comissing_z: float = 3.0  # a partner column is missing alongside far more often than chance (binomial z)
     comissing_share: float = 0.5  # ... in at least this share of the rarer column's missing rows

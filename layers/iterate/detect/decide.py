@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from iterate.detect.calibration import DEFAULT, FAMILIES, SUPPORTING, Calibration, logit, sigmoid
+from iterate.detect.calibration import DEFAULT, FAMILIES, NOT_RATED, SUPPORTING, Calibration, logit, sigmoid
 from iterate.detect.findings import MAX_LISTED, Finding
 
 MAX_ROWS_LISTED = 50_000  # rows a finding lists for code to recount
@@ -163,7 +163,10 @@ def decide(
 
     ucid, where = np.unique(cid, return_inverse=True)
     where = where.reshape(-1)
-    total, own = _totals(where, fam, llr, ucid.size, supporting)
+    total, _ = _totals(where, fam, llr, ucid.size, supporting)
+    # What the error rates learn from: every family but the supporting ones and the gaps.
+    unrated = supporting | np.array([n in NOT_RATED for n in fam_names], dtype=bool)
+    _, own = _totals(where, fam, llr, ucid.size, unrated)
     cell_col = (ucid % n_cols).astype(np.int64)
     cell_row = ucid // n_cols
     # Each evidence cell's (column, value) group, for judging it without its own value's cells.

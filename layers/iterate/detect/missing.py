@@ -14,6 +14,7 @@ from iterate.detect.findings import Finding, cells
 from iterate.detect.stats import poisson_tail
 
 MIN_GROUP_ROWS = 3  # a group needs this many rows before its gaps explain a column's
+MAX_ROWS_LISTED = 50_000  # rows a finding lists for code to recount
 
 
 def _as_written(f: ColumnFacts, mask: np.ndarray) -> list[str]:
@@ -306,6 +307,35 @@ def _placeholder_finding(f: ColumnFacts, placeholder: np.ndarray) -> Finding:
         stats={"column": name, "markers": tokens},
         expected=[f.null_marker] * rows.size,
         key=f"disguised:{name}",
+    )
+
+
+def unflagged_gaps(f: ColumnFacts, rows: np.ndarray, n_rows: int) -> Finding:
+    """The gaps of a column that the decision did not flag (too many to be slips in a clean table): a fact."""
+    name = f.name
+    return Finding(
+        type="missing_values",
+        columns=[name],
+        rows=rows,
+        cols=np.full(rows.size, f.index),
+        title=f"Missing values in {name}",
+        description=(
+            f"{rows.size:,} of {n_rows:,} rows ({rows.size / n_rows:.1%}) have no value in '{name}'. They are "
+            "too many, in a table this clean, to be called slips one by one: decide whether these records "
+            "can be completed."
+        ),
+        suggested_action="Complete these values from the source where possible; otherwise decide whether the "
+        "rows can be used without them.",
+        category="smart_fixes",
+        detector="missing",
+        stats={
+            "column": name,
+            "rule": "missing",
+            "rows": rows[:MAX_ROWS_LISTED].tolist(),
+            "missing_markers": missing_markers(f.null_marker),
+        },
+        flag=False,
+        key=f"missing:{name}",
     )
 
 

@@ -321,7 +321,9 @@ class Scale:
 
 
 def _bowley(values: np.ndarray, weights: np.ndarray) -> tuple[float, float, float, float]:
-    q1, q2, q3 = (weighted_quantile(values, weights, q) for q in (0.25, 0.5, 0.75))
+    """Octile skewness (Bowley's quartile skewness taken at 1/8 and 7/8): tails decide the scale outliers
+    are judged on, so they must weigh in its choice."""
+    q1, q2, q3 = (weighted_quantile(values, weights, q) for q in (0.125, 0.5, 0.875))
     skew = (q3 + q1 - 2 * q2) / (q3 - q1) if q3 > q1 else 0.0
     return q1, q2, q3, skew
 
