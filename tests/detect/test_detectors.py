@@ -326,3 +326,39 @@ def test_a_legitimate_value_that_looks_like_a_placeholder_is_left_alone():
     # 99 among scores from 0 to 100 is a score, not a placeholder
     scores = [str(i % 101) for i in range(505)]
     assert findings_of(make_table({"score": scores}), "disguised_missing") == []
+
+
+def test_a_bare_number_in_a_column_of_words_is_a_placeholder_but_not_in_a_column_of_codes():
+    # Given a column of words with a few '0' typed for unknown, and a column of model codes holding '150'
+    rng = random.Random(11)
+    race = [rng.choice(["White", "Black", "Asian", "Other"]) for _ in range(400)]
+    model = [rng.choice(["737-7H4", "A320-232", "CL-600", "MD-88", "EMB-145LR"]) for _ in range(400)]
+    for r in (7, 90, 311):
+        race[r] = "0"
+    model[40] = "150"
+    found = findings_of(make_table({"race": race, "model": model}), "disguised_missing")
+    assert [(f.columns, sorted(int(r) for r in f.rows)) for f in found] == [(["race"], [7, 90, 311])]
+    assert flagged(make_table({"race": race, "model": model})) >= {(7, "race"), (90, "race"), (311, "race")}
+
+
+def test_a_value_from_another_columns_vocabulary_is_flagged_where_it_does_not_belong():
+    # Given education levels and occupations; a few occupations hold an education level
+    rng = random.Random(12)
+    education = [rng.choice(["HS-grad", "Some-college", "Bachelors", "Masters"]) for _ in range(600)]
+    occupation = [rng.choice(["Sales", "Craft-repair", "Exec-managerial", "Tech-support"]) for _ in range(600)]
+    for r in (5, 77, 400):
+        occupation[r] = "Some college"
+    table = make_table({"education": education, "occupation": occupation})
+    found = [f for f in detect(table).findings if f.detector == "foreign"]
+    assert [(f.columns, sorted(int(r) for r in f.rows)) for f in found] == [(["occupation"], [5, 77, 400])]
+    assert found[0].stats["homes"] == ["education"]
+    assert {(5, "occupation"), (77, "occupation"), (400, "occupation")} <= flagged(table)
+
+
+def test_a_value_both_columns_use_often_is_not_foreign():
+    # Given two status columns sharing their vocabulary, and a value common in both
+    rng = random.Random(13)
+    before = [rng.choice(["open", "closed", "pending"]) for _ in range(500)]
+    after = [rng.choice(["open", "closed", "pending", "archived"]) for _ in range(500)]
+    found = [f for f in detect(make_table({"before": before, "after": after})).findings if f.detector == "foreign"]
+    assert found == []

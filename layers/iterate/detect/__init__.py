@@ -16,7 +16,12 @@ from iterate.detect.dependencies import Dependency, Judgement, detect_dependency
 from iterate.detect.derived import Derivation, detect_derived
 from iterate.detect.findings import MAX_LISTED, Finding
 from iterate.detect.formats import detect_date_formats, detect_shape_violations, detect_units
-from iterate.detect.frequency import detect_rare_values, detect_repeated_placeholder
+from iterate.detect.frequency import (
+    detect_foreign_values,
+    detect_number_in_words,
+    detect_rare_values,
+    detect_repeated_placeholder,
+)
 from iterate.detect.missing import detect_missing, detect_sentinels, unflagged_gaps
 from iterate.detect.numeric import (
     detect_code_width,
@@ -172,7 +177,7 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
         found += [detect_invalid_numbers(f, f.numeric), detect_precision(f, f.numeric)]
         found += [detect_numeric_outliers(f, f.numeric), detect_code_width(f, f.numeric)]
         found += [detect_float_written_integers(f, f.numeric)]
-        found += [detect_rare_values(f), detect_repeated_placeholder(f)]
+        found += [detect_rare_values(f), detect_repeated_placeholder(f), detect_number_in_words(f)]
         return [x for x in found if x is not None]
 
     t = time.perf_counter()
@@ -202,6 +207,7 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
     timed("dependencies", t)
     t = time.perf_counter()
     findings += merged.result()
+    findings += detect_foreign_values(facts, calibration)
     findings += duplicates.result()
     findings += detect_column_shape(facts, n)
     timed("rows", t)

@@ -73,7 +73,7 @@ class Calibration:
     comissing_z: float = 3.0  # a partner column is missing alongside far more often than chance (binomial z)
     comissing_share: float = 0.5  # ... in at least this share of the rarer column's missing rows
     placeholder_llr: float = 6.0  # a placeholder other than the dataset's own way to write missing
-    zero_placeholder_llr: float = 6.0  # a bare 0 / -1 in a column of words
+    foreign_value_llr: float = 5.0  # a value of another column's vocabulary, rare in this one
 
     # Validity by parsing: log(p / (1 - p)) + bonus, p the share of the column's rows that parse.
     parse_bonus: float = 4.0

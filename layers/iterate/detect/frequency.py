@@ -8,9 +8,11 @@ value is unique, one value filling hundreds of rows is a placeholder or a bulk c
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-from iterate.detect.calibration import DEFAULT, Calibration
+from iterate.detect.calibration import DEFAULT, Calibration, repeat_discount, share_llr
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import MAX_LISTED, Finding, cells
 
@@ -117,4 +119,137 @@ def detect_repeated_placeholder(f: ColumnFacts, cal: Calibration = DEFAULT) -> F
             "rule": "repeated",
         },
         key=f"repeated:{name}",
+    )
+
+
+def detect_number_in_words(f: ColumnFacts, cal: Calibration = DEFAULT) -> Finding | None:
+    """A bare number (0, -1, 99) in a column of words: a placeholder typed where the value was unknown.
+
+    Judged among the column's values: the more of the column's rows hold words (letters, no digits) and the
+    fewer hold bare
+    numbers, the stronger; a number the column repeats as often as its words is part of its vocabulary.
+    """
+    present = f.present & (f.counts > 0)
+    if f.n_present < 20 or f.typical_count < cal.rare_min_typical:
+        return None  # a vocabulary: a column of names may hold numbers ('1492' is a beer)
+    ids = np.flatnonzero(present)
+    bare = f.numeric.is_number
+    bare_ids = f.numeric.ids[bare]
+    if bare_ids.size == 0:
+        return None
+    # Words, not codes: a column of models ('737-7H4') may hold a bare number ('150' is a Cessna).
+    worded = float(f.counts[ids[f.has_letter[ids] & ~f.has_digit[ids]]].sum()) / f.n_present
+    if worded < cal.parse_min_share:
+        return None
+    llr = share_llr(worded, cal.parse_bonus) - repeat_discount(f.counts[bare_ids], f.typical_count, cal)
+    name = f.name
+
+    def describe(fd: Finding) -> str:
+        shown = ", ".join(repr(v) for v in fd.stats["markers"][:4])
+        return (
+            f"{fd.n_cells:,} cells in '{name}' hold a bare number ({shown}) in a column of words "
+            f"({worded:.1%} of its rows): the usual sign of a placeholder typed for 'unknown'."
+        )
+
+    return _finding(
+        f,
+        bare_ids,
+        np.broadcast_to(llr, bare_ids.shape).astype(np.float64),
+        f.counts[bare_ids].astype(np.float64),
+        type="disguised_missing",
+        columns=[name],
+        title=f"Numbers standing in for values in {name}",
+        description="",
+        describe=describe,
+        suggested_action="Check these with the source: replace each with the real value, or with a missing "
+        "value where it stands for 'unknown'.",
+        category="smart_fixes",
+        detector="placeholders",
+        stat_name="rows holding the number",
+        stats={
+            "column": name,
+            "markers": sorted({f.column.uniques[int(i)] for i in bare_ids})[:MAX_LISTED],
+        },
+        key=f"number-in-words:{name}",
+    )
+
+
+def detect_foreign_values(facts: list[ColumnFacts], cal: Calibration = DEFAULT) -> list[Finding]:
+    """Values of another column's vocabulary in a column that otherwise never uses them ('Some college' among
+    occupations): rare here, common there and far more often there, and the two vocabularies share nothing
+    else. Values are compared case- and punctuation-blind ('Some-college' is 'some college')."""
+    texts: dict[int, list[str]] = {}  # column -> normalised text per unique value with letters
+    totals: dict[int, dict[str, int]] = {}  # column -> normalised text -> rows
+    by_col = {f.index: f for f in facts}
+    for f in facts:
+        if not f.pairwise_ok or f.typical_count < cal.rare_min_typical:
+            continue  # a vocabulary: values that repeat
+        ids = np.flatnonzero(f.present & (f.counts > 0) & f.has_letter)
+        norm = [" ".join(re.split(r"[\W_]+", f.column.uniques[int(i)].casefold())).strip() for i in ids]
+        texts[f.index] = norm
+        total: dict[str, int] = {}
+        for i, t in zip(ids.tolist(), norm, strict=True):
+            total[t] = total.get(t, 0) + int(f.counts[i])
+        totals[f.index] = total
+    homes_of: dict[str, list[int]] = {}
+    for b, total in totals.items():
+        for t, n in total.items():
+            if n * cal.rare_min_ratio >= by_col[b].typical_count:
+                homes_of.setdefault(t, []).append(b)  # one of b's usual values, not a rarity of its own
+    out: list[Finding] = []
+    for a, norm in texts.items():
+        fa, own = by_col[a], totals[a]
+        ids = np.flatnonzero(fa.present & (fa.counts > 0) & fa.has_letter)
+        hits: list[int] = []
+        homes: set[int] = set()
+        for i, t in zip(ids.tolist(), norm, strict=True):
+            here = own[t]
+            if here * cal.rare_min_ratio > fa.typical_count:
+                continue  # common here: part of this column's vocabulary
+            for b in homes_of.get(t, []):
+                if b == a or totals[b][t] < cal.rare_min_ratio * here:
+                    continue
+                if len(own.keys() & totals[b].keys()) <= 1:  # the two vocabularies are otherwise apart
+                    hits.append(i)
+                    homes.add(b)
+                    break
+        if hits:
+            out.append(
+                _foreign_finding(fa, np.array(sorted(hits)), [by_col[b].name for b in sorted(homes)], cal)
+            )
+    return out
+
+
+def _foreign_finding(f: ColumnFacts, ids: np.ndarray, homes: list[str], cal: Calibration) -> Finding:
+    name = f.name
+    shown = ", ".join(f"'{h}'" for h in homes[:3])
+
+    def describe(fd: Finding) -> str:
+        values = ", ".join(repr(v) for v in fd.stats["bad_values"][:4])
+        return (
+            f"{fd.n_cells:,} values in '{name}' ({values}) belong to the vocabulary of {shown}, where they are "
+            f"common, and nowhere else in '{name}': a value typed into the wrong column."
+        )
+
+    return _finding(
+        f,
+        ids,
+        np.full(ids.size, cal.foreign_value_llr),
+        f.counts[ids].astype(np.float64),
+        type="inconsistent_category",
+        columns=[name],
+        title=f"Values of another column in {name}",
+        description="",
+        describe=describe,
+        suggested_action=f"Check these rows: the value probably belongs in {shown}; restore the right '{name}'.",
+        category="smart_fixes",
+        detector="foreign",
+        stat_name="rows holding the value",
+        stats={
+            "column": name,
+            "rule": "listed",
+            "bad_values": sorted({f.column.uniques[int(i)] for i in ids})[:MAX_LISTED],
+            "homes": homes,
+        },
+        key=f"foreign:{name}",
     )
