@@ -27,7 +27,9 @@ def main() -> int:
     d = pd.read_csv(Path(args.dataset) / "dirty.csv", dtype=str, keep_default_na=False)
     c = pd.read_csv(Path(args.dataset) / "clean.csv", dtype=str, keep_default_na=False)
     truth = d.values != c.values
-    flags = pd.read_csv(Path(args.out) / "flags.csv", dtype={"row": int, "column": str}, keep_default_na=False)
+    flags = pd.read_csv(
+        Path(args.out) / "flags.csv", dtype={"row": int, "column": str}, keep_default_na=False
+    )
     names = list(d.columns)
     pos = {n: i for i, n in enumerate(names)}
     flagged = np.zeros_like(truth)

@@ -82,9 +82,7 @@ def test_a_gap_in_a_column_that_is_otherwise_filled_is_flagged():
 def test_gaps_in_a_table_where_no_column_groups_rows_are_still_judged():
     # Given two columns of all-different values with a few gaps (nothing can group the rows)
     n = 200
-    table = make_table(
-        {"a": [f"a{i}" if i % 50 else "" for i in range(n)], "b": [f"b{i}" for i in range(n)]}
-    )
+    table = make_table({"a": [f"a{i}" if i % 50 else "" for i in range(n)], "b": [f"b{i}" for i in range(n)]})
     # Then detection runs and the gaps are reported
     assert {f.columns[0] for f in findings_of(table, "missing_values")} == {"a"}
 
@@ -345,7 +343,9 @@ def test_a_value_from_another_columns_vocabulary_is_flagged_where_it_does_not_be
     # Given education levels and occupations; a few occupations hold an education level
     rng = random.Random(12)
     education = [rng.choice(["HS-grad", "Some-college", "Bachelors", "Masters"]) for _ in range(600)]
-    occupation = [rng.choice(["Sales", "Craft-repair", "Exec-managerial", "Tech-support"]) for _ in range(600)]
+    occupation = [
+        rng.choice(["Sales", "Craft-repair", "Exec-managerial", "Tech-support"]) for _ in range(600)
+    ]
     for r in (5, 77, 400):
         occupation[r] = "Some college"
     table = make_table({"education": education, "occupation": occupation})
@@ -360,5 +360,7 @@ def test_a_value_both_columns_use_often_is_not_foreign():
     rng = random.Random(13)
     before = [rng.choice(["open", "closed", "pending"]) for _ in range(500)]
     after = [rng.choice(["open", "closed", "pending", "archived"]) for _ in range(500)]
-    found = [f for f in detect(make_table({"before": before, "after": after})).findings if f.detector == "foreign"]
+    found = [
+        f for f in detect(make_table({"before": before, "after": after})).findings if f.detector == "foreign"
+    ]
     assert found == []
