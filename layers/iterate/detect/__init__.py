@@ -13,7 +13,7 @@ from iterate.detect.calibration import DEFAULT, Calibration
 from iterate.detect.context import ColumnFacts, dataset_null_marker, facts_for
 from iterate.detect.decide import Decision, decide
 from iterate.detect.dependencies import Dependency, Judgement, detect_dependency_violations
-from iterate.detect.derived import Derivation, detect_derived
+from iterate.detect.derived import Derivation, detect_derived, find_derivations
 from iterate.detect.findings import MAX_LISTED, Finding
 from iterate.detect.formats import detect_date_formats, detect_shape_violations, detect_units
 from iterate.detect.frequency import (
@@ -189,6 +189,7 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
         duplicates = pool.submit(detect_duplicates, table, facts)
         merged = pool.submit(detect_merged_columns, facts, n)
         missing = pool.submit(detect_missing, facts, n)
+        derivations = pool.submit(find_derivations, facts, n)
         for found_in_column in pool.map(per_column, facts):
             findings += found_in_column
         timed("columns", t)
@@ -200,8 +201,8 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
     findings = [discount_explained_outliers(f, facts, determines, calibration) for f in findings]
     findings += fd_findings
     suspect = _suspect_masks(findings, n)
-    derived_findings, derivations = detect_derived(facts, n, suspect)
-    findings = [_veto_derived(f, derivations, table) for f in findings]
+    derived_findings, rules = detect_derived(facts, n, suspect, derivations.result())
+    findings = [_veto_derived(f, rules, table) for f in findings]
     findings = [f for f in findings if not f.flag or f.n_cells]
     findings += derived_findings
     timed("dependencies", t)

@@ -10,7 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from iterate.profile.shapes import MISSING_TOKENS, digit_masked, shapes
+from iterate.profile._bytes import fast_shapes
+from iterate.profile.shapes import MISSING_TOKENS, digit_masked
 from iterate.table import Column, Table
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ class ColumnFacts:
     @cached_property
     def shape_codes(self) -> tuple[np.ndarray, list[str]]:
         """Compact, case-insensitive shape per distinct value: codes and the shape strings."""
-        return _encode(shapes(self.column.dictionary))
+        return _encode(fast_shapes(self.column.dictionary))
 
     @cached_property
     def masked_codes(self) -> tuple[np.ndarray, list[str]]:

@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from iterate.detect.context import ColumnFacts, missing_markers
 from iterate.detect.findings import Finding, cells
+from iterate.profile._bytes import string_buffers
 
 SAMPLE = 2000
 MIN_HOLDS = 0.9  # the rule must hold on this share of rows
@@ -40,26 +42,43 @@ def find_derivations(facts: list[ColumnFacts], n_rows: int) -> list[Derivation]:
     cols = [f for f in facts if f.column.n_unique >= 2 and f.n_present >= 0.5 * n_rows]
     if len(cols) < 3:
         return []
-    text = {f.index: _values(f, sample) for f in cols}
     # Cheap vectorised screens before any per-row string work: a target starts with its left source's first
-    # character, ends with its right source's last one, and is longer than either.
-    first = np.array([[ord(v[0]) if v else -1 for v in text[f.index]] for f in cols])
-    last = np.array([[ord(v[-1]) if v else -1 for v in text[f.index]] for f in cols])
-    mean_len = np.array([np.mean([len(v) for v in text[f.index]]) for f in cols])
+    # byte, ends with its right source's last one, and is longer than either (bytes of UTF-8: a necessary
+    # condition all the same).
+    first = np.empty((len(cols), sample.size), dtype=np.int16)
+    last = np.empty_like(first)
+    mean_len = np.empty(len(cols))
+    for pos, f in enumerate(cols):
+        offsets, data = string_buffers(f.column.dictionary.take(pa.array(f.column.codes[sample])))
+        lengths = np.diff(offsets)
+        mean_len[pos] = lengths.mean()
+        if data.size == 0:
+            first[pos] = last[pos] = -1
+            continue
+        filled = lengths > 0
+        first[pos] = np.where(filled, data[np.minimum(offsets[:-1], data.size - 1)], -1)
+        last[pos] = np.where(filled, data[np.maximum(offsets[1:] - 1, 0)], -1)
+    text: dict[int, list[str]] = {}
+
+    def values_of(f: ColumnFacts) -> list[str]:
+        if f.index not in text:
+            text[f.index] = _values(f, sample)
+        return text[f.index]
+
     out = []
     for t_pos, target in enumerate(cols):
-        tv = text[target.index]
         starts_like = (first == first[t_pos]).mean(axis=1) >= MIN_HOLDS
         ends_like = (last == last[t_pos]).mean(axis=1) >= MIN_HOLDS
         shorter = mean_len < mean_len[t_pos]
         right_ok = {cols[p].index for p in np.flatnonzero(ends_like & shorter) if p != t_pos}
         if not right_ok:
             continue
+        tv = values_of(target)
         for l_pos in np.flatnonzero(starts_like & shorter):
             left = cols[int(l_pos)]
             if left.index == target.index:
                 continue
-            lv = text[left.index]
+            lv = values_of(left)
             starts = sum(1 for t, a in zip(tv, lv, strict=True) if a and t.startswith(a) and len(t) > len(a))
             if starts < MIN_HOLDS * len(tv):
                 continue
@@ -67,7 +86,7 @@ def find_derivations(facts: list[ColumnFacts], n_rows: int) -> list[Derivation]:
             for right in cols:
                 if right.index in (target.index, left.index) or right.index not in right_ok:
                     continue
-                rv = text[right.index]
+                rv = values_of(right)
                 for sep in SEPARATORS:
                     hits = sum(1 for r, b in zip(rests, rv, strict=True) if b and r == sep + b)
                     if hits >= MIN_HOLDS * len(tv):
@@ -88,11 +107,16 @@ def _holds(target: ColumnFacts, left: ColumnFacts, sep: str, right: ColumnFacts)
 
 
 def detect_derived(
-    facts: list[ColumnFacts], n_rows: int, suspect: dict[int, np.ndarray]
+    facts: list[ColumnFacts],
+    n_rows: int,
+    suspect: dict[int, np.ndarray],
+    derivations: list[Derivation] | None = None,
 ) -> tuple[list[Finding], list[Derivation]]:
     """Rows breaking a derivation whose sources are not themselves suspected wrong (`suspect`: per column,
-    a boolean row mask of cells other detectors flagged)."""
-    derivations = find_derivations(facts, n_rows)
+    a boolean row mask of cells other detectors flagged). `derivations`: found beforehand (they need no
+    other detector), else found here."""
+    if derivations is None:
+        derivations = find_derivations(facts, n_rows)
     findings = []
     for d in derivations:
         target, left, right = facts[d.target], facts[d.left], facts[d.right]

@@ -11,8 +11,8 @@ import pyarrow.compute as pc
 from iterate.detect.calibration import DEFAULT, repeat_discount, share_llr
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import MAX_LISTED, Finding, cells
+from iterate.profile._bytes import fast_shapes
 from iterate.profile.parse import decimal_convention, strftime_to_regex
-from iterate.profile.shapes import shapes
 
 # A number, optionally with a currency sign before it and a unit or percent sign after it.
 NUM_UNIT = (
@@ -106,7 +106,7 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
     ids, weights_u = sample_uniques(f)
     keep = f.present[ids]
     ids, weights_u = ids[keep], weights_u[keep]
-    sampled = shapes(f.column.dictionary.take(ids))
+    sampled = fast_shapes(f.column.dictionary.take(ids))
     coarse = pc.replace_substring_regex(sampled, pattern=r"a(?: a)+", replacement="a")
     enc = pc.dictionary_encode(coarse)
     codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)

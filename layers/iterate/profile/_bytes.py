@@ -74,7 +74,7 @@ def _shape_lut() -> np.ndarray:
         lut[c] = ord("a")
     for c in range(ord("0"), ord("9") + 1):
         lut[c] = ord("9")
-    for c in b" \t\n\r\x0b\x0c":
+    for c in b" \t\n\r\x0c":  # RE2's \s: no vertical tab
         lut[c] = ord(" ")
     return lut
 
