@@ -364,3 +364,24 @@ def test_a_value_both_columns_use_often_is_not_foreign():
         f for f in detect(make_table({"before": before, "after": after})).findings if f.detector == "foreign"
     ]
     assert found == []
+
+
+def test_dates_and_times_no_calendar_has_are_flagged_but_the_end_of_day_is_not():
+    # Given a date column with 30 February and month 13, and a clock column with 24:30, 12:75 and 24:00
+    rng = random.Random(14)
+    dates = [f"2021-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}" for _ in range(400)]
+    times = [f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}" for _ in range(400)]
+    dates[9], dates[10] = "2021-02-30", "2021-13-01"
+    times[5], times[60], times[7], times[8] = "24:30", "24:30", "12:75", "24:00"
+    found = [f for f in findings_of(make_table({"date": dates, "time": times}), "out_of_domain") if f.flag]
+    assert {f.columns[0]: sorted(int(r) for r in f.rows) for f in found} == {
+        "date": [9, 10],
+        "time": [5, 7, 60],
+    }
+
+
+def test_durations_past_24_hours_are_not_impossible_times():
+    # Given elapsed times written H:MM, most of them past 23:59
+    rng = random.Random(15)
+    spans = [f"{rng.randint(0, 60)}:{rng.randint(0, 59):02d}" for _ in range(400)]
+    assert findings_of(make_table({"elapsed": spans}), "out_of_domain") == []

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ ROWS: dict[str, list[str]] = {
     "last": ["", "Jones", "", "Lee", "Lee", "", "", "Lee", "Jones"],
     "odd__name": ["a", "b", "c", "d", "d", "e", "f", "g", "h"],
     "ratio": ["0.5", "0.25", "0.453009067", "0.5", "0.5", "1.0", "6.904679999999999", "0.12345678", "0.2"],
+    "when": ["09:15", "24:30", "12:75", "23:59", "23:59", "24:00", "", "13:00", "07:05"],
 }
 N = len(ROWS["id"])
 PROFILE = DatasetProfile(
@@ -93,6 +95,14 @@ def decimals_written(text: str) -> int:
     value = float(text)
     short = repr(float(f"{value:.12g}"))
     return len(short.split(".")[1]) if "." in short and short.split(".")[1] != "0" else 0
+
+
+def not_a_time(text: str) -> bool:
+    try:
+        datetime.strptime(text.strip(), "%H:%M")
+    except ValueError:
+        return True
+    return False
 
 
 def listed_cells(column: str, listed: list[str], predicate: Any) -> int:
@@ -155,6 +165,8 @@ CASES = [
     issue("rare", "inconsistent_category",
           listed_cells("city", ["Nice", "Lyon"], lambda v: ROWS["city"].count(v) * 2 <= 4),
           {"column": "city", "rule": "rare", "typical_count": 4, "min_ratio": 2, "bad_values": ["Nice", "Lyon"]}),
+    issue("impossible-time", "out_of_domain", listed_cells("when", ["24:30", "12:75", "23:59"], not_a_time),
+          {"column": "when", "rule": "date", "formats": ["%H:%M"], "bad_values": ["24:30", "12:75", "23:59"]}),
     issue("gaps", "missing_values", sum(1 for r in (0, 2, 3) if missing(ROWS["last"][r])),
           {"column": "last", "rule": "missing", "rows": [0, 2, 3], "missing_markers": ["", "n/a"]}),
     issue("consensus", "dependency_violation", len({0, 2, 5} & varied("country", "city")),

@@ -15,7 +15,12 @@ from iterate.detect.decide import Decision, decide
 from iterate.detect.dependencies import Dependency, Judgement, detect_dependency_violations
 from iterate.detect.derived import Derivation, detect_derived, find_derivations
 from iterate.detect.findings import MAX_LISTED, Finding
-from iterate.detect.formats import detect_date_formats, detect_shape_violations, detect_units
+from iterate.detect.formats import (
+    detect_date_formats,
+    detect_impossible_dates,
+    detect_shape_violations,
+    detect_units,
+)
 from iterate.detect.frequency import (
     detect_foreign_values,
     detect_number_in_words,
@@ -172,6 +177,7 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
         if f.column.n_unique <= 1:
             return []
         found = [detect_sentinels(f), detect_units(f), detect_date_formats(f), detect_shape_violations(f)]
+        found += [detect_impossible_dates(f)]
         found += detect_typos(f)
         found += [detect_whitespace(f), detect_encoding(f)]
         found += [detect_invalid_numbers(f, f.numeric), detect_precision(f, f.numeric)]

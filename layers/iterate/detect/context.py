@@ -15,6 +15,7 @@ from iterate.profile.shapes import MISSING_TOKENS, digit_masked
 from iterate.table import Column, Table
 
 if TYPE_CHECKING:
+    from iterate.detect.formats import DateParse
     from iterate.detect.numeric import NumericModel
 
 # Above this many distinct values a column is treated as free text or an identifier: no pairwise work on it.
@@ -151,6 +152,13 @@ class ColumnFacts:
         from iterate.detect.numeric import numeric_model
 
         return numeric_model(self)
+
+    @cached_property
+    def dates(self) -> DateParse | None:
+        """The column's distinct values read as dates and times, when it looks like a date column."""
+        from iterate.detect.formats import date_parse
+
+        return date_parse(self)
 
     @property
     def pairwise_ok(self) -> bool:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from iterate.detect.calibration import DEFAULT, repeat_discount, share_llr
+from iterate.detect.calibration import DEFAULT, Calibration, repeat_discount, share_llr
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import MAX_LISTED, Finding, cells
 from iterate.profile._bytes import fast_shapes
@@ -282,8 +283,18 @@ DATE_SHAPE = re.compile(
 )
 
 
-def detect_date_formats(f: ColumnFacts) -> Finding | None:
-    """A date column written in several formats: the minority formats are flagged."""
+@dataclass
+class DateParse:
+    """A date column's distinct present values, read with the recognised formats."""
+
+    present: np.ndarray  # ids of the distinct present values
+    values: object  # pandas Series of their trimmed text
+    fmt_of: np.ndarray  # per value: index into DATE_FORMATS of the first format it parses in, or -1
+    laid_out: np.ndarray  # per value: laid out like some format (digits where its fields go)
+
+
+def date_parse(f: ColumnFacts) -> DateParse | None:
+    """Parse a column that looks like dates or times (None when it does not); see ColumnFacts.dates."""
     present = np.flatnonzero(f.present & (f.counts > 0))
     if f.n_present < 20 or present.size > 50_000:
         return None
@@ -301,21 +312,88 @@ def detect_date_formats(f: ColumnFacts) -> Finding | None:
     text = pc.utf8_trim_whitespace(f.column.dictionary.take(pa.array(present, pa.int64())))
     values = pd.Series(text.to_pylist())
     fmt_of = np.full(present.size, -1)
+    laid_out = np.zeros(present.size, dtype=bool)
     for k, fmt in enumerate(DATE_FORMATS):
-        todo = fmt_of < 0
-        if not todo.any():
-            break
         # Only values laid out like the format (a cheap regex) are parsed with it.
-        todo &= np.asarray(
+        laid = np.asarray(
             pc.match_substring_regex(text, pattern=_LAYOUTS[k], ignore_case=True).to_numpy(
                 zero_copy_only=False
             ),
             dtype=bool,
         )
+        laid_out |= laid
+        todo = laid & (fmt_of < 0)
         if not todo.any():
             continue
         ok = pd.to_datetime(values[todo], format=fmt, errors="coerce").notna().to_numpy()
         fmt_of[np.flatnonzero(todo)[ok]] = k
+    return DateParse(present, values, fmt_of, laid_out)
+
+
+# The end of a day, which ISO 8601 writes as 24:00 (a time of day, not an error).
+_END_OF_DAY = re.compile(r"(?:^|[ T])24:00(?::00)?$")
+
+
+def detect_impossible_dates(f: ColumnFacts, cal: Calibration = DEFAULT) -> Finding | None:
+    """Values laid out as the column's dates or times that no calendar or clock has (2021-02-30, 24:30,
+    12:75): validity by parsing, judged like numbers that do not read as numbers."""
+    parsed = f.dates
+    if parsed is None:
+        return None
+    bad = parsed.laid_out & (parsed.fmt_of < 0)
+    bad &= (
+        ~np.array([bool(_END_OF_DAY.search(str(v))) for v in parsed.values], dtype=bool) if bad.any() else bad
+    )
+    if not bad.any():
+        return None
+    counts = f.counts[parsed.present]
+    share = float(counts[parsed.fmt_of >= 0].sum()) / max(float(counts[parsed.laid_out].sum()), 1.0)
+    if share < cal.parse_min_share:
+        return None  # most of them do not read as dates either: not a date column (durations, codes)
+    ids = parsed.present[bad]
+    llr = share_llr(share, cal.parse_bonus) - repeat_discount(f.counts[ids], f.typical_count, cal)
+    row_ids = f.column.rows_of(ids)
+    per_row = np.asarray(llr, dtype=np.float64)[np.searchsorted(ids, f.column.codes[row_ids])]
+    rows, cols = cells(row_ids, f.index)
+    formats = sorted({DATE_FORMATS[k] for k in parsed.fmt_of[parsed.fmt_of >= 0]})
+    name = f.name
+    return Finding(
+        type="out_of_domain",
+        columns=[name],
+        rows=rows,
+        cols=cols,
+        llr=per_row,
+        stat=np.full(rows.size, share),
+        stat_name="share of the column's dates and times that are real ones",
+        title=f"Impossible dates or times in {name}",
+        description="",
+        describe=lambda fd: (
+            f"{fd.n_cells:,} values in '{name}' are laid out as its dates or times but name no real day or "
+            f"time of day (e.g. {', '.join(repr(v) for v in fd.stats['bad_values'][:3])}), while {share:.1%} of "
+            "its dates and times are real ones."
+        ),
+        suggested_action="Check these with the source and correct them; set them to missing where the right "
+        "value cannot be found.",
+        category="smart_fixes",
+        detector="parse",
+        stats={
+            "column": name,
+            "rule": "date",
+            "formats": formats,
+            "bad_values": sorted({f.column.uniques[int(i)] for i in ids})[:MAX_LISTED],
+        },
+        key=f"impossible-dates:{name}",
+    )
+
+
+def detect_date_formats(f: ColumnFacts) -> Finding | None:
+    """A date column written in several formats: the minority formats are flagged."""
+    parsed = f.dates
+    if parsed is None:
+        return None
+    import pandas as pd
+
+    present, values, fmt_of = parsed.present, parsed.values, parsed.fmt_of
     weights = np.bincount(
         fmt_of[fmt_of >= 0], weights=f.counts[present][fmt_of >= 0], minlength=len(DATE_FORMATS)
     )

@@ -260,6 +260,12 @@ elif rule == "width":
     holds = (text.str.lstrip("+-").str.len() != int(PARAMS["width"])).to_numpy(dtype=bool)
 elif rule == "integer_written":
     holds = text.str.fullmatch(r"[-+]?[0-9]+[.]0+").fillna(False).to_numpy(dtype=bool)
+elif rule == "date":
+    # Laid out as the column's dates or times, yet none of its formats reads it as a real day or time.
+    real = np.zeros(len(text), dtype=bool)
+    for fmt in PARAMS["formats"]:
+        real |= pd.to_datetime(text, format=fmt, errors="coerce").notna().to_numpy(dtype=bool)
+    holds = ~real
 elif rule == "rare":
     counts = np.bincount(codes, minlength=len(uniques))
     holds = counts * float(PARAMS.get("min_ratio", 5.0)) <= float(PARAMS["typical_count"])
