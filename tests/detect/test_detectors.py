@@ -385,3 +385,28 @@ def test_durations_past_24_hours_are_not_impossible_times():
     rng = random.Random(15)
     spans = [f"{rng.randint(0, 60)}:{rng.randint(0, 59):02d}" for _ in range(400)]
     assert findings_of(make_table({"elapsed": spans}), "out_of_domain") == []
+
+
+def zip_rows(seed: int) -> tuple[list[str], list[str]]:
+    rng = random.Random(seed)
+    pool = ["02108", "02139", "01002", "06510", "07030", "10001", "94105", "60614", "30301", "73301"]
+    zips = [rng.choice(pool) for _ in range(500)]
+    return zips, [str(pool.index(z)) for z in zips]
+
+
+def test_zip_codes_stored_as_integers_have_lost_their_leading_zeros():
+    # Given a zip column saved as numbers (Parquet/xlsx): every zip of New England lost its zero, and each
+    # store's rows agree on the wrong value
+    zips, store = zip_rows(16)
+    typed = [str(int(z)) for z in zips]
+    table = make_table({"zip": typed, "store": store})
+    lost = {r for r, z in enumerate(typed) if len(z) < 5}
+    assert {r for r, c in flagged(table) if c == "zip"} == lost
+
+
+def test_four_digit_postal_codes_under_another_name_and_zero_padded_zips_are_left_alone():
+    # Given the same zips written with their zeros, and postal codes of countries with four digits
+    zips, store = zip_rows(17)
+    postal = [z if z[0] != "0" else z[1:] for z in zips]
+    assert flagged(make_table({"zip": zips, "store": store})) == set()
+    assert flagged(make_table({"postal_code": postal, "store": store})) == set()

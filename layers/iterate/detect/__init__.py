@@ -108,7 +108,13 @@ def _discount_consistent(
     zip of the one hospital in another state) is that entity's value. The dependencies' evidence on the
     value's rows (what every dependency that agrees says for it, added up) is averaged per value, so an issue stays
     "these values" and code can recount it exactly."""
-    if not f.flag or not f.n_cells or not f.value_level or f.type == "dependency_violation":
+    if (
+        not f.flag
+        or not f.n_cells
+        or not f.value_level
+        or not f.vouchable
+        or f.type == "dependency_violation"
+    ):
         return f
     col = int(f.cols[0])
     judgement = judgements.get(col)

@@ -52,6 +52,9 @@ class Finding:
     stat_name: str = ""
     # Cells of one value always share their evidence (the finding is about values, recounted by value).
     value_level: bool = True
+    # Whether a value its entity's rows all repeat is vouched for by that agreement (a zip code that lost
+    # its leading zero is wrong however consistently it was lost).
+    vouchable: bool = True
     score: np.ndarray | None = None  # per cell, after the decision: probability that the value is wrong
     describe: Callable[[Finding], str] | None = None
 

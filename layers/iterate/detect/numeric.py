@@ -9,6 +9,7 @@ column's bulk on the scale that suits it (log for positive quantities spanning m
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -79,11 +80,14 @@ class NumericModel:
         whole = self.is_number & (self.decimals == 0) & (self.digits >= 0)
         if self.weights[whole].sum() < 0.5 * self.weights.sum():
             return None
-        counts = np.bincount(self.widths[whole], weights=self.weights[whole])
+        counts = np.bincount(self.widths[whole], weights=self.weights[whole], minlength=ZIP_WIDTH + 1)
+        total = self.weights.sum()
+        if ZIP_NAME.search(self.facts.name) and _lost_zeros(counts, total):
+            return ZIP_WIDTH
         width = int(counts.argmax())
         zero_led = self.facts.column.dictionary.take(pa.array(self.ids[whole], pa.int64()))
         leading = _bools(pc.match_substring_regex(pc.utf8_trim_whitespace(zero_led), r"^[-+]?0\d"))
-        if counts[width] < 0.5 * self.weights.sum() or not leading.any():
+        if counts[width] < 0.5 * total or not leading.any():
             return None
         return width
 
@@ -498,6 +502,18 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
     )
 
 
+def _lost_zeros(counts: np.ndarray, total: float) -> bool:
+    """Widths of a zip column stored as integers (Parquet, xlsx): five digits for many rows, three or four
+    (the zeros lost) for a good share of them, and hardly anything else."""
+    short, five = counts[3:ZIP_WIDTH].sum(), counts[ZIP_WIDTH]
+    return bool(five >= 0.3 * total and short >= 0.1 * five and short + five >= 0.9 * total)
+
+
+# A semantic hint a user's data allows: a column called zip (zip, zipcode, billing_zip) holds US zip codes.
+ZIP_NAME = re.compile(r"(?i)(?:^|[^a-z])zip(?:code)?(?:[^a-z]|$)")
+ZIP_WIDTH = 5
+
+
 def detect_code_width(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT) -> Finding | None:
     """Codes written with another number of digits than the column's (`211` among years, `3523` among zips)."""
     width = m.code_width
@@ -507,20 +523,32 @@ def detect_code_width(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAUL
     counts = np.bincount(m.widths[ok], weights=m.weights[ok])
     share = float(counts[width] / m.weights.sum())
     bad = ok & (m.widths != width)
-    # A second width that many rows use is part of the code (zip+4, short and long account numbers).
+    # A second width that many rows use is part of the code (zip+4, short and long account numbers); but a
+    # US zip code is five digits, so in a column named zip 3 and 4 digits are lost leading zeros however many.
     usual = counts[m.widths[bad]] >= 0.1 * counts[width] if bad.any() else np.zeros(0, bool)
+    zips = width == ZIP_WIDTH and ZIP_NAME.search(f.name) is not None
+    if zips:
+        usual &= ~np.isin(m.widths[bad], (3, 4))
     bad[np.flatnonzero(bad)[usual]] = False
     if not bad.any():
         return None
     ids = m.ids[bad]
     llr = share_llr(share, cal.shape_bonus) - repeat_discount(m.weights[bad], f.typical_count, cal)
+    if zips:  # a lost zero repeats as often as its zip code does: repetition does not make it right
+        llr = np.where(np.isin(m.widths[bad], (3, 4)), share_llr(share, cal.shape_bonus), llr)
     name = f.name
 
     def describe(fd: Finding) -> str:
         shown = ", ".join(repr(v) for v in fd.stats["bad_values"][:4])
         return (
             f"{fd.n_cells:,} values in '{name}' are not {width} digits long, while {share:.1%} of the column's "
-            f"rows are; for example {shown}. A code with a digit lost or added no longer matches its record."
+            f"rows are; for example {shown}. "
+            + (
+                "A US zip code has five digits: shorter ones lost their leading zeros (often when the file "
+                "was saved with the column as numbers)."
+                if zips
+                else "A code with a digit lost or added no longer matches its record."
+            )
         )
 
     return _value_finding(
@@ -539,6 +567,7 @@ def detect_code_width(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAUL
         detector="parse",
         stat_name="digits written",
         stats={"column": name, "rule": "width", "width": width, "bad_values": _values(f, ids)},
+        vouchable=not zips,
         key=f"width:{name}",
     )
 
