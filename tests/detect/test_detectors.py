@@ -410,3 +410,28 @@ def test_four_digit_postal_codes_under_another_name_and_zero_padded_zips_are_lef
     postal = [z if z[0] != "0" else z[1:] for z in zips]
     assert flagged(make_table({"zip": zips, "store": store})) == set()
     assert flagged(make_table({"postal_code": postal, "store": store})) == set()
+
+
+def test_one_organisation_in_several_forms():
+    # Given makers where 'ACME MFG CO' is a rare slip for ACME, and AIRBUS / AIRBUS INDUSTRIE are both in use
+    rng = random.Random(18)
+    maker = [
+        rng.choice(["ACME"] * 6 + ["AIRBUS", "AIRBUS INDUSTRIE", "Boeing", "Embraer"]) for _ in range(600)
+    ]
+    for r in (3, 40):
+        maker[r] = "ACME MFG CO"
+    found = {f.key: f for f in findings_of(make_table({"maker": maker}), "inconsistent_category")}
+    assert sorted(int(r) for r in found["typos:maker"].rows) == [3, 40]
+    assert found["typos:maker"].stats["canonical"] == {"ACME MFG CO": "ACME"}
+    forms = found["forms:maker"]
+    assert not forms.flag and set(forms.stats["canonical"].items()) <= {
+        ("AIRBUS", "AIRBUS INDUSTRIE"),
+        ("AIRBUS INDUSTRIE", "AIRBUS"),
+    }
+
+
+def test_names_that_differ_by_more_than_a_legal_form_are_different_organisations():
+    # Given 'ACME' and 'ACME FOODS', 'Delta' and 'Delta Air' (distinct companies)
+    rng = random.Random(19)
+    maker = [rng.choice(["ACME", "ACME FOODS", "Delta", "Delta Air", "Zenith"]) for _ in range(500)]
+    assert [f.key for f in findings_of(make_table({"maker": maker}), "inconsistent_category")] == []

@@ -38,6 +38,82 @@ def _normal(s: str) -> str:
     return " ".join(s.casefold().split())
 
 
+# Words that name an organisation's legal form or trade rather than the organisation (ACME, ACME Corp.,
+# ACME MFG CO are one company): generic vocabulary of company names, not values of any dataset.
+LEGAL_FORMS = frozenset(
+    [
+        "inc",
+        "incorporated",
+        "corp",
+        "corporation",
+        "co",
+        "company",
+        "cos",
+        "ltd",
+        "limited",
+        "llc",
+        "llp",
+        "lp",
+        "plc",
+        "gmbh",
+        "ag",
+        "sa",
+        "sas",
+        "sarl",
+        "srl",
+        "spa",
+        "bv",
+        "nv",
+        "oy",
+        "oyj",
+        "ab",
+        "pty",
+        "pte",
+        "kk",
+        "mfg",
+        "manufacturing",
+        "industries",
+        "industrie",
+        "industry",
+        "intl",
+        "international",
+        "holding",
+        "holdings",
+        "group",
+        "the",
+    ]
+)
+
+
+ORG_MIN_RATIO = 5.0  # a form this much rarer than the usual one is a slip; closer, the column uses both
+
+
+def _org_key(s: str) -> tuple[str, bool]:
+    """The name without punctuation, case and legal-form words ('' when nothing else is left), and whether
+    it had a legal-form word."""
+    words = _PUNCT.sub(" ", s.casefold()).split()
+    kept = [w for w in words if w not in LEGAL_FORMS]
+    return " ".join(kept), len(kept) < len(words)
+
+
+def org_forms(values: list[str], counts: np.ndarray) -> dict[int, int]:
+    """Map value index → the most frequent form of the same organisation, for names that differ from it by
+    legal-form words (ACME CORPORATION → ACME); punctuation or case alone is left to the other checks."""
+    keyed = [_org_key(v) for v in values]
+    best: dict[str, int] = {}
+    for i in np.argsort(-counts, kind="stable").tolist():
+        key, has_form = keyed[i]
+        if key and counts[i] > 0:
+            best.setdefault(key, i)
+    out: dict[int, int] = {}
+    for i, (key, has_form) in enumerate(keyed):
+        ref = best.get(key, i) if key else i
+        differs = has_form or keyed[ref][1]  # one of the two carries a legal form
+        if ref != i and differs and counts[ref] > counts[i] and counts[ref] >= MIN_FREQUENT:
+            out[i] = ref
+    return out
+
+
 def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict[int, int]:
     """Map rare value index → reference value index for spellings that look like typos of the reference."""
     order = np.argsort(-counts, kind="stable")
@@ -77,6 +153,12 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
     for i in range(len(values)):
         ref = by_norm[_normal(values[i])]
         if ref != i and counts[ref] >= 2 * counts[i]:
+            result[i] = ref
+    # 1b. The same organisation written with and without its legal form, the usual form far more frequent
+    # (a rare 'CANADAIR LTD' among 'CANADAIR'). Forms of comparable frequency are reported apart (org_forms).
+    forms = org_forms(values, counts)
+    for i, ref in forms.items():
+        if i not in result and counts[ref] >= ORG_MIN_RATIO * counts[i]:
             result[i] = ref
     # 2. One edit away (substitution, insertion, deletion, transposition): the deletion index over references.
     # 3. A few edits away for longer values: q-gram candidates, then a bounded distance.
@@ -142,10 +224,16 @@ def detect_typos(f: ColumnFacts) -> list[Finding]:
     # plausible_typo): 37 vs 38 patients is not a typo, Rsik 3 vs Risk 3 is.
     ids = np.flatnonzero(lettered)
     if ids.size >= 2:
-        mapping = find_variants([uniques[i] for i in ids], f.counts[ids], f.n_present)
+        texts = [uniques[i] for i in ids]
+        mapping = find_variants(texts, f.counts[ids], f.n_present)
         pairs = {int(ids[a]): int(ids[b]) for a, b in mapping.items()}
         if pairs:
             out.append(_finding(f, pairs, masked=False))
+        both = {
+            int(ids[a]): int(ids[b]) for a, b in org_forms(texts, f.counts[ids]).items() if a not in mapping
+        }
+        if both:
+            out.append(_forms_finding(f, both))
     # Digit-masked: "619 paxienxs" against "# patients" seen hundreds of times.
     mcodes, mtext = f.masked_codes
     m_counts = np.bincount(mcodes[lettered], weights=f.counts[lettered], minlength=len(mtext))
@@ -215,4 +303,36 @@ def _finding(
         expected=expected,
         key=f"typos{'-masked' if masked else ''}:{f.name}",
         llr=llr,
+    )
+
+
+def _forms_finding(f: ColumnFacts, pairs: dict[int, int]) -> Finding:
+    """One organisation written in forms the column uses side by side (AIRBUS / AIRBUS INDUSTRIE): a fact
+    about the column to settle, not wrong cells: neither form is the wrong one."""
+    uniques = f.column.uniques
+    ids = np.array(sorted(pairs), dtype=np.int64)
+    rows, cols = cells(f.column.rows_of(ids), f.index)
+    canonical = {uniques[i]: uniques[pairs[i]] for i in pairs}
+    return Finding(
+        type="inconsistent_category",
+        columns=[f.name],
+        rows=rows,
+        cols=cols,
+        title=f"One name written in several forms in {f.name}",
+        description="",
+        describe=lambda fd: (
+            f"'{f.name}' writes the same name with and without its legal form in {fd.n_cells:,} rows: "
+            + "; ".join(f"'{k}' beside '{v}'" for k, v in list(fd.stats["canonical"].items())[:4])
+            + ". Counts and joins by this column split one organisation in two."
+        ),
+        suggested_action="Choose one form per organisation and map the others to it.",
+        category="smart_fixes",
+        detector="typos",
+        stats={
+            "column": f.name,
+            "bad_values": sorted(canonical)[:MAX_LISTED],
+            "canonical": dict(list(canonical.items())[:MAX_LISTED]),
+        },
+        key=f"forms:{f.name}",
+        flag=False,
     )
