@@ -54,6 +54,14 @@ def main() -> int:
     )
     for name, mode, p, r, f1, tp, fp, fn, s in rows:
         print(f"{name:<10}{mode:<10}{p:>10.3f}{r:>8.3f}{f1:>8.3f}{tp:>7}{fp:>6}{fn:>6}{s:>11.1f}")
+    for mode in ("strict", "semantic"):
+        mine = [row for row in rows if row[1] == mode]
+        means = [sum(row[k] for row in mine) / len(mine) for k in (2, 3, 4)]
+        lowest = min(mine, key=lambda row: row[4])
+        print(
+            f"{'mean':<10}{mode:<10}{means[0]:>10.3f}{means[1]:>8.3f}{means[2]:>8.3f}"
+            f"   (lowest F1: {lowest[0]} {lowest[4]:.3f})"
+        )
     return 0
 
 
