@@ -435,3 +435,17 @@ def test_names_that_differ_by_more_than_a_legal_form_are_different_organisations
     rng = random.Random(19)
     maker = [rng.choice(["ACME", "ACME FOODS", "Delta", "Delta Air", "Zenith"]) for _ in range(500)]
     assert [f.key for f in findings_of(make_table({"maker": maker}), "inconsistent_category")] == []
+
+
+def test_codes_one_letter_apart_are_other_codes_unless_the_keys_are_neighbours():
+    # Given aircraft model codes: customer codes differ by one letter (737-7BQ, 737-76Q are other models),
+    # while 737-8H4 typed as 737-8G4 (G beside H) is a slip
+    rng = random.Random(20)
+    models = [rng.choice(["737-7BD", "737-76N", "737-8H4", "A320-232", "MD-88"]) for _ in range(600)]
+    models[10], models[11], models[12] = "737-7BQ", "737-76Q", "737-8G4"
+    found = {
+        v
+        for f in findings_of(make_table({"model": models}), "inconsistent_category")
+        for v in f.stats["bad_values"]
+    }
+    assert found == {"737-8G4"}

@@ -86,6 +86,36 @@ def digits_of(text: str) -> tuple[str, ...]:
     return tuple(_DIGITS.findall(text))
 
 
+_ROWS = ("1234567890", "qwertyuiop", "asdfghjkl", "zxcvbnm")
+_POS = {c: (r, i + 0.5 * r) for r, row in enumerate(_ROWS) for i, c in enumerate(row)}
+# Characters read or typed for one another: 0/O, 1/I/L, 5/S, 8/B, 2/Z, 6/G.
+_CONFUSABLE = {frozenset(p) for p in ("0o", "1i", "1l", "il", "5s", "8b", "2z", "6g")}
+
+
+def _near_keys(a: str, b: str) -> bool:
+    """Whether two characters sit next to each other on a QWERTY keyboard, or are read for one another."""
+    a, b = a.casefold(), b.casefold()
+    if frozenset((a, b)) in _CONFUSABLE:
+        return True
+    pa, pb = _POS.get(a), _POS.get(b)
+    return pa is not None and pb is not None and abs(pa[0] - pb[0]) <= 1 and abs(pa[1] - pb[1]) <= 1.0
+
+
+def _is_code(word: str) -> bool:
+    return any(c.isdigit() for c in word) and any(c.isalpha() for c in word)
+
+
+def _code_slip(a: str, b: str) -> bool:
+    """In a code of letters and digits (737-7BX), one character put for another is another code unless the
+    keys are neighbours or the characters look alike; a dropped, doubled or swapped character is a slip."""
+    if len(a) != len(b):
+        return True
+    diff = [(x, y) for x, y in zip(a, b, strict=True) if x != y]
+    if len(diff) == 2 and diff[0] == diff[1][::-1]:
+        return True  # two neighbours swapped
+    return all(_near_keys(x, y) for x, y in diff)
+
+
 def plausible_typo(variant: str, reference: str) -> bool:
     """Whether `variant` reads as a mistyped `reference`: every changed word is changed only a little.
 
@@ -106,6 +136,8 @@ def plausible_typo(variant: str, reference: str) -> bool:
             if len(va) > 1 and max(len(a), len(b)) < 3:
                 return False  # N vs S Wells St: a different short word, not a typo
             if bounded_distance(a, b, _token_budget(max(len(a), len(b)))) is None:
+                return False
+            if _is_code(a) and _is_code(b) and not _code_slip(a, b):
                 return False
         return changed > 0
     # Words merged or split (a space lost or typed as a letter): compare the whole strings.
