@@ -131,14 +131,14 @@ def _verdicts(edit: Any) -> dict[str, Any]:
     return v
 
 
-# The harness is checked on one reviewed table, nyc_planes, whose 'typos-model' issue flags 7 cells of the
-# correct column 'model' (Boeing customer codes called typos: a false alarm the review allowed as debt).
+# The harness is checked on one reviewed table, nyc_planes, whose 'typos-model' issue flags 3 cells of the
+# correct column 'model' (a Boeing customer code called a typo: a false alarm the review allowed as debt).
 
 
 def test_the_reviewed_table_passes_as_known_debt(planes: review.TableRun) -> None:
     judgement = review.judge(planes, VERDICTS)
     assert judgement.failures == []
-    assert judgement.false_flags["typos-model"] == 7
+    assert judgement.false_flags["typos-model"] == 3
 
 
 def test_flags_in_a_correct_column_beyond_the_review_fail(planes: review.TableRun) -> None:
@@ -146,17 +146,17 @@ def test_flags_in_a_correct_column_beyond_the_review_fail(planes: review.TableRu
     verdicts = _verdicts(lambda t: t["issues"]["typos-model"].pop("false_flags"))
     # Then its flags in the correct column fail
     failures = review.judge(planes, verdicts).failures
-    assert any("'typos-model' flags 7 cells the verdicts call right" in f for f in failures)
+    assert any("'typos-model' flags 3 cells the verdicts call right" in f for f in failures)
 
 
 def test_flags_outside_the_named_wrong_cells_of_a_problem_column_count(planes: review.TableRun) -> None:
-    # Given 'model' under problems, with the wrong cells named by value: one of the 4 flagged values (3 cells)
+    # Given 'manufacturer' under problems with one wrong value named: 'typos-manufacturer' flags it (1 cell)
+    # and 'MCDONNELL DOUGLAS CORPORATION' (14 cells)
     def edit(t: dict[str, Any]) -> None:
-        t["correct"] = [c for c in t["correct"] if c != "model"]
-        t["problems"]["model"] = {"why": "test", "values": ["737-7BX"]}
+        t["problems"]["manufacturer"] = {"why": "test", "values": ["CANADAIR LTD"]}
 
-    # Then the other 4 flagged cells are right cells
-    assert review.judge(planes, _verdicts(edit)).false_flags["typos-model"] == 4
+    # Then the other 14 flagged cells are right cells
+    assert review.judge(planes, _verdicts(edit)).false_flags["typos-manufacturer"] == 14
 
 
 def test_an_unreviewed_issue_fails(planes: review.TableRun) -> None:
