@@ -6,6 +6,7 @@ right however rare it is; a value that breaks the rule while both sources look r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,6 +107,20 @@ def _holds(target: ColumnFacts, left: ColumnFacts, sep: str, right: ColumnFacts)
     return ok[inverse.reshape(-1)]
 
 
+def _describer(
+    target: ColumnFacts, left: ColumnFacts, right: ColumnFacts, d: Derivation
+) -> Callable[[Finding], str]:
+    def describe(fd: Finding) -> str:
+        return (
+            f"'{target.name}' is built as {left.name} + '{d.sep}' + {right.name} in "
+            f"{d.holds.mean():.1%} of rows, but {fd.n_rows:,} rows break that rule although their "
+            f"'{left.name}' and '{right.name}' look right (e.g. '{target.column.value(int(fd.rows[0]))}' "
+            f"where '{(fd.expected or [''])[0]}' was expected)."
+        )
+
+    return describe
+
+
 def detect_derived(
     facts: list[ColumnFacts],
     n_rows: int,
@@ -142,12 +157,7 @@ def detect_derived(
                 cols=c,
                 title=f"{target.name} does not match {left.name} and {right.name}",
                 description="",
-                describe=lambda fd, target=target, left=left, right=right, d=d: (
-                    f"'{target.name}' is built as {left.name} + '{d.sep}' + {right.name} in "
-                    f"{d.holds.mean():.1%} of rows, but {fd.n_rows:,} rows break that rule although their "
-                    f"'{left.name}' and '{right.name}' look right (e.g. '{target.column.value(int(fd.rows[0]))}' "
-                    f"where '{(fd.expected or [''])[0]}' was expected)."
-                ),
+                describe=_describer(target, left, right, d),
                 suggested_action=f"Rebuild '{target.name}' from '{left.name}' and '{right.name}'.",
                 category="quick_fixes",
                 detector="derived",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -288,7 +289,7 @@ class DateParse:
     """A date column's distinct present values, read with the recognised formats."""
 
     present: np.ndarray  # ids of the distinct present values
-    values: object  # pandas Series of their trimmed text
+    values: Any  # a pandas Series of their trimmed text (pandas is imported only when dates are parsed)
     fmt_of: np.ndarray  # per value: index into DATE_FORMATS of the first format it parses in, or -1
     laid_out: np.ndarray  # per value: laid out like some format (digits where its fields go)
 
@@ -341,9 +342,9 @@ def detect_impossible_dates(f: ColumnFacts, cal: Calibration = DEFAULT) -> Findi
     if parsed is None:
         return None
     bad = parsed.laid_out & (parsed.fmt_of < 0)
-    bad &= (
-        ~np.array([bool(_END_OF_DAY.search(str(v))) for v in parsed.values], dtype=bool) if bad.any() else bad
-    )
+    if bad.any():
+        end_of_day = np.array([bool(_END_OF_DAY.search(str(v))) for v in parsed.values], dtype=bool)
+        bad = bad & ~end_of_day
     if not bad.any():
         return None
     counts = f.counts[parsed.present]

@@ -232,8 +232,8 @@ def _gap_finding(
         category="smart_fixes",
         detector="missing",
         stat_name="share of the column's rows that are missing",
-        stat=share,
-        llr=math.log((1 - share) / share) + cal.missing_bonus,
+        stat=np.full(r.size, share),
+        llr=np.full(r.size, math.log((1 - share) / share) + cal.missing_bonus),
         stats={
             "column": name,
             "markers": _as_written(f, f.is_null_marker),
