@@ -449,3 +449,13 @@ def test_codes_one_letter_apart_are_other_codes_unless_the_keys_are_neighbours()
         for v in f.stats["bad_values"]
     }
     assert found == {"737-8G4"}
+
+
+def test_a_digit_inside_a_sentence_breaks_no_pattern():
+    # Given repeated field notes, one of which names a measurement with digits in a word
+    rng = random.Random(21)
+    notes = [
+        rng.choice(["Nest never observed with full clutch.", "Adult not sampled.", ""]) for _ in range(300)
+    ]
+    notes[7] = "No delta15N data received from lab."
+    assert findings_of(make_table({"Comments": notes}), "format_violation") == []

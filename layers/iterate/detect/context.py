@@ -131,6 +131,19 @@ class ColumnFacts:
         return bool(self.counts[present][many].sum() > 0.5 * self.counts[present].sum())
 
     @cached_property
+    def prose(self) -> bool:
+        """Sentences and long names: most rows hold three words or more and no digit ('Nest never observed
+        with full clutch.'), whether or not they repeat. A digit inside one word of a sentence breaks no
+        pattern; an address (digits) is not prose."""
+        present = np.flatnonzero(self.present & (self.counts > 0))[:2000]
+        if present.size == 0:
+            return False
+        text = self.column.dictionary.take(pa.array(present))
+        words = np.asarray(pc.count_substring_regex(text, pattern=r"\S+").to_numpy(zero_copy_only=False))
+        sentence = (words >= 3) & ~self.has_digit[present]
+        return bool(self.counts[present][sentence].sum() > 0.5 * self.counts[present].sum())
+
+    @cached_property
     def smallest_group(self) -> int:
         """Rows held by the column's rarest value."""
         used = self.counts[self.counts > 0]

@@ -100,10 +100,10 @@ def sample_uniques(f: ColumnFacts, *, seed: int = 5) -> tuple[np.ndarray, np.nda
 def detect_shape_violations(f: ColumnFacts) -> Finding | None:
     """Values whose shape is rare in a column where a few shapes cover nearly everything.
 
-    Free text (most values three words or more) has no shape to break: a sentence is not checked against a
-    pattern.
+    Free text and prose (most values three words or more; see ColumnFacts.free_text, .prose) have no shape
+    to break: a sentence is not checked against a pattern.
     """
-    if f.n_present < 20 or f.free_text:
+    if f.n_present < 20 or f.free_text or f.prose:
         return None
     ids, weights_u = sample_uniques(f)
     keep = f.present[ids]
