@@ -462,6 +462,8 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
     ids = m.ids[ok][hit]
     name = f.name
     low, high = scale.bounds(cal.outlier_z) if scale is not None else (None, None)
+    if low is not None and not negative.any():
+        low = max(low, 0.0)  # a quantity that is never negative has no expected range below zero
     median = weighted_quantile(x, w, 0.5)
 
     def describe(fd: Finding) -> str:
