@@ -29,6 +29,7 @@ from iterate.detect.frequency import (
 )
 from iterate.detect.missing import detect_missing, detect_sentinels, unflagged_gaps
 from iterate.detect.numeric import (
+    context_columns,
     detect_code_width,
     detect_float_written_integers,
     detect_invalid_numbers,
@@ -210,7 +211,11 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
         fd_findings, deps, judgements = voted.result()
     findings = [_discount_consistent(f, judgements, table, calibration) for f in findings]
     determines = {(d.lhs, d.rhs) for d in deps}
-    findings = [discount_explained_outliers(f, facts, determines, calibration) for f in findings]
+    if any(f.type == "numeric_outlier" and f.n_cells for f in findings):
+        contexts = context_columns(facts, n)
+        findings = [
+            discount_explained_outliers(f, facts, determines, calibration, contexts) for f in findings
+        ]
     findings += fd_findings
     suspect = _suspect_masks(findings, n)
     derived_findings, rules = detect_derived(facts, n, suspect, derivations.result())
