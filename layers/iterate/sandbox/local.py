@@ -382,6 +382,18 @@ class LocalSandbox:
         The caller decides what to do with failures (the investigation loop runs those items alone).
         Never raises for anything the code does.
         """
+        return self.run_batch_detailed(codes, data, columns=columns, timeout_s=timeout_s)[1]
+
+    def run_batch_detailed(
+        self,
+        codes: Sequence[str],
+        data: DatasetRef,
+        *,
+        columns: Sequence[tuple[str, ...] | None] | None = None,
+        timeout_s: float | None = None,
+    ) -> tuple[SandboxOutcome | None, list[CodeInvestigation]]:
+        """Like `run_batch`, with the batch process's own outcome (None when no process was started:
+        the static policy refused every code)."""
         started = time.perf_counter()
         timeout = float(timeout_s if timeout_s is not None else self.limits.timeout_s)
         wanted = list(columns) if columns is not None else [data.columns] * len(codes)
@@ -389,6 +401,7 @@ class LocalSandbox:
             raise ValueError("run_batch needs one columns entry per code")
         results: list[CodeInvestigation | None] = [self.refuse(code) for code in codes]
         todo = [i for i, found in enumerate(results) if found is None]
+        outcome = None
         if todo:
             union: tuple[str, ...] | None = None
             if all(wanted[i] is not None for i in todo):
@@ -401,7 +414,7 @@ class LocalSandbox:
             items = self._batch_items(outcome, batch)
             for i, item in zip(todo, items, strict=True):
                 results[i] = item.model_copy(update={"code": codes[i], "batch_size": len(todo)})
-        return [r for r in results if r is not None]
+        return outcome, [r for r in results if r is not None]
 
     @staticmethod
     def _batch_items(outcome: SandboxOutcome, batch: list[dict[str, Any]]) -> list[CodeInvestigation]:
