@@ -32,7 +32,8 @@ class Settings(BaseModel):
     investigation_max_attempts: int = 3
     # First-attempt template proofs (code we wrote) run this many to one sandbox process (each still in
     # its own namespace; anything that fails there runs alone): 0 or false runs every proof alone, 1 or
-    # true uses the default size. LLM-written code and retries always run alone.
+    # true uses the default size (iterate.investigate.loop.DEFAULT_BATCH). LLM-written code and retries
+    # always run alone.
     investigation_batch: int = Field(default=1, ge=0)
     # Input size and shape (iterate.io.ReadLimits): a file over one is refused early, with exit 2 and a
     # message naming the limit and its ITERATE_MAX_* variable.

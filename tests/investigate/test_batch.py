@@ -366,6 +366,9 @@ def test_batches_group_by_columns_and_are_bounded() -> None:
     for b in batches:
         assert 2 <= len(b) <= 4
         assert len({issues[i].affectedColumns[0] for i in b}) <= 3
+    # A long table makes small batches: the cells the proofs read in all stay bounded (10 rows here)
+    small = plan_batches(issues, PROFILE, size=40, max_columns=64, max_cells=25)
+    assert small and all(len(b) == 2 for b in small)
     assert batch_size(0) == 0 and batch_size(1) > 1 and batch_size(7) == 7
 
 
