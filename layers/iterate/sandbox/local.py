@@ -407,7 +407,7 @@ class LocalSandbox:
             if all(wanted[i] is not None for i in todo):
                 union = tuple(dict.fromkeys(name for i in todo for name in wanted[i] or ()))
             batch = [
-                {"code": codes[i], "columns": list(wanted[i]) if wanted[i] is not None else None}
+                {"code": codes[i], "columns": list(wanted[i] or ()) if wanted[i] is not None else None}
                 for i in todo
             ]
             outcome = self._execute("", replace(data, columns=union), timeout, started, batch)
@@ -423,19 +423,18 @@ class LocalSandbox:
         output = whole.output if isinstance(whole.output, dict) else {}
         raw = output.get("items")
         if not whole.success or not isinstance(raw, list) or len(raw) != len(batch):
-            stopped = whole.stopped or "crash"
-            error = f"the batch failed: {whole.error or 'no per-item report'}"
-            return [
-                whole.model_copy(
-                    update={"success": False, "output": None, "stopped": stopped, "error": error}
-                )
-                for _ in batch
-            ]
+            failure = {
+                "success": False,
+                "output": None,
+                "stopped": whole.stopped or "crash",
+                "error": f"the batch failed: {whole.error or 'no per-item report'}",
+            }
+            return [whole.model_copy(update=failure) for _ in batch]
         items: list[CodeInvestigation] = []
         for entry in raw:
             entry = entry if isinstance(entry, dict) else {}
             stopped: Any = entry.get("stopped") if entry.get("stopped") in STOP_REASONS else "error"
-            error = entry.get("error") if isinstance(entry.get("error"), str) else None
+            error: str | None = entry.get("error") if isinstance(entry.get("error"), str) else None
             if entry.get("success") is True and entry.get("stopped") is None:
                 if not isinstance(entry.get("output"), dict):
                     stopped, error = "invalid_output", "the report's output is not a JSON object"

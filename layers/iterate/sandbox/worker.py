@@ -1029,7 +1029,7 @@ def _run_batch(prepared: list, violations: list[str], cap: int) -> dict:
             continue
         code, user_globals = entry
         began = time.perf_counter()
-        item = {"success": False, "output": None, "error": None, "stopped": None}
+        item: dict = {"success": False, "output": None, "error": None, "stopped": None}
         item.update(_run_code(code, user_globals, CappedWriter(cap), cap))
         item["elapsed_ms"] = (time.perf_counter() - began) * 1000
         items.append(item)
