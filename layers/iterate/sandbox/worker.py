@@ -1023,14 +1023,17 @@ def _run_batch(prepared: list, violations: list[str], cap: int) -> dict:
     """Each item in its own namespace (its own `df` object, `result`, builtins and stdout); one item's
     failure is its own. A refusal ends the batch: the host then discards it whole (and runs each alone)."""
     items: list[dict] = []
-    for entry in prepared:
+    for k, entry in enumerate(prepared):
+        prepared[k] = None  # an item's namespace (and what it cached) goes once it has run
         if isinstance(entry, dict):
             items.append({"success": False, "output": None, **entry})
             continue
         code, user_globals = entry
+        del entry
         began = time.perf_counter()
         item: dict = {"success": False, "output": None, "error": None, "stopped": None}
         item.update(_run_code(code, user_globals, CappedWriter(cap), cap))
+        del user_globals
         item["elapsed_ms"] = (time.perf_counter() - began) * 1000
         items.append(item)
         if violations:
