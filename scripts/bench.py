@@ -18,6 +18,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_FILE = REPO / "bench" / "data" / "bench_1m.csv"
+WIDE_FILE = REPO / "bench" / "data" / "wide.csv"
 DEFAULT_OUT = REPO / "bench" / "out"
 TARGET_RATIO = 5.0
 TARGET_PEAK_MB = 4096.0
@@ -137,14 +138,17 @@ def _analyze_command() -> tuple[list[str], str] | None:
     return None
 
 
-def analyze(path: Path, out: Path) -> dict[str, Any] | None:
-    """Wall time and peak RSS of `iterate analyze FILE --out DIR` as a subprocess (None if unavailable)."""
+def analyze(path: Path, out: Path, env: dict[str, str] | None = None) -> dict[str, Any] | None:
+    """Wall time and peak RSS of `iterate analyze FILE --out DIR` as a subprocess (None if unavailable).
+
+    env: variables set for that run (e.g. ITERATE_INVESTIGATION_BATCH)."""
     found = _analyze_command()
     if found is None:
         return None
     cmd, label = found
     env_free = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}  # offline: no LLM calls
     env_free["PYTHONPATH"] = str(REPO / "layers") + os.pathsep + os.environ.get("PYTHONPATH", "")
+    env_free.update(env or {})
     out.mkdir(parents=True, exist_ok=True)
     args = [str(path), "--out", str(out)] if label == "iterate analyze" else [str(path), str(out)]
     proc = subprocess.run(
@@ -164,6 +168,94 @@ def analyze(path: Path, out: Path) -> dict[str, Any] | None:
             zygotes = max(float(sandbox.get(k, 0.0)) for k in ("dataset_zygote_cpu_s", "preload_cpu_s"))
             result["sandbox_cpu_s"] = float(sandbox.get("job_cpu_s", 0.0)) + zygotes
     return result
+
+
+def _outcomes(out: Path) -> list[tuple[Any, ...]]:
+    """Each issue's id, status, counts and examples, as analysis.json has them (to compare two runs)."""
+    analysis = json.loads((out / "analysis.json").read_text(encoding="utf-8"))
+    found = []
+    for issue in analysis.get("issues", []):
+        evidence = issue.get("evidence") or {}
+        found.append(
+            (
+                issue["id"],
+                issue["status"],
+                issue.get("affectedRows"),
+                json.dumps(evidence.get("examples"), sort_keys=True),
+                json.dumps((issue.get("investigation") or {}).get("output"), sort_keys=True),
+            )
+        )
+    return found
+
+
+WIDE_STEPS = ("profile", "detect", "investigate", "report")
+
+
+def wide_table(out: Path, path: Path = WIDE_FILE, runs: int = 1) -> dict[str, Any]:
+    """`iterate analyze` on the wide table (2,000 x 500, ~1,150 issues), template proofs batched into one
+    sandbox process per batch (ITERATE_INVESTIGATION_BATCH=1, the default) against one process per proof
+    (=0), run alternately on the same machine; prints the time of each step side by side."""
+    if not path.exists():
+        sys.path.insert(0, str(REPO / "scripts"))
+        from gen_wide import generate
+
+        names, rows, _ = generate(2000, 500, 5)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        import csv
+
+        with path.open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(names)
+            writer.writerows(rows)
+    modes = {"batch off": "0", "batch on": "1"}
+    found: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    for k in range(runs):
+        for mode, value in modes.items() if k % 2 == 0 else reversed(modes.items()):
+            folder = out / "wide" / mode.replace(" ", "-")
+            shutil.rmtree(folder, ignore_errors=True)
+            result = analyze(path, folder, env={"ITERATE_INVESTIGATION_BATCH": value}) or {"rc": "n/a"}
+            if result.get("rc") == 0:
+                result["outcomes"] = _outcomes(folder)
+            found[mode].append(result)
+    print(f"\nwide table {path.name} (2,000 rows x 500 columns): batch on vs off, alternately, {runs} run(s)")
+    print(f"  load average now {_load()}")
+    print(f"  {'':<28s}" + "".join(f"{m:>12s}" for m in modes))
+    summary: dict[str, Any] = {}
+    for mode, results in found.items():
+        good = [r for r in results if r.get("rc") == 0]
+        if not good:
+            summary[mode] = {"error": results[-1].get("stderr", "")[-500:] if results else "not run"}
+            continue
+        best = min(good, key=lambda r: r["wall_s"])
+        summary[mode] = {
+            "wall_s": [round(r["wall_s"], 2) for r in good],
+            "steps_s": {s: round(best["timings_ms"].get(s, 0) / 1000, 2) for s in WIDE_STEPS},
+            "issues": best.get("issues"),
+        }
+    rows = (
+        [("whole run (wall, best)", "wall")]
+        + [(f"step {s}" if s != "detect" else "  of which detect", s) for s in WIDE_STEPS]
+        + [("issues", "issues")]
+    )
+    for label, key in rows:
+        cells = []
+        for mode in modes:
+            entry = summary.get(mode, {})
+            if "error" in entry or not entry:
+                cells.append("failed")
+            elif key == "wall":
+                cells.append(f"{min(entry['wall_s']):.2f} s")
+            elif key == "issues":
+                cells.append(str(entry["issues"]))
+            else:
+                cells.append(f"{entry['steps_s'][key]:.2f} s")
+        print(f"  {label:<28s}" + "".join(f"{c:>12s}" for c in cells))
+    ons = [r.get("outcomes") for r in found["batch on"] if r.get("rc") == 0]
+    offs = [r.get("outcomes") for r in found["batch off"] if r.get("rc") == 0]
+    same = bool(ons and offs) and all(o == offs[0] for o in ons + offs)
+    summary["identical_outcomes"] = same
+    print(f"  every issue's status, counts and examples identical on and off: {'yes' if same else 'NO'}")
+    return summary
 
 
 def sandbox_numbers(path: Path) -> dict[str, Any] | None:
@@ -303,7 +395,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-analyze", action="store_true", help="skip `iterate analyze`")
     parser.add_argument("--no-sandbox", action="store_true", help="skip scripts/bench_sandbox.py")
+    parser.add_argument("--no-wide", action="store_true", help="skip the wide table (batch on vs off)")
+    parser.add_argument("--wide-only", action="store_true", help="only the wide table (batch on vs off)")
+    parser.add_argument("--wide-runs", type=int, default=1, help="runs of each mode on the wide table")
     args = parser.parse_args(argv)
+    if args.wide_only:
+        wide_table(args.out, runs=args.wide_runs)
+        return 0
     if not args.file.exists():
         sys.path.insert(0, str(REPO / "scripts"))
         from gen_bench import write
@@ -320,6 +418,12 @@ def main(argv: list[str] | None = None) -> int:
             with_analyze=not args.no_analyze,
             with_sandbox=not args.no_sandbox,
         )
+    if not args.no_wide:
+        results = wide_table(args.out, runs=args.wide_runs)
+        bench = args.out / "bench.json"
+        saved = json.loads(bench.read_text(encoding="utf-8")) if bench.exists() else {}
+        saved["wide"] = results
+        bench.write_text(json.dumps(saved, indent=2, default=str) + "\n", encoding="utf-8")
     return 0
 
 

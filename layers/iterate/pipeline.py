@@ -309,6 +309,7 @@ def investigate_step(ctx: RunContext, data: DatasetRef | None = None) -> list[Is
         max_attempts=ctx.settings.investigation_max_attempts,
         timeout_s=ctx.settings.sandbox_timeout_s,
         on_done=on_done,
+        batch=ctx.settings.investigation_batch,
     )
     for issue in done:
         if issue.investigation is not None:

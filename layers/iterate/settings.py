@@ -30,6 +30,11 @@ class Settings(BaseModel):
     sandbox_scratch: str | None = None
     investigation_workers: int = 2
     investigation_max_attempts: int = 3
+    # First-attempt template proofs (code we wrote) run this many to one sandbox process (each still in
+    # its own namespace; anything that fails there runs alone): 0 or false runs every proof alone, 1 or
+    # true uses the default size (iterate.investigate.loop.DEFAULT_BATCH). LLM-written code and retries
+    # always run alone.
+    investigation_batch: int = Field(default=1, ge=0)
     # Input size and shape (iterate.io.ReadLimits): a file over one is refused early, with exit 2 and a
     # message naming the limit and its ITERATE_MAX_* variable.
     max_file_bytes: int = Field(default=5_000_000_000, gt=0)
@@ -64,6 +69,7 @@ class Settings(BaseModel):
             "sandbox_scratch": e.get("ITERATE_SANDBOX_SCRATCH") or None,
             "investigation_workers": e.get("ITERATE_INVESTIGATION_WORKERS"),
             "investigation_max_attempts": e.get("ITERATE_INVESTIGATION_MAX_ATTEMPTS"),
+            "investigation_batch": _switch(e.get("ITERATE_INVESTIGATION_BATCH")),
             "max_file_bytes": e.get("ITERATE_MAX_FILE_BYTES"),
             "max_decompressed_bytes": e.get("ITERATE_MAX_DECOMPRESSED_BYTES"),
             "max_compression_ratio": e.get("ITERATE_MAX_COMPRESSION_RATIO"),
@@ -78,6 +84,14 @@ class Settings(BaseModel):
             "sandbox_function": e.get("ITERATE_SANDBOX_FUNCTION"),
         }
         return cls.model_validate({k: v for k, v in raw.items() if v is not None})
+
+
+def _switch(value: str | None) -> str | None:
+    """A count that may also be written as a switch: true/on/yes is 1, false/off/no is 0."""
+    if value is None:
+        return None
+    words = {"true": "1", "on": "1", "yes": "1", "false": "0", "off": "0", "no": "0"}
+    return words.get(value.strip().lower(), value.strip())
 
 
 @lru_cache(maxsize=1)

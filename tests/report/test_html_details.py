@@ -136,3 +136,18 @@ def test_date_columns_chart_their_formats(build):
     )  # fmt: skip
     card = section(render_html(analysis, profile, understanding), "profile")
     assert "Date formats" in card and "%d/%m/%Y: 20" in card and "2025-12-31" in card
+
+
+def test_a_batched_proof_says_its_time_was_shared(build):
+    # Given one issue whose proof ran with 100 others in one sandbox process, and one that ran alone
+    analysis, profile, understanding = build(issues=2)
+    first, second = analysis.issues
+    shared = first.investigation.model_copy(update={"batch_size": 100, "execution_time_ms": 412.0})  # type: ignore[union-attr]
+    analysis = analysis.model_copy(
+        update={"issues": [first.model_copy(update={"investigation": shared}), second]}
+    )
+    # When rendered
+    page = section(render_html(analysis, profile, understanding), "issues")
+    # Then the shared time is said to be the batch's, the other is plain
+    assert "412 ms for 100 proofs run together" in page
+    assert page.count("proofs run together") == 1

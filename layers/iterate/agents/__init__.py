@@ -148,13 +148,13 @@ class FallbackInvestigation:
         check = getattr(self.offline.get(), "supports", None)
         return bool(check(issue)) if callable(check) else False
 
+    def template_first(self, issue: Issue) -> bool:
+        """Whether the first attempt for this issue is its template (what write_code decides, asked ahead:
+        the investigation loop runs such trusted proofs several to one sandbox process)."""
+        return self.prefer_templates and issue.source == "detector" and self._template_fits(issue)
+
     def write_code(self, issue: Issue, *, profile: DatasetProfile, attempts: list[CodeInvestigation]) -> str:
-        if (
-            self.prefer_templates
-            and not attempts
-            and issue.source == "detector"
-            and self._template_fits(issue)
-        ):
+        if not attempts and self.template_first(issue):
             self._last.source = "template"
             return str(self.offline.get().write_code(issue, profile=profile, attempts=attempts))
 

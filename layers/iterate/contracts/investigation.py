@@ -20,3 +20,12 @@ class CodeInvestigation(Contract):
     )
     attempts: int = Field(default=1, ge=1)
     source: Literal["template", "llm"] = "template"
+    batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "set when this code ran with others (the engine's own templates) in one sandbox process of this"
+            " many: execution_time_ms is then that whole process's, shared by all of them. The code alone is"
+            " the same and runs on its own"
+        ),
+    )

@@ -400,7 +400,10 @@ class _Renderer:
             verdict = f'<span class="bad">✘ investigation failed ({esc(why)})</span>'
         meta = [f"{inv.attempts} attempt{'s' if inv.attempts != 1 else ''}", f"code by {esc(inv.source)}"]
         if inv.execution_time_ms is not None:
-            meta.append(esc(_duration(inv.execution_time_ms)))
+            took = _duration(inv.execution_time_ms)
+            if inv.batch_size:  # the time of the one process this proof shared with others
+                took += f" for {inv.batch_size} proofs run together"
+            meta.append(esc(took))
         out = [
             f"<h4>Investigation</h4><p>{verdict} <span class='muted small'>· {' · '.join(meta)}</span></p>"
         ]

@@ -17,7 +17,7 @@ import time
 import uuid
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, get_args
@@ -332,6 +332,17 @@ class LocalSandbox:
         if refusal is not None:
             violations = [str(v) for v in check_policy(code)]
             return SandboxOutcome(refusal, isolation={"stage": "static_policy"}, violations=violations)
+        return self._execute(code, data, timeout, started)
+
+    def _execute(
+        self,
+        code: str,
+        data: DatasetRef,
+        timeout: float,
+        started: float,
+        batch: list[dict[str, Any]] | None = None,
+    ) -> SandboxOutcome:
+        """One sandbox process for `code` (or for a `batch` of {"code", "columns"}, see `run_batch`)."""
         if not data.path:
             raise SandboxError("LocalSandbox needs a local dataset path (DatasetRef.path)")
         if not Path(data.path).is_file():
@@ -341,14 +352,106 @@ class LocalSandbox:
         try:
             zygote = self._running_zygote()
             if zygote is None:
-                return self._spawn(code, data.path, timeout, tmp, started, data.columns)
+                return self._spawn(code, data.path, timeout, tmp, started, data.columns, batch)
             if self.limits.preload_datasets > 0:
-                outcome = self._run_preloaded(zygote, code, data.path, timeout, tmp, started, data.columns)
+                outcome = self._run_preloaded(
+                    zygote, code, data.path, timeout, tmp, started, data.columns, batch
+                )
                 if outcome is not None:
                     return outcome
-            return self._fork_from(zygote, code, data.path, timeout, tmp, started, data.columns)
+            return self._fork_from(zygote, code, data.path, timeout, tmp, started, data.columns, batch)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def run_batch(
+        self,
+        codes: Sequence[str],
+        data: DatasetRef,
+        *,
+        columns: Sequence[tuple[str, ...] | None] | None = None,
+        timeout_s: float | None = None,
+    ) -> list[CodeInvestigation]:
+        """Several pieces of trusted code (the engine's own templates) in one sandbox process, in order.
+
+        Each runs in its own namespace (its own `df` object, `result`, builtins and stdout) on the frame a
+        single `run(code, replace(data, columns=columns[i]))` would give it (default: `data.columns` for
+        all); the in-process checks apply to each, the OS layers and the limits (`timeout_s` included) to
+        the process as a whole. Returns one CodeInvestigation per code, in order: an item's own verdict,
+        or, when the process as a whole failed (timeout, memory, a refusal by any layer), that failure for
+        every item. `execution_time_ms` is the whole process's and `batch_size` says how many shared it.
+        The caller decides what to do with failures (the investigation loop runs those items alone).
+        Never raises for anything the code does.
+        """
+        return self.run_batch_detailed(codes, data, columns=columns, timeout_s=timeout_s)[1]
+
+    def run_batch_detailed(
+        self,
+        codes: Sequence[str],
+        data: DatasetRef,
+        *,
+        columns: Sequence[tuple[str, ...] | None] | None = None,
+        timeout_s: float | None = None,
+    ) -> tuple[SandboxOutcome | None, list[CodeInvestigation]]:
+        """Like `run_batch`, with the batch process's own outcome (None when no process was started:
+        the static policy refused every code)."""
+        started = time.perf_counter()
+        timeout = float(timeout_s if timeout_s is not None else self.limits.timeout_s)
+        wanted = list(columns) if columns is not None else [data.columns] * len(codes)
+        if len(wanted) != len(codes):
+            raise ValueError("run_batch needs one columns entry per code")
+        results: list[CodeInvestigation | None] = [self.refuse(code) for code in codes]
+        todo = [i for i, found in enumerate(results) if found is None]
+        outcome = None
+        if todo:
+            union: tuple[str, ...] | None = None
+            if all(wanted[i] is not None for i in todo):
+                union = tuple(dict.fromkeys(name for i in todo for name in wanted[i] or ()))
+            batch = [
+                {"code": codes[i], "columns": list(wanted[i] or ()) if wanted[i] is not None else None}
+                for i in todo
+            ]
+            outcome = self._execute("", replace(data, columns=union), timeout, started, batch)
+            items = self._batch_items(outcome, batch)
+            for i, item in zip(todo, items, strict=True):
+                results[i] = item.model_copy(update={"code": codes[i], "batch_size": len(todo)})
+        return outcome, [r for r in results if r is not None]
+
+    @staticmethod
+    def _batch_items(outcome: SandboxOutcome, batch: list[dict[str, Any]]) -> list[CodeInvestigation]:
+        """Per-item investigations from a batch process's outcome (all failed when the process failed)."""
+        whole = outcome.investigation
+        output = whole.output if isinstance(whole.output, dict) else {}
+        raw = output.get("items")
+        if not whole.success or not isinstance(raw, list) or len(raw) != len(batch):
+            failure = {
+                "success": False,
+                "output": None,
+                "stopped": whole.stopped or "crash",
+                "error": f"the batch failed: {whole.error or 'no per-item report'}",
+            }
+            return [whole.model_copy(update=failure) for _ in batch]
+        items: list[CodeInvestigation] = []
+        for entry in raw:
+            entry = entry if isinstance(entry, dict) else {}
+            stopped: Any = entry.get("stopped") if entry.get("stopped") in STOP_REASONS else "error"
+            error: str | None = entry.get("error") if isinstance(entry.get("error"), str) else None
+            if entry.get("success") is True and entry.get("stopped") is None:
+                if not isinstance(entry.get("output"), dict):
+                    stopped, error = "invalid_output", "the report's output is not a JSON object"
+                else:
+                    items.append(whole.model_copy(update={"output": entry["output"], "error": None}))
+                    continue
+            items.append(
+                whole.model_copy(
+                    update={
+                        "success": False,
+                        "output": None,
+                        "stopped": stopped,
+                        "error": (error or "the investigation failed")[:4000],
+                    }
+                )
+            )
+        return items
 
     def _run_preloaded(
         self,
@@ -359,6 +462,7 @@ class LocalSandbox:
         tmp: Path,
         started: float,
         columns: tuple[str, ...] | None,
+        batch: list[dict[str, Any]] | None = None,
     ) -> SandboxOutcome | None:
         """Run on the zygote holding this dataset's frame (started on first use); None when there is none.
 
@@ -370,7 +474,7 @@ class LocalSandbox:
         if entry is None or entry.zygote is None:
             return None
         try:
-            outcome = self._fork_from(entry.zygote, code, None, timeout, tmp, started, columns)
+            outcome = self._fork_from(entry.zygote, code, None, timeout, tmp, started, columns, batch)
         except _ZygoteGone:  # it stopped before taking the job: the job runs from the base zygote
             self._datasets.discard(entry)
             return None
@@ -460,13 +564,20 @@ class LocalSandbox:
         return thread
 
     def _job(
-        self, code: str, timeout: float, tmp: Path, columns: tuple[str, ...] | None, cage: _Cage
+        self,
+        code: str,
+        timeout: float,
+        tmp: Path,
+        columns: tuple[str, ...] | None,
+        cage: _Cage,
+        batch: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         workdir = tmp / "work"
         workdir.mkdir(exist_ok=True)
         view = self._view
         return {
             "code": code,
+            **({"batch": batch} if batch is not None else {}),
             "columns": list(columns) if columns is not None else None,
             "timeout_s": timeout,
             "memory_mb": self.limits.memory_mb,
@@ -498,6 +609,7 @@ class LocalSandbox:
         tmp: Path,
         started: float,
         columns: tuple[str, ...] | None = None,
+        batch: list[dict[str, Any]] | None = None,
     ) -> SandboxOutcome:
         """One job through a zygote; `path` None for a dataset zygote (its runners have the frame)."""
         fresh = os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
@@ -508,7 +620,7 @@ class LocalSandbox:
         # The order the handler expects: stderr, the dataset when the runner reads it, cgroup.procs.
         fds = [stderr_fd] + ([data_fd] if data_fd is not None else []) + cage.fds
         try:
-            job = self._job(code, timeout, tmp, columns, cage)
+            job = self._job(code, timeout, tmp, columns, cage, batch)
             conn = _send_job(zygote.path, job, fds)
             seen = _drive(
                 conn, cage, timeout=timeout, setup_s=self.limits.setup_allowance_s, limits=self.limits
@@ -532,13 +644,14 @@ class LocalSandbox:
         tmp: Path,
         started: float,
         columns: tuple[str, ...] | None = None,
+        batch: list[dict[str, Any]] | None = None,
     ) -> SandboxOutcome:
         """One job in a fresh process (no zygote): it supervises its runner like a zygote's handler."""
         cage = _Cage(self.limits)
         data_fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         stderr_path = tmp / "stderr.txt"
         host, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        job = self._job(code, timeout, tmp, columns, cage)
+        job = self._job(code, timeout, tmp, columns, cage, batch)
         job.update(data_fd=data_fd, host_fd=child.fileno(), cgroup_fds=cage.fds)
         proc = None
         try:

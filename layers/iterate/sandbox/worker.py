@@ -779,6 +779,12 @@ def load_frame(fd: int, wanted: list[str] | None = None):  # type: ignore[no-unt
 
     `wanted`: names (as written) of the only columns to load; a big file's other columns are never read.
     """
+    return load_frame_narrowed(fd, wanted)[0]
+
+
+def load_frame_narrowed(fd: int, wanted: list[str] | None = None):  # type: ignore[no-untyped-def]
+    """`load_frame`, and how: (frame, narrowed, narrowable). `narrowed`: only `wanted`'s columns were read;
+    otherwise the frame is the whole table, and `narrowable` says whether columns can be picked from it."""
     import pyarrow.parquet as pq
 
     with os.fdopen(fd, "rb") as handle:
@@ -786,18 +792,15 @@ def load_frame(fd: int, wanted: list[str] | None = None):  # type: ignore[no-unt
             schema = pq.read_schema(handle)
             written = _written_names(schema)
             picked = [i for i, name in enumerate(written) if name in set(wanted)]
+            handle.seek(0)
             if picked and len(written) == len(schema.names):
-                handle.seek(0)
                 table = pq.read_table(handle, columns=[schema.names[i] for i in picked], use_threads=False)
                 table = table.replace_schema_metadata(
                     {b"iterate.names": json.dumps([written[i] for i in picked]).encode()}
                 )
-            else:
-                handle.seek(0)
-                table = pq.read_table(handle, use_threads=False)
-        else:
-            table = pq.read_table(handle, use_threads=False)
-    return _text_frame(table)
+                return _text_frame(table), True, True
+        table = pq.read_table(handle, use_threads=False)
+    return _text_frame(table), False, len(_written_names(table.schema)) == table.num_columns
 
 
 ARROW_MAGIC = b"ARROW1"  # the first bytes of an Arrow IPC file
@@ -864,12 +867,16 @@ PRELOADED: dict = {}
 def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
     """Load, lock down, run the code and write its report. Returns the process exit code.
 
-    The report is only what this process says: the supervisor outside decides from what it saw itself.
+    A job with a `batch` (a list of {"code", "columns"}) runs each code in turn, each in its own namespace
+    on the frame a single run with its columns would see, and reports a list of per-item verdicts (see
+    `_run_batch`). The report is only what this process says: the supervisor outside decides from what it
+    saw itself.
     """
     started = time.perf_counter()
     violations: list[str] = []
     verdict: dict = {"success": False, "output": None, "error": None, "stopped": None}
     checks = job.get("inprocess_checks", True)
+    batch = job.get("batch")
     try:
         import numpy as np
         import pandas as pd
@@ -879,11 +886,21 @@ def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
         if PRELOADED:
             isolation["frame"] = "preloaded"
             isolation["loader"] = PRELOADED.get("loader")
-            frame = select_columns(PRELOADED["frame"], PRELOADED["narrowable"], job.get("columns"))
+            base, narrowed, narrowable = PRELOADED["frame"], False, PRELOADED["narrowable"]
         else:
             isolation["frame"] = "loaded"
-            frame = load_frame(job["data_fd"], job.get("columns"))
-        code = compile(job["code"], CODE_NAME, "exec")
+            base, narrowed, narrowable = load_frame_narrowed(job["data_fd"], job.get("columns"))
+        if batch is None:
+            frame = select_columns(base, narrowable, job.get("columns")) if not narrowed else base
+            code = compile(job["code"], CODE_NAME, "exec")
+        else:
+            union = job.get("columns")
+            if not narrowed and narrowable and union is not None:
+                # The batch's columns picked once (from a preloaded whole table): each item's pick from
+                # them is the same as from the whole, and far cheaper on a wide table.
+                picked = select_columns(base, True, union)
+                base, narrowed = picked, picked is not base
+            prepared = [_batch_item(item, base, narrowed, narrowable) for item in batch]
     except SyntaxError as exc:
         verdict.update(error=f"SyntaxError: {exc.msg} (line {exc.lineno})", stopped="error")
         return _finish(result_fd, verdict, violations, started)
@@ -891,27 +908,31 @@ def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
         verdict.update(error=f"sandbox setup failed: {type(exc).__name__}: {exc}", stopped="crash")
         return _finish(result_fd, verdict, violations, started)
 
-    user_globals: dict = {
-        "__name__": "__investigation__",
-        "df": frame,
-        "pd": pd,
-        "np": np,
-        "json": json,
-        "result": None,
-    }
     hook = arm = None
     if checks:
         read_prefixes = tuple(os.path.realpath(p) for p in [*job["python_paths"], *SYSTEM_READ_PATHS])
         hook, arm = make_audit_hook(read_prefixes, violations)
-        user_globals["__builtins__"] = restricted_builtins(violations)
         disable_library_io(pd, np, make_refuse(violations))
-    else:
-        # Tests and red teams only (ITERATE_SANDBOX_INPROCESS_CHECKS=0): the OS layers alone must hold.
-        import builtins
 
-        user_globals["__builtins__"] = builtins
+    def namespace(df):  # type: ignore[no-untyped-def]
+        user_globals: dict = {"__name__": "__investigation__", "df": df, "pd": pd, "np": np, "json": json}
+        user_globals["result"] = None
+        if checks:
+            user_globals["__builtins__"] = restricted_builtins(violations)
+        else:
+            # Tests and red teams only (ITERATE_SANDBOX_INPROCESS_CHECKS=0): the OS layers alone must hold.
+            import builtins
+
+            user_globals["__builtins__"] = builtins
+        return user_globals
+
+    if batch is None:
+        user_globals = namespace(frame)
+    else:
+        # Every namespace made now, before the lockdown; a shallow copy of the frame each: with pandas'
+        # copy-on-write, what one item does to its `df` no other item sees.
+        prepared = [e if isinstance(e, dict) else (e[0], namespace(e[1].copy(deep=False))) for e in prepared]
     os.environ.clear()
-    captured = CappedWriter(job["max_output_bytes"])
     try:
         lockdown(job, isolation, guard_imports=checks)
     except Exception as exc:  # an OS layer could not be applied: nothing untrusted runs without it
@@ -919,31 +940,112 @@ def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
         return _finish(result_fd, verdict, violations, started)
     if hook is not None and arm is not None:
         sys.addaudithook(hook)
-    sys.stdout = captured  # type: ignore[assignment]
-    if arm is not None:
-        arm()
-    try:
-        exec(code, user_globals)
-        verdict.update(_collect(user_globals.get("result"), captured.getvalue(), job["max_output_bytes"]))
-    except OutputTooLarge as exc:
-        verdict.update(error=str(exc), stopped="output_size")
-    except MemoryError:
-        verdict.update(error="MemoryError: the code ran out of its memory budget", stopped="memory")
-    except OSError as exc:
-        if exc.errno == errno.EFBIG:  # RLIMIT_FSIZE: writing straight to a descriptor past the cap
-            verdict.update(error="output exceeded the file size limit", stopped="output_size")
-        else:
+    if batch is not None:
+        if arm is not None:
+            arm()
+        verdict.update(_run_batch(prepared, violations, job["max_output_bytes"]))
+    else:
+        # Inline, not through _run_code: the code's caller is this frame, as it always was for one run.
+        captured = CappedWriter(job["max_output_bytes"])
+        sys.stdout = captured  # type: ignore[assignment]
+        if arm is not None:
+            arm()
+        try:
+            exec(code, user_globals)
+            verdict.update(_collect(user_globals.get("result"), captured.getvalue(), job["max_output_bytes"]))
+        except OutputTooLarge as exc:
+            verdict.update(error=str(exc), stopped="output_size")
+        except MemoryError:
+            verdict.update(error="MemoryError: the code ran out of its memory budget", stopped="memory")
+        except OSError as exc:
+            if exc.errno == errno.EFBIG:  # RLIMIT_FSIZE: writing straight to a descriptor past the cap
+                verdict.update(error="output exceeded the file size limit", stopped="output_size")
+            else:
+                verdict.update(error=_user_traceback(exc), stopped="error")
+        except SandboxViolation as exc:
+            verdict.update(error=str(exc), stopped="policy")
+        except BaseException as exc:
             verdict.update(error=_user_traceback(exc), stopped="error")
-    except SandboxViolation as exc:
-        verdict.update(error=str(exc), stopped="policy")
-    except BaseException as exc:
-        verdict.update(error=_user_traceback(exc), stopped="error")
-    finally:
-        sys.stdout = sys.__stdout__
+        finally:
+            sys.stdout = sys.__stdout__
     if violations and verdict.get("stopped") != "policy":
         # The code caught the refusal and carried on: still a policy stop.
         verdict.update(success=False, stopped="policy", error="; ".join(violations[:5]))
     return _finish(result_fd, verdict, violations, started)
+
+
+def _run_code(code, user_globals: dict, captured: "CappedWriter", cap: int) -> dict:  # type: ignore[no-untyped-def]
+    """Run compiled investigation code in `user_globals` with stdout going to `captured`: its verdict."""
+    sys.stdout = captured  # type: ignore[assignment]
+    try:
+        exec(code, user_globals)
+        return _collect(user_globals.get("result"), captured.getvalue(), cap)
+    except OutputTooLarge as exc:
+        return {"error": str(exc), "stopped": "output_size"}
+    except MemoryError:
+        return {"error": "MemoryError: the code ran out of its memory budget", "stopped": "memory"}
+    except OSError as exc:
+        if exc.errno == errno.EFBIG:  # RLIMIT_FSIZE: writing straight to a descriptor past the cap
+            return {"error": "output exceeded the file size limit", "stopped": "output_size"}
+        return {"error": _user_traceback(exc), "stopped": "error"}
+    except SandboxViolation as exc:
+        return {"error": str(exc), "stopped": "policy"}
+    except BaseException as exc:
+        return {"error": _user_traceback(exc), "stopped": "error"}
+    finally:
+        sys.stdout = sys.__stdout__
+
+
+def _batch_item(item: dict, base, narrowed: bool, narrowable: bool):  # type: ignore[no-untyped-def]
+    """(compiled code, its frame) for one batch item, or its verdict when it cannot run in this batch.
+
+    The frame is what a single run with the item's columns gets: picked from the whole table as a
+    preloaded run would; from the batch's columns (`narrowed`) only when a single run would narrow too.
+    """
+    wanted = item.get("columns")
+    try:
+        code = compile(item["code"], CODE_NAME, "exec")
+    except SyntaxError as exc:
+        return {"error": f"SyntaxError: {exc.msg} (line {exc.lineno})", "stopped": "error"}
+    if not narrowed:
+        return code, select_columns(base, narrowable, wanted)
+    if wanted is None or not set(wanted) & set(base.columns):
+        # Alone it would see the whole table, which this batch did not load.
+        return {
+            "error": "not run: its columns are not among the batch's",
+            "stopped": "crash",
+            "skipped": True,
+        }
+    return code, select_columns(base, True, wanted)
+
+
+def _run_batch(prepared: list, violations: list[str], cap: int) -> dict:
+    """Each item in its own namespace (its own `df` object, `result`, builtins and stdout); one item's
+    failure is its own. A refusal ends the batch: the host then discards it whole (and runs each alone)."""
+    items: list[dict] = []
+    for k, entry in enumerate(prepared):
+        prepared[k] = None  # an item's namespace (and what it cached) goes once it has run
+        if isinstance(entry, dict):
+            items.append({"success": False, "output": None, **entry})
+            continue
+        code, user_globals = entry
+        del entry
+        began = time.perf_counter()
+        item: dict = {"success": False, "output": None, "error": None, "stopped": None}
+        item.update(_run_code(code, user_globals, CappedWriter(cap), cap))
+        del user_globals
+        item["elapsed_ms"] = (time.perf_counter() - began) * 1000
+        items.append(item)
+        if violations:
+            item.update(success=False, output=None, stopped="policy", error="; ".join(violations[:5]))
+            return {
+                "success": False,
+                "output": None,
+                "stopped": "policy",
+                "error": item["error"],
+                "items": items,
+            }
+    return {"success": True, "output": {"items": items}}
 
 
 class _ImportAllowList:
