@@ -72,6 +72,15 @@ class Column:
         mask[np.asarray(unique_ids, dtype=np.int64)] = True
         return np.flatnonzero(mask[self.codes])
 
+    def texts(self, unique_ids: np.ndarray | list[int]) -> list[str]:
+        """The values at these dictionary positions, without turning the whole dictionary into Python strings
+        (a million-value column's `uniques` costs tens of MB; a finding lists a few of them)."""
+        cached: list[str] | None = self.__dict__.get("uniques")
+        ids = np.asarray(unique_ids, dtype=np.int64).reshape(-1)
+        if cached is not None:
+            return [cached[int(i)] for i in ids]
+        return [str(v) for v in self.dictionary.take(pa.array(ids, pa.int64())).to_pylist()]
+
     def value(self, row: int) -> str:
         code = int(self.codes[row])
         # One value of a million-value column need not turn the whole dictionary into Python strings.

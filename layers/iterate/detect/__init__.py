@@ -237,7 +237,7 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
         table.column_names,
         calibration,
         codes_of=lambda c: table.columns[c].codes,
-        uniques_of=lambda c: table.columns[c].uniques,
+        texts_of=lambda c, ids: table.columns[c].texts(ids),
     )
     # Gaps the decision did not flag are still gaps: reported as a fact about the column.
     kept = {id(f) for f in decision.findings}

@@ -135,12 +135,12 @@ def decide(
     column_names: list[str],
     cal: Calibration = DEFAULT,
     codes_of: Callable[[int], np.ndarray] | None = None,
-    uniques_of: Callable[[int], list[str]] | None = None,
+    texts_of: Callable[[int, np.ndarray], list[str]] | None = None,
 ) -> Decision:
     """Keep, in each finding, the cells the combined evidence says are wrong; drop findings left empty.
 
     `codes_of(col)` gives a column's per-row dictionary codes (to judge a value against its column's rate
-    without its own cells; without it every cell counts as a value of its own) and `uniques_of(col)` the
+    without its own cells; without it every cell counts as a value of its own) and `texts_of(col, codes)` the
     values they stand for: a finding lists the values it gave up (reported by another finding, or not
     wrong after all) as `excluded_values`, so that code recounting it leaves them out.
     """
@@ -221,8 +221,8 @@ def decide(
         if not mine.any():
             continue
         f.score = posterior[pos]
-        if uniques_of is not None and codes_of is not None and not mine.all():
-            _exclude_lost_values(f, mine, codes_of, uniques_of)
+        if texts_of is not None and codes_of is not None and not mine.all():
+            _exclude_lost_values(f, mine, codes_of, texts_of)
         f.keep(mine)
         if "rows" in f.stats:  # a finding that lists its rows lists those it reports
             f.stats["rows"] = f.unique_rows()[:MAX_ROWS_LISTED].tolist()
@@ -247,7 +247,7 @@ def _exclude_lost_values(
     f: Finding,
     mine: np.ndarray,
     codes_of: Callable[[int], np.ndarray],
-    uniques_of: Callable[[int], list[str]],
+    texts_of: Callable[[int, np.ndarray], list[str]],
 ) -> None:
     """List as `excluded_values` the values whose every cell the finding gave up (per column, by code)."""
     lost: set[str] = set()
@@ -256,8 +256,7 @@ def _exclude_lost_values(
         codes = codes_of(int(c))
         gone = np.setdiff1d(codes[f.rows[on & ~mine]], codes[f.rows[on & mine]])
         if gone.size:
-            uniques = uniques_of(int(c))
-            lost |= {uniques[int(i)] for i in gone[:MAX_LISTED]}
+            lost |= set(texts_of(int(c), gone[:MAX_LISTED]))
     if not lost:
         return
     before = set(f.stats.get("excluded_values", []))

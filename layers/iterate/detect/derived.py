@@ -31,8 +31,7 @@ class Derivation:
 
 
 def _values(f: ColumnFacts, rows: np.ndarray) -> list[str]:
-    u = f.column.uniques
-    return [u[int(c)] for c in f.column.codes[rows]]
+    return f.column.texts(f.column.codes[rows])
 
 
 def find_derivations(facts: list[ColumnFacts], n_rows: int) -> list[Derivation]:

@@ -190,9 +190,7 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
         stats={
             "column": f.name,
             "expected_regex": _regex_from_shapes(accepted, extra=extra),
-            "missing_markers": sorted(
-                {f.column.uniques[i] for i in np.flatnonzero(f.is_missing & (f.counts > 0))}
-            ),
+            "missing_markers": sorted(set(f.column.texts(np.flatnonzero(f.is_missing & (f.counts > 0))))),
             "dominant_shapes": dominant,
         },
         key=f"shape:{f.name}",
@@ -259,7 +257,7 @@ def detect_units(f: ColumnFacts) -> Finding | None:
         detector="units",
         stats={
             "column": f.name,
-            "bad_values": sorted({f.column.uniques[i] for i in ids})[:MAX_LISTED],
+            "bad_values": sorted(set(f.column.texts(ids)))[:MAX_LISTED],
             "units": spell,
         },
         expected=expected,
@@ -304,7 +302,7 @@ def date_parse(f: ColumnFacts) -> DateParse | None:
     head = [int(i) for i in present[:50]]
     if not any(
         DATE_SHAPE.match(shape_text[codes[i]])
-        and (shape_text[codes[i]] != "9" or len(f.column.uniques[i].strip()) == 8)
+        and (shape_text[codes[i]] != "9" or len(f.column.texts([i])[0].strip()) == 8)
         for i in head
     ):
         return None
@@ -381,7 +379,7 @@ def detect_impossible_dates(f: ColumnFacts, cal: Calibration = DEFAULT) -> Findi
             "column": name,
             "rule": "date",
             "formats": formats,
-            "bad_values": sorted({f.column.uniques[int(i)] for i in ids})[:MAX_LISTED],
+            "bad_values": sorted(set(f.column.texts(ids)))[:MAX_LISTED],
         },
         key=f"impossible-dates:{name}",
     )
@@ -425,7 +423,7 @@ def detect_date_formats(f: ColumnFacts) -> Finding | None:
         detector="dates",
         stats={
             "column": f.name,
-            "bad_values": sorted({f.column.uniques[i] for i in ids})[:MAX_LISTED],
+            "bad_values": sorted(set(f.column.texts(ids)))[:MAX_LISTED],
             "main_format": DATE_FORMATS[main],
             "other_formats": others,
         },

@@ -69,7 +69,7 @@ def detect_rare_values(f: ColumnFacts, cal: Calibration = DEFAULT) -> Finding | 
             "rule": "rare",
             "typical_count": typical,
             "min_ratio": cal.rare_min_ratio,
-            "bad_values": sorted({f.column.uniques[int(i)] for i in ids})[:MAX_LISTED],
+            "bad_values": sorted(set(f.column.texts(ids)))[:MAX_LISTED],
         },
         key=f"rare:{name}",
     )
@@ -115,7 +115,7 @@ def detect_repeated_placeholder(f: ColumnFacts, cal: Calibration = DEFAULT) -> F
         stat_name="rows holding the value",
         stats={
             "column": name,
-            "markers": sorted({f.column.uniques[int(i)] for i in ids})[:MAX_LISTED],
+            "markers": sorted(set(f.column.texts(ids)))[:MAX_LISTED],
             "rule": "repeated",
         },
         key=f"repeated:{name}",
@@ -168,7 +168,7 @@ def detect_number_in_words(f: ColumnFacts, cal: Calibration = DEFAULT) -> Findin
         stat_name="rows holding the number",
         stats={
             "column": name,
-            "markers": sorted({f.column.uniques[int(i)] for i in bare_ids})[:MAX_LISTED],
+            "markers": sorted(set(f.column.texts(bare_ids)))[:MAX_LISTED],
         },
         key=f"number-in-words:{name}",
     )
@@ -248,7 +248,7 @@ def _foreign_finding(f: ColumnFacts, ids: np.ndarray, homes: list[str], cal: Cal
         stats={
             "column": name,
             "rule": "listed",
-            "bad_values": sorted({f.column.uniques[int(i)] for i in ids})[:MAX_LISTED],
+            "bad_values": sorted(set(f.column.texts(ids)))[:MAX_LISTED],
             "homes": homes,
         },
         key=f"foreign:{name}",

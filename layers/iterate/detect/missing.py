@@ -18,7 +18,7 @@ MAX_ROWS_LISTED = 50_000  # rows a finding lists for code to recount
 
 
 def _as_written(f: ColumnFacts, mask: np.ndarray) -> list[str]:
-    return sorted({f.column.uniques[i].strip() for i in np.flatnonzero(mask & (f.counts > 0))})
+    return sorted({v.strip() for v in f.column.texts(np.flatnonzero(mask & (f.counts > 0)))})
 
 
 def _missing_rows(facts: list[ColumnFacts]) -> dict[int, np.ndarray]:
@@ -143,10 +143,13 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
     groupers = [g for g in facts if 2 <= g.column.n_unique <= n_rows / MIN_GROUP_ROWS]
     stacked = None
     if groupers and len(groupers) * n_rows <= 20_000_000:
-        stacked = (
-            np.stack([g.column.codes for g in groupers]).astype(np.int32),
-            np.stack([g.counts[g.column.codes] for g in groupers]).astype(np.int32),
-        )
+        # Filled row by row: stacking the int64 codes first held three times the memory at once.
+        codes = np.empty((len(groupers), n_rows), dtype=np.int32)
+        sizes = np.empty((len(groupers), n_rows), dtype=np.int32)
+        for k, g in enumerate(groupers):
+            codes[k] = g.column.codes
+            np.take(g.counts, g.column.codes, out=sizes[k], mode="clip")
+        stacked = (codes, sizes)
     out: list[Finding] = []
     grouped: list[tuple[ColumnFacts, np.ndarray, list[str]]] = []
     for f in facts:
@@ -416,7 +419,7 @@ def detect_sentinels(f: ColumnFacts) -> Finding | None:
         return None
     ids = np.flatnonzero(sentinel)
     rows, cols = cells(f.column.rows_of(ids), f.index)
-    markers = sorted({f.column.uniques[i].strip() for i in ids})
+    markers = sorted({v.strip() for v in f.column.texts(ids)})
     shown = ", ".join(repr(m) for m in markers[:5])
     return Finding(
         type="disguised_missing",

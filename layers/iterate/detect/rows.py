@@ -154,7 +154,7 @@ def detect_column_shape(facts: list[ColumnFacts], n_rows: int) -> list[Finding]:
     for f in facts:
         used = f.counts > 0
         if int(used.sum()) == 1:
-            value = f.column.uniques[int(np.flatnonzero(used)[0])]
+            value = f.column.texts(np.flatnonzero(used)[:1])[0]
             empty = bool(f.is_missing[used].all())
             out.append(
                 Finding(

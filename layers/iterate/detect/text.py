@@ -27,7 +27,7 @@ def detect_whitespace(f: ColumnFacts) -> Finding | None:
         return None  # a column that pads every value does so by convention
     ids = np.flatnonzero(stray)
     rows, cols = cells(f.column.rows_of(ids), f.index)
-    trimmed = {f.column.uniques[i]: f.column.uniques[i].strip() for i in ids}
+    trimmed = {v: v.strip() for v in f.column.texts(ids)}
     return Finding(
         type="stray_whitespace",
         columns=[f.name],
@@ -61,8 +61,7 @@ def detect_encoding(f: ColumnFacts) -> Finding | None:
     ids = np.flatnonzero(bad)
     rows, cols = cells(f.column.rows_of(ids), f.index)
     repaired = {}
-    for i in ids:
-        v = f.column.uniques[i]
+    for v in f.column.texts(ids):
         try:
             repaired[v] = v.encode("cp1252").decode("utf-8")
         except (UnicodeEncodeError, UnicodeDecodeError):
