@@ -243,7 +243,23 @@ def route_lambdas(overrides: dict[str, Handler] | None = None) -> Iterator[Calls
             ).encode()
         return json.dumps(result).encode()
 
-    with mock.patch.object(LambdaSimpleBackend, "invoke", invoke):
+    # Map iterations run their Lambdas in threads, and moto's DynamoDB backend is not thread-safe: a get_item
+    # serialising a run record while another thread updates it raised "dictionary changed size during
+    # iteration" (seen once in a full parallel run). DynamoDB requests are served one at a time, as the real
+    # service would answer them; the handlers themselves still run side by side.
+    from moto.dynamodb.responses import DynamoHandler
+
+    served = DynamoHandler.call_action
+    dynamo_lock = threading.RLock()
+
+    def call_action(self: Any) -> Any:
+        with dynamo_lock:
+            return served(self)
+
+    with (
+        mock.patch.object(LambdaSimpleBackend, "invoke", invoke),
+        mock.patch.object(DynamoHandler, "call_action", call_action),
+    ):
         yield calls
 
 
