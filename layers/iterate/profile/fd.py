@@ -13,6 +13,8 @@ MIN_GAIN = 0.5  # the lhs must explain at least this share of what the rhs's own
 MIN_MEAN_GROUP = 10.0  # rows per lhs value: fewer and agreement is mostly chance
 MIN_SUPPORT = 0.5  # share of rows that sit in lhs groups of two or more
 SAMPLE_ROWS = 50_000
+MIN_NEIGHBOUR_PAIRS = 100  # neighbouring rows of one lhs group needed to judge a pair
+MAX_COLUMNS = 250  # columns searched on each side of a dependency
 MAX_REPORTED = 50
 
 
@@ -113,7 +115,7 @@ def _change_rate(sorted_lhs: np.ndarray, rhs_sorted: np.ndarray) -> float:
     """Among neighbouring rows of the same lhs group (rows sorted by lhs), how often the rhs changes."""
     same = (sorted_lhs[1:] == sorted_lhs[:-1]) & (rhs_sorted[1:] >= 0) & (rhs_sorted[:-1] >= 0)
     pairs = int(same.sum())
-    if pairs < 100:
+    if pairs < MIN_NEIGHBOUR_PAIRS:
         return 1.0
     return float(((rhs_sorted[1:] != rhs_sorted[:-1]) & same).sum() / pairs)
 
@@ -132,14 +134,17 @@ def find_dependencies(
     the same lhs group); survivors are measured exactly on every row with `group_majority`. `mapper`
     (e.g. a thread pool's map) spreads the lhs columns over workers.
     """
-    if n_rows < 20:
-        return []
+    if n_rows < 20 or min(n_rows, SAMPLE_ROWS) <= MIN_NEIGHBOUR_PAIRS:
+        return []  # too few rows for a group's neighbours to say anything (see _change_rate)
     rng = np.random.default_rng(seed)
     sample = np.sort(rng.choice(n_rows, size=SAMPLE_ROWS, replace=False)) if n_rows > SAMPLE_ROWS else None
     lhs_cols = [
         c for c in columns if c.eligible_lhs and c.n_distinct >= 2 and n_rows / c.n_distinct >= MIN_MEAN_GROUP
     ]
     rhs_cols = [c for c in columns if c.eligible_rhs and 2 <= c.n_distinct <= n_rows / 2]
+    # Pairs grow with columns squared: a wide table is searched among its first MAX_COLUMNS on each side
+    # (10,000 columns took 33 s here; the detectors search their own dependencies, see iterate.detect).
+    lhs_cols, rhs_cols = lhs_cols[:MAX_COLUMNS], rhs_cols[:MAX_COLUMNS]
     # The rate at which rhs changes between neighbours of a group is about 2 × (1 - confidence) at most.
     max_rate = 2 * (1 - MIN_CONFIDENCE) + 0.05
     sampled = {id(c): (c.codes if sample is None else np.take(c.codes, sample)) for c in lhs_cols + rhs_cols}
