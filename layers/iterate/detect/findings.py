@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from iterate.contracts import Category
+
+if TYPE_CHECKING:
+    from iterate.detect.context import ColumnFacts
 
 # Values listed in a finding's stats (so code can recount it) are capped: enough for any real vocabulary
 # of variants, small enough for analysis.json and an investigation script to carry.
@@ -113,3 +116,19 @@ def cells(rows: np.ndarray, col_index: int) -> tuple[np.ndarray, np.ndarray]:
     """Parallel (rows, cols) arrays for cells of one column."""
     rows = np.asarray(rows, dtype=np.int64)
     return rows, np.full(rows.shape, col_index, dtype=np.int64)
+
+
+def value_finding(
+    f: ColumnFacts,
+    ids: np.ndarray,
+    llr_per_id: np.ndarray,
+    stat_per_id: np.ndarray,
+    **kwargs: object,
+) -> Finding:
+    """A finding over whole values (dictionary ids): each distinct value's cells share its evidence."""
+    order = np.argsort(ids)
+    ids, llr_per_id, stat_per_id = ids[order], llr_per_id[order], stat_per_id[order]
+    rows = f.column.rows_of(ids)
+    pos = np.searchsorted(ids, f.column.codes[rows])
+    r, c = cells(rows, f.index)
+    return Finding(rows=r, cols=c, llr=llr_per_id[pos], stat=stat_per_id[pos], **kwargs)  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 
 from iterate.detect.calibration import DEFAULT, Calibration, repeat_discount, share_llr
 from iterate.detect.context import ColumnFacts
-from iterate.detect.findings import MAX_LISTED, Finding, cells
+from iterate.detect.findings import MAX_LISTED, Finding, cells, value_finding
 from iterate.profile._bytes import fast_shapes
 from iterate.profile.parse import decimal_convention, strftime_to_regex
 
@@ -351,18 +351,15 @@ def detect_impossible_dates(f: ColumnFacts, cal: Calibration = DEFAULT) -> Findi
         return None  # most of them do not read as dates either: not a date column (durations, codes)
     ids = parsed.present[bad]
     llr = share_llr(share, cal.parse_bonus) - repeat_discount(f.counts[ids], f.typical_count, cal)
-    row_ids = f.column.rows_of(ids)
-    per_row = np.asarray(llr, dtype=np.float64)[np.searchsorted(ids, f.column.codes[row_ids])]
-    rows, cols = cells(row_ids, f.index)
     formats = sorted({DATE_FORMATS[k] for k in parsed.fmt_of[parsed.fmt_of >= 0]})
     name = f.name
-    return Finding(
+    return value_finding(
+        f,
+        ids,
+        np.broadcast_to(llr, ids.shape).astype(np.float64),
+        np.full(ids.size, share),
         type="out_of_domain",
         columns=[name],
-        rows=rows,
-        cols=cols,
-        llr=per_row,
-        stat=np.full(rows.size, share),
         stat_name="share of the column's dates and times that are real ones",
         title=f"Impossible dates or times in {name}",
         description="",

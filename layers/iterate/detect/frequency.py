@@ -14,18 +14,7 @@ import numpy as np
 
 from iterate.detect.calibration import DEFAULT, Calibration, repeat_discount, share_llr
 from iterate.detect.context import ColumnFacts
-from iterate.detect.findings import MAX_LISTED, Finding, cells
-
-
-def _finding(
-    f: ColumnFacts, ids: np.ndarray, llr_per_id: np.ndarray, stat_per_id: np.ndarray, **kw: object
-) -> Finding:
-    order = np.argsort(ids)
-    ids, llr_per_id, stat_per_id = ids[order], llr_per_id[order], stat_per_id[order]
-    rows = f.column.rows_of(ids)
-    pos = np.searchsorted(ids, f.column.codes[rows])
-    r, c = cells(rows, f.index)
-    return Finding(rows=r, cols=c, llr=llr_per_id[pos], stat=stat_per_id[pos], **kw)  # type: ignore[arg-type]
+from iterate.detect.findings import MAX_LISTED, Finding, value_finding
 
 
 def detect_rare_values(f: ColumnFacts, cal: Calibration = DEFAULT) -> Finding | None:
@@ -49,7 +38,7 @@ def detect_rare_values(f: ColumnFacts, cal: Calibration = DEFAULT) -> Finding | 
             f"typically held by {typical:g}; other evidence agrees that they are wrong (e.g. {shown})."
         )
 
-    return _finding(
+    return value_finding(
         f,
         ids,
         llr,
@@ -98,7 +87,7 @@ def detect_repeated_placeholder(f: ColumnFacts, cal: Calibration = DEFAULT) -> F
             "once: a placeholder or a value copied over many records."
         )
 
-    return _finding(
+    return value_finding(
         f,
         ids,
         llr,
@@ -151,7 +140,7 @@ def detect_number_in_words(f: ColumnFacts, cal: Calibration = DEFAULT) -> Findin
             f"({worded:.1%} of its rows): the usual sign of a placeholder typed for 'unknown'."
         )
 
-    return _finding(
+    return value_finding(
         f,
         bare_ids,
         np.broadcast_to(llr, bare_ids.shape).astype(np.float64),
@@ -231,7 +220,7 @@ def _foreign_finding(f: ColumnFacts, ids: np.ndarray, homes: list[str], cal: Cal
             f"common, and nowhere else in '{name}': a value typed into the wrong column."
         )
 
-    return _finding(
+    return value_finding(
         f,
         ids,
         np.full(ids.size, cal.foreign_value_llr),

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from iterate.detect.calibration import DEFAULT, Calibration, repeat_discount, share_llr
 from iterate.detect.context import ColumnFacts
-from iterate.detect.findings import MAX_LISTED, Finding, cells
+from iterate.detect.findings import MAX_LISTED, Finding, value_finding
 from iterate.profile.parse import comma_to_point, decimal_convention
 
 # A number with nothing left over: sign, digits with an optional point, exponent; or thousands groups.
@@ -158,22 +158,6 @@ def numeric_model(f: ColumnFacts) -> NumericModel:
     )
 
 
-def _value_finding(
-    f: ColumnFacts,
-    ids: np.ndarray,
-    llr_per_id: np.ndarray,
-    stat_per_id: np.ndarray,
-    **kwargs: object,
-) -> Finding:
-    """A finding over whole values: each distinct value's cells share its evidence."""
-    order = np.argsort(ids)
-    ids, llr_per_id, stat_per_id = ids[order], llr_per_id[order], stat_per_id[order]
-    rows = f.column.rows_of(ids)
-    pos = np.searchsorted(ids, f.column.codes[rows])
-    r, c = cells(rows, f.index)
-    return Finding(rows=r, cols=c, llr=llr_per_id[pos], stat=stat_per_id[pos], **kwargs)  # type: ignore[arg-type]
-
-
 def _values(f: ColumnFacts, ids: np.ndarray) -> list[str]:
     return sorted(set(f.column.texts(ids)))[:MAX_LISTED]
 
@@ -200,7 +184,7 @@ def detect_invalid_numbers(f: ColumnFacts, m: NumericModel, cal: Calibration = D
             f"{m.share:.1%} of the column's filled rows do; for example {shown}."
         )
 
-    return _value_finding(
+    return value_finding(
         f,
         ids,
         llr,
@@ -270,7 +254,7 @@ def detect_precision(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT
             + ". Values like these are usually noise or a computation pasted over the recorded value."
         )
 
-    return _value_finding(
+    return value_finding(
         f,
         ids,
         llr,
@@ -484,7 +468,7 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
             + (" Some are negative in a column that otherwise never is." if sign_llr > 0 else "")
         )
 
-    return _value_finding(
+    return value_finding(
         f,
         ids,
         llr[hit],
@@ -562,7 +546,7 @@ def detect_code_width(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAUL
             )
         )
 
-    return _value_finding(
+    return value_finding(
         f,
         ids,
         llr,
@@ -611,7 +595,7 @@ def detect_float_written_integers(
             "conversion somewhere."
         )
 
-    return _value_finding(
+    return value_finding(
         f,
         ids,
         llr,
