@@ -1,5 +1,6 @@
 """Sandbox test fixtures: a small all-text dataset written the way the engine writes it, and sandboxes."""
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -40,3 +41,12 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def sandbox() -> LocalSandbox:
     return LocalSandbox(SandboxLimits(timeout_s=5, memory_mb=512, max_output_bytes=100_000))
+
+
+@pytest.fixture(scope="module")
+def sandboxes() -> Iterator[dict[str, LocalSandbox]]:
+    """Sandboxes a module makes per mode (see the red-team suites' sandbox_for), closed when it ends."""
+    made: dict[str, LocalSandbox] = {}
+    yield made
+    for made_sandbox in made.values():
+        made_sandbox.close()

@@ -44,14 +44,6 @@ def listener() -> Iterator[Listener]:
     made.close()
 
 
-@pytest.fixture(scope="module")
-def sandboxes() -> Iterator[dict[str, LocalSandbox]]:
-    made: dict[str, LocalSandbox] = {}
-    yield made
-    for sandbox in made.values():
-        sandbox.close()
-
-
 def sandbox_for(mode: str, made: dict[str, LocalSandbox]) -> LocalSandbox:
     if mode not in made:
         made[mode] = LocalSandbox(limits_for(mode))

@@ -377,14 +377,6 @@ def canaries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Canaries]:
     directory.rmdir()
 
 
-@pytest.fixture(scope="module")
-def sandboxes() -> Iterator[dict[str, LocalSandbox]]:
-    made: dict[str, LocalSandbox] = {}
-    yield made
-    for sandbox in made.values():
-        sandbox.close()
-
-
 def sandbox_for(mode: str, made: dict[str, LocalSandbox]) -> LocalSandbox:
     if mode not in made:
         made[mode] = LocalSandbox(limits_for(mode))

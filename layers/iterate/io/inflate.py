@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from iterate.io.errors import DatasetReadError
-from iterate.io.limits import RATIO_FLOOR_BYTES, ReadLimits, refuse, size_text
+from iterate.io.limits import ReadLimits, check_expansion, size_text
 
 # Small steps keep the ratio exact (bzip2 and xz buffer what they were given) and each step's output small.
 _IN = 256 * 1024
@@ -90,37 +90,20 @@ def inflate(path: Path, compression: str, limits: ReadLimits) -> bytes:
             if out:
                 chunks.append(out)
                 total += len(out)
-                _check(path, compression, limits, total, read - len(decoder.tail))
+                consumed = read - len(decoder.tail)
+                check_expansion(
+                    path,
+                    total,
+                    consumed,
+                    limits,
+                    what=f"the first {size_text(consumed)} of {compression} data",
+                    advice="upload the uncompressed file",
+                )
             if decoder.eof:
                 members += 1
                 data = decoder.unused()
                 decoder = _Decoder(compression)
     return b"".join(chunks)
-
-
-def _check(path: Path, compression: str, limits: ReadLimits, total: int, consumed: int) -> None:
-    if total > limits.max_decompressed_bytes:
-        raise refuse(
-            path,
-            "max_decompressed_bytes",
-            limits.max_decompressed_bytes,
-            total,
-            f"decompresses to more than {size_text(limits.max_decompressed_bytes)}"
-            f" (stopped after {size_text(total)} from {size_text(consumed)} of {compression} data)",
-            advice="split the file, or upload a part of it",
-        )
-    ratio = total / max(consumed, 1)
-    if total > RATIO_FLOOR_BYTES and ratio > limits.max_compression_ratio:
-        raise refuse(
-            path,
-            "max_compression_ratio",
-            limits.max_compression_ratio,
-            round(ratio, 1),
-            f"expands {ratio:,.0f} times when decompressed ({size_text(total)} from the first"
-            f" {size_text(consumed)} of {compression} data), more than the {limits.max_compression_ratio:g}"
-            " times allowed: real tables compress 3-25 times, a decompression bomb a thousand times",
-            advice="upload the uncompressed file",
-        )
 
 
 def _corrupt(path: Path, compression: str, chunks: list[bytes], why: str) -> NoReturn:

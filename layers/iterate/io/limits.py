@@ -83,3 +83,33 @@ def refuse(
         line=line,
         limit=LimitExceeded(setting=setting, allowed=allowed, measured=measured),
     )
+
+
+def check_expansion(
+    path: str | Path, unpacked: int, packed: int, limits: ReadLimits, *, what: str, advice: str
+) -> None:
+    """Refuse compressed data (a stream read so far, an archive member, Parquet pages) that unpacks past
+    `max_decompressed_bytes` or, once past RATIO_FLOOR_BYTES, expands more than `max_compression_ratio`.
+    `what` names the data in the message ("the first 8 MB of gzip data", "its data pages")."""
+    if unpacked > limits.max_decompressed_bytes:
+        raise refuse(
+            path,
+            "max_decompressed_bytes",
+            limits.max_decompressed_bytes,
+            unpacked,
+            f"{what} unpacks to more than {size_text(limits.max_decompressed_bytes)}"
+            f" ({size_text(unpacked)} from {size_text(packed)})",
+            advice=advice,
+        )
+    ratio = unpacked / max(packed, 1)
+    if unpacked > RATIO_FLOOR_BYTES and ratio > limits.max_compression_ratio:
+        raise refuse(
+            path,
+            "max_compression_ratio",
+            limits.max_compression_ratio,
+            round(ratio, 1),
+            f"{what} expands {ratio:,.0f} times ({size_text(packed)} to {size_text(unpacked)}), more than the"
+            f" {limits.max_compression_ratio:g} times allowed: real tables compress 3-25 times, a decompression"
+            " bomb a thousand times",
+            advice=advice,
+        )

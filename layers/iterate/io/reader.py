@@ -60,6 +60,13 @@ class _Digest:
     nul_offset: int | None  # first NUL byte in the raw file, when asked to look
 
 
+def _unreadable(path: Path, exc: OSError) -> DatasetReadError:
+    """What an OS error opening or reading the file means to its owner."""
+    if isinstance(exc, PermissionError):
+        return DatasetReadError(path, "cannot be opened (permission denied)", "check the file's permissions")
+    return DatasetReadError(path, f"cannot be read ({exc.strerror or exc})", "check the path and try again")
+
+
 def _digest(path: Path, *, find_nul: bool, stop: threading.Event) -> _Digest:
     """sha256 of the raw bytes, streamed in chunks (hashlib releases the GIL, so this overlaps the parse)."""
     sha = hashlib.sha256()
@@ -100,14 +107,8 @@ def read_table(path: str | Path, *, name: str | None = None, limits: ReadLimits 
         head = _open_head(path)
     except DatasetReadError:
         raise
-    except PermissionError as exc:
-        raise DatasetReadError(
-            path, "cannot be opened (permission denied)", "check the file's permissions"
-        ) from exc
     except OSError as exc:
-        raise DatasetReadError(
-            path, f"cannot be read ({exc.strerror or exc})", "check the path and try again"
-        ) from exc
+        raise _unreadable(path, exc) from exc
     size = path.stat().st_size
     if size == 0 or (size <= len(head) and head.strip() == b""):
         raise DatasetReadError(path, "file is empty", "upload the file again with its header and data rows")
@@ -168,14 +169,8 @@ def check_source(path: str | Path, limits: ReadLimits | None = None) -> None:
         info = path.stat()
     except FileNotFoundError:
         raise DatasetReadError(path, "does not exist", "check the path and the file name") from None
-    except PermissionError as exc:
-        raise DatasetReadError(
-            path, "cannot be opened (permission denied)", "check the file's permissions"
-        ) from exc
     except OSError as exc:
-        raise DatasetReadError(
-            path, f"cannot be read ({exc.strerror or exc})", "check the path and try again"
-        ) from exc
+        raise _unreadable(path, exc) from exc
     _require_regular(path, info.st_mode)
     if info.st_size > limits.max_file_bytes:
         raise refuse(

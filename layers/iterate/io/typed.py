@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from iterate.io.errors import DatasetReadError
-from iterate.io.limits import RATIO_FLOOR_BYTES, ReadLimits, refuse, size_text
+from iterate.io.limits import ReadLimits, check_expansion, refuse, size_text
 from iterate.io.textify import column_to_text
 from iterate.table import ReadProblem
 
@@ -72,7 +72,14 @@ def _check_parquet_shape(path: Path, parquet: pq.ParquetFile, limits: ReadLimits
     if cells > limits.max_cells:
         raise _too_many_cells(path, meta.num_rows, columns, limits)
     unpacked = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-    _check_unpacked(path, unpacked, path.stat().st_size, limits, what="its data pages")
+    check_expansion(
+        path,
+        unpacked,
+        path.stat().st_size,
+        limits,
+        what="its data pages",
+        advice="save the data as CSV instead",
+    )
 
 
 def read_xlsx(
@@ -211,32 +218,12 @@ def _check_archive(path: Path, limits: ReadLimits) -> None:
             advice="save the data as CSV instead",
         )
     for member in members:
-        _check_unpacked(
-            path, member.file_size, member.compress_size, limits, what=f"its part {member.filename!r}"
-        )
-
-
-def _check_unpacked(path: Path, unpacked: int, packed: int, limits: ReadLimits, *, what: str) -> None:
-    if unpacked > limits.max_decompressed_bytes:
-        raise refuse(
+        check_expansion(
             path,
-            "max_decompressed_bytes",
-            limits.max_decompressed_bytes,
-            unpacked,
-            f"{what} would unpack to {size_text(unpacked)}, more than the"
-            f" {size_text(limits.max_decompressed_bytes)} allowed",
-            advice="save the data as CSV instead",
-        )
-    ratio = unpacked / max(packed, 1)
-    if unpacked > RATIO_FLOOR_BYTES and ratio > limits.max_compression_ratio:
-        raise refuse(
-            path,
-            "max_compression_ratio",
-            limits.max_compression_ratio,
-            round(ratio, 1),
-            f"{what} would expand {ratio:,.0f} times ({size_text(packed)} to {size_text(unpacked)}), more"
-            f" than the {limits.max_compression_ratio:g} times allowed: real tables compress 3-25 times,"
-            " a decompression bomb a thousand times",
+            member.file_size,
+            member.compress_size,
+            limits,
+            what=f"its part {member.filename!r}",
             advice="save the data as CSV instead",
         )
 
