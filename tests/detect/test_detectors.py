@@ -459,3 +459,50 @@ def test_a_digit_inside_a_sentence_breaks_no_pattern():
     ]
     notes[7] = "No delta15N data received from lab."
     assert findings_of(make_table({"Comments": notes}), "format_violation") == []
+
+
+def hourly_rows(days: int = 20, seed: int = 4) -> dict[str, list[str]]:
+    """An hourly series with some hours missing: a row counter, the hour of day and a timestamp in hours."""
+    rng = random.Random(seed)
+    rows: dict[str, list[str]] = {"instant": [], "hour": [], "stamp": [], "riders": []}
+    for day in range(days):
+        for hour in range(24):
+            if rng.random() < 0.05:
+                continue  # an hour with no record: a gap, not an error
+            rows["instant"].append(str(len(rows["instant"]) + 1))
+            rows["hour"].append(str(hour))
+            rows["stamp"].append(f"{350000 + 24 * day + hour + 1 / 60:.4f}")
+            rows["riders"].append(str(rng.randint(5, 400)))
+    return rows
+
+
+def test_values_pasted_into_a_sequence_are_flagged_and_its_gaps_and_restarts_are_not() -> None:
+    # Given an hourly series (gaps where hours are missing, the hour of day back to 0 each midnight) into
+    # which ordinary-looking numbers were pasted: two in the counter (one beside another), one in the hours
+    rows = hourly_rows()
+    rows["instant"][40] = "3249.28"
+    rows["instant"][41] = "118"
+    rows["instant"][200] = "17"
+    rows["hour"][312] = "7"
+    clean = hourly_rows()
+    assert clean["hour"][310:315] == ["14", "15", "16", "17", "18"]
+    # When detecting
+    found = {cell for cell in flagged(make_table(rows)) if cell[1] in {"instant", "hour", "stamp"}}
+    # Then exactly the pasted cells break their sequences
+    assert found == {(40, "instant"), (41, "instant"), (200, "instant"), (312, "hour")}
+    # and the clean series, gaps, restarts and all, has none
+    assert not {c for c in flagged(make_table(clean)) if c[1] in {"instant", "hour", "stamp"}}
+
+
+def test_a_row_the_sequence_does_not_run_through_is_not_a_break() -> None:
+    # Given weekly dates written as YYYYMMDD (a step of 7 within a month, a jump at each new month) that
+    # start a few days before a month ends, and an increasing but irregular column (sorted measurements)
+    rows = {"date": [], "sorted": []}
+    rng = random.Random(2)
+    for month in range(1, 13):
+        for day in (3, 10, 17, 24):
+            rows["date"].append(f"1958{month:02d}{day:02d}")
+    rows["date"].insert(0, "19571229")
+    rows["sorted"] = [f"{v:.2f}" for v in sorted(rng.uniform(0, 100) for _ in rows["date"])]
+    # When detecting, then neither is taken for a broken sequence
+    assert not [f for f in detect(make_table(rows)).findings if f.detector == "sequence"]

@@ -21,6 +21,7 @@ from iterate.agents.offline.investigation import (
     template_code,
 )
 from iterate.contracts import DatasetProfile, DuplicateStats, Evidence, Issue
+from iterate.detect.numeric import NUMBER
 from iterate.investigate import investigate_all, save_scripts
 from iterate.io import write_parquet_text
 from iterate.ports import DatasetRef
@@ -126,6 +127,22 @@ def varied(x: str, y: str) -> set[int]:
     }
 
 
+def sequence_breaks(column: str, step: float, reach: int, listed: list[int]) -> int:
+    """Listed rows that a row before and a row after (within reach) bracket on the step, while the row keeps
+    the step with none of the rows within reach."""
+    values = [float(v) for v in ROWS[column]]
+
+    def keeps(i: int, j: int) -> bool:
+        return 0 <= i < N and 0 <= j < N and abs(values[j] - values[i] - (j - i) * step) <= 1e-3 * abs(step)
+
+    def broken(r: int) -> bool:
+        near = [j for j in range(r - reach, r + reach + 1) if j != r]
+        through = any(keeps(r - a, r + b) for a in range(1, reach + 1) for b in range(1, reach + 1))
+        return through and not any(keeps(min(r, j), max(r, j)) for j in near)
+
+    return sum(1 for r in listed if broken(r))
+
+
 def merged_rows(column: str, other: str) -> int:
     seen = {v for v in ROWS[other] if v.strip()}
     return sum(
@@ -179,6 +196,9 @@ CASES = [
     issue("together", "missing_together",
           sum(1 for a, b in zip(ROWS["city"], ROWS["last"], strict=True) if missing(a) and missing(b)),
           {"columns": ["city", "last"], "markers": ["", "N/A"], "min_missing": 2}),
+    issue("sequence", "dependency_violation", sequence_breaks("id", 1.0, 3, [0, 4, 8]),
+          {"column": "id", "rule": "sequence", "step": 1.0, "reach": 3, "tolerance": 1e-3, "number_regex": NUMBER,
+           "rows": [0, 4, 8]}),
     issue("fd", "dependency_violation", fd_violations("country", "city"), {"lhs": ["country"], "rhs": "city", "min_support": 3}),
     issue("merged", "merged_columns", merged_rows("name", "last"), {"column": "name", "other": "last"}),
     issue("constant", "constant_column", N, {"column": "country"}),

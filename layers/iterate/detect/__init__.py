@@ -39,6 +39,7 @@ from iterate.detect.numeric import (
 )
 from iterate.detect.rows import detect_column_shape, detect_duplicates, detect_merged_columns
 from iterate.detect.text import detect_encoding, detect_whitespace
+from iterate.detect.sequence import detect_sequence_breaks
 from iterate.detect.typos import detect_typos
 from iterate.table import Table
 
@@ -189,7 +190,7 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
         found += [detect_whitespace(f), detect_encoding(f)]
         found += [detect_invalid_numbers(f, f.numeric), detect_precision(f, f.numeric)]
         found += [detect_numeric_outliers(f, f.numeric), detect_code_width(f, f.numeric)]
-        found += [detect_float_written_integers(f, f.numeric)]
+        found += [detect_float_written_integers(f, f.numeric), detect_sequence_breaks(f, f.numeric)]
         found += [detect_rare_values(f), detect_repeated_placeholder(f), detect_number_in_words(f)]
         return [x for x in found if x is not None]
 

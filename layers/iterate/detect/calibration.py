@@ -79,6 +79,9 @@ class Calibration:
     parse_bonus: float = 4.0
     parse_min_share: float = 0.5  # the column's kind must be read by a majority of its rows
     shape_bonus: float = 3.0
+    # A value that breaks a column's sequence (a counter, a regular timestamp): log(p / (1 - p)) + bonus, p the
+    # share of rows that keep to it.
+    sequence_bonus: float = 3.0
     # A format break the column repeats as often as it repeats its own values is likelier a second
     # convention than a slip: evidence falls by this much per unit of log(rows holding the value), counted
     # up to the column's typical count (a value repeated in a column of unique values gets no discount).

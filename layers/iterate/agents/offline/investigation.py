@@ -326,6 +326,28 @@ elif rule == "determinant":
     for y_name in PARAMS["dependents"]:
         against = against + group_disagrees(name, y_name)
     holds = against >= 2
+elif rule == "sequence":
+    # A row the sequence runs through whose value keeps the step with none of the rows around it.
+    name = PARAMS["column"]
+    text = col(name).str.strip()
+    numbers = pd.to_numeric(text.where(text.str.fullmatch(PARAMS["number_regex"]).fillna(False)), errors="coerce")
+    values = numbers.to_numpy(dtype=float)
+    step = float(PARAMS["step"])
+    tolerance = float(PARAMS["tolerance"]) * abs(step)
+    reach = int(PARAMS["reach"])
+    anchored = np.zeros(ROWS, dtype=bool)  # keeps the step with a row within reach
+    through = np.zeros(ROWS, dtype=bool)  # a row before and a row after keep the step with each other
+    with np.errstate(invalid="ignore"):
+        for k in range(1, min(reach, ROWS - 1) + 1):
+            keeps = np.abs(values[k:] - values[:-k] - k * step) <= tolerance
+            anchored[k:] |= keeps
+            anchored[:-k] |= keeps
+        for before in range(1, reach + 1):
+            for after in range(1, reach + 1):
+                if before + after < ROWS:
+                    keeps = np.abs(values[before + after:] - values[:-(before + after)] - (before + after) * step) <= tolerance
+                    through[before : ROWS - after] |= keeps
+    holds = np.isfinite(values) & through & ~anchored
 else:
     name = PARAMS.get("column", NAMES[0])
     holds = np.ones(ROWS, dtype=bool)
