@@ -38,8 +38,8 @@ from iterate.detect.numeric import (
     discount_explained_outliers,
 )
 from iterate.detect.rows import detect_column_shape, detect_duplicates, detect_merged_columns
-from iterate.detect.text import detect_encoding, detect_whitespace
 from iterate.detect.sequence import detect_sequence_breaks
+from iterate.detect.text import detect_encoding, detect_whitespace
 from iterate.detect.typos import detect_typos
 from iterate.table import Table
 
