@@ -506,3 +506,61 @@ def test_a_row_the_sequence_does_not_run_through_is_not_a_break() -> None:
     rows["sorted"] = [f"{v:.2f}" for v in sorted(rng.uniform(0, 100) for _ in rows["date"])]
     # When detecting, then neither is taken for a broken sequence
     assert not [f for f in detect(make_table(rows)).findings if f.detector == "sequence"]
+
+
+def coded_rows(n: int = 600, seed: int = 5) -> dict[str, list[str]]:
+    """Orders whose zip code (nearly every one distinct) starts with its state's two digits, and whose
+    discount, when there is one, comes with a promotion code."""
+    rng = random.Random(seed)
+    states = {"02": "MA", "10": "NY", "60": "IL", "94": "CA", "98": "WA"}
+    rows: dict[str, list[str]] = {"zip": [], "state": [], "discount": [], "promo": [], "amount": []}
+    for i in range(n):
+        prefix = rng.choice(list(states))
+        rows["zip"].append(f"{prefix}{i:03d}")
+        rows["state"].append(states[prefix])
+        discounted = rng.random() < 0.4
+        rows["discount"].append(f"{rng.uniform(1, 20):.2f}" if discounted else "0")
+        rows["promo"].append("PROMO" if discounted else rng.choice(["STANDARD", "STANDARD", "LOYALTY"]))
+        rows["amount"].append(f"{rng.uniform(10, 90):.2f}")
+    return rows
+
+
+def test_rules_on_part_of_a_value_and_under_a_condition_are_mined_and_their_breaks_found() -> None:
+    from iterate.detect.context import dataset_null_marker, facts_for
+    from iterate.detect.rules import detect_rule_violations
+
+    # Given codes whose first digits determine another column, a number whose sign decides another, and a
+    # few rows that break each rule
+    rows = coded_rows()
+    broken_state = [i for i in range(0, 600, 97) if rows["state"][i] != "WA"][:5]
+    for i in broken_state:
+        rows["state"][i] = "WA"
+    broken_promo = [i for i in range(600) if rows["promo"][i] == "PROMO"][3:6]
+    for i in broken_promo:
+        rows["promo"][i] = "STANDARD"
+    table = make_table(rows)
+    facts = facts_for(table, dataset_null_marker(table))
+    # When mining rules with support and confidence
+    found = {f.key: f for f in detect_rule_violations(facts, table.n_rows, [])}
+    # Then the zip prefix rule and the sign rule are found, with exactly the rows that break them
+    by_prefix = found["rule:prefix2:zip:state"]
+    assert sorted(by_prefix.rows.tolist()) == sorted(broken_state)
+    assert {r["when"]: r["then"] for r in by_prefix.stats["rules"]} == {
+        "02": "MA", "10": "NY", "60": "IL", "94": "CA", "98": "WA"
+    }  # fmt: skip
+    by_sign = found["rule:sign:discount:promo"]
+    assert sorted(by_sign.rows.tolist()) == sorted(broken_promo)
+    assert by_sign.stats["rules"][0]["when"] == ">0" and by_sign.stats["rules"][0]["then"] == "PROMO"
+    # and a break weighs as much as the rule's exceptions are rare
+    assert by_prefix.llr is not None and by_prefix.llr.min() > 4.0
+
+
+def test_a_rule_with_common_exceptions_flags_nothing() -> None:
+    # Given a prefix that mostly (94%), not always, goes with one value: a tendency, not a rule of the data
+    rng = random.Random(8)
+    rows = coded_rows(seed=9)
+    for i in range(600):
+        if rows["zip"][i].startswith("02") and rng.random() < 0.06:
+            rows["state"][i] = "NH"
+    # When detecting, then none of its exceptions is flagged
+    assert not {c for c in flagged(make_table(rows)) if c[1] == "state"}

@@ -143,6 +143,19 @@ def sequence_breaks(column: str, step: float, reach: int, listed: list[int]) -> 
     return sum(1 for r in listed if broken(r))
 
 
+def prefix2(value: str) -> str | None:
+    value = value.strip()
+    return value[:2] if re.fullmatch(r"[A-Za-z0-9]{3,}", value) else None
+
+
+def sign(value: str) -> str | None:
+    """The sign class of a plain number (no thousands groups, no units), None for anything else."""
+    if not re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", value.strip()):
+        return None
+    number = float(value)
+    return "<0" if number < 0 else "=0" if number == 0 else ">0"
+
+
 def merged_rows(column: str, other: str) -> int:
     seen = {v for v in ROWS[other] if v.strip()}
     return sum(
@@ -199,6 +212,16 @@ CASES = [
     issue("sequence", "dependency_violation", sequence_breaks("id", 1.0, 3, [0, 4, 8]),
           {"column": "id", "rule": "sequence", "step": 1.0, "reach": 3, "tolerance": 1e-3, "number_regex": NUMBER,
            "rows": [0, 4, 8]}),
+    issue("prefix-rule", "dependency_violation",
+          sum(1 for r in (0, 1, 3) if prefix2(ROWS["zip"][r]) == "75" and not missing(ROWS["city"][r]) and ROWS["city"][r] != "Paris"),
+          {"column": "city", "rule": "conditional", "rows": [0, 1, 3], "missing_markers": ["", "n/a"],
+           "facet": {"column": "zip", "kind": "prefix", "length": 2, "code_regex": r"^[A-Za-z0-9]{3,}$"},
+           "rules": [{"when": "75", "then": "Paris"}]}),
+    issue("sign-rule", "dependency_violation",
+          sum(1 for r in (0, 2, 5, 8) if sign(ROWS["amount"][r]) == ">0" and ROWS["name"][r] != "Ann Smith"),
+          {"column": "name", "rule": "conditional", "rows": [0, 2, 5, 8], "missing_markers": ["", "n/a"],
+           "facet": {"column": "amount", "kind": "sign", "number_regex": NUMBER},
+           "rules": [{"when": ">0", "then": "Ann Smith"}]}),
     issue("fd", "dependency_violation", fd_violations("country", "city"), {"lhs": ["country"], "rhs": "city", "min_support": 3}),
     issue("merged", "merged_columns", merged_rows("name", "last"), {"column": "name", "other": "last"}),
     issue("constant", "constant_column", N, {"column": "country"}),

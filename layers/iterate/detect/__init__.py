@@ -38,6 +38,7 @@ from iterate.detect.numeric import (
     discount_explained_outliers,
 )
 from iterate.detect.rows import detect_column_shape, detect_duplicates, detect_merged_columns
+from iterate.detect.rules import detect_rule_violations
 from iterate.detect.sequence import detect_sequence_breaks
 from iterate.detect.text import detect_encoding, detect_whitespace
 from iterate.detect.typos import detect_typos
@@ -218,6 +219,7 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
             discount_explained_outliers(f, facts, determines, calibration, contexts) for f in findings
         ]
     findings += fd_findings
+    findings += detect_rule_violations(facts, n, deps)
     suspect = _suspect_masks(findings, n)
     derived_findings, rules = detect_derived(facts, n, suspect, derivations.result())
     findings = [_veto_derived(f, rules, table) for f in findings]

@@ -38,6 +38,7 @@ FAMILIES: dict[str, str] = {
     "frequency": "frequency",
     "dependencies": "context",
     "derived": "context",
+    "rules": "context",
     "merged": "context",
     "sequence": "context",
 }

@@ -119,6 +119,9 @@ def needed_columns(issue: Issue) -> tuple[str, ...] | None:
     derivation = stats.get("derivation")
     if isinstance(derivation, dict):
         names += [v for k, v in derivation.items() if k in ("left", "right") and isinstance(v, str)]
+    facet = stats.get("facet")  # a conditional rule's condition is read from another column
+    if isinstance(facet, dict) and isinstance(facet.get("column"), str):
+        names.append(facet["column"])
     names += [c for c in issue.affectedColumns if c != "*"]
     return tuple(dict.fromkeys(names)) or None
 

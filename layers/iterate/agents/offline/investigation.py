@@ -348,6 +348,23 @@ elif rule == "sequence":
                     keeps = np.abs(values[before + after:] - values[:-(before + after)] - (before + after) * step) <= tolerance
                     through[before : ROWS - after] |= keeps
     holds = np.isfinite(values) & through & ~anchored
+elif rule == "conditional":
+    # Rows that meet a rule's condition (a prefix of a code, the sign of a number) and hold another value.
+    name = PARAMS["column"]
+    facet = PARAMS["facet"]
+    source = col(facet["column"]).str.strip()
+    if facet["kind"] == "prefix":
+        coded = source.str.fullmatch(facet["code_regex"]).fillna(False)
+        classes = source.str.slice(0, int(facet["length"])).where(coded)
+    else:
+        numbers = pd.to_numeric(source.where(source.str.fullmatch(facet["number_regex"]).fillna(False)), errors="coerce")
+        classes = pd.Series(np.sign(numbers.to_numpy(dtype=float))).map({-1.0: "<0", 0.0: "=0", 1.0: ">0"})
+    values = col(name)
+    holds = np.zeros(ROWS, dtype=bool)
+    for r in PARAMS["rules"]:
+        meets = (classes == r["when"]).to_numpy(dtype=bool)
+        holds = holds | (meets & (values != r["then"]).to_numpy(dtype=bool))
+    holds = holds & present(name)
 else:
     name = PARAMS.get("column", NAMES[0])
     holds = np.ones(ROWS, dtype=bool)
