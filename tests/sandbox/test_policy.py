@@ -86,3 +86,36 @@ def test_the_worker_allows_exactly_the_imports_the_policy_allows():
     from iterate.sandbox import policy, worker
 
     assert set(worker.ALLOWED_IMPORTS) == set(policy.ALLOWED_IMPORTS)
+
+
+# The engine's templates differ only in the literal of parameters after their imports: check_policy checks
+# that code once with an empty literal and the literal on its own. The verdict must be the full check's.
+_HEAD = (
+    "import json\nimport re\n\nimport numpy as np\nimport pandas as pd\n\nPARAMS = json.loads({literal})\n"
+)
+_BODIES = [
+    "name = PARAMS['column']\nresult = {'n': len(df[name])}\n",
+    "x = getattr(df, PARAMS['a'])\n",
+    "import os\nresult = 1\n",
+    "df.to_csv(PARAMS['path'])\n",
+]
+_VALUES = ['{"column": "a"}', '{"a": "__class__"}', '{"a": "eval"}', '{"a": "read_csv"}', "x'\\\"\n", ""]
+
+
+@pytest.mark.parametrize("body", _BODIES)
+@pytest.mark.parametrize("value", _VALUES)
+def test_parameter_literals_get_the_verdict_of_the_whole_code(body: str, value: str) -> None:
+    from iterate.sandbox.policy import _PARAMS_HEAD, _check_policy
+
+    code = _HEAD.format(literal=repr(value)) + body
+    assert _PARAMS_HEAD.match(code) is not None  # the fast path is taken
+    fast = sorted(str(v) for v in check_policy(code))
+    assert fast == sorted(str(v) for v in _check_policy(code))
+
+
+def test_a_literal_inside_another_string_takes_the_full_check() -> None:
+    from iterate.sandbox.policy import _PARAMS_HEAD
+
+    code = 'x = """\nPARAMS = json.loads(\'__import__\')\n"""\n'
+    assert _PARAMS_HEAD.match(code) is None
+    assert any(v.rule == "dunder" for v in check_policy(code))

@@ -162,8 +162,7 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
     ids = np.flatnonzero(bad)
     rows, cols = cells(f.column.rows_of(ids), f.index)
     numeric = all(s in NUMERIC_SHAPES for s in dominant)
-    has_letter = pc.match_substring_regex(f.column.dictionary.take(ids), pattern=r"\p{L}")
-    text_in_numbers = numeric and bool(pc.any(has_letter).as_py())
+    text_in_numbers = numeric and bool(f.has_letter[ids].any())
     kind = "mixed_types" if text_in_numbers else "format_violation"
     pattern_desc = " or ".join(f"'{s}'" for s in dominant)
     return Finding(

@@ -100,8 +100,16 @@ class NumericModel:
 SAMPLE_IDS = 5_000  # distinct values a big column's numeric share is first judged on
 
 
+def _not_numbers(f: ColumnFacts, ids: np.ndarray) -> NumericModel:
+    nothing = np.full(ids.size, np.nan)
+    zeros = np.zeros(ids.size, dtype=np.int32)
+    return NumericModel(f, ids, f.counts[ids].astype(np.int64), nothing, zeros, zeros)
+
+
 def numeric_model(f: ColumnFacts) -> NumericModel:
     ids = np.flatnonzero(f.present & (f.counts > 0))
+    if not f.has_digit[ids].any():
+        return _not_numbers(f, ids)  # a number has a digit: a column of words reads as none
     if ids.size > 4 * SAMPLE_IDS:
         # A big column of text (names, ids with letters) is told apart on a sample before every value is read.
         pick = np.random.default_rng(3).choice(ids, SAMPLE_IDS, replace=False)
@@ -111,9 +119,7 @@ def numeric_model(f: ColumnFacts) -> NumericModel:
         )
         weights = f.counts[pick].astype(np.float64)
         if weights[reads].sum() < 0.5 * DEFAULT.parse_min_share * weights.sum():
-            nothing = np.full(ids.size, np.nan)
-            zeros = np.zeros(ids.size, dtype=np.int32)
-            return NumericModel(f, ids, f.counts[ids].astype(np.int64), nothing, zeros, zeros)
+            return _not_numbers(f, ids)
     text = pc.utf8_trim_whitespace(f.column.dictionary.take(pa.array(ids, pa.int64())))
     # A column that proves the decimal-comma convention (`3,5`, `1.234,56`) is read in it.
     convention = "point"
