@@ -84,7 +84,7 @@ class Dependency:
     support_rows: int
 
 
-def _codes(f: ColumnFacts) -> np.ndarray:
+def present_codes(f: ColumnFacts) -> np.ndarray:
     """Row codes with missing values excluded (-1): a blank neither forms a group nor votes."""
     missing = f.is_missing
     codes = f.column.codes
@@ -115,10 +115,10 @@ def discover(facts: list[ColumnFacts], n_rows: int, *, seed: int = 7) -> list[De
         out[valid] = inverse.reshape(-1)
         return out, max(int(uniq.size), 1)
 
-    rhs_sample = {fy.index: compact(_codes(fy)) for fy in rhs_cols}
+    rhs_sample = {fy.index: compact(present_codes(fy)) for fy in rhs_cols}
     found: list[Dependency] = []
     for fx in lhs_cols:
-        x_s, n_xs = compact(_codes(fx))
+        x_s, n_xs = compact(present_codes(fx))
         groups = np.bincount(x_s[x_s >= 0], minlength=n_xs)
         if groups[groups >= MIN_GROUP].sum() < max(2 * MIN_GROUP, 0.1 * x_s.size):
             continue  # nearly every value is unique in the sample: nothing to learn from it
@@ -174,7 +174,7 @@ class Matching:
 
 
 def match_pairs(fx: ColumnFacts, fy: ColumnFacts) -> Matching:
-    x, y = _codes(fx), _codes(fy)
+    x, y = present_codes(fx), present_codes(fy)
     use = (x >= 0) & (y >= 0)
     n_y = fy.column.n_unique
     keys, counts = np.unique(x[use].astype(np.int64) * n_y + y[use], return_counts=True)
@@ -235,7 +235,7 @@ def consensus(
     value is matched to another X belongs to another entity: off the consensus, that is strong evidence,
     however many rows were pasted that way (a surname pasted over a whole season of another player).
     """
-    x, y = _codes(fx), _codes(fy)
+    x, y = present_codes(fx), present_codes(fy)
     n = x.size
     use = (x >= 0) & (y >= 0)
     if excluded is not None:
@@ -386,7 +386,7 @@ def entities(
             m = match_pairs(facts[a], facts[b])
             # One-to-one only where the matched pairs hold most rows (player ↔ surname), not where two
             # columns merely predict each other (relationship ↔ sex).
-            x, y = _codes(facts[a]), _codes(facts[b])
+            x, y = present_codes(facts[a]), present_codes(facts[b])
             use = (x >= 0) & (y >= 0)
             held = int((use & (m.x_to_y[np.maximum(x, 0)] == y)).sum())
             if held < 0.5 * use.sum() or (m.x_to_y >= 0).sum() < MIN_MATCHED_PAIRS:

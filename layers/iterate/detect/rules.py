@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from iterate.detect.context import ColumnFacts, missing_markers
-from iterate.detect.dependencies import MAX_ROWS_LISTED, SAMPLE_ROWS, Dependency
+from iterate.detect.dependencies import MAX_ROWS_LISTED, SAMPLE_ROWS, Dependency, present_codes
 from iterate.detect.findings import Finding, cells
 from iterate.detect.numeric import NUMBER
 from iterate.detect.sequence import regular_step, row_numbers
@@ -149,12 +149,6 @@ def _mine(facet: Facet, fy: ColumnFacts, y: np.ndarray, sample: np.ndarray | Non
     return Rule(facet, fy.index, when, then, sup, conf) if when else None
 
 
-def _codes(f: ColumnFacts) -> np.ndarray:
-    missing = f.is_missing
-    codes = f.column.codes
-    return np.where(missing[codes], -1, codes) if missing.any() else codes
-
-
 def detect_rule_violations(
     facts: list[ColumnFacts], n_rows: int, deps: list[Dependency], *, seed: int = 11
 ) -> list[Finding]:
@@ -179,7 +173,7 @@ def detect_rule_violations(
     targets = targets[:MAX_TARGETS]
     rng = np.random.default_rng(seed)
     sample = None if n_rows <= SAMPLE_ROWS else np.sort(rng.choice(n_rows, SAMPLE_ROWS, replace=False))
-    y_codes = {fy.index: _codes(fy) for fy in targets}
+    y_codes = {fy.index: present_codes(fy) for fy in targets}
     out: list[Finding] = []
     for facet in facets:
         for fy in targets:
