@@ -53,9 +53,14 @@ def shapes(values: pa.Array, *, collapse: bool = True, keep_case: bool = False) 
     return s
 
 
-def digit_masked(values: pa.Array) -> pa.Array:
-    """Digit runs replaced by `#`, everything else kept: `619 paxienxs` → `# paxienxs` (for typo checks on units)."""
-    return pc.replace_substring_regex(values, pattern=r"\p{Nd}+", replacement="#")
+def digit_masked(values: pa.Array, *, ascii_only: bool = False) -> pa.Array:
+    """Digit runs replaced by `#`, everything else kept: `619 paxienxs` → `# paxienxs` (for typo checks on units).
+
+    ascii_only: the values are known to be ASCII, where [0-9] means \p{Nd} and costs RE2 far less to compile.
+    """
+    return pc.replace_substring_regex(
+        values, pattern=r"[0-9]+" if ascii_only else r"\p{Nd}+", replacement="#"
+    )
 
 
 def missing_mask(values: pa.Array, tokens: frozenset[str] = MISSING_TOKENS) -> pa.Array:
