@@ -39,7 +39,7 @@ QUANTITY_SHARE = 0.9  # at least this share of values parse as number (+ unit) f
 
 
 def _regex_from_shapes(shapes: list[str], *, engine: str = "python", extra: tuple[str, ...] = ()) -> str:
-    """A regex that a value fully matches when its coarse shape is one of `shapes` (or it matches `extra`).
+    r"""A regex that a value fully matches when its coarse shape is one of `shapes` (or it matches `extra`).
 
     engine "python" (Unicode classes of `re`, for investigation code), "re2" (pyarrow's regex engine) or
     "re2-ascii" (the same regex for values known to be ASCII: RE2 compiles \p{L} into an automaton that costs

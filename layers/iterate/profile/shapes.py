@@ -54,7 +54,7 @@ def shapes(values: pa.Array, *, collapse: bool = True, keep_case: bool = False) 
 
 
 def digit_masked(values: pa.Array, *, ascii_only: bool = False) -> pa.Array:
-    """Digit runs replaced by `#`, everything else kept: `619 paxienxs` → `# paxienxs` (for typo checks on units).
+    r"""Digit runs replaced by `#`, everything else kept: `619 paxienxs` → `# paxienxs` (for typo checks on units).
 
     ascii_only: the values are known to be ASCII, where [0-9] means \p{Nd} and costs RE2 far less to compile.
     """
