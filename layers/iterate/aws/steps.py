@@ -45,7 +45,7 @@ from iterate.aws.payloads import (
 )
 from iterate.aws.secrets import settings_with_secret
 from iterate.contracts import CodeInvestigation
-from iterate.investigate import GenerationFailed
+from iterate.investigate import GenerationFailed, code_source
 from iterate.settings import Settings
 from iterate.storage.dynamo import TERMINAL, DynamoRunRepository, RunTransitionError
 from iterate.storage.s3 import S3ArtifactStore
@@ -424,7 +424,8 @@ def generate_code(payload: GenerateCodeInput, deps: AwsDeps) -> GenerateCodeOutp
                 )
             return GenerateCodeOutput(stop=True, attempt=0)
         attempt = len(attempts) + 1
-        state["pending"] = {"attempt": attempt, "code": code}
+        # Who wrote it (the engine's template, or Claude) decides how far its numbers are trusted.
+        state["pending"] = {"attempt": attempt, "code": code, "source": code_source(ctx.agents.investigation)}
         _save_attempts(store, payload.issueId, state)
         url = store.presigned_get("data.parquet", expires_s=deps.config.presign_expiry_s)
     return GenerateCodeOutput(
@@ -473,7 +474,15 @@ def record_attempt(payload: RecordAttemptInput, deps: AwsDeps) -> RecordAttemptO
                 attempts=payload.attempt,
             )
         else:
-            outcome = result.model_copy(update={"attempts": payload.attempt, "code": result.code or code})
+            # The sandbox does not know who wrote the code; GenerateCode did (an old pending: untrusted).
+            source = pending.get("source") if pending.get("attempt") == payload.attempt else None
+            outcome = result.model_copy(
+                update={
+                    "attempts": payload.attempt,
+                    "code": result.code or code,
+                    "source": "template" if source == "template" else "llm",
+                }
+            )
         attempts.append(outcome)
         finished = outcome.success or len(attempts) >= ctx.settings.investigation_max_attempts
         state = {

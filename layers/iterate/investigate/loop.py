@@ -33,7 +33,9 @@ def supports(issue: Issue, agent: InvestigationAgent) -> bool:
     return True if check is None else bool(check(issue))
 
 
-def _source(agent: InvestigationAgent) -> Literal["template", "llm"]:
+def code_source(agent: InvestigationAgent) -> Literal["template", "llm"]:
+    """Who wrote the code the agent returned last: the engine ("template") or an LLM. Read it right after
+    write_code (a fallback agent decides per attempt); anything unknown counts as untrusted LLM code."""
     return "template" if getattr(agent, "source", "llm") == "template" else "llm"
 
 
@@ -150,7 +152,7 @@ def investigate_issue(
             ended = reason or "the generator repeated the same code"
             break
         # Read after each write_code: a fallback agent says per attempt whether a template or Claude wrote it.
-        source = _source(agent)
+        source = code_source(agent)
         # A template reads only the columns its issue names: on a wide, long file the rest is never loaded.
         narrowed = replace(data, columns=needed_columns(issue)) if source == "template" else data
         run = sandbox.run(code, narrowed, timeout_s=timeout_s)
@@ -159,7 +161,7 @@ def investigate_issue(
             return attempts[-1]
     if not attempts:
         return CodeInvestigation(
-            code="", success=False, error=ended, stopped="error", attempts=1, source=_source(agent)
+            code="", success=False, error=ended, stopped="error", attempts=1, source=code_source(agent)
         )
     last = attempts[-1]
     error = f"{last.error or 'failed'} (stopped retrying: {ended})"
@@ -356,7 +358,7 @@ def investigate_batch(
         except Exception:  # the single run meets the same failure and reports it
             continue
         # Only code the engine wrote; read after each write_code, as investigate_issue does.
-        if _source(agent) != "template" or not isinstance(code, str) or not code.strip():
+        if code_source(agent) != "template" or not isinstance(code, str) or not code.strip():
             continue
         codes.append(code)
         picked.append(index)
