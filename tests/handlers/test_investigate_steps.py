@@ -27,9 +27,11 @@ class WritesCode:
 
     def __init__(self) -> None:
         self.calls = 0
+        self.shown: list[CodeInvestigation] = []
 
     def write_code(self, issue: Issue, *, profile: DatasetProfile, attempts: list[CodeInvestigation]) -> str:
         self.calls += 1
+        self.shown = list(attempts)
         return self.code
 
 
@@ -100,3 +102,53 @@ def test_code_an_llm_wrote_is_recorded_as_llm_code_not_as_a_template(aws: dict[s
         .read()
     )
     assert kept["code"] == WritesCode.code and kept["source"] == "llm"
+
+
+def _issue(aws: dict[str, Any], run: dict[str, Any], issue_id: str) -> tuple[Issue, DatasetProfile]:
+    import json
+
+    def read(name: str) -> Any:
+        return json.loads(aws["s3"].get_object(Bucket=BUCKET, Key=run["prefix"] + name)["Body"].read())
+
+    issue = next(i for i in read("issues.json")["issues"] if i["id"] == issue_id)
+    return Issue.model_validate(issue), DatasetProfile.model_validate(read("profile.json"))
+
+
+def test_a_stored_proof_that_disagrees_is_kept_as_the_agents_first_attempt(aws: dict[str, Any]) -> None:
+    import json
+
+    from iterate.library import stored_entry
+    from iterate.library.aws import AwsScriptLibrary
+
+    # Given an analysed run, and a proof an earlier run stored for its first issue that counts 99 rows
+    run, issue_ids = analysed_run(aws)
+    issue, profile = _issue(aws, run, issue_ids[0])
+    stale = "result = {'affected_rows': 99, 'affected_cells': 99}"
+    proof = CodeInvestigation(code=stale, success=True, output={"affected_rows": 99}, source="llm")
+    entry = stored_entry(
+        issue.model_copy(update={"investigation": proof, "status": "confirmed"}),
+        profile,
+        owner="alice",
+        dataset_id="d1",
+        run_id="r-earlier",
+    )
+    assert entry is not None
+    AwsScriptLibrary(aws["s3"], BUCKET, aws["table"]).save(entry, stale)
+    agent = WritesCode()
+    deps = deps_with(agent)
+    # When the Map's loop turns once: GenerateCode offers the stored code, the sandbox runs it
+    result, recorded = investigate_once(run, issue_ids[0], deps)
+    # Then the agent was not asked, the attempt disagreed with the detector, and the loop goes on
+    assert agent.calls == 0 and result["code"] == stale
+    assert not recorded.finished and not recorded.success
+    state = json.loads(
+        aws["s3"]
+        .get_object(Bucket=BUCKET, Key=f"{run['prefix']}investigations/{issue_ids[0]}.attempts.json")["Body"]
+        .read()
+    )
+    (start,) = state["attempts"]
+    assert start["reused"]["runId"] == "r-earlier" and "no longer proves" in start["error"]
+    # And on the next turn the agent writes code, starting from that attempt, which used none of its own
+    _, recorded = investigate_once(run, issue_ids[0], deps)
+    assert agent.calls == 1 and recorded.attempts == 2
+    assert [a.code for a in agent.shown] == [stale] and agent.shown[0].reused is not None
