@@ -87,11 +87,20 @@ def measure(work: Path, *, prefer_templates: bool, rows: int = 300) -> dict[str,
     data = work / "orders.csv"
     shutil.copyfile(SAMPLE, data)
     library = work / "library"
-    kwargs = {"library": library, "prefer_templates": prefer_templates}
-    first = run_once(data, work / "out1", cache=work / "cache1", **kwargs)  # type: ignore[arg-type]
-    unchanged = run_once(data, work / "out2", cache=work / "cache2", **kwargs)  # type: ignore[arg-type]
+
+    def run(n: int) -> dict[str, Any]:
+        return run_once(
+            data,
+            work / f"out{n}",
+            library=library,
+            cache=work / f"cache{n}",
+            prefer_templates=prefer_templates,
+        )
+
+    first = run(1)
+    unchanged = run(2)
     with_new_rows(SAMPLE, data, rows=rows)
-    grown = run_once(data, work / "out3", cache=work / "cache3", **kwargs)  # type: ignore[arg-type]
+    grown = run(3)
     base = max(first["investigation_tokens"], 1)
     return {
         "first": first,

@@ -304,10 +304,15 @@ def stored_code_step(
 ) -> tuple[str, ReusedScript] | None:
     """The stored script to run as this issue's next attempt instead of asking the agent (AWS Map:
     GenerateCode, before generate_code_step), or None."""
-    found = shelf(ctx)
-    if found is None:
+    from iterate.investigate.loop import template_first
+
+    if ctx.library is None or any(a.reused is not None for a in attempts):
         return None
-    return found.offer(_issue(ctx, issue_id), attempts, ctx.agents.investigation)
+    issue = _issue(ctx, issue_id)
+    if not attempts and template_first(ctx.agents.investigation, issue):
+        return None  # the template goes first: no need to read the profile and the index for it
+    found = shelf(ctx)
+    return None if found is None else found.offer(issue, attempts, ctx.agents.investigation)
 
 
 def judge_reused_step(
