@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint format typecheck bench score realdata realdata-stage synth deploy schemas clean
+.PHONY: install demo test lint format typecheck bench bench-library score realdata realdata-stage synth deploy schemas clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -31,6 +31,9 @@ format: $(STAMP)
 
 bench: $(STAMP) ## 1M-row benchmark: iterate analyze vs a bare pyarrow read; sandbox overhead
 	$(BIN)/python scripts/bench.py
+
+bench-library: $(STAMP) ## investigation tokens in LLM mode (fake server): first run, unchanged rerun, new rows
+	$(BIN)/python scripts/bench_library.py
 
 score: $(STAMP) ## run iterate on ../shared/datasets and score flags.csv (precision, recall, F1)
 	$(BIN)/python scripts/score.py

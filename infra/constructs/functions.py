@@ -16,7 +16,7 @@ from constructs import Construct
 
 from infra.constructs.layers import ARCHITECTURE, RUNTIME, LayersConstruct
 from infra.constructs.network import SandboxNetworkConstruct
-from infra.constructs.storage import ARTIFACTS, UPLOADS, VERSIONS, StorageConstruct
+from infra.constructs.storage import ARTIFACTS, LIBRARY, UPLOADS, VERSIONS, StorageConstruct
 from infra.nag import acknowledge, acknowledge_wildcard
 
 HANDLER = "handler.lambda_handler"
@@ -101,7 +101,9 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         AGENT_LAYERS,
         memory_mb=1024,
         timeout_s=300,
-        s3_read=(ARTIFACTS,),  # also what its presigned GET for data.parquet is signed with
+        # artifacts/: also what its presigned GET for data.parquet is signed with; library/: stored proofs
+        # it offers before asking Claude (their index is in the table)
+        s3_read=(ARTIFACTS, LIBRARY),
         s3_write=(ARTIFACTS,),
         llm=True,
     ),
@@ -121,7 +123,7 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         memory_mb=2048,
         timeout_s=600,
         s3_read=(ARTIFACTS,),
-        s3_write=(ARTIFACTS,),
+        s3_write=(ARTIFACTS, LIBRARY),  # library/: the run's new proofs, for the next run of the dataset
         events=True,
         ephemeral_mb=2048,
     ),

@@ -12,6 +12,8 @@ from infra.nag import acknowledge
 UPLOADS = "uploads/"
 ARTIFACTS = "artifacts/"
 VERSIONS = "versions/"
+# The script library's code (its index is in the table): read by the investigate function, written by report.
+LIBRARY = "library/"
 TTL_ATTRIBUTE = "expiresAt"
 
 
@@ -62,6 +64,12 @@ class StorageConstruct(Construct):
                 s3.LifecycleRule(
                     id="artifacts-noncurrent",
                     prefix=ARTIFACTS,
+                    noncurrent_version_expiration=Duration.days(30),
+                ),
+                # A stored script is overwritten when a later run proves its issue with new code.
+                s3.LifecycleRule(
+                    id="library-noncurrent",
+                    prefix=LIBRARY,
                     noncurrent_version_expiration=Duration.days(30),
                 ),
                 # Inputs stay (uploads/ is never modified by the system); cold ones move to cheaper storage.

@@ -31,11 +31,13 @@ from iterate.contracts import (
     RunMetadata,
     TokenUsage,
 )
-from iterate.ports import Agents, ArtifactStore, DatasetRef, RunRepository, Sandbox
-from iterate.settings import Settings
+from iterate.ports import Agents, ArtifactStore, DatasetRef, RunRepository, Sandbox, ScriptLibrary
+from iterate.settings import Settings, library_enabled
 from iterate.storage import get_json, get_model, put_json, put_model
 
 if TYPE_CHECKING:
+    from iterate.contracts import ReusedScript
+    from iterate.library import Shelf
     from iterate.table import Table
 
 Progress = Callable[[str, int, int, str], None]
@@ -67,6 +69,11 @@ class RunContext:
     progress: Progress | None = None
     previous_issues: list[Issue] | None = None
     timings_ms: dict[str, float] = field(default_factory=dict)
+    # The script library and who the dataset is (AWS: owner and dataset id; locally "local" and the input's
+    # resolved path): proofs are stored and offered per owner and dataset.
+    library: ScriptLibrary | None = None
+    owner: str = "local"
+    dataset_id: str | None = None
 
     def report(self, step: str, done: int, total: int, message: str = "") -> None:
         if self.progress is not None:
@@ -277,6 +284,46 @@ def generate_code_step(ctx: RunContext, issue_id: str, attempts: list[CodeInvest
     )
 
 
+def shelf(ctx: RunContext, profile: DatasetProfile | None = None) -> Shelf | None:
+    """The run's view of its dataset's stored scripts, or None without a library."""
+    if ctx.library is None or not ctx.dataset_id:
+        return None
+    from iterate.library import Shelf
+
+    return Shelf(
+        ctx.library,
+        owner=ctx.owner,
+        dataset_id=ctx.dataset_id,
+        profile=profile or get_model(ctx.store, PROFILE, DatasetProfile),
+        check_policy=ctx.settings.sandbox_inprocess_checks,
+    )
+
+
+def stored_code_step(
+    ctx: RunContext, issue_id: str, attempts: list[CodeInvestigation]
+) -> tuple[str, ReusedScript] | None:
+    """The stored script to run as this issue's next attempt instead of asking the agent (AWS Map:
+    GenerateCode, before generate_code_step), or None."""
+    from iterate.investigate.loop import template_first
+
+    if ctx.library is None or any(a.reused is not None for a in attempts):
+        return None
+    issue = _issue(ctx, issue_id)
+    if not attempts and template_first(ctx.agents.investigation, issue):
+        return None  # the template goes first: no need to read the profile and the index for it
+    found = shelf(ctx)
+    return None if found is None else found.offer(issue, attempts, ctx.agents.investigation)
+
+
+def judge_reused_step(
+    ctx: RunContext, issue_id: str, run: CodeInvestigation, reused: ReusedScript, *, attempt: int
+) -> CodeInvestigation:
+    """A stored script's sandbox outcome, judged as fresh LLM code is (AWS Map: RecordAttempt)."""
+    from iterate.library import reused_outcome
+
+    return reused_outcome(_issue(ctx, issue_id), run, reused, attempt=attempt)
+
+
 def record_investigation_step(ctx: RunContext, issue_id: str, investigation: CodeInvestigation) -> None:
     """Keep an investigation's outcome (validated) as investigations/<issue_id>.json."""
     from iterate.investigate import validate
@@ -310,16 +357,27 @@ def investigate_step(ctx: RunContext, data: DatasetRef | None = None) -> list[Is
         timeout_s=ctx.settings.sandbox_timeout_s,
         on_done=on_done,
         batch=ctx.settings.investigation_batch,
+        reuse=shelf(ctx, profile),
     )
     for issue in done:
         if issue.investigation is not None:
             put_model(ctx.store, INVESTIGATION.format(issue_id=issue.id), issue.investigation)
     ok = sum(1 for i in done if i.investigation is not None and i.investigation.success)
+    reused = sum(1 for i in done if i.investigation is not None and i.investigation.reused is not None)
     ctx.report("investigate", max(len(todo), 1), max(len(todo), 1), f"{ok} of {len(todo)} proven")
     # What the sandbox's own processes used (their CPU is not the caller's: a zygote reaps them).
     stats = getattr(ctx.sandbox, "stats", None)
     sandbox = stats() if callable(stats) else {}
-    _record(ctx, "investigate", started, agents=True, investigated=len(todo), succeeded=ok, sandbox=sandbox)
+    _record(
+        ctx,
+        "investigate",
+        started,
+        agents=True,
+        investigated=len(todo),
+        succeeded=ok,
+        reused=reused,
+        sandbox=sandbox,
+    )
     return done
 
 
@@ -386,6 +444,12 @@ def report_step(ctx: RunContext, *, started_at: str, started_clock: float | None
         issues.append(confirm(issue, investigation) if investigation is not None else issue)
     issues = sort_issues(issues)
     save_scripts(issues, ctx.store)
+    if ctx.library is not None and ctx.dataset_id:
+        from iterate.library import store_proofs
+
+        store_proofs(
+            issues, ctx.library, profile, owner=ctx.owner, dataset_id=ctx.dataset_id, run_id=ctx.run_id
+        )
 
     records = [
         get_model(ctx.store, STEPS.format(step=s), StepRecord)
@@ -449,9 +513,21 @@ def run_local(
     sandbox: Sandbox | None = None,
     progress: Progress | None = None,
     previous_issues: list[Issue] | None = None,
+    library: ScriptLibrary | None = None,
+    owner: str = "local",
+    dataset_id: str | None = None,
 ) -> AnalysisResult:
-    """The whole pipeline in-process: what `iterate analyze` runs, with the same steps as the state machine."""
+    """The whole pipeline in-process: what `iterate analyze` runs, with the same steps as the state machine.
+
+    library: where proofs are stored and found again (default: the directory settings.script_library names,
+    none when it names none or "off"); owner and dataset_id say whose dataset this is (default: "local" and
+    the input's resolved path, so the next run of the same file reuses this run's proofs).
+    """
     settings = settings or Settings.from_env()
+    if library is None and settings.script_library and library_enabled(settings):
+        from iterate.library.local import LocalScriptLibrary
+
+        library = LocalScriptLibrary(settings.script_library)
     if agents is None:
         from iterate.agents import build_agents
 
@@ -465,8 +541,11 @@ def run_local(
 
         sandbox = owned = LocalSandbox(SandboxLimits.from_settings(settings))
     _prepare(sandbox, None)  # the sandbox's interpreter starts while the file is read
+    scope = (library, owner, dataset_id or str(Path(path).resolve()))
     try:
-        return _run_steps(sandbox, agents, settings, path, out_dir, instructions, progress, previous_issues)
+        return _run_steps(
+            sandbox, agents, settings, path, out_dir, instructions, progress, previous_issues, scope
+        )
     finally:
         if owned is not None:  # its processes (and the dataset they hold) go with the run
             owned.close()
@@ -481,9 +560,11 @@ def _run_steps(
     instructions: str | None,
     progress: Progress | None,
     previous_issues: list[Issue] | None,
+    scope: tuple[ScriptLibrary | None, str, str],
 ) -> AnalysisResult:
     from iterate.storage.local import LocalArtifactStore
 
+    library, owner, dataset_id = scope
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     ctx = RunContext(
@@ -495,6 +576,9 @@ def _run_steps(
         instructions=instructions,
         progress=progress,
         previous_issues=previous_issues,
+        library=library,
+        owner=owner,
+        dataset_id=dataset_id,
     )
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.perf_counter()

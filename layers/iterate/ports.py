@@ -12,6 +12,7 @@ from iterate.contracts import (
     FollowupTurn,
     Issue,
     SmartFixFollowup,
+    StoredScript,
 )
 
 
@@ -31,6 +32,19 @@ class RunRepository(Protocol):
     def update_progress(self, run_id: str, *, step: str, percent: int, message: str = "") -> None: ...
     def transition(self, run_id: str, *, from_status: str, to_status: str, **fields: Any) -> None: ...
     def get_run(self, run_id: str) -> dict[str, Any] | None: ...
+
+
+class ScriptLibrary(Protocol):
+    """Investigation scripts that proved an issue, kept per owner and dataset for the next run to rerun:
+    a local directory, or S3 (the code) with DynamoDB (the index). Every call names the owner, and an
+    adapter never returns another owner's scripts."""
+
+    def entries(self, owner: str, dataset_id: str) -> list[StoredScript]: ...
+    def code(self, entry: StoredScript) -> str | None:
+        """The entry's code, or None when it is missing or does not match the entry's hash."""
+        ...
+
+    def save(self, entry: StoredScript, code: str) -> None: ...
 
 
 @dataclass(frozen=True)

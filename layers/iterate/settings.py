@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from functools import lru_cache
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,6 +36,11 @@ class Settings(BaseModel):
     # true uses the default size (iterate.investigate.loop.DEFAULT_BATCH). LLM-written code and retries
     # always run alone.
     investigation_batch: int = Field(default=1, ge=0)
+    # The script library (iterate.library): proofs LLM-written code made, rerun first by the next run of
+    # the same dataset. Locally a directory (from_env: ITERATE_SCRIPT_LIBRARY, else ~/.cache/iterate/scripts;
+    # None on a Settings built in code: no library); on AWS the value is ignored and S3 + DynamoDB hold it.
+    # "off" switches it off everywhere.
+    script_library: str | None = None
     # Input size and shape (iterate.io.ReadLimits): a file over one is refused early, with exit 2 and a
     # message naming the limit and its ITERATE_MAX_* variable.
     max_file_bytes: int = Field(default=5_000_000_000, gt=0)
@@ -70,6 +76,7 @@ class Settings(BaseModel):
             "investigation_workers": e.get("ITERATE_INVESTIGATION_WORKERS"),
             "investigation_max_attempts": e.get("ITERATE_INVESTIGATION_MAX_ATTEMPTS"),
             "investigation_batch": _switch(e.get("ITERATE_INVESTIGATION_BATCH")),
+            "script_library": e.get("ITERATE_SCRIPT_LIBRARY") or _default_library(),
             "max_file_bytes": e.get("ITERATE_MAX_FILE_BYTES"),
             "max_decompressed_bytes": e.get("ITERATE_MAX_DECOMPRESSED_BYTES"),
             "max_compression_ratio": e.get("ITERATE_MAX_COMPRESSION_RATIO"),
@@ -84,6 +91,21 @@ class Settings(BaseModel):
             "sandbox_function": e.get("ITERATE_SANDBOX_FUNCTION"),
         }
         return cls.model_validate({k: v for k, v in raw.items() if v is not None})
+
+
+LIBRARY_OFF = frozenset({"off", "none", "false", "0", "no"})
+
+
+def library_enabled(settings: Settings) -> bool:
+    """Whether the script library is used (on AWS: whenever it is not switched off)."""
+    return (settings.script_library or "").strip().lower() not in LIBRARY_OFF
+
+
+def _default_library() -> str | None:
+    try:
+        return str(Path.home() / ".cache" / "iterate" / "scripts")
+    except RuntimeError:  # no home directory (some containers): no local library unless one is named
+        return None
 
 
 def _switch(value: str | None) -> str | None:

@@ -275,6 +275,25 @@ def test_no_function_but_the_api_may_write_uploads_and_none_may_delete(synth: Sy
     assert writers == {"api"}  # it presigns the caller's upload; the pipeline never rewrites an input
 
 
+def test_only_investigate_reads_and_only_report_writes_the_script_library(synth: Synth) -> None:
+    # Given every function's role statements on library/ (the stored proofs' code)
+    readers, writers = set(), set()
+    for name in _function_names():
+        for s in synth.statements_of_role(synth.role_of(synth.function_id(name))):
+            if "/library/" not in json.dumps(s["Resource"]):
+                continue
+            acts = actions_of(s)
+            if "s3:GetObject" in acts:
+                readers.add(name)
+            if "s3:PutObject" in acts:
+                writers.add(name)
+    # Then the function that offers stored proofs reads them and only the report step stores them
+    assert readers == {"investigate"}
+    assert writers == {"report"}
+    # and the sandbox, which runs them, holds no S3 action at all (its code arrives in the payload)
+    assert "sandbox" not in readers | writers
+
+
 def test_table_has_owner_keys_gsi1_pitr_and_ttl(synth: Synth) -> None:
     (table,) = synth.of_type("AWS::DynamoDB::Table").values()
     props = table["Properties"]

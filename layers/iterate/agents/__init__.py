@@ -277,7 +277,10 @@ def build_agents(
     )
     bundle.analysis = FallbackAnalysis(analysis, twins["analysis"], _Guard(bundle, "analysis"))
     bundle.investigation = FallbackInvestigation(
-        investigation, twins["investigation"], _Guard(bundle, "investigation")
+        investigation,
+        twins["investigation"],
+        _Guard(bundle, "investigation"),
+        prefer_templates=prefer_templates,
     )
     bundle.followup = FallbackFollowup(followup, twins["followup"], _Guard(bundle, "followup"))
     return bundle

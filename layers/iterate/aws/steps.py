@@ -44,8 +44,8 @@ from iterate.aws.payloads import (
     run_id_for_object,
 )
 from iterate.aws.secrets import settings_with_secret
-from iterate.contracts import CodeInvestigation
-from iterate.investigate import GenerationFailed
+from iterate.contracts import CodeInvestigation, ReusedScript
+from iterate.investigate import GenerationFailed, code_source
 from iterate.settings import Settings
 from iterate.storage.dynamo import TERMINAL, DynamoRunRepository, RunTransitionError
 from iterate.storage.s3 import S3ArtifactStore
@@ -105,6 +105,20 @@ def artifact_store(deps: AwsDeps, run: RunState) -> S3ArtifactStore:
 
 
 LLM_CACHE_PREFIX = "artifacts/{owner}/_llm-cache/"
+# The steps that read the script library (investigate: GenerateCode offers stored proofs) or write it
+# (report: stores the run's proofs); the infra grants library/ to exactly these functions.
+LIBRARY_STEPS = frozenset({"investigate", "report"})
+
+
+def script_library(deps: AwsDeps, run: RunState) -> Any:
+    """S3 (code under library/) + DynamoDB (index) for the owner's datasets; None when switched off."""
+    from iterate.settings import library_enabled
+
+    if not library_enabled(deps.settings):
+        return None
+    from iterate.library.aws import AwsScriptLibrary
+
+    return AwsScriptLibrary(deps.s3_client(), run.bucket, deps.dynamo_table())
 
 
 def _build_agents(deps: AwsDeps, settings: Settings, run: RunState) -> Any:
@@ -175,6 +189,9 @@ def running_step(deps: AwsDeps, run: RunState, step: str, *, llm: bool = False) 
         instructions=run.instructions,
         repo=repo,
         progress=progress,
+        library=script_library(deps, run) if step in LIBRARY_STEPS else None,
+        owner=run.owner,
+        dataset_id=run.datasetId,
     )
     if step != "investigate":  # investigations report by count as each one finishes (many Lambdas at once)
         progress(step, 0, 1, f"{step} started")
@@ -396,7 +413,14 @@ def generate_code(payload: GenerateCodeInput, deps: AwsDeps) -> GenerateCodeOutp
         state = _load_attempts(store, payload.issueId)
         attempts = [CodeInvestigation.model_validate(a) for a in state["attempts"]]
         code = None
-        if len(attempts) < ctx.settings.investigation_max_attempts:
+        reused = None
+        spent = sum(1 for a in attempts if a.reused is None)  # a stored script's rerun uses no attempt
+        offered = (
+            pipeline.stored_code_step(ctx, payload.issueId, attempts) if not state.get("finished") else None
+        )
+        if offered is not None:
+            code, reused = offered
+        elif spent < ctx.settings.investigation_max_attempts:
             try:
                 code = pipeline.generate_code_step(ctx, payload.issueId, attempts)
             except GenerationFailed as exc:
@@ -424,7 +448,12 @@ def generate_code(payload: GenerateCodeInput, deps: AwsDeps) -> GenerateCodeOutp
                 )
             return GenerateCodeOutput(stop=True, attempt=0)
         attempt = len(attempts) + 1
-        state["pending"] = {"attempt": attempt, "code": code}
+        # Who wrote it (the engine's template, Claude, or Claude in an earlier run) decides how far its
+        # numbers are trusted.
+        source = "llm" if reused is not None else code_source(ctx.agents.investigation)
+        state["pending"] = {"attempt": attempt, "code": code, "source": source}
+        if reused is not None:
+            state["pending"]["reused"] = reused.model_dump(mode="json")
         _save_attempts(store, payload.issueId, state)
         url = store.presigned_get("data.parquet", expires_s=deps.config.presign_expiry_s)
     return GenerateCodeOutput(
@@ -451,6 +480,8 @@ def _failure_text(failure: SandboxFailure) -> str:
 @tracer.capture_method(capture_response=False)
 def record_attempt(payload: RecordAttemptInput, deps: AwsDeps) -> RecordAttemptOutput:
     """Keep one sandbox outcome; finish the investigation on success or when the attempts are spent."""
+    from iterate import pipeline
+
     run = payload.run
     logger.append_keys(issue_id=payload.issueId)
     with running_step(deps, run, "investigate") as ctx:
@@ -473,9 +504,25 @@ def record_attempt(payload: RecordAttemptInput, deps: AwsDeps) -> RecordAttemptO
                 attempts=payload.attempt,
             )
         else:
-            outcome = result.model_copy(update={"attempts": payload.attempt, "code": result.code or code})
+            # The sandbox does not know who wrote the code; GenerateCode did (an old pending: untrusted).
+            source = pending.get("source") if pending.get("attempt") == payload.attempt else None
+            outcome = result.model_copy(
+                update={
+                    "attempts": payload.attempt,
+                    "code": result.code or code,
+                    "source": "template" if source == "template" else "llm",
+                }
+            )
+        if pending.get("attempt") == payload.attempt and pending.get("reused"):
+            # A stored script: judged as fresh LLM code is; if it no longer proves the issue, the agent
+            # starts from it at the next GenerateCode.
+            reused = ReusedScript.model_validate(pending["reused"])
+            outcome = pipeline.judge_reused_step(
+                ctx, payload.issueId, outcome, reused, attempt=payload.attempt
+            )
         attempts.append(outcome)
-        finished = outcome.success or len(attempts) >= ctx.settings.investigation_max_attempts
+        spent = sum(1 for a in attempts if a.reused is None)
+        finished = outcome.success or spent >= ctx.settings.investigation_max_attempts
         state = {
             "attempts": [a.model_dump(mode="json") for a in attempts],
             "pending": None,

@@ -16,7 +16,8 @@ from iterate.contracts.analysis import (
 )
 from iterate.contracts.base import SCHEMA_VERSION, Contract
 from iterate.contracts.followup import FixAction, FollowupTurn, SmartFixFollowup, SmartFixOption
-from iterate.contracts.investigation import CodeInvestigation, StopReason
+from iterate.contracts.investigation import CodeInvestigation, ReusedScript, StopReason
+from iterate.contracts.library import StoredScript
 from iterate.contracts.profile import (
     ColumnProfile,
     DatasetProfile,
@@ -53,12 +54,14 @@ __all__ = [
     "LengthStats",
     "Mode",
     "NumericStats",
+    "ReusedScript",
     "RunComparison",
     "RunMetadata",
     "Severity",
     "SmartFixFollowup",
     "SmartFixOption",
     "StopReason",
+    "StoredScript",
     "TokenUsage",
     "ValueCount",
 ]

@@ -9,6 +9,14 @@ from iterate.contracts.base import Contract
 StopReason = Literal["policy", "timeout", "memory", "output_size", "crash", "error", "invalid_output"]
 
 
+class ReusedScript(Contract):
+    """Where a reused proof came from: a script an earlier run of the same dataset stored in the library."""
+
+    scriptId: str = Field(description="the library entry (issue type, columns and rule, hashed)")
+    storedAt: str = Field(description="when the run that wrote it stored it (ISO 8601, UTC)")
+    runId: str = Field(description="the run whose investigation first proved the issue with this code")
+
+
 class CodeInvestigation(Contract):
     code: str
     success: bool
@@ -27,5 +35,13 @@ class CodeInvestigation(Contract):
             "set when this code ran with others (the engine's own templates) in one sandbox process of this"
             " many: execution_time_ms is then that whole process's, shared by all of them. The code alone is"
             " the same and runs on its own"
+        ),
+    )
+    reused: ReusedScript | None = Field(
+        default=None,
+        description=(
+            "set when this code came from the script library (a proof stored by an earlier run of the same"
+            " dataset) instead of being written again: it ran in the sandbox and was checked like fresh code,"
+            " and cost no LLM tokens"
         ),
     )

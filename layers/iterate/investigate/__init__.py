@@ -3,6 +3,7 @@
 from iterate.investigate.loop import (
     READ_LEVEL_TYPES,
     GenerationFailed,
+    code_source,
     confirm,
     investigate_all,
     investigate_issue,
@@ -16,6 +17,7 @@ from iterate.investigate.scripts import render_script, save_scripts, script_name
 __all__ = [
     "READ_LEVEL_TYPES",
     "GenerationFailed",
+    "code_source",
     "confirm",
     "investigate_all",
     "investigate_issue",

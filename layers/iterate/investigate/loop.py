@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from iterate.contracts import (
     READ_LEVEL_TYPES,
@@ -15,10 +15,21 @@ from iterate.contracts import (
     Evidence,
     EvidenceExample,
     Issue,
+    ReusedScript,
 )
 from iterate.ports import DatasetRef, InvestigationAgent, Sandbox
 
-# Issues the reader produced while repairing the file: the loaded frame cannot show them again.
+
+class Reuse(Protocol):
+    """Stored proofs of earlier runs (iterate.library.Shelf): offered before the agent spends tokens."""
+
+    def offer(
+        self, issue: Issue, attempts: list[CodeInvestigation], agent: InvestigationAgent
+    ) -> tuple[str, ReusedScript] | None: ...
+
+    def judge(
+        self, issue: Issue, run: CodeInvestigation, reused: ReusedScript, *, attempt: int
+    ) -> CodeInvestigation: ...
 
 
 class GenerationFailed(Exception):
@@ -33,16 +44,22 @@ def supports(issue: Issue, agent: InvestigationAgent) -> bool:
     return True if check is None else bool(check(issue))
 
 
-def _source(agent: InvestigationAgent) -> Literal["template", "llm"]:
+def code_source(agent: InvestigationAgent) -> Literal["template", "llm"]:
+    """Who wrote the code the agent returned last: the engine ("template") or an LLM. Read it right after
+    write_code (a fallback agent decides per attempt); anything unknown counts as untrusted LLM code."""
     return "template" if getattr(agent, "source", "llm") == "template" else "llm"
 
 
 def stop_reason(attempts: list[CodeInvestigation], max_attempts: int) -> str | None:
-    """Why no further attempt should be made, or None to try again."""
+    """Why no further attempt should be made, or None to try again.
+
+    A stored script rerun from the library is not one of the agent's attempts: it does not use one up.
+    """
     if attempts and attempts[-1].success:
         return "succeeded"
-    if len(attempts) >= max_attempts:
-        return f"gave up after {len(attempts)} attempts"
+    spent = sum(1 for a in attempts if a.reused is None)
+    if spent >= max_attempts:
+        return f"gave up after {spent} attempts"
     if len(attempts) >= 2 and attempts[-1].error and attempts[-1].error == attempts[-2].error:
         return "the same error repeated"
     return None
@@ -135,11 +152,24 @@ def investigate_issue(
     profile: DatasetProfile,
     max_attempts: int = 3,
     timeout_s: float | None = None,
+    reuse: Reuse | None = None,
 ) -> CodeInvestigation:
-    """Generate → run → validate, feeding failures back, for at most `max_attempts` attempts."""
+    """Generate → run → validate, feeding failures back, for at most `max_attempts` attempts.
+
+    reuse: the script library's proofs; where the agent would spend tokens, a stored script that matches
+    the issue runs first (free when it still proves it; otherwise the agent's first earlier attempt).
+    """
     attempts: list[CodeInvestigation] = []
     ended = ""
     while True:
+        offered = reuse.offer(issue, attempts, agent) if reuse is not None else None
+        if reuse is not None and offered is not None:
+            stored, reused = offered
+            run = sandbox.run(stored, data, timeout_s=timeout_s)
+            attempts.append(reuse.judge(issue, run, reused, attempt=len(attempts) + 1))
+            if attempts[-1].success:
+                return attempts[-1]
+            continue
         try:
             code = next_code(issue, attempts, agent=agent, profile=profile, max_attempts=max_attempts)
         except GenerationFailed as exc:
@@ -150,7 +180,7 @@ def investigate_issue(
             ended = reason or "the generator repeated the same code"
             break
         # Read after each write_code: a fallback agent says per attempt whether a template or Claude wrote it.
-        source = _source(agent)
+        source = code_source(agent)
         # A template reads only the columns its issue names: on a wide, long file the rest is never loaded.
         narrowed = replace(data, columns=needed_columns(issue)) if source == "template" else data
         run = sandbox.run(code, narrowed, timeout_s=timeout_s)
@@ -159,7 +189,7 @@ def investigate_issue(
             return attempts[-1]
     if not attempts:
         return CodeInvestigation(
-            code="", success=False, error=ended, stopped="error", attempts=1, source=_source(agent)
+            code="", success=False, error=ended, stopped="error", attempts=1, source=code_source(agent)
         )
     last = attempts[-1]
     error = f"{last.error or 'failed'} (stopped retrying: {ended})"
@@ -356,7 +386,7 @@ def investigate_batch(
         except Exception:  # the single run meets the same failure and reports it
             continue
         # Only code the engine wrote; read after each write_code, as investigate_issue does.
-        if _source(agent) != "template" or not isinstance(code, str) or not code.strip():
+        if code_source(agent) != "template" or not isinstance(code, str) or not code.strip():
             continue
         codes.append(code)
         picked.append(index)
@@ -387,6 +417,7 @@ def investigate_all(
     timeout_s: float | None = None,
     on_done: Callable[[int, int, Issue], None] | None = None,
     batch: int = 0,
+    reuse: Reuse | None = None,
 ) -> list[Issue]:
     """Investigate every supported issue, `workers` at a time, in the order given; never raises for one issue.
 
@@ -395,6 +426,7 @@ def investigate_all(
     batch: up to this many first-attempt template proofs share one sandbox process, when the sandbox can
     (`run_batch`; see `batch_size` for the values): whatever does not succeed there runs alone afterwards,
     so every outcome is the one a single run gives. 0 runs each alone.
+    reuse: the script library's stored proofs (see investigate_issue).
     """
     finished = [0]
     lock = threading.Lock()
@@ -422,6 +454,7 @@ def investigate_all(
                 profile=profile,
                 max_attempts=max_attempts,
                 timeout_s=timeout_s,
+                reuse=reuse,
             )
         except Exception as exc:  # the sandbox adapter itself failed: this issue only
             found = CodeInvestigation(

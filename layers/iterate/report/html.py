@@ -399,6 +399,8 @@ class _Renderer:
             why = inv.stopped or "error"
             verdict = f'<span class="bad">✘ investigation failed ({esc(why)})</span>'
         meta = [f"{inv.attempts} attempt{'s' if inv.attempts != 1 else ''}", f"code by {esc(inv.source)}"]
+        if inv.reused is not None:  # a proof an earlier run stored, rerun and checked again: no tokens spent
+            meta.append(f"reused from the script library (stored {esc(inv.reused.storedAt[:10])})")
         if inv.execution_time_ms is not None:
             took = _duration(inv.execution_time_ms)
             if inv.batch_size:  # the time of the one process this proof shared with others
