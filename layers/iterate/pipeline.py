@@ -449,8 +449,13 @@ def run_local(
     sandbox: Sandbox | None = None,
     progress: Progress | None = None,
     previous_issues: list[Issue] | None = None,
+    started_clock: float | None = None,
 ) -> AnalysisResult:
-    """The whole pipeline in-process: what `iterate analyze` runs, with the same steps as the state machine."""
+    """The whole pipeline in-process: what `iterate analyze` runs, with the same steps as the state machine.
+
+    started_clock: a `time.perf_counter()` reading taken when the caller started (the command line's), so
+    the run's `durationMs` counts from there; this call's own start when None.
+    """
     settings = settings or Settings.from_env()
     if agents is None:
         from iterate.agents import build_agents
@@ -466,7 +471,9 @@ def run_local(
         sandbox = owned = LocalSandbox(SandboxLimits.from_settings(settings))
     _prepare(sandbox, None)  # the sandbox's interpreter starts while the file is read
     try:
-        return _run_steps(sandbox, agents, settings, path, out_dir, instructions, progress, previous_issues)
+        return _run_steps(
+            sandbox, agents, settings, path, out_dir, instructions, progress, previous_issues, started_clock
+        )
     finally:
         if owned is not None:  # its processes (and the dataset they hold) go with the run
             owned.close()
@@ -481,6 +488,7 @@ def _run_steps(
     instructions: str | None,
     progress: Progress | None,
     previous_issues: list[Issue] | None,
+    started_clock: float | None = None,
 ) -> AnalysisResult:
     from iterate.storage.local import LocalArtifactStore
 
@@ -497,7 +505,7 @@ def _run_steps(
         previous_issues=previous_issues,
     )
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
-    clock = time.perf_counter()
+    clock = time.perf_counter() if started_clock is None else started_clock
     previous = out / ANALYSIS
     if ctx.previous_issues is None and previous.exists():
         try:  # re-running into the same directory compares with the last run

@@ -28,8 +28,8 @@ def register(subparsers: Any) -> None:
         description=(
             "Runs CODE.py in the sandbox with the dataset as a pandas DataFrame `df` of text columns (`pd`, "
             "`np` and `json` are there too). The code sets `result` to a JSON-serialisable dict, or prints "
-            "exactly one JSON object; what it prints beside a `result` comes back as \"printed\". Prints "
-            "the CodeInvestigation JSON (\"source\": \"user\"); exits 0 on success, 3 when the code was "
+            'exactly one JSON object; what it prints beside a `result` comes back as "printed". Prints '
+            'the CodeInvestigation JSON ("source": "user"); exits 0 on success, 3 when the code was '
             "stopped or failed, 2 when FILE or CODE.py cannot be used. Defaults: ITERATE_SANDBOX_TIMEOUT_S, "
             "ITERATE_SANDBOX_MEMORY_MB."
         ),
@@ -42,7 +42,10 @@ def register(subparsers: Any) -> None:
         "--timeout", type=_positive(float), metavar="S", help="seconds the code may run (wall clock and CPU)"
     )
     run_parser.add_argument(
-        "--memory-mb", type=_positive(int), metavar="N", help="memory budget of the code and its processes, MB"
+        "--memory-mb",
+        type=_positive(int),
+        metavar="N",
+        help="memory budget of the code and its processes, MB",
     )
     run_parser.add_argument(
         "--no-namespaces",
