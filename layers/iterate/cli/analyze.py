@@ -23,13 +23,14 @@ if TYPE_CHECKING:
 
 HELP = """\
 Analyze a tabular file: profile it, find its data-quality problems, prove each one with code run in a
-sandbox, and write a report. Runs offline with no AWS account and no LLM key.
+sandbox, and write a report. Runs offline with no AWS account and no LLM key. FILE - reads stdin.
 
-Reads CSV/TSV (delimiter and quoting sniffed, .gz/.bz2/.xz), Parquet, JSON Lines and Excel .xlsx, in UTF-8
-(with or without BOM), UTF-16 or cp1252/latin-1. Values are kept as text as written. The input is never
-modified.
+Reads CSV/TSV (delimiter and quoting sniffed; gzip, bzip2 or xz compressed: .gz/.bz2/.xz or recognised by
+their first bytes), Parquet, JSON Lines and Excel .xlsx (also under an .xls name), in UTF-8 (with or without
+BOM), UTF-16 or cp1252/latin-1. Values are kept as text as written. The input is never modified.
 
-Writes into --out DIR (default ./iterate-out/<file name>/):
+Writes into --out DIR (default ./iterate-out/<file name>/; with --json and no --out, a temporary directory
+that is deleted afterwards):
   analysis.json       "mode" first (offline | llm | degraded), then the issues, their evidence and
                       investigations, the summary and run metadata (timings, token usage, cost)
   report.html         one self-contained page: issues, evidence, investigation code, column charts
@@ -43,8 +44,14 @@ Writes into --out DIR (default ./iterate-out/<file name>/):
   understanding.json  the dataset and its columns in business language
   scripts/<issue>.py  each investigation that proved its issue, runnable on its own
   investigations/, steps/, data.parquet, candidates.json, issues.json   the steps' intermediate artifacts
+  followups/          the conversations of `iterate followup` on this run
+  .iterate-run.json   which input file the run is of
+DIR belongs to one input file (by name). Running the same file again replaces its run (everything above is
+removed first; other files stay) and compares the new run with it; a directory holding another file's run,
+or a non-empty one with no run, is refused (exit 2) untouched.
 
-Modes: with no ANTHROPIC_API_KEY the offline agents run ("offline"). With a key, Claude writes the
+Modes: with no ANTHROPIC_API_KEY the offline agents run ("offline"); --instructions then changes nothing
+(only Claude reads them; they are kept in analysis.json, and the run says so). With a key, Claude writes the
 explanations and investigation code ("llm"); a step where Claude fails falls back to its offline twin and
 the run says "degraded" with the reasons. Every number shown is computed by code from the data.
 
@@ -53,7 +60,7 @@ ITERATE_SANDBOX_TIMEOUT_S, ITERATE_SANDBOX_MEMORY_MB, ITERATE_INVESTIGATION_WORK
 ITERATE_DEBUG=1 (print tracebacks).
 
 Limits on the input (a file over one is refused before it is read in full, exit 2, with the limit, the
-value measured and the variable that raises it): ITERATE_MAX_FILE_BYTES (5000000000),
+value measured and the variable that raises it): ITERATE_MAX_FILE_BYTES (5000000000, also for stdin),
 ITERATE_MAX_DECOMPRESSED_BYTES (5000000000, for .gz/.bz2/.xz and the parts of an .xlsx),
 ITERATE_MAX_COMPRESSION_RATIO (100; real tables compress 3-25 times), ITERATE_MAX_COLUMNS (10000),
 ITERATE_MAX_CELLS (100000000, rows × columns), ITERATE_MAX_CELL_BYTES (16000000, one value),
@@ -61,15 +68,19 @@ ITERATE_MAX_JSON_DEPTH (100, nesting of a JSON record), ITERATE_MAX_XLSX_CELLS (
 XML to parse; .xlsx is parsed at about 50,000 cells a second). Only regular files are read: a FIFO, a
 device or a socket is refused without being opened.
 
-Output: progress on stderr (one updating line on a terminal, one line per finished step otherwise, none
-with --quiet); on stdout a one-screen summary (dataset, mode, issues by severity, the top 10 issues, where
-the files are), or with --json the content of analysis.json. Names, values and file names are printed
-with control characters made visible (ESC as \\x1b, a newline as \\n, U+202E as \\u202e), so a hostile
-file cannot move the cursor, clear the screen or reverse text; report.html shows them the same way.
+Output: progress on stderr (on a terminal one updating line: the whole run's bar, the step and its count
+when it has several items, the time so far and, past 5 s, the time left; otherwise one line per finished
+step). On stdout a one-screen summary (dataset, mode, issues by severity, the top 10 issues with their proof
+status, where the files are), ending on the same time as the progress; with --json the content of
+analysis.json instead. --quiet prints nothing but errors (and the JSON with --json). Names, values and file
+names are printed with control characters made visible (ESC as \\x1b, a newline as \\n, U+202E as
+\\u202e), so a hostile file cannot move the cursor, clear the screen or reverse text; report.html shows them
+the same way.
 
 Exit codes: 0 the analysis ran (whatever it found); 2 the file is missing or could not be read (one line
-naming the file, the line and what to do) or an ITERATE_* setting is invalid; 1 an unexpected error (one
-line; ITERATE_DEBUG=1 prints the traceback); 130 interrupted.
+naming the file, the line and what to do), --out cannot be used, or an ITERATE_* setting is invalid; 1 an
+unexpected error (one line; ITERATE_DEBUG=1 prints the traceback); 130 interrupted; 141 stdout was closed
+before the output was written (e.g. `| head`), said nowhere.
 """
 
 STEP_LABELS = {
