@@ -186,6 +186,12 @@ def test_a_long_run_shows_the_time_left_a_short_one_does_not():
     progress("detect", 1, 2, "")  # read (12) + half of detect (20) = 32% of the run
     # Then the estimate is the time so far scaled to what is left: 20 × 68 / 32 = 42.5 s
     assert "20.0s, about 42s left" in stream.getvalue()
+    # And near the end, with less than a second to go, it says nothing rather than "about 0s left"
+    ending = Terminal("utf-8")
+    Progress(ending, quiet=False, tty=True, clock=lambda: 6.0, started=0.0, columns=200)(
+        "investigate", 29, 30, ""
+    )
+    assert "left" not in ending.getvalue()
     # And on a short run (2 s in) there is none
     quick = Terminal("utf-8")
     Progress(quick, quiet=False, tty=True, clock=lambda: 2.0, started=0.0, columns=200)("detect", 1, 2, "")

@@ -205,7 +205,8 @@ class Progress:
         f = self.fraction
         if elapsed < ESTIMATE_AFTER_S or f < 0.1 or f >= 1.0:
             return ""
-        return f"about {_duration(elapsed * (1 - f) / f)} left"
+        remaining = elapsed * (1 - f) / f
+        return f"about {_duration(remaining)} left" if remaining >= 1.0 else ""  # never "about 0s left"
 
     def _bar(self, fraction: float, width: int = 20) -> str:
         filled = min(int(width * fraction), width)
