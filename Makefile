@@ -2,53 +2,64 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# Two stamps on one .venv: `make demo` installs what the command needs (the runtime dependencies), `make
+# test`/`make lint` add the dev tools (AWS, CDK, moto, mypy, stubs) into the same .venv, so running both in
+# either order upgrades one environment instead of building two. Installing the dev set satisfies both.
+RUNTIME := $(VENV)/.installed-runtime
+DEV := $(VENV)/.installed-dev
 
 .PHONY: install demo test lint format typecheck bench bench-library score realdata realdata-stage synth deploy schemas clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install --upgrade --quiet pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	touch $(STAMP)
 
-install: $(STAMP) ## create .venv with the project and dev tools
+# The venv's own pip (23.2 with Python 3.11) reads pyproject.toml and editable installs; upgrading it first
+# cost a download on every fresh clone for nothing the runtime set needs.
+$(RUNTIME): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -e .
+	touch $(RUNTIME)
 
-demo: $(STAMP) ## analyze the bundled sample dataset offline and print where the report is
+$(DEV): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(DEV) $(RUNTIME)
+
+install: $(DEV) ## create .venv with the project and dev tools
+
+demo: $(RUNTIME) ## analyze the bundled sample dataset offline and print where the report is
 	$(BIN)/iterate analyze samples/orders.csv --out out/demo
 
-test: $(STAMP) ## run the whole test suite
+test: $(DEV) ## run the whole test suite
 	$(BIN)/pytest -n 2 -q
 
-lint: $(STAMP) ## ruff + mypy
+lint: $(DEV) ## ruff + mypy
 	$(BIN)/ruff check layers functions infra tests scripts
 	$(BIN)/ruff format --check layers functions infra tests scripts
 	$(BIN)/mypy
 
-format: $(STAMP)
+format: $(DEV)
 	$(BIN)/ruff format layers functions infra tests scripts
 	$(BIN)/ruff check --fix layers functions infra tests scripts
 
-bench: $(STAMP) ## 1M-row benchmark: iterate analyze vs a bare pyarrow read; sandbox overhead
+bench: $(DEV) ## 1M-row benchmark: iterate analyze vs a bare pyarrow read; sandbox overhead
 	$(BIN)/python scripts/bench.py
 
-bench-library: $(STAMP) ## investigation tokens in LLM mode (fake server): first run, unchanged rerun, new rows
+bench-library: $(DEV) ## investigation tokens in LLM mode (fake server): first run, unchanged rerun, new rows
 	$(BIN)/python scripts/bench_library.py
 
-score: $(STAMP) ## run iterate on ../shared/datasets and score flags.csv (precision, recall, F1)
+score: $(DEV) ## run iterate on ../shared/datasets and score flags.csv (precision, recall, F1)
 	$(BIN)/python scripts/score.py
 
-realdata-stage: $(STAMP) ## copy the real-data corpus out of installed packages into out/realdata/ (offline)
+realdata-stage: $(DEV) ## copy the real-data corpus out of installed packages into out/realdata/ (offline)
 	$(BIN)/python scripts/stage_realdata.py
 
 realdata: realdata-stage ## detection on the real-data corpus: every issue with its verdict, and the false-alarm share
 	$(BIN)/python scripts/realdata_review.py
 
-schemas: $(STAMP) ## export the JSON Schemas of the contracts
+schemas: $(DEV) ## export the JSON Schemas of the contracts
 	$(BIN)/python -m iterate.contracts.export layers/iterate/schemas
 	$(BIN)/python -m iterate.api.openapi docs/openapi.json
 
-synth: $(STAMP) ## synthesize the CDK app into cdk.out/ (no Docker, no cdk CLI)
+synth: $(DEV) ## synthesize the CDK app into cdk.out/ (no Docker, no cdk CLI)
 	$(BIN)/python infra/app.py
 
 deploy: synth ## deploy to a real account: AWS credentials, once `npx aws-cdk@2.1148.1 bootstrap` (see infra/README.md)

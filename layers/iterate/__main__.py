@@ -2,6 +2,6 @@
 
 import sys
 
-from iterate.cli import main
+from iterate.cli import entry
 
-sys.exit(main())
+sys.exit(entry())

@@ -110,7 +110,9 @@ def to_issue(finding: Finding, table: Table, *, important: set[str], minor: set[
         )  # wrong values in a key or determining column spread to everything joined on it
     if finding.type == "missing_values" and minor and set(finding.columns) <= minor:
         severity = _bump(severity, -1)  # an optional comment field left empty is normal
-    if finding.type == "constant_column" or finding.stats.get("convention"):
+    # `is True`: numeric findings keep the column's decimal separator under the same key ("point" or
+    # "comma"), which made every malformed-number issue "low" whatever its share.
+    if finding.type == "constant_column" or finding.stats.get("convention") is True:
         severity = "low"  # a column that is empty by its own convention is documented, not broken
     return Issue(
         id=issue_id(finding),

@@ -516,12 +516,15 @@ def run_local(
     library: ScriptLibrary | None = None,
     owner: str = "local",
     dataset_id: str | None = None,
+    started_clock: float | None = None,
 ) -> AnalysisResult:
     """The whole pipeline in-process: what `iterate analyze` runs, with the same steps as the state machine.
 
     library: where proofs are stored and found again (default: the directory settings.script_library names,
     none when it names none or "off"); owner and dataset_id say whose dataset this is (default: "local" and
     the input's resolved path, so the next run of the same file reuses this run's proofs).
+    started_clock: a `time.perf_counter()` reading taken when the caller started (the command line's), so
+    the run's `durationMs` counts from there; this call's own start when None.
     """
     settings = settings or Settings.from_env()
     if library is None and settings.script_library and library_enabled(settings):
@@ -544,7 +547,16 @@ def run_local(
     scope = (library, owner, dataset_id or str(Path(path).resolve()))
     try:
         return _run_steps(
-            sandbox, agents, settings, path, out_dir, instructions, progress, previous_issues, scope
+            sandbox,
+            agents,
+            settings,
+            path,
+            out_dir,
+            instructions,
+            progress,
+            previous_issues,
+            scope,
+            started_clock,
         )
     finally:
         if owned is not None:  # its processes (and the dataset they hold) go with the run
@@ -561,6 +573,7 @@ def _run_steps(
     progress: Progress | None,
     previous_issues: list[Issue] | None,
     scope: tuple[ScriptLibrary | None, str, str],
+    started_clock: float | None = None,
 ) -> AnalysisResult:
     from iterate.storage.local import LocalArtifactStore
 
@@ -581,7 +594,7 @@ def _run_steps(
         dataset_id=dataset_id,
     )
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
-    clock = time.perf_counter()
+    clock = time.perf_counter() if started_clock is None else started_clock
     previous = out / ANALYSIS
     if ctx.previous_issues is None and previous.exists():
         try:  # re-running into the same directory compares with the last run

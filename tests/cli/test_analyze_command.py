@@ -153,25 +153,63 @@ class Terminal(io.StringIO):
         return self._encoding
 
 
-def test_progress_on_a_terminal_redraws_one_line_with_a_bar_and_elapsed_time():
+def test_progress_on_a_terminal_redraws_one_line_with_the_whole_runs_bar():
+    # Given a terminal and a clock
     stream = Terminal("utf-8")
-    ticks = iter([0.0, 1.5, 3.0, 4.5])
-    progress = Progress(stream, quiet=False, tty=True, clock=lambda: next(ticks))
+    ticks = iter([1.5, 3.0, 4.5, 5.0])
+    progress = Progress(stream, quiet=False, tty=True, clock=lambda: next(ticks), started=0.0, columns=200)
+    # When the steps before investigate are done, then 1 of 4 investigations, then all, then the report
     progress("investigate", 1, 4, "issue 1")
     progress("investigate", 4, 4, "all done")
     progress("report", 1, 1, "written")
+    progress.finish(5.0)
     text = stream.getvalue()
     # Then every update starts with a carriage return, only the last one ends the line
-    assert text.count("\r") == 3 and text.count("\n") == 1 and text.endswith("\n")
+    assert text.count("\r") == 4 and text.count("\n") == 1 and text.endswith("\n")
     first = text.split("\r")[1]
-    assert "Investigating" in first and "1/4" in first and "1.5s" in first
-    assert "██████░░░░░░░░░░░░░░░░░░" in first  # a quarter of the 24-cell bar
+    # the bar is the run's: 64 of 100 weights before investigate, a quarter of its 30 → 71.5%
+    assert "Investigating 1/4" in first and "1.5s" in first and " 72%" in first
+    assert "██████████████░░░░░░" in first  # 14 of 20 cells
+    assert text.split("\r")[-1] == "████████████████████ 100%  Done  5.0s\x1b[K\n"
+
+
+def test_steps_of_one_item_show_no_count():
+    stream = Terminal("utf-8")
+    Progress(stream, quiet=False, tty=True, clock=lambda: 0.2, started=0.0, columns=200)("detect", 0, 1, "x")
+    assert "Detecting  0.2s" in stream.getvalue() and "0/1" not in stream.getvalue()
+
+
+def test_a_long_run_shows_the_time_left_a_short_one_does_not():
+    # Given a run half done (by the weights) after 20 s
+    stream = Terminal("utf-8")
+    progress = Progress(stream, quiet=False, tty=True, clock=lambda: 20.0, started=0.0, columns=200)
+    progress("detect", 1, 2, "")  # read (12) + half of detect (20) = 32% of the run
+    # Then the estimate is the time so far scaled to what is left: 20 × 68 / 32 = 42.5 s
+    assert "20.0s, about 42s left" in stream.getvalue()
+    # And near the end, with less than a second to go, it says nothing rather than "about 0s left"
+    ending = Terminal("utf-8")
+    Progress(ending, quiet=False, tty=True, clock=lambda: 6.0, started=0.0, columns=200)(
+        "investigate", 29, 30, ""
+    )
+    assert "left" not in ending.getvalue()
+    # And on a short run (2 s in) there is none
+    quick = Terminal("utf-8")
+    Progress(quick, quiet=False, tty=True, clock=lambda: 2.0, started=0.0, columns=200)("detect", 1, 2, "")
+    assert "left" not in quick.getvalue()
+
+
+def test_the_progress_line_never_wraps_a_narrow_terminal():
+    stream = Terminal("utf-8")
+    progress = Progress(stream, quiet=False, tty=True, clock=lambda: 1.0, started=0.0, columns=50)
+    progress("investigate", 3, 17, "a message far longer than what is left of a fifty-column line")
+    line = stream.getvalue().removeprefix("\r").removesuffix("\x1b[K")
+    assert len(line) <= 49
 
 
 def test_a_terminal_that_cannot_print_blocks_gets_an_ascii_bar():
     stream = Terminal("ascii")
-    Progress(stream, quiet=False, tty=True, clock=lambda: 0.0)("read", 1, 2, "half")
-    assert "############------------" in stream.getvalue()
+    Progress(stream, quiet=False, tty=True, clock=lambda: 0.0, columns=200)("detect", 1, 1, "")
+    assert "##########----------" in stream.getvalue()  # read and detect: 52% of the run
 
 
 def test_unreadable_input_is_one_line_and_exit_2(data_file, tmp_path, fake_pipeline, capsys):
@@ -214,3 +252,37 @@ def test_a_bad_setting_in_the_environment_exits_2(data_file, fake_pipeline, caps
 def test_default_out_dir_is_named_after_the_file():
     assert default_out(Path("/data/orders.csv.gz")) == Path("iterate-out/orders")
     assert default_out(Path("sales.parquet")) == Path("iterate-out/sales")
+
+
+def test_each_proof_status_has_a_word():
+    from iterate.cli.analyze import proof
+    from iterate.contracts import CodeInvestigation
+
+    issue = make_issue(0, "low", 5)
+    ragged = issue.model_copy(update={"type": "ragged_rows"})
+    failed = CodeInvestigation(code="x", success=False, error="boom", stopped="error")
+    worked = CodeInvestigation(code="x", success=True, output={"affected_rows": 5})
+    assert proof(issue) == "not investigated"
+    assert proof(ragged) == "seen on read"
+    assert proof(issue.model_copy(update={"investigation": failed})) == "proof failed"  # was "confirmed"
+    assert proof(issue.model_copy(update={"investigation": worked, "status": "confirmed"})) == "proven"
+    assert proof(issue.model_copy(update={"investigation": worked, "status": "unverified"})) == "unverified"
+
+
+def test_a_dash_from_a_terminal_is_refused_with_how_to_pipe(tmp_path, fake_pipeline, capsys, monkeypatch):
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", Tty())
+    assert main(["analyze", "-", "--out", str(tmp_path / "o")]) == 2
+    assert "pipe a file in" in capsys.readouterr().err and fake_pipeline.calls == []
+
+
+def test_stdin_over_the_size_limit_is_refused_like_a_file(tmp_path):
+    from iterate.cli.analyze import read_stdin
+    from iterate.io import ReadLimits
+
+    with pytest.raises(DatasetReadError) as refused:
+        read_stdin(tmp_path / "stdin", ReadLimits(max_file_bytes=10), io.BytesIO(b"a,b\n" * 100))
+    assert refused.value.limit is not None and refused.value.limit.setting == "ITERATE_MAX_FILE_BYTES"

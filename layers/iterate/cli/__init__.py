@@ -1,5 +1,5 @@
 """The `iterate` command line."""
 
-from iterate.cli.main import main
+from iterate.cli.main import entry, main
 
-__all__ = ["main"]
+__all__ = ["entry", "main"]

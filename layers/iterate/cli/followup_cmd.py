@@ -27,7 +27,8 @@ def register(subparsers: Any) -> None:
         description=(
             "Shows the next question about how to fix ISSUE_ID of the run in RUN_DIR (a directory written by "
             "`iterate analyze --out`). Answer with --answer KEY; the conversation is kept in "
-            "RUN_DIR/followups/ISSUE_ID.json and ends with a concrete fix action."
+            "RUN_DIR/followups/ISSUE_ID.json and ends with a concrete fix action. Works on quick and smart "
+            "fixes alike; a new run into RUN_DIR starts every conversation afresh."
         ),
     )
     p.add_argument("run_dir", metavar="RUN_DIR", type=Path)
@@ -35,7 +36,12 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--answer", metavar="KEY", help="the key of the option you choose for the pending question"
     )
-    p.add_argument("--json", action="store_true", help="print the step as JSON instead of text")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the step as JSON instead of text: issueId, question (its options and the action each "
+        "leads to), action (once decided), turns",
+    )
     p.set_defaults(func=run)
 
 

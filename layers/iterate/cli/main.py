@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
+import os
 import sys
+import time
 from collections.abc import Callable
 from importlib import import_module
 from typing import TYPE_CHECKING
@@ -50,15 +54,48 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# A reader that stopped reading (`iterate analyze f.csv --json | head -2`): what a shell reports for a command
+# killed by SIGPIPE (128 + 13), which Python ignores and turns into BrokenPipeError instead.
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: list[str] | None = None) -> int:
+    started = time.perf_counter()  # the one clock every time shown by a command is read from
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.started = started
     func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
     if func is None:
         parser.print_help()
         return 2
-    return func(args)
+    try:
+        code = func(args)
+        sys.stdout.flush()  # a small output is only written here: its broken pipe must be caught here too
+    except BrokenPipeError:
+        _drop_closed_streams()
+        return EXIT_BROKEN_PIPE
+    return code
+
+
+def entry() -> int:
+    """The `iterate` program (console script and `python -m iterate`): main(), then an exit that skips the
+    interpreter's final garbage collection over every object the run made. That sweep took 0.24-0.27 s
+    after the summary was printed (the sample, measured three times; 0.05-0.08 s frozen), time the summary
+    cannot show and the wall clock did."""
+    code = main()
+    gc.freeze()
+    return code
+
+
+def _drop_closed_streams() -> None:
+    """Point stdout and stderr at /dev/null, so that the interpreter's final flush of what is still
+    buffered for the closed pipe does not print "Exception ignored ... BrokenPipeError" at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            os.dup2(devnull, stream.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

@@ -26,15 +26,27 @@ def register(subparsers: Any) -> None:
         "run",
         help="run CODE.py against FILE and print the CodeInvestigation JSON",
         description=(
-            "Runs CODE.py in the sandbox with the dataset as a pandas DataFrame `df` of text columns. The code "
-            "sets `result` to a JSON-serialisable dict, or prints exactly one JSON object. Prints the "
-            "CodeInvestigation JSON; exits 0 on success and 3 when the code was stopped or failed."
+            "Runs CODE.py in the sandbox with the dataset as a pandas DataFrame `df` of text columns (`pd`, "
+            "`np` and `json` are there too). The code sets `result` to a JSON-serialisable dict, or prints "
+            'exactly one JSON object; what it prints beside a `result` comes back as "printed". Prints '
+            'the CodeInvestigation JSON ("source": "user"); exits 0 on success, 3 when the code was '
+            "stopped or failed, 2 when FILE or CODE.py cannot be used. Defaults: ITERATE_SANDBOX_TIMEOUT_S, "
+            "ITERATE_SANDBOX_MEMORY_MB."
         ),
     )
-    run_parser.add_argument("--data", required=True, type=Path, metavar="FILE", help="CSV/TSV/... or Parquet")
+    run_parser.add_argument(
+        "--data", required=True, type=Path, metavar="FILE", help="any file `iterate analyze` reads"
+    )
     run_parser.add_argument("--code", required=True, type=Path, metavar="CODE.py", help="the script to run")
-    run_parser.add_argument("--timeout", type=float, metavar="S", help="seconds the code may run")
-    run_parser.add_argument("--memory-mb", type=int, metavar="N", help="memory budget of the code in MB")
+    run_parser.add_argument(
+        "--timeout", type=_positive(float), metavar="S", help="seconds the code may run (wall clock and CPU)"
+    )
+    run_parser.add_argument(
+        "--memory-mb",
+        type=_positive(int),
+        metavar="N",
+        help="memory budget of the code and its processes, MB",
+    )
     run_parser.add_argument(
         "--no-namespaces",
         action="store_true",
@@ -43,6 +55,21 @@ def register(subparsers: Any) -> None:
     run_parser.add_argument("--verbose", action="store_true", help="also print the isolation used, on stderr")
     run_parser.set_defaults(func=run)
     p.set_defaults(func=lambda args: (p.print_help(), EXIT_BAD_INPUT)[1])
+
+
+def _positive(kind: type[float] | type[int]) -> Any:
+    """An argparse type: a number above zero (a zero or negative budget stopped every script, misreported)."""
+
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be above zero, got {text}")
+        return value
+
+    return parse
 
 
 def _as_parquet(data: Path, scratch: Path) -> Path:
@@ -89,7 +116,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"iterate sandbox: {visible(exc)}", file=sys.stderr)
             return EXIT_BAD_INPUT
         outcome = LocalSandbox(limits).run_detailed(code, DatasetRef(path=str(parquet)))
-    print(json.dumps(outcome.investigation.model_dump(mode="json"), indent=2))
+    # The person running this wrote the code: never labelled as the engine's template (which is trusted).
+    investigation = outcome.investigation.model_copy(update={"source": "user"})
+    print(json.dumps(investigation.model_dump(mode="json"), indent=2))
     if args.verbose:
         print(json.dumps({"isolation": outcome.isolation, "violations": outcome.violations}), file=sys.stderr)
-    return 0 if outcome.investigation.success else EXIT_STOPPED
+    return 0 if investigation.success else EXIT_STOPPED

@@ -27,7 +27,17 @@ class CodeInvestigation(Contract):
         default=None, description="why the sandbox stopped the code, if it did"
     )
     attempts: int = Field(default=1, ge=1)
-    source: Literal["template", "llm"] = "template"
+    source: Literal["template", "llm", "user"] = Field(
+        default="template",
+        description="who wrote the code: the engine's templates, an LLM, or a person (`iterate sandbox run`)",
+    )
+    printed: str | None = Field(
+        default=None,
+        description=(
+            "what the code printed, when it also set `result` (so `result` is the output and the printed"
+            " text is kept beside it); held to the output cap together with the output"
+        ),
+    )
     batch_size: int | None = Field(
         default=None,
         ge=1,

@@ -255,7 +255,7 @@ def read_delimited(
             len(fields),
             f"the header has {len(fields):,} columns, more than the {limits.max_columns:,} allowed",
             line=header.lines,
-            advice="upload the columns you need in a narrower file",
+            advice="keep only the columns you need, in a narrower file",
         )
     above = 1 if sep_line else preamble
     trailing = _has_trailing_delimiter(head, dialect, len(fields), complete=complete, above=above)
@@ -294,7 +294,7 @@ def read_delimited(
         raise DatasetReadError(
             path,
             "has a header but no data rows",
-            "add the data rows or upload the complete export",
+            "add the data rows, or export the complete table again",
             line=header.lines,
         )
     return DelimitedResult(table, names, problems, dialect, encoding)
@@ -640,7 +640,7 @@ def _repair_ragged(
         raise DatasetReadError(  # pyarrow numbered rows we cannot place: refuse rather than misplace
             source.path,
             "has ragged rows that could not be placed back in order",
-            "fix the rows with the wrong number of fields and upload again",
+            "fix the rows with the wrong number of fields",
             line=problems[0].line if problems else None,
         )
     is_fixed = np.zeros(total, dtype=bool)
@@ -679,7 +679,7 @@ def _raise_unterminated(source: TextSource, quote_offset: int) -> None:
     raise DatasetReadError(
         source.path,
         "a quoted value starts here and its closing quote is missing, so the rest of the file ran into it",
-        "add the closing quote (or remove the stray one), or upload the complete file if it was cut off",
+        "add the closing quote (or remove the stray one), or get the complete file if it was cut off",
         line=lines.line_of(quote_offset),
     )
 

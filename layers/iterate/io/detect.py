@@ -29,34 +29,34 @@ _COMPRESSIONS: list[tuple[bytes, str]] = [
     (b"\xfd7zXZ\x00", "xz"),
 ]
 
-# Files people upload by mistake; the hint says what to do instead. Magics are long enough (or binary
+# Files people give by mistake; the hint says what to do instead. Magics are long enough (or binary
 # enough) that no text header starts with one; other binaries are caught by their NUL/control bytes.
 _NOT_TABLES: list[tuple[bytes, str, str]] = [
     (
         b"\x89PNG",
         "is a PNG image, not a text table",
-        "upload the data as CSV, TSV, Parquet, JSON Lines or .xlsx",
+        "save the data as CSV, TSV, Parquet, JSON Lines or .xlsx",
     ),
     (
         b"\xff\xd8\xff",
         "is a JPEG image, not a text table",
-        "upload the data as CSV, TSV, Parquet, JSON Lines or .xlsx",
+        "save the data as CSV, TSV, Parquet, JSON Lines or .xlsx",
     ),
     (
         b"GIF87a",
         "is a GIF image, not a text table",
-        "upload the data as CSV, TSV, Parquet, JSON Lines or .xlsx",
+        "save the data as CSV, TSV, Parquet, JSON Lines or .xlsx",
     ),
     (
         b"GIF89a",
         "is a GIF image, not a text table",
-        "upload the data as CSV, TSV, Parquet, JSON Lines or .xlsx",
+        "save the data as CSV, TSV, Parquet, JSON Lines or .xlsx",
     ),
     (b"%PDF-", "is a PDF document, not a text table", "export the table from its source as CSV or .xlsx"),
     (b"SQLite format 3\x00", "is an SQLite database, not a text table", "export the table you want as CSV"),
-    (b"7z\xbc\xaf\x27\x1c", "is a 7-Zip archive, not a text table", "extract it and upload the file inside"),
-    (b"Rar!\x1a\x07", "is a RAR archive, not a text table", "extract it and upload the file inside"),
-    (b"\x7fELF", "is a program, not a text table", "upload the data file instead"),
+    (b"7z\xbc\xaf\x27\x1c", "is a 7-Zip archive, not a text table", "extract it and analyze the file inside"),
+    (b"Rar!\x1a\x07", "is a RAR archive, not a text table", "extract it and analyze the file inside"),
+    (b"\x7fELF", "is a program, not a text table", "analyze the data file instead"),
 ]
 
 _BZIP2 = re.compile(rb"BZh[1-9](1AY&SY|\x17rE8P\x90)")
@@ -80,7 +80,7 @@ _UNSUPPORTED_EXTENSIONS: dict[str, str] = {
     ".pkl": "save the DataFrame with df.to_parquet() or df.to_csv()",
     ".pickle": "save the DataFrame with df.to_parquet() or df.to_csv()",
     ".docx": "copy the table into a spreadsheet and save it as .xlsx or CSV",
-    ".zip": "extract it and upload the file inside",
+    ".zip": "extract it and analyze the file inside",
 }
 
 
@@ -143,7 +143,7 @@ def _sniff_zip(path: Path) -> str:
         raise DatasetReadError(
             path,
             f"is a damaged or truncated zip/.xlsx file ({exc})",
-            "re-save the workbook or re-upload the complete file",
+            "re-save the workbook, or get the complete file if it was cut off",
         ) from exc
     if "xl/workbook.xml" in names:
         return "xlsx"
@@ -204,7 +204,7 @@ def check_text(path: Path, text: str, *, encoding: str) -> None:
         raise DatasetReadError(
             path,
             "contains NUL bytes, so it is not a text table (it is binary, or its encoding was not recognised)",
-            f"upload the data as {SUPPORTED}, saved as UTF-8",
+            f"save the data as {SUPPORTED}, in UTF-8",
             line=text.count("\n", 0, nul) + 1,
         )
     if not text:
@@ -215,5 +215,5 @@ def check_text(path: Path, text: str, *, encoding: str) -> None:
             path,
             f"is not a text table ({controls} control characters in its first {len(text)} characters"
             f" read as {encoding})",
-            f"upload the data as {SUPPORTED}",
+            f"save the data as {SUPPORTED}",
         )

@@ -97,7 +97,7 @@ def inflate(path: Path, compression: str, limits: ReadLimits) -> bytes:
                     consumed,
                     limits,
                     what=f"the first {size_text(consumed)} of {compression} data",
-                    advice="upload the uncompressed file",
+                    advice="decompress it and analyze the file itself",
                 )
             if decoder.eof:
                 members += 1
@@ -111,6 +111,6 @@ def _corrupt(path: Path, compression: str, chunks: list[bytes], why: str) -> NoR
     raise DatasetReadError(
         path,
         f"the {compression} data is truncated or corrupt ({why}); it stops at this line of the content",
-        f"upload the complete file, or re-compress the original with {compression}",
+        f"get the complete file, or compress the original again with {compression}",
         line=line,
     )

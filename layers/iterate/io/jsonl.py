@@ -114,7 +114,7 @@ def _read_json_records(path: Path, text: str, limits: ReadLimits) -> tuple[pa.Ta
             len(records) * len(names),
             f"has {len(records):,} records × {len(names):,} keys = {len(records) * len(names):,} cells,"
             f" more than the {limits.max_cells:,} allowed",
-            advice="split the file, or upload fewer records or keys",
+            advice="split the file into parts with fewer records or keys",
         )
     rows = [r for _, r in records]
     arrays = []

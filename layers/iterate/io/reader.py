@@ -111,7 +111,7 @@ def read_table(path: str | Path, *, name: str | None = None, limits: ReadLimits 
         raise _unreadable(path, exc) from exc
     size = path.stat().st_size
     if size == 0 or (size <= len(head) and head.strip() == b""):
-        raise DatasetReadError(path, "file is empty", "upload the file again with its header and data rows")
+        raise DatasetReadError(path, "file is empty", "export it again with its header and data rows")
 
     container = sniff_container(path, head)
     stop = threading.Event()
@@ -179,7 +179,7 @@ def check_source(path: str | Path, limits: ReadLimits | None = None) -> None:
             limits.max_file_bytes,
             info.st_size,
             f"is {size_text(info.st_size)}, more than the {size_text(limits.max_file_bytes)} allowed",
-            advice="split the file, or upload a part of it",
+            advice="split the file and analyze the parts",
         )
 
 
@@ -212,7 +212,7 @@ def _check_shape(path: Path, table: pa.Table, names: list[str], limits: ReadLimi
             cells,
             f"has {table.num_rows:,} rows × {table.num_columns:,} columns = {cells:,} cells,"
             f" more than the {limits.max_cells:,} allowed",
-            advice="split the file, or upload fewer rows or columns",
+            advice="split the file into parts with fewer rows or columns",
         )
     longest = _longest_cell(table)
     if longest is not None and longest[0] > limits.max_cell_bytes:
@@ -271,7 +271,7 @@ def _read(
         problems = header_problems + problems
         if table.num_rows == 0:
             raise DatasetReadError(
-                path, "has columns but no data rows", "upload a Parquet file that has rows"
+                path, "has columns but no data rows", "export the Parquet file again with its rows"
             )
         return table, _Info("parquet"), problems, names
     if container == "xlsx":
@@ -296,7 +296,9 @@ def _read(
             )
         if sniff_container(path, head) == "parquet":
             raise DatasetReadError(
-                path, f"is a {compression}-compressed Parquet file", "upload the .parquet file itself"
+                path,
+                f"is a {compression}-compressed Parquet file",
+                "decompress it and analyze the .parquet file itself",
             )
 
     head = _long_enough_head(path, data, head)
@@ -311,7 +313,7 @@ def _read(
         raise
     if not head_text.strip():
         raise DatasetReadError(
-            path, "file is empty (only blank lines)", "upload the file with its header and data"
+            path, "file is empty (only blank lines)", "export it again with its header and data rows"
         )
     # UTF-16/32 text is full of NUL bytes; anything else with one is binary or mis-encoded.
     nul_matters = encoding not in ("utf-16", "utf-16-le", "utf-16-be", "utf-32")
@@ -397,7 +399,7 @@ def _check_nul(path: Path, data: bytes | None, digest: Future[_Digest]) -> None:
     raise DatasetReadError(
         path,
         "contains NUL bytes, so it is not a text table (it is binary, or saved in an unrecognised encoding)",
-        f"upload the data as {SUPPORTED}, saved as UTF-8",
+        f"save the data as {SUPPORTED}, in UTF-8",
         line=content.count(b"\n", 0, offset) + 1,
     )
 

@@ -41,7 +41,7 @@ def read_parquet(
         raise DatasetReadError(
             path,
             f"is a damaged or truncated Parquet file ({str(exc).strip().splitlines()[0]})",
-            "re-export the Parquet file or upload the complete file",
+            "export the Parquet file again, or get the complete file if it was cut off",
         ) from exc
     problems: list[ReadProblem] = []
     keep: list[int] = []
@@ -98,15 +98,21 @@ def read_xlsx(
     try:
         _check_archive(path, limits)
         _check_sheets(path, limits)
-        workbook = openpyxl.load_workbook(path, read_only=True, data_only=True)
     except (zipfile.BadZipFile, KeyError, OSError, ValueError, ParseError) as exc:
         raise _workbook_error(path, exc) from exc
-    try:
-        return _read_first_sheet(path, workbook, limits)
-    except (zipfile.BadZipFile, KeyError, OSError, ValueError, ParseError) as exc:
-        raise _workbook_error(path, exc) from exc
-    finally:
-        workbook.close()
+    # An open file, not the path: given a path, openpyxl judges the workbook by its extension and refuses
+    # an .xlsx saved as ".xls" (InvalidFileException), though its content was just sniffed as .xlsx.
+    with path.open("rb") as fh:
+        try:
+            workbook = openpyxl.load_workbook(fh, read_only=True, data_only=True)
+        except (zipfile.BadZipFile, KeyError, OSError, ValueError, ParseError) as exc:
+            raise _workbook_error(path, exc) from exc
+        try:
+            return _read_first_sheet(path, workbook, limits)
+        except (zipfile.BadZipFile, KeyError, OSError, ValueError, ParseError) as exc:
+            raise _workbook_error(path, exc) from exc
+        finally:
+            workbook.close()
 
 
 def _read_first_sheet(
@@ -407,7 +413,7 @@ def _too_many_columns(
         columns,
         f"has {columns:,} columns, more than the {limits.max_columns:,} allowed",
         line=line,
-        advice="upload the columns you need in a narrower file",
+        advice="keep only the columns you need, in a narrower file",
     )
 
 
@@ -422,7 +428,7 @@ def _too_many_cells(
         f"has at least {rows:,} rows × {columns:,} columns = {rows * columns:,} cells,"
         f" more than the {limits.max_cells:,} allowed",
         line=line,
-        advice="split the file, or upload fewer rows or columns",
+        advice="split the file into parts with fewer rows or columns",
     )
 
 

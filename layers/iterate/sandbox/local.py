@@ -776,8 +776,13 @@ class LocalSandbox:
             return failed("invalid_output", "the report's output is not a JSON object")
         if len(json.dumps(output)) > self.limits.max_output_bytes:
             return failed("output_size", f"output over the {self.limits.max_output_bytes}-byte cap")
+        printed = report.get("printed")
+        if not isinstance(printed, str) or len(json.dumps(printed)) > self.limits.max_output_bytes:
+            printed = None  # the code's own words: kept only when they are text within the cap
         return SandboxOutcome(
-            self._verdict(code, started, stopped=None, error=None, output=output),
+            self._verdict(code, started, stopped=None, error=None, output=output).model_copy(
+                update={"printed": printed}
+            ),
             isolation=isolation,
             violations=violations,
             stderr_tail=stderr_tail,

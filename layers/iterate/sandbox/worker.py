@@ -1132,6 +1132,7 @@ def lockdown(job: dict, isolation: dict, *, guard_imports: bool = True) -> None:
 
 
 def _collect(result: object, printed: str, cap: int) -> dict:
+    set_result = result is not None
     if result is None:
         text = printed.strip()
         if not text:
@@ -1152,7 +1153,18 @@ def _collect(result: object, printed: str, cap: int) -> dict:
         return {"error": f"result is not JSON-serialisable: {exc}", "stopped": "invalid_output"}
     if size > cap:
         return {"error": f"result is {size} bytes, over the {cap}-byte cap", "stopped": "output_size"}
-    return {"success": True, "output": output}
+    verdict: dict = {"success": True, "output": output}
+    if set_result and printed.strip():
+        # print() beside `result` (debugging, a table) is kept, within what the cap leaves after the output.
+        verdict["printed"] = _fit(printed, cap - size)
+    return verdict
+
+
+def _fit(text: str, budget: int) -> str:
+    """`text`, cut so that its JSON encoding takes at most `budget` bytes (the supervisor caps the report)."""
+    while text and len(json.dumps(text)) > budget:
+        text = text[: len(text) // 2]
+    return text
 
 
 def _user_traceback(exc: BaseException) -> str:
