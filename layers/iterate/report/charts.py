@@ -34,6 +34,31 @@ def fmt_num(x: float) -> str:
     return f"{x:,.4g}" if abs(x) < 1000 else f"{x:,.1f}"
 
 
+def fmt_share(part: float, whole: float) -> str:
+    """`part` as a share of `whole`, the one way every share on the page is written.
+
+    One decimal; never "0.0%" for something that happened nor "100.0%" for less than all (a single row in
+    a million is "<0.1%", all but one is ">99.9%"); "n/a" when there is nothing to divide by.
+    """
+    if not whole or whole < 0:
+        return "n/a"
+    share = part / whole
+    if part <= 0:
+        return "0%"
+    if part >= whole:
+        return "100%"
+    if share < 0.001:
+        return "<0.1%"
+    if share > 0.999:
+        return ">99.9%"
+    return f"{share:.1%}"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`n` and the word in the number it takes: "1 row", "2 rows", "1,503 rows"."""
+    return f"{fmt_num(n)} {word if n == 1 else (many or word + 's')}"
+
+
 @dataclass(frozen=True)
 class Bar:
     label: str

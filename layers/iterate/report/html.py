@@ -26,8 +26,10 @@ from iterate.report.charts import (
     clip,
     esc,
     fmt_num,
+    fmt_share,
     hbar_chart,
     heat_strip,
+    plural,
     severity_chart,
     stacked_severity_bars,
 )
@@ -135,6 +137,15 @@ class _Renderer:
         if issue.evidence is not None:
             return issue.evidence.affectedRows
         return issue.affectedRows or 0
+
+    def share(self, rows: int) -> str:
+        """`rows` as a share of the table's rows: every share on the page comes from here (or fmt_share)."""
+        return fmt_share(rows, self.p.rowCount)
+
+    @staticmethod
+    def count(n: int, word: str) -> str:
+        """A bold count with its noun in the right number: "<b>1</b> row", "<b>40</b> cells"."""
+        return f"<b>{fmt_num(n)}</b> {word if n == 1 else word + 's'}"
 
     def severity_counts(self) -> dict[str, int]:
         counts = {"high": 0, "medium": 0, "low": 0}
@@ -308,10 +319,10 @@ class _Renderer:
         ).lower()
         nums = []
         if ev is not None:
-            nums.append(f"<b>{fmt_num(ev.affectedRows)}</b> rows ({ev.affectedShare:.1%})")
-            nums.append(f"<b>{fmt_num(ev.affectedCells)}</b> cells")
+            nums.append(f"{self.count(ev.affectedRows, 'row')} ({self.share(ev.affectedRows)})")
+            nums.append(self.count(ev.affectedCells, "cell"))
         elif issue.affectedRows is not None:
-            nums.append(f"<b>{fmt_num(issue.affectedRows)}</b> rows")
+            nums.append(f"{self.count(issue.affectedRows, 'row')} ({self.share(issue.affectedRows)})")
         badges = (
             f'<span class="badge sev-{esc(issue.severity)}">{esc(issue.severity)}</span>'
             f'<span class="badge st-{esc(issue.status)}" title="{esc(STATUS_MEANING.get(issue.status, ""))}">'
@@ -355,8 +366,8 @@ class _Renderer:
         assert ev is not None
         out = [
             "<h4>Evidence</h4>",
-            f"<p>{fmt_num(ev.affectedCells)} cells in {fmt_num(ev.affectedRows)} rows "
-            f"({ev.affectedShare:.2%} of {fmt_num(self.p.rowCount)} rows).</p>",
+            f"<p>{plural(ev.affectedCells, 'cell')} in {plural(ev.affectedRows, 'row')} "
+            f"({self.share(ev.affectedRows)} of {plural(self.p.rowCount, 'row')}).</p>",
         ]
         examples = ev.examples[: self.examples]
         if examples:
@@ -520,14 +531,12 @@ class _Renderer:
                 f'<a class="badge sev-{esc(worst)}" href="#{_anchor("issue", first.id)}">'
                 f"{len(its)} issue{'s' if len(its) != 1 else ''}</a>"
             )
-        n_total = c.count or 0
         stats = [
-            ("values", fmt_num(c.count)),
-            ("missing", f"{fmt_num(c.missing)}" + (f" ({c.missing / n_total:.1%})" if n_total else "")),
-            ("disguised missing", fmt_num(c.disguisedMissing)),
-            ("distinct", fmt_num(c.distinct)),
-            ("distinct ratio", f"{c.distinctRatio:.1%}"),
-            ("unique ratio", f"{c.uniqueRatio:.1%}"),
+            ("filled", f"{fmt_num(c.count)} ({self.share(c.count)})"),
+            ("missing", f"{fmt_num(c.missing)} ({self.share(c.missing)})"),
+            ("placeholders for missing", f"{fmt_num(c.disguisedMissing)} ({self.share(c.disguisedMissing)})"),
+            ("distinct values", fmt_num(c.distinct)),
+            ("seen once", f"{fmt_share(c.uniqueRatio, 1)} of filled"),
         ]
         if c.length is not None:
             stats.append(("length min/mean/max", f"{c.length.min} / {c.length.mean:.1f} / {c.length.max}"))
