@@ -238,7 +238,7 @@ class _Renderer:
             bars = [
                 Bar(k, round(v), f"{k}: {_duration(v)}") for k, v in list(self.a.run.timingsMs.items())[:12]
             ]
-            timings = f'<div class="card"><h3>Time per step (ms)</h3>{hbar_chart(bars, width=360)}</div>'
+            timings = f'<div class="card"><h3>Time per step (ms)</h3>{hbar_chart(bars)}</div>'
         return (
             '<section id="summary"><h2>Summary</h2>'
             f'<div class="kpis">{kpis}</div>'
@@ -257,8 +257,11 @@ class _Renderer:
         for c in cols:
             its = self.by_column.get(c.name, [])
             worst = min((i.severity for i in its), key=lambda s: SEVERITY_ORDER.get(s, 9), default=None)
-            share = max((i.evidence.affectedShare for i in its if i.evidence), default=0.5 if its else 0.0)
-            cells.append(HeatCell(visible(c.name), worst, len(its), share, _anchor("col", c.name)))
+            widest = max((self._rows(i) for i in its), default=0)
+            share = widest / self.p.rowCount if self.p.rowCount else 0.0
+            cells.append(
+                HeatCell(visible(c.name), worst, len(its), share, _anchor("col", c.name), self.share(widest))
+            )
         note = ""
         if len(self.p.columns) > len(cols):
             note = f'<p class="muted small">First {len(cols)} of {len(self.p.columns)} columns shown.</p>'
@@ -271,13 +274,11 @@ class _Renderer:
                 kv[0],
             ),
         )[:25]
-        stacked = stacked_severity_bars(
-            [(visible(name), _count_by(its, "severity")) for name, its in ranked], width=560
-        )
+        stacked = stacked_severity_bars([(visible(name), _count_by(its, "severity")) for name, its in ranked])
         return (
             '<section id="columns-heat"><h2>Issues per column</h2><div class="card">'
-            '<p class="muted small">One square per column, in file order: colour = worst severity, '
-            "shade = share of rows affected, grey = no issue. Click a square to open its profile.</p>"
+            '<p class="muted small">One square per column, in file order: colour = its worst issue, '
+            "shade = share of rows its widest issue touches. Click a column with issues to open its profile.</p>"
             f"{heat_strip(cells)}{note}"
             + (f'<h3 style="margin-top:16px">Most affected columns</h3>{stacked}' if ranked else "")
             + "</div></section>"
@@ -567,7 +568,7 @@ class _Renderer:
             ]
             chart += (
                 f'<div class="muted small" style="margin-top:6px">Top values ({len(tv)} of '
-                f"{fmt_num(c.distinct)} distinct)</div>{hbar_chart(bars, width=340)}"
+                f"{fmt_num(c.distinct)} distinct)</div>{hbar_chart(bars)}"
             )
         patterns = ""
         if c.patterns:
@@ -582,7 +583,7 @@ class _Renderer:
                 for f in c.dates.formats[:6]
             ]
             patterns += '<div class="muted small" style="margin-top:6px">Date formats</div>' + hbar_chart(
-                bars, width=340
+                bars
             )
         desc = f'<div class="desc">{self.text(description, 300)}</div>' if description else ""
         return (
