@@ -33,6 +33,7 @@ from iterate.report.charts import (
     severity_chart,
     stacked_severity_bars,
 )
+from iterate.report.facts import fact_rows, rounded, singular_counts
 from iterate.visible import visible
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
@@ -110,6 +111,11 @@ class _Renderer:
         """Escaped prose (descriptions, LLM text, code), clipped; line breaks and tabs stay (the page's
         last pass shows every other control character escaped)."""
         return esc(clip(str(value), limit or self.lim.text_chars))
+
+    def prose(self, value: object, limit: int | None = None) -> str:
+        """Sentences from detectors or an LLM (descriptions, impact, actions): `text`, with "1 values" read
+        as "1 value" (they are written for counts)."""
+        return self.text(singular_counts(str(value)), limit)
 
     def name(self, value: object, limit: int) -> str:
         """A column, dataset or file name: clipped, escaped, every control character shown (`\\n`, `\\x1b`)
@@ -243,7 +249,7 @@ class _Renderer:
             '<section id="summary"><h2>Summary</h2>'
             f'<div class="kpis">{kpis}</div>'
             '<div class="grid2">'
-            f'<div class="card"><h3>What we found</h3><p>{self.text(self.a.summary)}</p>'
+            f'<div class="card"><h3>What we found</h3><p>{self.prose(self.a.summary)}</p>'
             f'<p class="muted small">The widest issue touches {fmt_num(flagged_rows)} of '
             f"{fmt_num(self.p.rowCount)} rows.</p>{self.comparison()}</div>"
             f'<div class="card"><h3>Issues by severity</h3>{severity_chart(counts)}</div>'
@@ -316,7 +322,8 @@ class _Renderer:
         if len(issue.affectedColumns) > 12:
             cols_text += f" … (+{len(issue.affectedColumns) - 12})"
         search_text = " ".join(
-            clip(t, 300) for t in [issue.id, issue.type, issue.description, *issue.affectedColumns[:12]]
+            clip(t, 300)
+            for t in [issue.id, issue.type, singular_counts(issue.description), *issue.affectedColumns[:12]]
         ).lower()
         nums = []
         if ev is not None:
@@ -334,13 +341,15 @@ class _Renderer:
         )
         parts = []
         if len(issue.description) > 220:  # the summary line already shows a short description in full
-            parts.append(f"<h4>Description</h4><p>{self.text(issue.description, self.issue_text)}</p>")
+            parts.append(f"<h4>Description</h4><p>{self.prose(issue.description, self.issue_text)}</p>")
         if issue.businessImpact:
-            parts.append(f"<h4>Business impact</h4><p>{self.text(issue.businessImpact, self.issue_text)}</p>")
-        parts.append(f"<h4>Suggested action</h4><p>{self.text(issue.suggestedAction, self.issue_text)}</p>")
+            parts.append(
+                f"<h4>Business impact</h4><p>{self.prose(issue.businessImpact, self.issue_text)}</p>"
+            )
+        parts.append(f"<h4>Suggested action</h4><p>{self.prose(issue.suggestedAction, self.issue_text)}</p>")
         if issue.temporalPattern:
             parts.append(
-                f"<h4>Pattern over time</h4><p>{self.text(issue.temporalPattern, self.issue_text)}</p>"
+                f"<h4>Pattern over time</h4><p>{self.prose(issue.temporalPattern, self.issue_text)}</p>"
             )
         if ev is not None:
             parts.append(self.evidence(issue))
@@ -356,7 +365,7 @@ class _Renderer:
             f'<details class="issue {esc(issue.severity)}" id="{_anchor("issue", issue.id)}" '
             f'data-sev="{esc(issue.severity)}" data-text="{esc(search_text)}"{" open" if n < 3 else ""}>'
             f'<summary><div><div class="badges">{badges}</div>'
-            f'<div class="title">{self.text(clip(issue.description, 220))}</div></div>'
+            f'<div class="title">{self.prose(clip(issue.description, 220))}</div></div>'
             f'<div class="nums">{" · ".join(nums)}</div>'
             f'<div class="cols">Columns: {esc(cols_text) or "—"}</div></summary>'
             f'<div class="body">{"".join(parts)}</div></details>'
@@ -394,10 +403,9 @@ class _Renderer:
                 more = f'<p class="muted small">{len(examples)} of {len(ev.examples)} examples shown.</p>'
             out.append(f'<table class="t">{head}</tr>{"".join(rows)}</table>{more}')
         if ev.stats:
-            items = list(ev.stats.items())[: self.lim.stats_items]
             stat_rows = "".join(
-                f"<tr><th>{self.text(k, 80)}</th><td>{self.text(_compact(v), 160)}</td></tr>"
-                for k, v in items
+                f"<tr><th>{self.text(k, 80)}</th><td>{self.name(v, 160)}</td></tr>"
+                for k, v in fact_rows(ev.stats, limit=self.lim.stats_items)
             )
             out.append(
                 f'<details class="code"><summary>Statistics</summary><table class="t">{stat_rows}</table></details>'
@@ -432,22 +440,22 @@ class _Renderer:
     def output_summary(self, output: Any) -> str:
         scalars = []
         if isinstance(output, dict):
-            scalars = [
-                (k, v) for k, v in output.items() if isinstance(v, str | int | float | bool) or v is None
-            ][: self.lim.stats_items]
+            scalars = fact_rows(output, limit=self.lim.stats_items, scalars_only=True)
         table = ""
         if scalars:
             rows = "".join(
-                f"<tr><th>{self.text(k, 80)}</th><td>{self.text(_compact(v), 160)}</td></tr>"
-                for k, v in scalars
+                f"<tr><th>{self.text(k, 80)}</th><td>{self.name(v, 160)}</td></tr>" for k, v in scalars
             )
             table = f'<table class="t">{rows}</table>'
-        full = self.text(_pretty(output), self.output_chars)
-        return f'{table}<details class="code"><summary>Full output</summary><pre class="out">{full}</pre></details>'
+        full = self.text(_pretty(rounded(output)), self.output_chars)
+        return (
+            f'{table}<details class="code"><summary>Full output (JSON; numbers to 4 significant digits)</summary>'
+            f'<pre class="out">{full}</pre></details>'
+        )
 
     def understanding(self) -> str:
         s = self.u.summary
-        obs = "".join(f"<li>{self.text(o, 1000)}</li>" for o in s.observations[:30])
+        obs = "".join(f"<li>{self.prose(o, 1000)}</li>" for o in s.observations[:30])
         cols = self.u.columns[: self.lim.columns]
         rows = "".join(
             f"<tr><td><a href='#{_anchor('col', c.name)}'>{self.name(c.name, 80)}</a></td>"
@@ -572,9 +580,12 @@ class _Renderer:
             )
         patterns = ""
         if c.patterns:
+            shown = c.patterns[:5]
+            legend = shape_legend([pt.value for pt in shown])
             patterns = (
                 '<div class="muted small" style="margin-top:6px">Shapes: '
-                + ", ".join(f"{self.val(pt.value)} ×{fmt_num(pt.count)}" for pt in c.patterns[:5])
+                + ", ".join(f"{self.val(pt.value)} ×{fmt_num(pt.count)}" for pt in shown)
+                + (f" <span>({esc(legend)})</span>" if legend else "")
                 + "</div>"
             )
         if c.dates is not None and c.dates.formats:
@@ -647,13 +658,12 @@ def _duration(ms: float) -> str:
     return f"{s:.1f} s" if s < 120 else f"{int(s // 60)} min {int(s % 60)} s"
 
 
-def _compact(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, default=str, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return str(value)
+SHAPE_SYMBOLS = (("9", "a run of digits"), ("a", "a run of letters"), ("A", "a run of capitals"))
+
+
+def shape_legend(shapes: list[str]) -> str:
+    """What the symbols of these shapes stand for, naming only the symbols they use ("9 = a run of digits")."""
+    return ", ".join(f"{sym} = {meaning}" for sym, meaning in SHAPE_SYMBOLS if any(sym in s for s in shapes))
 
 
 def _pretty(value: Any) -> str:
