@@ -25,6 +25,7 @@ from iterate.contracts.profile import (
     FunctionalDependency,
     LengthStats,
     NumericStats,
+    RowNumbering,
     ValueCount,
 )
 from iterate.contracts.understanding import ColumnSummary, DatasetSummary, DatasetUnderstanding
@@ -53,6 +54,7 @@ __all__ = [
     "LengthStats",
     "Mode",
     "NumericStats",
+    "RowNumbering",
     "RunComparison",
     "RunMetadata",
     "Severity",

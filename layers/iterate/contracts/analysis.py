@@ -49,6 +49,17 @@ class EvidenceExample(Contract):
     score: float | None = Field(
         default=None, ge=0.0, le=1.0, description="probability the value is wrong, from the combined evidence"
     )
+    line: int | None = Field(
+        default=None,
+        ge=1,
+        description="where the row is in the file: its 1-based line (CSV, JSON Lines) or the row number a "
+        "spreadsheet shows (xlsx); absent when the reader cannot tell (a value spanning lines, Parquet, a JSON array)",
+    )
+    context: dict[str, str] = Field(
+        default_factory=dict,
+        description="other cells of the same row, by column: the determining values of a dependency, or values "
+        "that let a reader recognise a record whose cell is empty",
+    )
 
 
 class Evidence(Contract):

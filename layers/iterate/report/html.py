@@ -17,6 +17,7 @@ from iterate.contracts import (
     ColumnProfile,
     DatasetProfile,
     DatasetUnderstanding,
+    EvidenceExample,
     Issue,
 )
 from iterate.report.charts import (
@@ -311,7 +312,8 @@ class _Renderer:
                 f'<p class="muted small">{len(self.issues) - len(shown)} lower-ranked issues are left out of '
                 "this page; analysis.json lists them all.</p>"
             )
-        body = "".join(self.issue(i, n) for n, i in enumerate(shown))
+        body = f'<p class="muted small">{esc(self.numbering_note())}</p>' if shown else ""
+        body += "".join(self.issue(i, n) for n, i in enumerate(shown))
         if not self.issues:
             body = '<div class="card">No data-quality issues were found.</div>'
         return f'<section id="issues"><h2>Issues</h2>{filters}{body}{note}</section>'
@@ -381,27 +383,11 @@ class _Renderer:
         ]
         examples = ev.examples[: self.examples]
         if examples:
-            has_expected = any(e.expected is not None for e in examples)
-            has_note = any(e.note for e in examples)
-            has_score = any(e.score is not None for e in examples)
-            head = "<tr><th class='num'>row</th><th>column</th><th>value</th>"
-            head += "<th>expected</th>" if has_expected else ""
-            head += "<th class='num' title='probability the value is wrong'>score</th>" if has_score else ""
-            head += "<th>note</th>" if has_note else ""
-            rows = []
-            for e in examples:
-                cells = f"<td class='num'>{e.row}</td><td>{self.name(e.column, 80)}</td><td>{self.val(e.value)}</td>"
-                if has_expected:
-                    cells += f"<td>{self.val(e.expected) if e.expected is not None else ''}</td>"
-                if has_score:
-                    cells += f"<td class='num'>{'' if e.score is None else f'{e.score:.2f}'}</td>"
-                if has_note:
-                    cells += f"<td>{self.text(e.note or '', 160)}</td>"
-                rows.append(f"<tr>{cells}</tr>")
-            more = ""
+            out.append(self.examples_table(issue, examples))
             if len(ev.examples) > len(examples):
-                more = f'<p class="muted small">{len(examples)} of {len(ev.examples)} examples shown.</p>'
-            out.append(f'<table class="t">{head}</tr>{"".join(rows)}</table>{more}')
+                out.append(
+                    f'<p class="muted small">{len(examples)} of {len(ev.examples)} examples shown.</p>'
+                )
         if ev.stats:
             stat_rows = "".join(
                 f"<tr><th>{self.text(k, 80)}</th><td>{self.name(v, 160)}</td></tr>"
@@ -411,6 +397,119 @@ class _Renderer:
                 f'<details class="code"><summary>Statistics</summary><table class="t">{stat_rows}</table></details>'
             )
         return "".join(out)
+
+    def place(self, e: EvidenceExample) -> int | None:
+        """The example's line (or sheet row) in the file: as the reader recorded it, else from the numbering."""
+        if e.line is not None:
+            return e.line
+        numbering = self.p.rowNumbering
+        if numbering is not None and numbering.place and numbering.firstPlace is not None:
+            return numbering.firstPlace + e.row
+        return None
+
+    def examples_table(self, issue: Issue, examples: list[EvidenceExample]) -> str:
+        """The examples as a table: where each row is (0-based row and place in the file), the row's other
+        cells that explain or identify it, the value and what was expected; constant parts said once."""
+        columns = list(dict.fromkeys(e.column for e in examples))
+        one_column = len(columns) == 1 and columns[0] != "*"
+        context = list(dict.fromkeys(k for e in examples for k in e.context))[:4]
+        places = [self.place(e) for e in examples]
+        has_place = any(p is not None for p in places)
+        has_expected = any(e.expected is not None for e in examples)
+        has_score = any(e.score is not None for e in examples)
+        notes = {e.note for e in examples}
+        shared_note = notes.pop() if len(notes) == 1 else None
+        has_note = shared_note is None and any(e.note for e in examples)
+        # Notes that all read "<statistic>: <number>" name the statistic once, in the header.
+        note_head, note_values = "note", [e.note or "" for e in examples]
+        prefixes = {n.rpartition(": ")[0] for n in note_values}
+        if has_note and len(prefixes) == 1 and "" not in prefixes:
+            note_head = prefixes.pop()
+            note_values = [n.rpartition(": ")[2] for n in note_values]
+        lead = ""
+        if not context and not has_expected and len({(e.column, e.value) for e in examples}) == 1:
+            # Every example holds the same value (a constant or empty column): say it once.
+            e = examples[0]
+            where = ", ".join(
+                self.row_text(x.row, p) for x, p in list(zip(examples, places, strict=True))[:5]
+            )
+            column = "" if e.column == "*" else f" in {self.name(e.column, 80)}"
+            more = ", …" if len(examples) > 5 else ""
+            return f"<p>Every example holds {self.val(e.value)}{column}: {where}{more}.</p>"
+        if shared_note:
+            lead = f'<p class="muted small">Every example: {self.text(shared_note, 200)}.</p>'
+        unit = (self.p.rowNumbering.place if self.p.rowNumbering else None) or "line"
+        # (header text, its cell class, the label a phone shows beside each cell)
+        heads: list[tuple[str, str, str]] = [("row", "num", "row")]
+        if has_place:
+            heads.append((esc(unit), "num", unit))
+        heads += [(self.name(k, 60), "", visible(clip(k, 40))) for k in context]
+        if one_column:
+            heads.append((self.name(columns[0], 60), "", visible(clip(columns[0], 40))))
+        else:
+            heads += [("column", "", "column"), ("value", "", "value")]
+        if has_expected:
+            expected = "usual value in its group" if issue.type == "dependency_violation" else "expected"
+            heads.append((expected, "", expected))
+        if has_score:
+            heads.append(("score", "num", "score"))
+        if has_note:
+            heads.append((self.text(note_head, 120), "", clip(note_head, 60)))
+        head = "".join(_cell("th", text, cls, title=HEAD_TITLES.get(label, "")) for text, cls, label in heads)
+        rows = []
+        for e, place, note in zip(examples, places, note_values, strict=True):
+            values = [str(e.row)]
+            if has_place:
+                values.append("" if place is None else str(place))
+            values += [self.val(e.context[k]) if k in e.context else "" for k in context]
+            if not one_column:
+                values.append(self.name(e.column, 80))
+            values.append(self.val(e.value))
+            if has_expected:
+                values.append(self.val(e.expected) if e.expected is not None else "")
+            if has_score:
+                values.append("" if e.score is None else f"{e.score:.2f}")
+            if has_note:
+                values.append(self.text(note, 160))
+            cells = "".join(
+                _cell("td", v, cls, label=label) for v, (_, cls, label) in zip(values, heads, strict=True)
+            )
+            rows.append(f"<tr>{cells}</tr>")
+        return f'{lead}<table class="t ex"><tr>{head}</tr>{"".join(rows)}</table>'
+
+    def row_text(self, row: int, place: int | None) -> str:
+        """A row as a sentence names it: "row 24 (line 26)", or "row 24" when its place is not known."""
+        if place is None:
+            return f"row {row}"
+        unit = (self.p.rowNumbering.place if self.p.rowNumbering else None) or "line"
+        return f"row {row} ({esc(unit)} {place})"
+
+    def numbering_note(self) -> str:
+        """Once per page: what a row number means here, and how to find the row in the file."""
+        n = self.p.rowNumbering
+        base = "Rows are data rows counted from 0, header excluded, as in flags.csv"
+        if n is None:
+            return f"{base}."
+        if n.place == "line" and n.firstPlace is not None:
+            return (
+                f"{base}: row 0 is line {n.firstPlace} of the file, so row r is on line r + {n.firstPlace}."
+            )
+        if n.place == "sheet row" and n.firstPlace is not None:
+            return (
+                f"{base}: row 0 is row {n.firstPlace} of the sheet, so row r is sheet row r + {n.firstPlace}."
+            )
+        if n.place == "line":
+            return f"{base}; the file skips lines between rows, so each example shows its own line."
+        if n.place == "sheet row":
+            return f"{base}; the sheet has blank rows between rows, so each example shows its own sheet row."
+        if n.format == "parquet":
+            return "Rows are counted from 0 in the file's order (as pandas and pyarrow number them), as in flags.csv."
+        if n.format == "jsonl":
+            return "Rows are the file's records counted from 0, as in flags.csv (a JSON array has no line per record)."
+        return (
+            f"{base}. Some values in this file span several lines (or blank lines sit between rows), "
+            "so a row number is not a line number."
+        )
 
     def investigation(self, inv: CodeInvestigation) -> str:
         if inv.success:
@@ -649,6 +748,20 @@ class _Renderer:
         """The page, with whatever control character is still raw shown escaped (LLM prose, code and
         outputs keep their line breaks and tabs, HTML whitespace): nothing that acts reaches the file."""
         return visible(self.page(), keep="\n\t")
+
+
+HEAD_TITLES = {
+    "row": "data row, counted from 0, header excluded (as in flags.csv)",
+    "score": "probability the value is wrong",
+}
+
+
+def _cell(tag: str, content: str, cls: str = "", *, title: str = "", label: str = "") -> str:
+    """One table cell around already-escaped `content`; `label` names it on a phone, where rows stack."""
+    attrs = f' class="{cls}"' if cls else ""
+    attrs += f' title="{esc(title)}"' if title else ""
+    attrs += f' data-l="{esc(label)}"' if label else ""
+    return f"<{tag}{attrs}>{content}</{tag}>"
 
 
 def _duration(ms: float) -> str:
