@@ -120,6 +120,12 @@ class RunMetadata(Contract):
     usage: dict[str, TokenUsage] = Field(default_factory=dict, description="per agent, plus 'total'")
     timingsMs: dict[str, float] = Field(default_factory=dict)
     model: str | None = None
+    flaggedCells: int | None = Field(
+        default=None, description="lines of flags.csv: cells flagged as wrong, per issue"
+    )
+    flaggedRows: int | None = Field(
+        default=None, description="distinct rows with at least one cell in flags.csv"
+    )
     detection: dict[str, Any] = Field(
         default_factory=dict,
         description="the detection decision's parameters and the error rates it estimated from the table",

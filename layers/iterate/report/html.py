@@ -20,6 +20,7 @@ from iterate.contracts import (
     EvidenceExample,
     Issue,
 )
+from iterate.ranking import is_whole_row, issues_by_column, rank_columns
 from iterate.report.charts import (
     Bar,
     HeatCell,
@@ -102,10 +103,9 @@ class _Renderer:
                 i.id,
             ),
         )
-        self.by_column: dict[str, list[Issue]] = defaultdict(list)
-        for issue in self.issues:
-            for col in dict.fromkeys(issue.affectedColumns):
-                self.by_column[col].append(issue)
+        # Whole-row issues (duplicates) touch every column alike: they are not counted against any one.
+        self.by_column = issues_by_column(self.issues, profile.columnCount)
+        self.whole_row = [i for i in self.issues if is_whole_row(i, profile.columnCount)]
 
     # ---- small pieces -------------------------------------------------------------------------------
     def text(self, value: object, limit: int | None = None) -> str:
@@ -229,7 +229,6 @@ class _Renderer:
         cats: defaultdict[str, int] = defaultdict(int)
         for issue in self.a.issues:
             cats[issue.category] += 1
-        flagged_rows = max((self._rows(i) for i in self.a.issues), default=0)
         kpis = "".join(
             f'<div class="kpi {sev}"><div class="v">{counts[sev]}</div><div class="l">{sev} severity</div></div>'
             for sev in ("high", "medium", "low")
@@ -240,23 +239,89 @@ class _Renderer:
             f'<div class="kpi"><div class="v">{cats["quick_fixes"]} · {cats["smart_fixes"]}</div>'
             '<div class="l">quick fixes · smart fixes</div></div>'
         )
-        timings = ""
-        if self.a.run and self.a.run.timingsMs:
-            bars = [
-                Bar(k, round(v), f"{k}: {_duration(v)}") for k, v in list(self.a.run.timingsMs.items())[:12]
-            ]
-            timings = f'<div class="card"><h3>Time per step (ms)</h3>{hbar_chart(bars)}</div>'
         return (
             '<section id="summary"><h2>Summary</h2>'
             f'<div class="kpis">{kpis}</div>'
             '<div class="grid2">'
             f'<div class="card"><h3>What we found</h3><p>{self.prose(self.a.summary)}</p>'
-            f'<p class="muted small">The widest issue touches {fmt_num(flagged_rows)} of '
-            f"{fmt_num(self.p.rowCount)} rows.</p>{self.comparison()}</div>"
+            f"{self.flagged_headline()}{self.comparison()}</div>"
             f'<div class="card"><h3>Issues by severity</h3>{severity_chart(counts)}</div>'
-            f"{timings}"
             "</div></section>"
         )
+
+    def flagged_headline(self) -> str:
+        """How much of the table holds values flagged as wrong: the rows of flags.csv, counted by code.
+
+        (Not "the widest issue": that is often a fact about the table, such as a constant column touching
+        every row, and says nothing about how much of the data is wrong.)"""
+        run = self.a.run
+        if run is None or run.flaggedRows is None:
+            return ""
+        if run.flaggedRows == 0:
+            return (
+                '<p class="muted small">No value is flagged as wrong; the issues describe the table '
+                "(how it writes missing values, duplicates, empty or constant columns).</p>"
+            )
+        cells = f" ({plural(run.flaggedCells, 'flagged cell')})" if run.flaggedCells is not None else ""
+        return (
+            f'<p class="muted small"><b>{fmt_num(run.flaggedRows)} of {plural(self.p.rowCount, "row")} '
+            f"({self.share(run.flaggedRows)})</b> hold at least one value flagged as wrong{cells}: "
+            "the rows of flags.csv.</p>"
+        )
+
+    def run_details(self) -> str:
+        """For whoever runs Iterate, not for the data's owner: time per step and how the run was made."""
+        run = self.a.run
+        if run is None:
+            return ""
+        facts = [
+            ("Run", self.text(run.runId, 80)),
+            ("Started", self.text(run.startedAt, 40)),
+            ("Completed", self.text(self.a.completedAt, 40)),
+            ("Took", esc(_duration(run.durationMs))),
+            ("Engine", f"iterate {self.text(run.engineVersion, 40)}"),
+            ("Source file", self.name(run.sourceFile, 200)),
+            ("Content hash (SHA-256)", f"<span class='mono'>{self.text(run.contentHash, 80)}</span>"),
+        ]
+        detection = run.detection or {}
+        rate = detection.get("estimatedErrorRate")
+        if isinstance(rate, int | float):
+            facts.append(("Estimated share of wrong cells", esc(fmt_share(float(rate), 1.0))))
+        threshold = (detection.get("calibration") or {}).get("decide_at")
+        if isinstance(threshold, int | float):
+            facts.append(("A cell is flagged from probability", esc(fmt_num(threshold))))
+        table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
+        timings = ""
+        if run.timingsMs:
+            timings = (
+                f'<div class="card"><h3>Time per step</h3>{hbar_chart(self.step_bars(run.timingsMs))}'
+                '<p class="muted small">Reading the file, the detectors and the column statistics are parts of '
+                "the profile step, shown under it; the steps themselves follow one another.</p></div>"
+            )
+        return (
+            '<section id="run"><h2>Run details</h2><div class="grid2">'
+            f'<div class="card"><h3>How this run was made</h3><table class="t">{table}</table></div>'
+            f"{timings}</div></section>"
+        )
+
+    @staticmethod
+    def step_bars(timings: dict[str, float]) -> list[Bar]:
+        """The pipeline's steps in order, each followed by its parts (indented, lighter)."""
+        bars: list[Bar] = []
+        seen: set[str] = set()
+        for step, parts in PIPELINE_STEPS:
+            if step in timings:
+                bars.append(Bar(STEP_LABELS.get(step, step), timings[step], shown=_duration(timings[step])))
+                seen.add(step)
+            for part in parts:
+                if part in timings:
+                    label = "↳ " + STEP_LABELS.get(part, part)
+                    bars.append(Bar(label, timings[part], colour=PART_COLOUR, shown=_duration(timings[part])))
+                    seen.add(part)
+        for step, ms in timings.items():  # steps this page does not know yet
+            if step not in seen:
+                bars.append(Bar(step, ms, shown=_duration(ms)))
+        return bars[:16]
 
     def column_heat(self) -> str:
         cols = self.p.columns[: self.lim.columns]
@@ -272,22 +337,20 @@ class _Renderer:
         note = ""
         if len(self.p.columns) > len(cols):
             note = f'<p class="muted small">First {len(cols)} of {len(self.p.columns)} columns shown.</p>'
-        ranked = sorted(  # most issues first, then the worse ones, then the ones touching more rows
-            self.by_column.items(),
-            key=lambda kv: (
-                -len(kv[1]),
-                min(SEVERITY_ORDER.get(i.severity, 9) for i in kv[1]),
-                -max(self._rows(i) for i in kv[1]),
-                kv[0],
-            ),
-        )[:25]
+        ranked = rank_columns(self.issues, self.p.columnCount)[:25]
         stacked = stacked_severity_bars([(visible(name), _count_by(its, "severity")) for name, its in ranked])
+        if self.whole_row:
+            kinds = ", ".join(dict.fromkeys(i.type.replace("_", " ") for i in self.whole_row))
+            stacked += (
+                f'<p class="muted small">Not counted per column: {plural(len(self.whole_row), "issue")} '
+                f"about whole rows ({esc(kinds)}).</p>"
+            )
         return (
             '<section id="columns-heat"><h2>Issues per column</h2><div class="card">'
             '<p class="muted small">One square per column, in file order: colour = its worst issue, '
             "shade = share of rows its widest issue touches. Click a column with issues to open its profile.</p>"
             f"{heat_strip(cells)}{note}"
-            + (f'<h3 style="margin-top:16px">Most affected columns</h3>{stacked}' if ranked else "")
+            + (f'<h3 style="margin-top:16px">Columns with the most issues</h3>{stacked}' if ranked else "")
             + "</div></section>"
         )
 
@@ -710,7 +773,6 @@ class _Renderer:
             bits += [
                 f"run {self.text(run.runId, 80)}",
                 f"iterate {self.text(run.engineVersion, 40)}",
-                f"content hash <span class='mono'>{self.text(run.contentHash, 80)}</span>",
             ]
         return (
             '<footer class="wrap">Generated by Iterate · '
@@ -738,9 +800,10 @@ class _Renderer:
             f"{self.header()}"
             '<nav class="toc"><div class="wrap" style="padding:9px 24px">'
             '<a href="#summary">Summary</a><a href="#issues">Issues</a><a href="#columns-heat">Issues per column</a>'
-            '<a href="#understanding">Dataset</a><a href="#profile">Column profiles</a></div></nav>'
+            '<a href="#understanding">Dataset</a><a href="#profile">Column profiles</a>'
+            '<a href="#run">Run details</a></div></nav>'
             f'<main class="wrap">{self.notices()}{self.summary()}{self.issues_section()}{self.column_heat()}'
-            f"{self.understanding()}{self.profile_section()}</main>"
+            f"{self.understanding()}{self.profile_section()}{self.run_details()}</main>"
             f"{self.footer()}<script>{script}</script></body></html>\n"
         )
 
@@ -749,6 +812,22 @@ class _Renderer:
         outputs keep their line breaks and tabs, HTML whitespace): nothing that acts reaches the file."""
         return visible(self.page(), keep="\n\t")
 
+
+# The pipeline's steps in order, each with the parts timed inside it (their times overlap the step's).
+PIPELINE_STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("profile", ("read", "detect", "profile_table")),
+    ("understand", ()),
+    ("analyze", ()),
+    ("investigate", ()),
+    ("report", ()),
+)
+STEP_LABELS = {
+    "profile": "profile",
+    "read": "read the file",
+    "detect": "detectors",
+    "profile_table": "column statistics",
+}
+PART_COLOUR = "#a9bdd3"
 
 HEAD_TITLES = {
     "row": "data row, counted from 0, header excluded (as in flags.csv)",
