@@ -11,6 +11,7 @@ import numpy as np
 from iterate.contracts import DatasetProfile, Evidence, EvidenceExample, Issue, RunComparison, Severity
 from iterate.detect import Finding
 from iterate.table import Table
+from iterate.wording import fmt_share
 
 if TYPE_CHECKING:
     from iterate.report import FlagArrays
@@ -133,8 +134,6 @@ def _context_columns(finding: Finding, table: Table, profile: DatasetProfile | N
 def _stat_text(name: str, value: float) -> str:
     """A detector's statistic as a sentence shows it: a share as a percentage, any other number to 4 digits."""
     if "share" in name and 0.0 <= value <= 1.0:
-        from iterate.report.charts import fmt_share
-
         return fmt_share(value, 1.0)
     return f"{value:.4g}"
 

@@ -88,3 +88,26 @@ def test_a_shape_legend_names_only_the_symbols_its_shapes_use(build):
     page = render_html(analysis, profile, understanding)
     shapes = re.search(r"Shapes: (.*?)</div>", page.split('id="col-')[2]).group(1)
     assert "(9 = a run of digits)" in shapes and "letters" not in shapes
+
+
+def test_the_dependency_table_says_determines_only_where_a_key_sets_the_value(build):
+    from iterate.contracts import FunctionalDependency
+
+    analysis, profile, understanding = build(columns=4)
+    price, product, customer, email = profile.columns
+    profile.columns = [
+        price.model_copy(update={"name": "unit_price", "semanticType": "decimal", "distinct": 16}),
+        product.model_copy(update={"name": "product", "semanticType": "categorical", "distinct": 8}),
+        customer.model_copy(update={"name": "customer_id", "semanticType": "categorical", "distinct": 180}),
+        email.model_copy(update={"name": "email", "semanticType": "email", "distinct": 180}),
+    ]
+    profile.functionalDependencies = [
+        FunctionalDependency(lhs=["unit_price"], rhs="product", confidence=1.0, violatingRows=0),
+        FunctionalDependency(lhs=["customer_id"], rhs="email", confidence=0.994677, violatingRows=8),
+    ]
+    page = render_html(analysis, profile, understanding)
+    rows = re.findall(
+        r"<tr><td>([^<]*)</td><td class='num'>([^<]*)</td><td class='num'>([^<]*)</td></tr>", page
+    )
+    assert ("each &#x27;unit_price&#x27; value goes with one &#x27;product&#x27;", "100%", "0") in rows
+    assert ("&#x27;customer_id&#x27; determines &#x27;email&#x27;", "99.5%", "8") in rows

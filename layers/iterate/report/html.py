@@ -20,6 +20,7 @@ from iterate.contracts import (
     EvidenceExample,
     Issue,
 )
+from iterate.keys import dependency_phrase
 from iterate.ranking import is_whole_row, issues_by_column, rank_columns
 from iterate.report.charts import (
     Bar,
@@ -640,7 +641,7 @@ class _Renderer:
             + context
             + (
                 '<h3 style="margin-top:14px">Columns</h3><table class="t"><tr><th>column</th><th>type</th>'
-                f"<th>business meaning</th></tr>{rows}</table>{more}"
+                f"<th>description</th></tr>{rows}</table>{more}"
                 if rows
                 else ""
             )
@@ -659,9 +660,10 @@ class _Renderer:
         keys = ", ".join(" + ".join(visible(clip(c, 60)) for c in k) for k in p.candidateKeys[:10])
         if keys:
             facts.append(f"<tr><th>Candidate keys</th><td>{esc(keys)}</td></tr>")
+        by_name = {c.name: c for c in p.columns}
         fds = "".join(
-            f"<tr><td>{esc(' + '.join(visible(clip(c, 60)) for c in fd.lhs))} → {self.name(fd.rhs, 60)}</td>"
-            f"<td class='num'>{fd.confidence:.1%}</td><td class='num'>{fmt_num(fd.violatingRows)}</td></tr>"
+            f"<tr><td>{self.name(dependency_phrase(fd, by_name), 240)}</td>"
+            f"<td class='num'>{fmt_share(fd.confidence, 1.0)}</td><td class='num'>{fmt_num(fd.violatingRows)}</td></tr>"
             for fd in p.functionalDependencies[:20]
         )
         notes = "".join(f"<li>{self.text(n, 500)}</li>" for n in p.readNotes[:20])
@@ -671,8 +673,11 @@ class _Renderer:
             + (f'<h3 style="margin-top:12px">Reading notes</h3><ul class="obs">{notes}</ul>' if notes else "")
             + "</div>"
             + (
-                '<div class="card"><h3>Functional dependencies</h3><table class="t"><tr><th>rule</th>'
-                f"<th class='num'>holds</th><th class='num'>violating rows</th></tr>{fds}</table></div>"
+                '<div class="card"><h3>Dependencies between columns</h3>'
+                '<p class="muted small">"Determines" is said only where the left column reads as a key (an '
+                "identifier or code); the others are patterns of this data, which may be coincidence.</p>"
+                '<table class="t"><tr><th>in this data</th>'
+                f"<th class='num'>rows that agree</th><th class='num'>rows that differ</th></tr>{fds}</table></div>"
                 if fds
                 else ""
             )
