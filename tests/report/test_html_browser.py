@@ -86,6 +86,10 @@ def crowded_report(build) -> str:
         EvidenceExample(row=r, column="ounces", value="12.0 oz. Alumi-Tek" + "x" * 90, expected="12.0")
         for r in range(5)
     ]
+    understanding.columns[
+        1
+    ].description = "E-mail addresses such as noah.nguyen130@example.com, farid.walsh1@example.com"
+    analysis.run = analysis.run.model_copy(update={"contentHash": "661e9121d939c21d565c64cda385803f" * 2})
     return render_html(analysis, profile, understanding)
 
 

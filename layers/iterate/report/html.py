@@ -621,8 +621,8 @@ class _Renderer:
         obs = "".join(f"<li>{self.prose(o, 1000)}</li>" for o in s.observations[:30])
         cols = self.u.columns[: self.lim.columns]
         rows = "".join(
-            f"<tr><td><a href='#{_anchor('col', c.name)}'>{self.name(c.name, 80)}</a></td>"
-            f"<td class='mono small'>{self.text(c.semanticType or c.dataType, 40)}</td>"
+            f"<tr><td><a href='#{_anchor('col', c.name)}'>{self.name(c.name, 80)}</a>"
+            f"<div class='mono small muted'>{self.text(c.semanticType or c.dataType, 40)}</div></td>"
             f"<td>{self.text(c.description, 600)}</td></tr>"
             for c in cols
         )
@@ -640,7 +640,7 @@ class _Renderer:
             + (f'<h3>Observations</h3><ul class="obs">{obs}</ul>' if obs else "")
             + context
             + (
-                '<h3 style="margin-top:14px">Columns</h3><table class="t"><tr><th>column</th><th>type</th>'
+                '<h3 style="margin-top:14px">Columns</h3><table class="t"><tr><th>column (kind)</th>'
                 f"<th>description</th></tr>{rows}</table>{more}"
                 if rows
                 else ""
@@ -652,9 +652,9 @@ class _Renderer:
         p = self.p
         d = p.duplicates
         facts = [
-            f"<tr><th>Exact duplicate rows</th><td class='num'>{fmt_num(d.exactRows)}</td></tr>",
-            f"<tr><th>Duplicate groups</th><td class='num'>{fmt_num(d.exactGroups)}</td></tr>",
-            f"<tr><th>Near-duplicate rows</th><td class='num'>{fmt_num(d.nearRows)}</td></tr>",
+            f"<tr><th>Exact duplicate rows</th><td>{fmt_num(d.exactRows)}</td></tr>",
+            f"<tr><th>Duplicate groups</th><td>{fmt_num(d.exactGroups)}</td></tr>",
+            f"<tr><th>Near-duplicate rows</th><td>{fmt_num(d.nearRows)}</td></tr>",
             f"<tr><th>Missing-value marker</th><td>{self.val(p.nullMarker)}</td></tr>",
         ]
         keys = ", ".join(" + ".join(visible(clip(c, 60)) for c in k) for k in p.candidateKeys[:10])
