@@ -134,6 +134,13 @@ class Browser:
         self.session: str | None = None
 
     def close(self) -> None:
+        """Ask Chromium to quit (it then ends its renderers and writes nothing more), and make sure it did."""
+        if self.proc.poll() is None:
+            with suppress(OSError, RuntimeError, TimeoutError):
+                self.timeout_s = 5.0
+                self.send("Browser.close", browser=True)
+            with suppress(subprocess.TimeoutExpired):
+                self.proc.wait(10)
         for fd in (self._to_chrome, self._from_chrome):
             with suppress(OSError):
                 os.close(fd)
@@ -227,7 +234,8 @@ def browser(binary: str | None = None) -> Iterator[Browser]:
     binary = binary or find_chromium()
     if binary is None:
         raise FileNotFoundError("no Chromium found: apt-get install -y chromium")
-    with tempfile.TemporaryDirectory(prefix="iterate-chromium-") as profile:
+    # (ignore_cleanup_errors: a crash-reporter thread may still be closing a file as the directory goes)
+    with tempfile.TemporaryDirectory(prefix="iterate-chromium-", ignore_cleanup_errors=True) as profile:
         b = Browser(binary, Path(profile))
         try:
             b.open_page()

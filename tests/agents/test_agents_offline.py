@@ -39,7 +39,7 @@ def test_a_column_is_not_given_a_meaning_from_its_name_alone():
         describe_column(repeated, profile)
         == "Labels such as NY, CA, ny; 180 distinct values, about 8 rows each."
     )
-    assert describe_column(region, profile) == "Labels such as NY, CA, ny; always 'NY'."
+    assert describe_column(region, profile) == "Always 'NY'."
     described = " ".join(c.description for c in OfflineUnderstandingAgent().understand(profile).columns)
     assert "Identifier of each" not in described and "of the address" not in described
 

@@ -338,8 +338,11 @@ class _Renderer:
         note = ""
         if len(self.p.columns) > len(cols):
             note = f'<p class="muted small">First {len(cols)} of {len(self.p.columns)} columns shown.</p>'
-        ranked = rank_columns(self.issues, self.p.columnCount)[:25]
+        all_ranked = rank_columns(self.issues, self.p.columnCount)
+        ranked = all_ranked[:25]
         stacked = stacked_severity_bars([(visible(name), _count_by(its, "severity")) for name, its in ranked])
+        if len(all_ranked) > len(ranked):
+            stacked += f'<p class="muted small">The first {len(ranked)} of {len(all_ranked)} columns with issues.</p>'
         if self.whole_row:
             kinds = ", ".join(dict.fromkeys(i.type.replace("_", " ") for i in self.whole_row))
             stacked += (
@@ -498,8 +501,8 @@ class _Renderer:
                 self.row_text(x.row, p) for x, p in list(zip(examples, places, strict=True))[:5]
             )
             column = "" if e.column == "*" else f" in {self.name(e.column, 80)}"
-            more = ", …" if len(examples) > 5 else ""
-            return f"<p>Every example holds {self.val(e.value)}{column}: {where}{more}.</p>"
+            end = ", …" if len(examples) > 5 else "."
+            return f"<p>Every example holds {self.val(e.value)}{column}: {where}{end}</p>"
         if shared_note:
             lead = f'<p class="muted small">Every example: {self.text(shared_note, 200)}.</p>'
         unit = (self.p.rowNumbering.place if self.p.rowNumbering else None) or "line"
@@ -622,7 +625,7 @@ class _Renderer:
         cols = self.u.columns[: self.lim.columns]
         rows = "".join(
             f"<tr><td><a href='#{_anchor('col', c.name)}'>{self.name(c.name, 80)}</a>"
-            f"<div class='mono small muted'>{self.text(c.semanticType or c.dataType, 40)}</div></td>"
+            f"<div class='mono small muted kind'>{self.text(c.semanticType or c.dataType, 40)}</div></td>"
             f"<td>{self.text(c.description, 600)}</td></tr>"
             for c in cols
         )

@@ -19,7 +19,7 @@ KIND = {
     "datetime": "Timestamps",
     "categorical": "Labels",
     "text": "Free text",
-    "identifier": "Codes",
+    "identifier": "Identifiers",
     "email": "E-mail addresses",
     "phone": "Phone numbers",
     "postal_code": "Postal codes",
@@ -46,8 +46,8 @@ def describe_column(col: ColumnProfile, profile: DatasetProfile | None = None) -
     kind = KIND.get(col.semanticType, "Values")
     if col.semanticType == "empty" or col.count == 0:
         return f"No values at all: empty in every one of {fmt_num(rows)} rows."
-    parts = [kind + _detail(col)]
-    parts.append(_spread(col))
+    spread = _spread(col)
+    parts = [spread[:1].upper() + spread[1:]] if col.distinct <= 1 else [kind + _detail(col), spread]
     gaps = col.missing + col.disguisedMissing
     if gaps:
         parts.append(f"empty in {fmt_share(gaps, rows)} of rows")
@@ -65,17 +65,21 @@ def _detail(col: ColumnProfile) -> str:
     if col.dates is not None:
         written = f", written {col.format}" if col.format else ""
         return f" from {col.dates.min[:30]} to {col.dates.max[:30]}{written}"
-    if col.topValues:
-        shown = ", ".join(v.value[:30] for v in col.topValues[:3])
+    if col.topValues and col.distinct > 1:
+        shown = ", ".join(_short(v.value) for v in col.topValues[:3])
         return f" such as {shown}"
     return ""
+
+
+def _short(value: str, limit: int = 30) -> str:
+    return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
 def _spread(col: ColumnProfile) -> str:
     """How the filled values repeat: one per row, a few shared by many rows, or a single one."""
     filled, distinct = col.count, col.distinct
     if distinct <= 1:
-        only = col.topValues[0].value[:30] if col.topValues else ""
+        only = _short(col.topValues[0].value) if col.topValues else ""
         return f"always '{only}'" if only else "always the same value"
     if distinct == filled:
         return "a different value in every filled row"
