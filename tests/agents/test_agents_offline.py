@@ -87,6 +87,22 @@ def test_determines_is_said_only_of_dependencies_a_key_can_explain():
     assert not any("'unit_price' determines" in o or "determined by" in o for o in obs)
 
 
+def test_how_values_repeat_is_said_in_words_that_fit_the_numbers():
+    col = make_profile().columns[3]
+    spread = [
+        describe_column(
+            col.model_copy(update={"count": n, "distinct": d, "missing": 0, "disguisedMissing": 0})
+        )
+        for n, d in ((200, 200), (200, 195), (200, 188), (200, 50))
+    ]
+    assert [s.split("; ", 1)[1] for s in spread] == [
+        "a different value in every filled row.",
+        "nearly a different value per row (195 distinct in 200).",
+        "most values in a single row (188 distinct in 200).",
+        "50 distinct values, about 4 rows each.",
+    ]
+
+
 def test_names_split_into_words():
     assert words("customerEmail_2 address") == ["customer", "email", "2", "address"]
     col = make_profile().columns[6].model_copy(update={"name": "zzq", "semanticType": "text"})

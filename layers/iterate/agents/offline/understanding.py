@@ -85,8 +85,10 @@ def _spread(col: ColumnProfile) -> str:
         return "a different value in every filled row"
     if distinct >= 0.95 * filled:
         return f"nearly a different value per row ({fmt_num(distinct)} distinct in {fmt_num(filled)})"
-    per = filled / distinct
-    return f"{fmt_num(distinct)} distinct values, about {fmt_num(round(per))} rows each"
+    per = round(filled / distinct)
+    if per < 2:
+        return f"most values in a single row ({fmt_num(distinct)} distinct in {fmt_num(filled)})"
+    return f"{fmt_num(distinct)} distinct values, about {fmt_num(per)} rows each"
 
 
 def observations(profile: DatasetProfile) -> list[str]:
