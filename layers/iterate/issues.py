@@ -110,8 +110,9 @@ def _context_columns(finding: Finding, table: Table, profile: DatasetProfile | N
     names = table.column_names
     position = {n: i for i, n in reversed(list(enumerate(names)))}
     if finding.type == "dependency_violation":
-        determinants = finding.stats.get("determinants") or finding.stats.get("lhs") or []
-        return [position[d] for d in determinants if isinstance(d, str) and d in position]
+        # A conflicting value: the values that determine it. A blamed key: the values that contradict it.
+        related = finding.stats.get("determinants") or finding.stats.get("dependents") or []
+        return [position[d] for d in related[:4] if isinstance(d, str) and d in position]
     if finding.type not in _IDENTIFY_TYPES:
         return []
     affected = set(finding.columns)

@@ -76,6 +76,16 @@ def test_a_dependency_conflict_carries_the_determining_values(breweries):
     assert (example.value, example.expected, example.line) == ("117", "105", 39)
 
 
+def test_a_blamed_key_carries_the_values_that_contradict_it(breweries):
+    finding = Finding(
+        type="dependency_violation", columns=["brewery_name"], rows=np.array([37]), cols=np.array([1]),
+        title="t", description="d", suggested_action="a", category="smart_fixes", detector="dependencies",
+        stats={"lhs": "brewery_name", "dependents": ["city", "brewery_id"], "rule": "determinant"},
+    )  # fmt: skip
+    example = to_issue(finding, breweries, important=set()).evidence.examples[0]
+    assert example.context == {"city": "Tampa", "brewery_id": "117"}
+
+
 def with_examples(build, examples, *, type_="missing_values", numbering=None):
     analysis, profile, understanding = build(issues=1, rows=400, columns=4)
     ev = analysis.issues[0].evidence.model_copy(update={"examples": examples})
