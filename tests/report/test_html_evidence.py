@@ -151,3 +151,14 @@ def test_examples_that_all_hold_one_value_are_said_once(build):
         in page
     )
     assert '<table class="t ex">' not in page
+
+
+def test_context_names_values_and_note_headers_are_escaped(build):
+    hostile = '"><script>alert(1)</script>'
+    examples = [
+        EvidenceExample(row=r, column=hostile, value="", context={hostile: hostile}, note=f"{hostile}: {r}")
+        for r in range(3)
+    ]
+    page = with_examples(build, examples)
+    assert "<script>alert" not in page and 'data-l=""><' not in page
+    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 6  # header, label, value, note header…
