@@ -542,7 +542,9 @@ class _Renderer:
                 _cell("td", v, cls, label=label) for v, (_, cls, label) in zip(values, heads, strict=True)
             )
             rows.append(f"<tr>{cells}</tr>")
-        return f'{lead}<table class="t ex"><tr>{head}</tr>{"".join(rows)}</table>'
+        # More than five columns do not fit a phone side by side: such tables stack there (see report.css).
+        cls = "t ex stack" if len(heads) > 5 else "t ex"
+        return f'{lead}<table class="{cls}"><tr>{head}</tr>{"".join(rows)}</table>'
 
     def row_text(self, row: int, place: int | None) -> str:
         """A row as a sentence names it: "row 24 (line 26)", or "row 24" when its place is not known."""
