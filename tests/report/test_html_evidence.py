@@ -164,3 +164,12 @@ def test_context_names_values_and_note_headers_are_escaped(build):
     page = with_examples(build, examples)
     assert "<script>alert" not in page and 'data-l=""><' not in page
     assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 6  # header, label, value, note header…
+
+
+def test_a_whole_row_example_is_called_the_row_not_star(build):
+    examples = [
+        EvidenceExample(row=r, column="*", value=f"SO-{r} | 2026-02-14 | C0134", line=r + 2) for r in (7, 9)
+    ]
+    page = with_examples(build, examples, type_="duplicate_rows")
+    head = re.search(r'<table class="t ex[^"]*"><tr>(.*?)</tr>', page).group(1)
+    assert re.findall(r"<th[^>]*>([^<]*)</th>", head) == ["row", "line", "the row (its first values)"]

@@ -478,7 +478,7 @@ class _Renderer:
         """The examples as a table: where each row is (0-based row and place in the file), the row's other
         cells that explain or identify it, the value and what was expected; constant parts said once."""
         columns = list(dict.fromkeys(e.column for e in examples))
-        one_column = len(columns) == 1 and columns[0] != "*"
+        one_column = len(columns) == 1
         context = list(dict.fromkeys(k for e in examples for k in e.context))[:4]
         places = [self.place(e) for e in examples]
         has_place = any(p is not None for p in places)
@@ -511,7 +511,9 @@ class _Renderer:
         if has_place:
             heads.append((esc(unit), "num", unit))
         heads += [(self.name(k, 60), "", visible(clip(k, 40))) for k in context]
-        if one_column:
+        if one_column and columns[0] == "*":  # a whole row, shown by its first values
+            heads.append(("the row (its first values)", "", "the row"))
+        elif one_column:
             heads.append((self.name(columns[0], 60), "", visible(clip(columns[0], 40))))
         else:
             heads += [("column", "", "column"), ("value", "", "value")]
