@@ -55,6 +55,10 @@ realdata-stage: $(DEV) ## copy the real-data corpus out of installed packages in
 realdata: realdata-stage ## detection on the real-data corpus: every issue with its verdict, and the false-alarm share
 	$(BIN)/python scripts/realdata_review.py
 
+.PHONY: screenshots
+screenshots: $(DEV) ## report.html in headless Chromium at 1400 and 390 px into out/screenshots/*.png, and a check for clipped or unreadable text (PAGES="a.html b.html"; default out/demo/report.html)
+	$(BIN)/python scripts/screenshots.py $(PAGES)
+
 schemas: $(DEV) ## export the JSON Schemas of the contracts
 	$(BIN)/python -m iterate.contracts.export layers/iterate/schemas
 	$(BIN)/python -m iterate.api.openapi docs/openapi.json

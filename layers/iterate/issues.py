@@ -11,6 +11,7 @@ import numpy as np
 from iterate.contracts import DatasetProfile, Evidence, EvidenceExample, Issue, RunComparison, Severity
 from iterate.detect import Finding
 from iterate.table import Table
+from iterate.wording import fmt_share
 
 if TYPE_CHECKING:
     from iterate.report import FlagArrays
@@ -61,24 +62,27 @@ def _clip(value: str) -> str:
     return value if len(value) <= MAX_VALUE_CHARS else value[: MAX_VALUE_CHARS - 1] + "…"
 
 
-def _examples(finding: Finding, table: Table) -> list[EvidenceExample]:
-    """The cells most surely wrong first (by score, then row), each with its statistic."""
+def _examples(finding: Finding, table: Table, profile: DatasetProfile | None = None) -> list[EvidenceExample]:
+    """The cells most surely wrong first (by score, then row), each with its statistic, the row's place in
+    the file and, where the value alone says little, the row's other cells that explain or identify it."""
     out: list[EvidenceExample] = []
     names = table.column_names
     if finding.score is not None and finding.n_cells:
         order = np.lexsort((finding.rows, -np.round(finding.score, 4)))[:MAX_EXAMPLES]
     else:
         order = np.arange(min(finding.n_cells, MAX_EXAMPLES))
+    context = _context_columns(finding, table, profile)
     for k in order.tolist():
         row, col = int(finding.rows[k]), int(finding.cols[k])
+        line = table.source.place_of(row)
         if col < 0:  # a whole row
             preview = " | ".join(_clip(c.value(row)) for c in table.columns[:6])
-            out.append(EvidenceExample(row=row, column="*", value=_clip(preview)))
+            out.append(EvidenceExample(row=row, column="*", value=_clip(preview), line=line))
             continue
         expected = finding.expected[k] if finding.expected is not None else None
         note = None
         if finding.stat is not None and finding.stat_name:
-            note = f"{finding.stat_name}: {float(finding.stat[k]):.4g}"
+            note = f"{finding.stat_name}: {_stat_text(finding.stat_name, float(finding.stat[k]))}"
         out.append(
             EvidenceExample(
                 row=row,
@@ -87,9 +91,52 @@ def _examples(finding: Finding, table: Table) -> list[EvidenceExample]:
                 expected=None if expected is None else _clip(expected),
                 note=note,
                 score=None if finding.score is None else round(float(finding.score[k]), 4),
+                line=line,
+                context={names[c]: _clip(table.columns[c].value(row)) for c in context if c != col},
             )
         )
     return out
+
+
+# An empty cell says nothing by itself: its row's identifying values let a reader find the record.
+_IDENTIFY_TYPES = {"missing_values", "disguised_missing"}
+CONTEXT_COLUMNS = 3
+# Semantic types whose values name or identify a record (not measures or free text).
+_NAMING_TYPES = {"identifier", "categorical", "email", "phone", "postal_code", "date", "datetime", "integer"}
+
+
+def _context_columns(finding: Finding, table: Table, profile: DatasetProfile | None) -> list[int]:
+    """Positions of the columns shown beside each example of this finding (none for most findings)."""
+    names = table.column_names
+    position = {n: i for i, n in reversed(list(enumerate(names)))}
+    if finding.type == "dependency_violation":
+        # A conflicting value: the values that determine it. A blamed key: the values that contradict it.
+        related = finding.stats.get("determinants") or finding.stats.get("dependents") or []
+        return [position[d] for d in related[:4] if isinstance(d, str) and d in position]
+    if finding.type not in _IDENTIFY_TYPES:
+        return []
+    affected = set(finding.columns)
+    chosen: list[int] = []
+    if profile is not None:
+        for key in profile.candidateKeys[:1]:
+            chosen += [position[c] for c in key if c in position and c not in affected]
+        rows = max(profile.rowCount, 1)
+        for c in profile.columns:
+            if len(chosen) >= CONTEXT_COLUMNS:
+                break
+            usable = c.semanticType in _NAMING_TYPES and c.missing / rows < 0.5 and c.distinct > 1
+            if usable and c.name in position and c.name not in affected and position[c.name] not in chosen:
+                chosen.append(position[c.name])
+    else:
+        chosen = [i for i, n in enumerate(names) if n not in affected][:CONTEXT_COLUMNS]
+    return chosen
+
+
+def _stat_text(name: str, value: float) -> str:
+    """A detector's statistic as a sentence shows it: a share as a percentage, any other number to 4 digits."""
+    if "share" in name and 0.0 <= value <= 1.0:
+        return fmt_share(value, 1.0)
+    return f"{value:.4g}"
 
 
 def minor_columns(profile: DatasetProfile | None) -> set[str]:
@@ -99,7 +146,14 @@ def minor_columns(profile: DatasetProfile | None) -> set[str]:
     return {c.name for c in profile.columns if c.semanticType == "text"}
 
 
-def to_issue(finding: Finding, table: Table, *, important: set[str], minor: set[str] | None = None) -> Issue:
+def to_issue(
+    finding: Finding,
+    table: Table,
+    *,
+    important: set[str],
+    minor: set[str] | None = None,
+    profile: DatasetProfile | None = None,
+) -> Issue:
     n_rows = max(table.n_rows, 1)
     affected_rows = finding.n_rows
     share = affected_rows / n_rows
@@ -127,7 +181,7 @@ def to_issue(finding: Finding, table: Table, *, important: set[str], minor: set[
             affectedCells=finding.n_cells if not finding.row_level else affected_rows * len(table.columns),
             affectedRows=affected_rows,
             affectedShare=round(share, 6),
-            examples=_examples(finding, table),
+            examples=_examples(finding, table, profile),
             stats={**finding.stats, "title": finding.title, "flagged": finding.flag},
         ),
         status="confirmed",
@@ -212,7 +266,7 @@ def issues_from_findings(
     seen: dict[str, int] = {}
     out = []
     for f in findings:
-        issue = to_issue(f, table, important=important, minor=minor)
+        issue = to_issue(f, table, important=important, minor=minor, profile=profile)
         pattern = timeline.pattern(f.unique_rows()) if f.type not in {"constant_column"} else None
         if pattern:
             issue = issue.model_copy(update={"temporalPattern": pattern})

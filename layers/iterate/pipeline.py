@@ -99,6 +99,7 @@ class ProfileSummary(Contract):
     nullMarker: str
     candidateIssues: int
     flaggedCells: int
+    flaggedRows: int | None = None
     sourceFile: str
     datasetName: str
 
@@ -158,6 +159,8 @@ def profile_step(
     ctx: RunContext, source_path: str | Path, *, dataset_name: str | None = None
 ) -> ProfileSummary:
     """Read the file once, profile it, run the detectors; write data, profile, candidate issues and flags."""
+    import numpy as np
+
     from iterate.detect import detect
     from iterate.io import ReadLimits, read_table, write_parquet_text
     from iterate.issues import flags_of, issues_from_findings
@@ -195,6 +198,7 @@ def profile_step(
         flags = flags_of(detection.findings, table)
         flags_path = Path(tmp) / FLAGS
         n_flags = write_flags_csv(flags, flags_path, columns=table.column_names)
+        flagged_rows = int(np.unique(np.asarray(flags.rows, dtype=np.int64)).size)
         _put_file(ctx.store, FLAGS, flags_path)
     put_model(ctx.store, PROFILE, profile)
     put_json(ctx.store, CANDIDATES, [i.model_dump(mode="json") for i in candidates])
@@ -205,6 +209,7 @@ def profile_step(
         nullMarker=detection.null_marker,
         candidateIssues=len(candidates),
         flaggedCells=n_flags,
+        flaggedRows=flagged_rows,
         sourceFile=source_path.name,
         datasetName=table.name,
     )
@@ -486,6 +491,8 @@ def report_step(ctx: RunContext, *, started_at: str, started_clock: float | None
             timingsMs=timings,
             model=model,
             detection=_detection(records),
+            flaggedCells=summary.flaggedCells,
+            flaggedRows=summary.flaggedRows,
         ),
         severityCounts=dict(Counter(i.severity for i in issues)),
         comparison=draft.comparison,

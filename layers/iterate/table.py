@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -35,6 +35,34 @@ class SourceInfo:
     compression: str | None = None
     size_bytes: int = 0
     content_hash: str = ""
+    # Where each 0-based data row sits in the file, when the reader knows: `row_place` names the unit ("line":
+    # 1-based physical line of a text file; "sheet row": the row number a spreadsheet shows), and the place
+    # of row r is `first_place + r` when the rows follow each other, else `places[r]`. None: not known (a CSV
+    # value spanning lines, a JSON array, Parquet), and the row is only ever called a 0-based data row.
+    row_place: str | None = None
+    first_place: int | None = None
+    places: Any = field(default=None, compare=False, repr=False)
+
+    def place_of(self, row: int) -> int | None:
+        """The line (or sheet row) of 0-based data row `row`, or None when the reader could not tell."""
+        if self.row_place is None:
+            return None
+        if self.first_place is not None:
+            return self.first_place + row
+        if self.places is not None and 0 <= row < len(self.places):
+            return int(self.places[row])
+        return None
+
+
+def row_places(unit: str, places: Any) -> dict[str, Any]:
+    """SourceInfo's row_place/first_place/places for rows at these places (kept as one number when they
+    follow each other, as an array otherwise)."""
+    arr = np.asarray(places, dtype=np.int64)
+    if len(arr) == 0:
+        return {}
+    if int(arr[-1]) - int(arr[0]) == len(arr) - 1 and bool(np.all(np.diff(arr) == 1)):
+        return {"row_place": unit, "first_place": int(arr[0])}
+    return {"row_place": unit, "places": arr}
 
 
 class Column:

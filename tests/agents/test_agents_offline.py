@@ -7,20 +7,47 @@ from llm_fixtures import issue, make_profile
 
 from iterate.agents import FollowupError, followup
 from iterate.agents.offline.followup import FIX_ACTIONS, OfflineFollowupAgent, main_question
-from iterate.agents.offline.understanding import OfflineUnderstandingAgent, describe_column, entity_of, words
+from iterate.agents.offline.understanding import OfflineUnderstandingAgent, describe_column, words
+from iterate.contracts import FunctionalDependency
 
 pytestmark = pytest.mark.unit
 
 
-def test_columns_are_described_from_their_names_types_and_patterns():
+def test_columns_are_described_from_what_their_values_show():
     profile = make_profile()
     result = OfflineUnderstandingAgent().understand(profile)
     by_name = {c.name: c for c in result.columns}
-    assert by_name["zip"].description == "Postal code of the location; 5-digit US ZIP"
-    assert by_name["customer_email"].description.startswith("Contact email address")
-    assert by_name["order_id"].description.startswith("Identifier of each order")
-    assert "from 1 to 9999" in by_name["amount"].description
+    assert by_name["zip"].description == (
+        "Postal codes such as 10001, 94105, 60601; 36 distinct values, about 139 rows each; empty in <0.1% of rows."
+    )
+    assert by_name["customer_email"].description.startswith("E-mail addresses such as customer_email-value-0")
+    assert by_name["amount"].description.startswith("Decimal numbers from 1 to 9,999 (median 99)")
     assert by_name["state"].sampleValues == ["NY", "CA", "ny", "Calif."]
+
+
+def test_a_column_is_not_given_a_meaning_from_its_name_alone():
+    # Given columns whose names suggest a meaning their values do not show: an id that repeats, a "region"
+    profile = make_profile()
+    repeated = profile.columns[3].model_copy(
+        update={"name": "customer_id", "distinct": 180, "count": 1503, "missing": 0, "disguisedMissing": 0}
+    )
+    region = profile.columns[3].model_copy(
+        update={"name": "Region", "distinct": 1, "count": 344, "missing": 0, "disguisedMissing": 0}
+    )
+    # Then neither is called the identifier of each record, nor the region of an address
+    assert (
+        describe_column(repeated, profile)
+        == "Labels such as NY, CA, ny; 180 distinct values, about 8 rows each."
+    )
+    assert describe_column(region, profile) == "Always 'NY'."
+    described = " ".join(c.description for c in OfflineUnderstandingAgent().understand(profile).columns)
+    assert "Identifier of each" not in described and "of the address" not in described
+
+
+def test_the_dataset_is_described_by_its_size_and_key_not_a_guessed_entity():
+    result = OfflineUnderstandingAgent().understand(make_profile(name="dirty.csv"))
+    assert result.summary.description.startswith("The table 'dirty.csv': 5,000 rows × 7 columns.")
+    assert "dirty records" not in result.summary.description and "one dirty" not in result.suggested_context
 
 
 def test_observations_are_computed_from_the_profile():
@@ -36,12 +63,50 @@ def test_observations_are_computed_from_the_profile():
     assert "Each row is identified by 'order_id'." in obs
 
 
-def test_names_split_into_words_and_files_into_entities():
+def test_determines_is_said_only_of_dependencies_a_key_can_explain():
+    # Given a price that happens to go with one product, and a customer id that sets the e-mail
+    profile = make_profile()
+    cols = {c.name: c for c in profile.columns}
+    price = cols["amount"].model_copy(update={"name": "unit_price", "distinct": 16})
+    product = cols["state"].model_copy(update={"name": "product", "distinct": 8})
+    customer = cols["state"].model_copy(update={"name": "customer_id", "distinct": 180})
+    email = cols["customer_email"].model_copy(update={"name": "email", "distinct": 180})
+    profile = profile.model_copy(
+        update={
+            "columns": [price, product, customer, email],
+            "functionalDependencies": [
+                FunctionalDependency(lhs=["unit_price"], rhs="product", confidence=1.0, violatingRows=0),
+                FunctionalDependency(lhs=["customer_id"], rhs="email", confidence=0.995, violatingRows=8),
+            ],
+        }
+    )
+    obs = OfflineUnderstandingAgent().understand(profile).summary.observations
+    # Then the key's dependency is a rule, the price's only a pattern of this data
+    assert "'customer_id' determines 'email' (99.5% of rows agree)." in obs
+    assert "Each 'unit_price' value goes with one 'product' in this data (100% of rows)." in obs
+    assert not any("'unit_price' determines" in o or "determined by" in o for o in obs)
+
+
+def test_how_values_repeat_is_said_in_words_that_fit_the_numbers():
+    col = make_profile().columns[3]
+    spread = [
+        describe_column(
+            col.model_copy(update={"count": n, "distinct": d, "missing": 0, "disguisedMissing": 0})
+        )
+        for n, d in ((200, 200), (200, 195), (200, 188), (200, 50))
+    ]
+    assert [s.split("; ", 1)[1] for s in spread] == [
+        "a different value in every filled row.",
+        "nearly a different value per row (195 distinct in 200).",
+        "most values in a single row (188 distinct in 200).",
+        "50 distinct values, about 4 rows each.",
+    ]
+
+
+def test_names_split_into_words():
     assert words("customerEmail_2 address") == ["customer", "email", "2", "address"]
-    assert entity_of(make_profile(name="data/companies.csv")) == "company"
-    assert entity_of(make_profile(name="sales.xlsx")) == "sale"
     col = make_profile().columns[6].model_copy(update={"name": "zzq", "semanticType": "text"})
-    assert describe_column(col, "order") == "zzq: free text"
+    assert describe_column(col).startswith("Free text such as notes-value-0")
 
 
 @pytest.mark.parametrize(

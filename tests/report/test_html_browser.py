@@ -1,7 +1,13 @@
-"""report.html in a real headless browser: the page's own script runs under its CSP, a changed one does not."""
+"""report.html in a real headless browser: the page's own script runs under its CSP, a changed one does not,
+and no text is clipped, off screen or drawn too small to read, on a desktop (1400 px) or a phone (390 px).
+
+Skipped where no Chromium is installed (CI has none); `make screenshots` runs the same layout check and
+writes the pictures.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -9,10 +15,20 @@ from pathlib import Path
 
 import pytest
 
+from iterate.contracts import DateStats, EvidenceExample, RowNumbering, ValueCount
 from iterate.report import render_html
 
+REPO = Path(__file__).resolve().parents[2]
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(BROWSER is None, reason="no headless Chromium installed")]
+
+
+def screenshots_module():
+    spec = importlib.util.spec_from_file_location("screenshots", REPO / "scripts" / "screenshots.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def dom_after_scripts(page: str, tmp_path: Path) -> str:
@@ -20,7 +36,7 @@ def dom_after_scripts(page: str, tmp_path: Path) -> str:
     path.write_text(page, encoding="utf-8")
     done = subprocess.run(
         [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--dump-dom", path.as_uri()],
+         f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", path.as_uri()],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-500:]
@@ -42,3 +58,65 @@ def test_the_filter_script_runs_and_a_tampered_script_is_blocked(build, tmp_path
     # And when the script is altered, the Content-Security-Policy hash refuses to run it
     tampered = page.replace('"use strict";', '"use strict"; /* changed */', 1)
     assert shown(dom_after_scripts(tampered, tmp_path)) == 6
+
+
+def crowded_report(build) -> str:
+    """A report with what used to be clipped or shrunk: state codes and date formats as bar labels, long
+    column names, 60 columns in the heat strip, example tables with context columns and long values."""
+    analysis, profile, understanding = build(
+        columns=60, issues=12, rows=336_776, value="Widget", top_values=8
+    )
+    for i, c in enumerate(profile.columns):
+        if i % 3 == 0:
+            c.topValues = [
+                ValueCount(value=v, count=900 - k) for k, v in enumerate(["CA", "MA", "WA", "CO", "NY"])
+            ]
+        if i % 5 == 1:
+            c.name = f"a rather long column name number {i} (mm)"
+    profile.columns[2].dates = DateStats(
+        count=900, min="2024-01-01", max="2025-12-31",
+        formats=[ValueCount(value="%Y-%m-%d", count=880), ValueCount(value="%d/%m/%Y", count=20)],
+    )  # fmt: skip
+    profile.rowNumbering = RowNumbering(format="csv", place="line", firstPlace=2)
+    context = {"order_id": "SO-100004", "customer_name": "Sly Fox Brewing Company", "city": "Phoenixville"}
+    analysis.issues[0].evidence.examples = [
+        EvidenceExample(row=r, column="notes", value="", line=r + 2, context=context) for r in range(10)
+    ]
+    analysis.issues[1].evidence.examples = [
+        EvidenceExample(row=r, column="ounces", value="12.0 oz. Alumi-Tek" + "x" * 90, expected="12.0")
+        for r in range(5)
+    ]
+    understanding.columns[
+        1
+    ].description = "E-mail addresses such as noah.nguyen130@example.com, farid.walsh1@example.com"
+    analysis.run = analysis.run.model_copy(update={"contentHash": "661e9121d939c21d565c64cda385803f" * 2})
+    return render_html(analysis, profile, understanding)
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_no_text_is_clipped_or_unreadable(build, tmp_path, width):
+    # Given a crowded report, When a browser lays it out at a desktop's and a phone's width
+    path = tmp_path / "report.html"
+    path.write_text(crowded_report(build), encoding="utf-8")
+    shots = screenshots_module()
+    with shots.browser(BROWSER) as b:
+        problems = shots.check_layout(b, path.as_uri(), width)
+    # Then nothing is cut off, beyond the screen, or smaller than 10 px
+    assert problems == []
+
+
+def test_the_layout_check_finds_clipped_and_tiny_text(tmp_path):
+    # (the check itself can fail: an SVG label past its left edge, and a chart scaled down to a phone)
+    page = (
+        '<!DOCTYPE html><html><head><meta name="viewport" content="width=device-width"></head><body>'
+        '<svg viewBox="0 0 1000 40" width="1000" style="max-width:100%;height:auto">'
+        '<text x="5" y="20" font-size="11" text-anchor="end">CA</text></svg>'
+        '<div style="width:60px;overflow:hidden;white-space:nowrap">a label far too long for its box</div>'
+        "</body></html>"
+    )
+    path = tmp_path / "bad.html"
+    path.write_text(page, encoding="utf-8")
+    shots = screenshots_module()
+    with shots.browser(BROWSER) as b:
+        kinds = {p["kind"] for p in shots.check_layout(b, path.as_uri(), 390)}
+    assert {"chart text cut off by its chart", "chart text under 10 px", "text cut off by its box"} <= kinds

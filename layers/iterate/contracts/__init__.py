@@ -26,6 +26,7 @@ from iterate.contracts.profile import (
     FunctionalDependency,
     LengthStats,
     NumericStats,
+    RowNumbering,
     ValueCount,
 )
 from iterate.contracts.understanding import ColumnSummary, DatasetSummary, DatasetUnderstanding
@@ -55,6 +56,7 @@ __all__ = [
     "Mode",
     "NumericStats",
     "ReusedScript",
+    "RowNumbering",
     "RunComparison",
     "RunMetadata",
     "Severity",

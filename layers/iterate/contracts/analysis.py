@@ -49,6 +49,17 @@ class EvidenceExample(Contract):
     score: float | None = Field(
         default=None, ge=0.0, le=1.0, description="probability the value is wrong, from the combined evidence"
     )
+    line: int | None = Field(
+        default=None,
+        ge=1,
+        description="where the row is in the file: its 1-based line (CSV, JSON Lines) or the row number a "
+        "spreadsheet shows (xlsx); absent when the reader cannot tell (a value spanning lines, Parquet, a JSON array)",
+    )
+    context: dict[str, str] = Field(
+        default_factory=dict,
+        description="other cells of the same row, by column: the determining values of a dependency, or values "
+        "that let a reader recognise a record whose cell is empty",
+    )
 
 
 class Evidence(Contract):
@@ -109,6 +120,12 @@ class RunMetadata(Contract):
     usage: dict[str, TokenUsage] = Field(default_factory=dict, description="per agent, plus 'total'")
     timingsMs: dict[str, float] = Field(default_factory=dict)
     model: str | None = None
+    flaggedCells: int | None = Field(
+        default=None, description="lines of flags.csv: cells flagged as wrong, per issue"
+    )
+    flaggedRows: int | None = Field(
+        default=None, description="distinct rows with at least one cell in flags.csv"
+    )
     detection: dict[str, Any] = Field(
         default_factory=dict,
         description="the detection decision's parameters and the error rates it estimated from the table",

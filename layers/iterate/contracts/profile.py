@@ -1,5 +1,7 @@
 """DatasetProfile: statistics of every column and of the dataset, computed without an LLM."""
 
+from typing import Literal
+
 from pydantic import Field
 
 from iterate.contracts.base import SCHEMA_VERSION, Contract
@@ -90,6 +92,21 @@ class FunctionalDependency(Contract):
     violatingRows: int
 
 
+class RowNumbering(Contract):
+    """How the 0-based data rows the run reports relate to the file, so a reader can find a row in it."""
+
+    format: str = Field(description="csv | tsv | jsonl | parquet | xlsx")
+    place: Literal["line", "sheet row"] | None = Field(
+        default=None,
+        description="what locates a row in the file when the reader knows it: a 1-based line of the text, or the "
+        "row number a spreadsheet shows; None when rows have no such place (Parquet, a JSON array) or it "
+        "could not be told (a CSV value spanning lines)",
+    )
+    firstPlace: int | None = Field(
+        default=None, description="the place of data row 0 when every row r is at firstPlace + r"
+    )
+
+
 class DatasetProfile(Contract):
     schemaVersion: str = SCHEMA_VERSION
     name: str
@@ -102,3 +119,4 @@ class DatasetProfile(Contract):
     candidateKeys: list[list[str]] = Field(default_factory=list)
     functionalDependencies: list[FunctionalDependency] = Field(default_factory=list)
     readNotes: list[str] = Field(default_factory=list, description="what the reader repaired or noticed")
+    rowNumbering: RowNumbering | None = None

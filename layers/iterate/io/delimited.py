@@ -86,6 +86,7 @@ class DelimitedResult:
     problems: list[ReadProblem]
     dialect: Dialect
     encoding: str
+    header_lines: int = 1  # physical lines up to and including the header (title lines, sep= line included)
 
 
 def sniff_dialect(head: str, *, complete: bool, prefer_tab: bool = False) -> tuple[Dialect, int]:
@@ -297,7 +298,7 @@ def read_delimited(
             "add the data rows, or export the complete table again",
             line=header.lines,
         )
-    return DelimitedResult(table, names, problems, dialect, encoding)
+    return DelimitedResult(table, names, problems, dialect, encoding, header.lines)
 
 
 def _preamble_problem(head: str, lines: int) -> ReadProblem:

@@ -54,8 +54,11 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def read_json_records(path: Path, text: str, limits: ReadLimits | None = None) -> tuple[pa.Table, list[str]]:
-    """Rows from JSON Lines, or from one JSON array of objects; columns in first-seen key order.
+def read_json_records(
+    path: Path, text: str, limits: ReadLimits | None = None
+) -> tuple[pa.Table, list[str], list[int] | None]:
+    """Rows from JSON Lines, or from one JSON array of objects; columns in first-seen key order; and the
+    1-based line of each record (JSON Lines; None for an array, whose records have no line of their own).
 
     Before any column is built, the keys are held to `limits.max_columns`, records × keys to
     `limits.max_cells` (records that each bring new keys would make a huge sparse grid), and nested
@@ -77,7 +80,9 @@ def read_json_records(path: Path, text: str, limits: ReadLimits | None = None) -
             gc.enable()
 
 
-def _read_json_records(path: Path, text: str, limits: ReadLimits) -> tuple[pa.Table, list[str]]:
+def _read_json_records(
+    path: Path, text: str, limits: ReadLimits
+) -> tuple[pa.Table, list[str], list[int] | None]:
     records = _array_records(path, text) if text.lstrip().startswith("[") else _line_records(path, text)
     if not records:
         raise DatasetReadError(path, "has no JSON records", "put one JSON object per line (JSON Lines)")
@@ -123,7 +128,9 @@ def _read_json_records(path: Path, text: str, limits: ReadLimits) -> tuple[pa.Ta
         column = [r.get(key) for r in rows]
         column = [v if type(v) is str else _text(v) for v in column]
         arrays.append(pa.array(column, pa.string()))
-    return pa.table(arrays, names=[f"c{i}" for i in range(len(names))]), names
+    lines = [n for n, _ in records]
+    places = None if any(n is None for n in lines) else [int(n) for n in lines if n is not None]
+    return pa.table(arrays, names=[f"c{i}" for i in range(len(names))]), names, places
 
 
 def _depth(value: Any) -> int:

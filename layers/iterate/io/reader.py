@@ -8,8 +8,9 @@ import os
 import stat
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,7 +32,7 @@ from iterate.io.inflate import inflate
 from iterate.io.jsonl import read_json_records
 from iterate.io.limits import ReadLimits, refuse, size_text
 from iterate.io.typed import read_parquet, read_xlsx
-from iterate.table import ReadProblem, SourceInfo, Table
+from iterate.table import ReadProblem, SourceInfo, Table, row_places
 
 _CHUNK = 8 * 1024 * 1024
 _MAX_HEAD_BYTES = 32 * 1024 * 1024
@@ -58,6 +59,41 @@ _FORMAT_SUFFIXES = (
 class _Digest:
     sha256: str
     nul_offset: int | None  # first NUL byte in the raw file, when asked to look
+    line_ends: _LineEnds | None = None  # the raw file's line breaks, when asked to count them
+
+
+@dataclass(frozen=True)
+class _LineEnds:
+    """How many LF and CR bytes a text holds, and how many of them end it (blank lines at the very end)."""
+
+    lf: int
+    cr: int
+    trailing: int | None  # None: the end is a run of line breaks too long to have been looked at
+
+    @classmethod
+    def of(cls, data: bytes | memoryview) -> _LineEnds:
+        raw = bytes(data)
+        return cls(raw.count(b"\n"), raw.count(b"\r"), _trailing_breaks(raw[-_TAIL:], len(raw) > _TAIL))
+
+    def lines(self) -> int | None:
+        """Physical lines up to the last one holding anything; None when line ends are mixed (a lone CR in a
+        LF file is a line break to the CSV parser but not to an editor) or the count is unsure."""
+        if self.trailing is None or (self.cr and self.lf and self.cr != self.lf):
+            return None
+        breaks = self.lf or self.cr
+        return breaks - self.trailing + 1
+
+
+_TAIL = 4096
+
+
+def _trailing_breaks(tail: bytes, more_before: bool) -> int | None:
+    """Line-break bytes (of the kind the text uses) in the run of CR/LF at the end of `tail`."""
+    kept = tail.rstrip(b"\r\n")
+    if not kept and more_before:
+        return None
+    run = tail[len(kept) :]
+    return run.count(b"\n") or run.count(b"\r")
 
 
 def _unreadable(path: Path, exc: OSError) -> DatasetReadError:
@@ -68,19 +104,30 @@ def _unreadable(path: Path, exc: OSError) -> DatasetReadError:
 
 
 def _digest(path: Path, *, find_nul: bool, stop: threading.Event) -> _Digest:
-    """sha256 of the raw bytes, streamed in chunks (hashlib releases the GIL, so this overlaps the parse)."""
+    """sha256 of the raw bytes, streamed in chunks (hashlib releases the GIL, so this overlaps the parse).
+
+    With `find_nul` (a plain text file) it also finds the first NUL byte and counts the line breaks, which
+    tell whether every data row is one line of the file (bytes.count runs at memory speed).
+    """
     sha = hashlib.sha256()
     nul: int | None = None
     offset = 0
+    lf = cr = 0
+    tail = b""
     with path.open("rb") as fh:
         while not stop.is_set() and (chunk := fh.read(_CHUNK)):
             sha.update(chunk)
-            if find_nul and nul is None:
-                at = chunk.find(b"\x00")
-                if at >= 0:
-                    nul = offset + at
+            if find_nul:
+                if nul is None:
+                    at = chunk.find(b"\x00")
+                    if at >= 0:
+                        nul = offset + at
+                lf += chunk.count(b"\n")
+                cr += chunk.count(b"\r")
+                tail = (tail + chunk[-_TAIL:])[-_TAIL:]
             offset += len(chunk)
-    return _Digest(sha.hexdigest(), nul)
+    ends = _LineEnds(lf, cr, _trailing_breaks(tail, offset > _TAIL)) if find_nul else None
+    return _Digest(sha.hexdigest(), nul, ends)
 
 
 def read_table(path: str | Path, *, name: str | None = None, limits: ReadLimits | None = None) -> Table:
@@ -134,6 +181,7 @@ def read_table(path: str | Path, *, name: str | None = None, limits: ReadLimits 
         compression=info.compression,
         size_bytes=size,
         content_hash=hashed.sha256,
+        **_places(info, hashed, table.num_rows),
     )
     return Table.from_arrow(
         table, name=name or _default_name(path), source=source, problems=problems, names=names
@@ -146,6 +194,25 @@ class _Info:
     encoding: str | None = None
     delimiter: str | None = None
     compression: str | None = None
+    places: dict[str, Any] = field(default_factory=dict)  # SourceInfo's row places, when known at parse time
+    header_lines: int | None = None  # delimited text: lines up to and including the header
+    line_ends: _LineEnds | None = None  # delimited text held in memory (decompressed): its line breaks
+
+
+# Encodings in which a 0x0A or 0x0D byte is always a line break (not so in UTF-16/32).
+_BYTE_LINES = {"utf-8", "utf-8-sig", "cp1252", "latin-1", "iso-8859-1", "ascii"}
+
+
+def _places(info: _Info, digest: _Digest, n_rows: int) -> dict[str, Any]:
+    """Where data rows sit in the file. For delimited text only when every data row is exactly one line
+    (no value spans lines, no blank line between rows): then row r is on line header_lines + 1 + r."""
+    if info.places or info.header_lines is None or info.encoding not in _BYTE_LINES:
+        return info.places
+    ends = info.line_ends or digest.line_ends
+    lines = ends.lines() if ends is not None else None
+    if lines is None or lines != info.header_lines + n_rows:
+        return {}
+    return row_places("line", [info.header_lines + 1]) if n_rows else {}
 
 
 _NOT_REGULAR = (
@@ -275,7 +342,7 @@ def _read(
             )
         return table, _Info("parquet"), problems, names
     if container == "xlsx":
-        table, names, problems, header_line = read_xlsx(path, limits)
+        table, names, problems, header_line, sheet_rows = read_xlsx(path, limits)
         names, header_problems = normalize_header(names, line=header_line)
         if table.num_rows == 0:
             raise DatasetReadError(
@@ -284,7 +351,12 @@ def _read(
                 "put the data rows on the first sheet",
                 line=header_line,
             )
-        return table, _Info("xlsx"), header_problems + problems, names
+        return (
+            table,
+            _Info("xlsx", places=row_places("sheet row", sheet_rows)),
+            header_problems + problems,
+            names,
+        )
 
     data: bytes | None = None
     if compression:
@@ -350,7 +422,14 @@ def _read_text(
         source, head_text, complete=complete, prefer_tab=stem_suffix in _TAB_SUFFIXES, limits=limits
     )
     fmt = "tsv" if result.dialect.delimiter == "\t" else "csv"
-    info = _Info(fmt, encoding=result.encoding, delimiter=result.dialect.delimiter, compression=compression)
+    info = _Info(
+        fmt,
+        encoding=result.encoding,
+        delimiter=result.dialect.delimiter,
+        compression=compression,
+        header_lines=result.header_lines,
+        line_ends=_LineEnds.of(data) if data is not None else None,
+    )
     return result.table, info, result.problems, result.names
 
 
@@ -424,7 +503,7 @@ def _read_json(
                 detail=f"the file is not valid UTF-8 from line {line}; it was read as {encoding}",
             )
         )
-    table, raw_names = read_json_records(path, text.removeprefix("\ufeff"), limits)
+    table, raw_names, lines = read_json_records(path, text.removeprefix("\ufeff"), limits)
     if not raw_names:
         raise DatasetReadError(
             path, "has records but none has a field", 'give each record fields, like {"a": 1}'
@@ -432,7 +511,12 @@ def _read_json(
     names, header_problems = normalize_header(raw_names, line=None)
     return (
         table,
-        _Info("jsonl", encoding=encoding, compression=compression),
+        _Info(
+            "jsonl",
+            encoding=encoding,
+            compression=compression,
+            places=row_places("line", lines) if lines is not None else {},
+        ),
         header_problems + problems,
         names,
     )

@@ -84,8 +84,9 @@ def _check_parquet_shape(path: Path, parquet: pq.ParquetFile, limits: ReadLimits
 
 def read_xlsx(
     path: Path, limits: ReadLimits | None = None
-) -> tuple[pa.Table, list[str], list[ReadProblem], int]:
-    """The first sheet: header = first non-empty row; returns (table, header, problems, header row number).
+) -> tuple[pa.Table, list[str], list[ReadProblem], int, list[int]]:
+    """The first sheet: header = first non-empty row; returns (table, header, problems, header row number,
+    the sheet's row number of each data row).
 
     Before openpyxl parses anything, the archive's members are held to the decompressed size and ratio
     limits (their sizes bound what zipfile will ever inflate: it stops at the declared size), and the
@@ -117,7 +118,7 @@ def read_xlsx(
 
 def _read_first_sheet(
     path: Path, workbook: Any, limits: ReadLimits
-) -> tuple[pa.Table, list[str], list[ReadProblem], int]:
+) -> tuple[pa.Table, list[str], list[ReadProblem], int, list[int]]:
     sheets = workbook.worksheets
     if not sheets:
         raise DatasetReadError(path, "has no worksheets", "save the data on a sheet, or export it as CSV")
@@ -179,7 +180,7 @@ def _read_first_sheet(
         for i, value in enumerate(cells):
             columns[i].append(value)
     table = pa.table([pa.array(c, pa.string()) for c in columns], names=[f"c{i}" for i in range(width)])
-    return table, names, problems, header_line
+    return table, names, problems, header_line, [number for number, _ in data]
 
 
 _XML_REFUSALS: tuple[type[BaseException], ...] = ()

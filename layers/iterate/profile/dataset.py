@@ -12,7 +12,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from iterate.contracts.profile import ColumnProfile, DatasetProfile, DuplicateStats, FunctionalDependency
+from iterate.contracts.profile import (
+    ColumnProfile,
+    DatasetProfile,
+    DuplicateStats,
+    FunctionalDependency,
+    RowNumbering,
+)
 from iterate.profile._bytes import normalized_hashes
 from iterate.profile.fd import CodedColumn, find_dependencies
 from iterate.profile.missing import choose_null_marker
@@ -296,8 +302,20 @@ def profile_table_full(
             for d in deps
         ],
         readNotes=notes,
+        rowNumbering=row_numbering(table),
     )
     return ProfileResult(profile, inferences, dups, sketches)
+
+
+def row_numbering(table: Table) -> RowNumbering:
+    """How the table's 0-based data rows map to the file: its format, and where row 0 is when rows follow
+    each other (a CSV whose every row is one line, a sheet without blank rows)."""
+    src = table.source
+    return RowNumbering(
+        format=src.format,
+        place="line" if src.row_place == "line" else "sheet row" if src.row_place == "sheet row" else None,
+        firstPlace=src.first_place,
+    )
 
 
 def profile_table(

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
 from iterate.contracts import NumericStats
+from iterate.wording import fmt_num, fmt_share, plural
+
+__all__ = [
+    "Bar",
+    "HeatCell",
+    "box_plot",
+    "clip",
+    "esc",
+    "fmt_num",
+    "fmt_share",
+    "hbar_chart",
+    "heat_strip",
+    "plural",
+]
 
 SEVERITY_COLOURS = {"high": "#d64545", "medium": "#e8912d", "low": "#4a7bd0"}
 BAR_COLOUR = "#5b7fa6"
@@ -23,101 +36,72 @@ def clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
 
 
-def fmt_num(x: float) -> str:
-    """A compact, readable number: thousands separators, at most 4 significant decimals."""
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return str(x)
-    if float(x).is_integer() and abs(x) < 1e15:
-        return f"{int(x):,}"
-    if abs(x) >= 1e6 or abs(x) < 1e-3:
-        return f"{x:.3g}"
-    return f"{x:,.4g}" if abs(x) < 1000 else f"{x:,.1f}"
-
-
 @dataclass(frozen=True)
 class Bar:
     label: str
     value: float
     title: str = ""
     colour: str = BAR_COLOUR
+    shown: str = ""  # the value as printed at the bar's end (default: the number)
 
 
-def hbar_chart(bars: Sequence[Bar], *, width: int = 360, label_chars: int = 22, row_h: int = 18) -> str:
-    """Horizontal bars, one per label, value printed at the bar's end; tooltips hold the longer text."""
+def _width(value: float, top: float) -> str:
+    """A bar's length as a share of the track; a non-zero value always shows a sliver."""
+    if value <= 0 or top <= 0:
+        return "0%"
+    return f"max({100 * min(value / top, 1.0):.2f}%, 2px)"
+
+
+def hbar_chart(bars: Sequence[Bar], *, label_chars: int = 40) -> str:
+    """Horizontal bars, one per label, value printed at the bar's end.
+
+    HTML, not SVG: labels are text in the page's own size that wraps when long, so a narrow screen neither
+    clips them nor shrinks them with the drawing; long labels are cut at `label_chars` (the tooltip has all).
+    """
     if not bars:
         return ""
-    label_w = min(max(len(b.label) for b in bars), label_chars) * 6.6 + 8
-    value_w = 58
-    plot_w = max(width - label_w - value_w, 40)
     top = max((b.value for b in bars), default=0) or 1
-    height = row_h * len(bars) + 4
-    out = [
-        f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-        f'xmlns="http://www.w3.org/2000/svg">'
-    ]
-    for i, b in enumerate(bars):
-        y = 2 + i * row_h
-        w = max(plot_w * (b.value / top), 1.5 if b.value else 0)
+    rows = []
+    for b in bars:
         tip = esc(clip(b.title or f"{b.label}: {fmt_num(b.value)}", 240))
-        out.append(
-            f"<g><title>{tip}</title>"
-            f'<text x="{label_w - 6:.1f}" y="{y + row_h * 0.68:.1f}" font-size="11" text-anchor="end" '
-            f'fill="#3e4c59">{esc(clip(b.label, label_chars))}</text>'
-            f'<rect x="{label_w:.1f}" y="{y + 3}" width="{w:.1f}" height="{row_h - 6}" rx="2" fill="{b.colour}"/>'
-            f'<text x="{label_w + w + 4:.1f}" y="{y + row_h * 0.68:.1f}" font-size="11" '
-            f'fill="#616e7c">{esc(fmt_num(b.value))}</text></g>'
+        rows.append(
+            f'<span class="hb-l" title="{tip}">{esc(clip(b.label, label_chars))}</span>'
+            f'<span class="hb-t" title="{tip}"><i style="width:{_width(b.value, top)};background:{b.colour}">'
+            f'</i></span><span class="hb-v">{esc(b.shown or fmt_num(b.value))}</span>'
         )
-    out.append("</svg>")
-    return "".join(out)
+    return f'<div class="hbars">{"".join(rows)}</div>'
 
 
-def severity_chart(counts: dict[str, int], *, width: int = 360) -> str:
+def severity_chart(counts: dict[str, int]) -> str:
     """Issues by severity as three coloured bars (high, medium, low)."""
     bars = [
         Bar(sev.capitalize(), counts.get(sev, 0), colour=SEVERITY_COLOURS[sev])
         for sev in ("high", "medium", "low")
     ]
-    return hbar_chart(bars, width=width, label_chars=8, row_h=26)
+    return hbar_chart(bars)
 
 
-def stacked_severity_bars(rows: Sequence[tuple[str, dict[str, int]]], *, width: int = 520) -> str:
-    """One stacked bar per column: how many issues of each severity touch it."""
+def stacked_severity_bars(rows: Sequence[tuple[str, dict[str, int]]], *, label_chars: int = 40) -> str:
+    """One stacked bar per column: how many issues of each severity touch it (HTML, like hbar_chart)."""
     if not rows:
         return ""
-    label_chars = 26
-    label_w = min(max(len(name) for name, _ in rows), label_chars) * 6.6 + 8
-    plot_w = width - label_w - 40
     top = max(sum(c.values()) for _, c in rows) or 1
-    row_h = 18
-    height = row_h * len(rows) + 4
-    out = [
-        f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
-        f'xmlns="http://www.w3.org/2000/svg">'
-    ]
-    for i, (name, counts) in enumerate(rows):
-        y = 2 + i * row_h
+    out = []
+    for name, counts in rows:
         total = sum(counts.values())
         tip = esc(
             f"{clip(name, 200)}: " + ", ".join(f"{counts.get(s, 0)} {s}" for s in ("high", "medium", "low"))
         )
-        out.append(
-            f"<g><title>{tip}</title>"
-            f'<text x="{label_w - 6:.1f}" y="{y + 12.5}" font-size="11" text-anchor="end" fill="#3e4c59">'
-            f"{esc(clip(name, label_chars))}</text>"
+        segments = "".join(
+            f'<i style="width:{100 * counts[s] / top:.2f}%;background:{SEVERITY_COLOURS[s]}"></i>'
+            for s in ("high", "medium", "low")
+            if counts.get(s)
         )
-        x = label_w
-        for sev in ("high", "medium", "low"):
-            n = counts.get(sev, 0)
-            if n:
-                w = plot_w * n / top
-                out.append(
-                    f'<rect x="{x:.1f}" y="{y + 3}" width="{w:.1f}" height="{row_h - 6}" '
-                    f'fill="{SEVERITY_COLOURS[sev]}"/>'
-                )
-                x += w
-        out.append(f'<text x="{x + 4:.1f}" y="{y + 12.5}" font-size="11" fill="#616e7c">{total}</text></g>')
-    out.append("</svg>")
-    return "".join(out)
+        out.append(
+            f'<span class="hb-l" title="{tip}">{esc(clip(name, label_chars))}</span>'
+            f'<span class="hb-t stack" title="{tip}">{segments}</span><span class="hb-v">{total}</span>'
+        )
+    return f'<div class="hbars">{"".join(out)}</div>'
 
 
 @dataclass(frozen=True)
@@ -127,59 +111,67 @@ class HeatCell:
     issues: int
     share: float  # largest affected-row share among those issues, 0..1
     anchor: str
+    share_text: str = ""  # that share as the page writes it
 
 
-def heat_strip(cells: Sequence[HeatCell], *, width: int = 1140) -> str:
-    """One square per column, coloured by its worst issue and shaded by how many rows that issue touches."""
+NAMED_CELLS = 80  # up to this many columns the strip names each one; wider tables get bare squares
+
+
+def _rgba(colour: str, alpha: float) -> str:
+    r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha:.2f})"
+
+
+def heat_strip(cells: Sequence[HeatCell]) -> str:
+    """One square per column, in file order, coloured by its worst issue and shaded by how many rows that
+    issue touches; named beside the square when the table is narrow enough to list every name.
+
+    HTML boxes that wrap onto as many lines as the screen needs: nothing is scaled down to fit.
+    """
     if not cells:
         return ""
-    per_row = max(min(len(cells), 50), 1)
-    size = min(max((width - 10) / per_row, 8), 40)
-    gap = 2
-    n_rows = math.ceil(len(cells) / per_row)
-    # one row of squares has room for slanted names under it; wider tables rely on the tooltips
-    label_h = 86 if n_rows == 1 else 0
-    height = n_rows * (size + gap) + 2 + label_h
-    w = per_row * (size + gap) + 2 + label_h
-    out = [
-        f'<svg viewBox="0 0 {w:.0f} {height:.0f}" width="{w:.0f}" height="{height:.0f}" role="img" '
-        f'xmlns="http://www.w3.org/2000/svg">'
-    ]
-    for i, c in enumerate(cells):
-        x = 1 + (i % per_row) * (size + gap)
-        y = 1 + (i // per_row) * (size + gap)
+    named = len(cells) <= NAMED_CELLS
+    out = []
+    for c in cells:
         if c.severity:
-            colour = SEVERITY_COLOURS.get(c.severity, BAR_COLOUR)
-            opacity = 0.35 + 0.65 * min(max(c.share, 0.0), 1.0) ** 0.5
+            alpha = 0.35 + 0.65 * min(max(c.share, 0.0), 1.0) ** 0.5
+            colour = _rgba(SEVERITY_COLOURS.get(c.severity, BAR_COLOUR), alpha)
         else:
-            colour, opacity = "#e4e7eb", 1.0
+            colour = "#e4e7eb"
         tip = esc(
-            f"{clip(c.name, 200)}: {c.issues} issue(s)"
-            + (f", worst {c.severity}, up to {c.share:.1%} of rows" if c.issues else "")
-        )
-        rect = (
-            f'<rect x="{x:.1f}" y="{y:.1f}" width="{size:.1f}" height="{size:.1f}" rx="2" fill="{colour}" '
-            f'fill-opacity="{opacity:.2f}"><title>{tip}</title></rect>'
-        )
-        out.append(f'<a href="#{esc(c.anchor)}">{rect}</a>' if c.issues else rect)
-        if label_h:
-            lx, ly = x + size / 2 - 3, y + size + 8
-            out.append(
-                f'<text x="{lx:.1f}" y="{ly:.1f}" font-size="10.5" fill="#3e4c59" '
-                f'transform="rotate(45 {lx:.1f} {ly:.1f})">{esc(clip(c.name, 16))}</text>'
+            f"{clip(c.name, 200)}: "
+            + (
+                f"{c.issues} issue{'s' if c.issues != 1 else ''}, worst {c.severity}, "
+                f"up to {c.share_text or fmt_share(c.share, 1)} of rows"
+                if c.issues
+                else "no issue"
             )
-    out.append("</svg>")
-    return "".join(out)
+        )
+        label = f"<span>{esc(clip(c.name, 28))}</span>" if named else ""
+        inner = f'<i style="background:{colour}"></i>{label}'
+        cls = "hc" if named else "hc bare"
+        if c.issues:
+            out.append(f'<a class="{cls}" href="#{esc(c.anchor)}" title="{tip}">{inner}</a>')
+        else:
+            out.append(f'<span class="{cls} none" title="{tip}">{inner}</span>')
+    legend = "".join(
+        f'<span><i style="background:{SEVERITY_COLOURS[s]}"></i>{s}</span>' for s in ("high", "medium", "low")
+    )
+    legend += '<span><i style="background:#e4e7eb"></i>no issue</span>'
+    return f'<div class="heat">{"".join(out)}</div><div class="legend">{legend}</div>'
 
 
-def box_plot(stats: NumericStats, *, width: int = 340, height: int = 74) -> str:
-    """A box plot from profile statistics: whiskers at the Tukey fences, min/max and mean marked."""
+def box_plot(stats: NumericStats, *, width: int = 340, height: int = 56) -> str:
+    """A box plot from profile statistics: whiskers at the Tukey fences, min/max and mean marked.
+
+    The drawing holds shapes only and may shrink with the screen; its numbers are page text under it.
+    """
     lo, hi = stats.min, stats.max
     iqr = stats.q3 - stats.q1
     fence_lo = max(lo, stats.q1 - 1.5 * iqr)
     fence_hi = min(hi, stats.q3 + 1.5 * iqr)
     # With far outliers a linear min..max axis squashes the box to a line: zoom on the fences instead
-    # and draw the extremes as labelled arrows at the edges.
+    # and draw the extremes as arrows at the edges.
     zoom = iqr > 0 and (hi - lo) > 12 * iqr
     a, b = (fence_lo, fence_hi) if zoom else (lo, hi)
     if b <= a:
@@ -190,7 +182,7 @@ def box_plot(stats: NumericStats, *, width: int = 340, height: int = 74) -> str:
     def x(v: float) -> float:
         return pad + plot_w * (min(max(v, a), b) - a) / (b - a)
 
-    mid = 30
+    mid = height / 2
     out = [
         f'<svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
         f'xmlns="http://www.w3.org/2000/svg">',
@@ -207,15 +199,15 @@ def box_plot(stats: NumericStats, *, width: int = 340, height: int = 74) -> str:
     ]
     if zoom:
         if lo < fence_lo:
-            out.append(f'<text x="2" y="{mid + 4}" font-size="11" fill="#d64545">◀</text>')
+            out.append(f'<path d="M2 {mid} L10 {mid - 5} L10 {mid + 5} Z" fill="#d64545"/>')
         if hi > fence_hi:
-            out.append(f'<text x="{width - 11}" y="{mid + 4}" font-size="11" fill="#d64545">▶</text>')
-    out.append(
-        f'<text x="{pad}" y="{height - 6}" font-size="10.5" fill="#616e7c">{esc(fmt_num(lo))}</text>'
-        f'<text x="{width - pad}" y="{height - 6}" font-size="10.5" fill="#616e7c" text-anchor="end">'
-        f"{esc(fmt_num(hi))}</text>"
-        f'<text x="{width / 2}" y="{height - 6}" font-size="10.5" fill="#616e7c" text-anchor="middle">'
-        f"{esc('median ' + fmt_num(stats.median))}{' · axis zoomed to the whiskers' if zoom else ''}</text>"
-    )
+            out.append(
+                f'<path d="M{width - 2} {mid} L{width - 10} {mid - 5} L{width - 10} {mid + 5} Z" fill="#d64545"/>'
+            )
     out.append("</svg>")
-    return "".join(out)
+    middle = "median " + fmt_num(stats.median) + (" · axis zoomed to the whiskers" if zoom else "")
+    axis = (
+        f'<div class="axis"><span>min {esc(fmt_num(lo))}</span><span>{esc(middle)}</span>'
+        f"<span>max {esc(fmt_num(hi))}</span></div>"
+    )
+    return f'<div class="boxplot">{"".join(out)}{axis}</div>'

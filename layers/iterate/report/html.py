@@ -17,8 +17,11 @@ from iterate.contracts import (
     ColumnProfile,
     DatasetProfile,
     DatasetUnderstanding,
+    EvidenceExample,
     Issue,
 )
+from iterate.keys import dependency_phrase
+from iterate.ranking import is_whole_row, issues_by_column, rank_columns
 from iterate.report.charts import (
     Bar,
     HeatCell,
@@ -26,11 +29,14 @@ from iterate.report.charts import (
     clip,
     esc,
     fmt_num,
+    fmt_share,
     hbar_chart,
     heat_strip,
+    plural,
     severity_chart,
     stacked_severity_bars,
 )
+from iterate.report.facts import fact_rows, rounded, singular_counts
 from iterate.visible import visible
 
 SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
@@ -98,16 +104,20 @@ class _Renderer:
                 i.id,
             ),
         )
-        self.by_column: dict[str, list[Issue]] = defaultdict(list)
-        for issue in self.issues:
-            for col in dict.fromkeys(issue.affectedColumns):
-                self.by_column[col].append(issue)
+        # Whole-row issues (duplicates) touch every column alike: they are not counted against any one.
+        self.by_column = issues_by_column(self.issues, profile.columnCount)
+        self.whole_row = [i for i in self.issues if is_whole_row(i, profile.columnCount)]
 
     # ---- small pieces -------------------------------------------------------------------------------
     def text(self, value: object, limit: int | None = None) -> str:
         """Escaped prose (descriptions, LLM text, code), clipped; line breaks and tabs stay (the page's
         last pass shows every other control character escaped)."""
         return esc(clip(str(value), limit or self.lim.text_chars))
+
+    def prose(self, value: object, limit: int | None = None) -> str:
+        """Sentences from detectors or an LLM (descriptions, impact, actions): `text`, with "1 values" read
+        as "1 value" (they are written for counts)."""
+        return self.text(singular_counts(str(value)), limit)
 
     def name(self, value: object, limit: int) -> str:
         """A column, dataset or file name: clipped, escaped, every control character shown (`\\n`, `\\x1b`)
@@ -135,6 +145,15 @@ class _Renderer:
         if issue.evidence is not None:
             return issue.evidence.affectedRows
         return issue.affectedRows or 0
+
+    def share(self, rows: int) -> str:
+        """`rows` as a share of the table's rows: every share on the page comes from here (or fmt_share)."""
+        return fmt_share(rows, self.p.rowCount)
+
+    @staticmethod
+    def count(n: int, word: str) -> str:
+        """A bold count with its noun in the right number: "<b>1</b> row", "<b>40</b> cells"."""
+        return f"<b>{fmt_num(n)}</b> {word if n == 1 else word + 's'}"
 
     def severity_counts(self) -> dict[str, int]:
         counts = {"high": 0, "medium": 0, "low": 0}
@@ -211,7 +230,6 @@ class _Renderer:
         cats: defaultdict[str, int] = defaultdict(int)
         for issue in self.a.issues:
             cats[issue.category] += 1
-        flagged_rows = max((self._rows(i) for i in self.a.issues), default=0)
         kpis = "".join(
             f'<div class="kpi {sev}"><div class="v">{counts[sev]}</div><div class="l">{sev} severity</div></div>'
             for sev in ("high", "medium", "low")
@@ -222,23 +240,89 @@ class _Renderer:
             f'<div class="kpi"><div class="v">{cats["quick_fixes"]} · {cats["smart_fixes"]}</div>'
             '<div class="l">quick fixes · smart fixes</div></div>'
         )
-        timings = ""
-        if self.a.run and self.a.run.timingsMs:
-            bars = [
-                Bar(k, round(v), f"{k}: {_duration(v)}") for k, v in list(self.a.run.timingsMs.items())[:12]
-            ]
-            timings = f'<div class="card"><h3>Time per step (ms)</h3>{hbar_chart(bars, width=360)}</div>'
         return (
             '<section id="summary"><h2>Summary</h2>'
             f'<div class="kpis">{kpis}</div>'
             '<div class="grid2">'
-            f'<div class="card"><h3>What we found</h3><p>{self.text(self.a.summary)}</p>'
-            f'<p class="muted small">The widest issue touches {fmt_num(flagged_rows)} of '
-            f"{fmt_num(self.p.rowCount)} rows.</p>{self.comparison()}</div>"
+            f'<div class="card"><h3>What we found</h3><p>{self.prose(self.a.summary)}</p>'
+            f"{self.flagged_headline()}{self.comparison()}</div>"
             f'<div class="card"><h3>Issues by severity</h3>{severity_chart(counts)}</div>'
-            f"{timings}"
             "</div></section>"
         )
+
+    def flagged_headline(self) -> str:
+        """How much of the table holds values flagged as wrong: the rows of flags.csv, counted by code.
+
+        (Not "the widest issue": that is often a fact about the table, such as a constant column touching
+        every row, and says nothing about how much of the data is wrong.)"""
+        run = self.a.run
+        if run is None or run.flaggedRows is None:
+            return ""
+        if run.flaggedRows == 0:
+            return (
+                '<p class="muted small">No value is flagged as wrong; the issues describe the table '
+                "(how it writes missing values, duplicates, empty or constant columns).</p>"
+            )
+        cells = f" ({plural(run.flaggedCells, 'flagged cell')})" if run.flaggedCells is not None else ""
+        return (
+            f'<p class="muted small"><b>{fmt_num(run.flaggedRows)} of {plural(self.p.rowCount, "row")} '
+            f"({self.share(run.flaggedRows)})</b> hold at least one value flagged as wrong{cells}: "
+            "the rows of flags.csv.</p>"
+        )
+
+    def run_details(self) -> str:
+        """For whoever runs Iterate, not for the data's owner: time per step and how the run was made."""
+        run = self.a.run
+        if run is None:
+            return ""
+        facts = [
+            ("Run", self.text(run.runId, 80)),
+            ("Started", self.text(run.startedAt, 40)),
+            ("Completed", self.text(self.a.completedAt, 40)),
+            ("Took", esc(_duration(run.durationMs))),
+            ("Engine", f"iterate {self.text(run.engineVersion, 40)}"),
+            ("Source file", self.name(run.sourceFile, 200)),
+            ("Content hash (SHA-256)", f"<span class='mono'>{self.text(run.contentHash, 80)}</span>"),
+        ]
+        detection = run.detection or {}
+        rate = detection.get("estimatedErrorRate")
+        if isinstance(rate, int | float):
+            facts.append(("Estimated share of wrong cells", esc(fmt_share(float(rate), 1.0))))
+        threshold = (detection.get("calibration") or {}).get("decide_at")
+        if isinstance(threshold, int | float):
+            facts.append(("A cell is flagged from probability", esc(fmt_num(threshold))))
+        table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
+        timings = ""
+        if run.timingsMs:
+            timings = (
+                f'<div class="card"><h3>Time per step</h3>{hbar_chart(self.step_bars(run.timingsMs))}'
+                '<p class="muted small">Reading the file, the detectors and the column statistics are parts of '
+                "the profile step, shown under it; the steps themselves follow one another.</p></div>"
+            )
+        return (
+            '<section id="run"><h2>Run details</h2><div class="grid2">'
+            f'<div class="card"><h3>How this run was made</h3><table class="t">{table}</table></div>'
+            f"{timings}</div></section>"
+        )
+
+    @staticmethod
+    def step_bars(timings: dict[str, float]) -> list[Bar]:
+        """The pipeline's steps in order, each followed by its parts (indented, lighter)."""
+        bars: list[Bar] = []
+        seen: set[str] = set()
+        for step, parts in PIPELINE_STEPS:
+            if step in timings:
+                bars.append(Bar(STEP_LABELS.get(step, step), timings[step], shown=_duration(timings[step])))
+                seen.add(step)
+            for part in parts:
+                if part in timings:
+                    label = "↳ " + STEP_LABELS.get(part, part)
+                    bars.append(Bar(label, timings[part], colour=PART_COLOUR, shown=_duration(timings[part])))
+                    seen.add(part)
+        for step, ms in timings.items():  # steps this page does not know yet
+            if step not in seen:
+                bars.append(Bar(step, ms, shown=_duration(ms)))
+        return bars[:16]
 
     def column_heat(self) -> str:
         cols = self.p.columns[: self.lim.columns]
@@ -246,29 +330,31 @@ class _Renderer:
         for c in cols:
             its = self.by_column.get(c.name, [])
             worst = min((i.severity for i in its), key=lambda s: SEVERITY_ORDER.get(s, 9), default=None)
-            share = max((i.evidence.affectedShare for i in its if i.evidence), default=0.5 if its else 0.0)
-            cells.append(HeatCell(visible(c.name), worst, len(its), share, _anchor("col", c.name)))
+            widest = max((self._rows(i) for i in its), default=0)
+            share = widest / self.p.rowCount if self.p.rowCount else 0.0
+            cells.append(
+                HeatCell(visible(c.name), worst, len(its), share, _anchor("col", c.name), self.share(widest))
+            )
         note = ""
         if len(self.p.columns) > len(cols):
             note = f'<p class="muted small">First {len(cols)} of {len(self.p.columns)} columns shown.</p>'
-        ranked = sorted(  # most issues first, then the worse ones, then the ones touching more rows
-            self.by_column.items(),
-            key=lambda kv: (
-                -len(kv[1]),
-                min(SEVERITY_ORDER.get(i.severity, 9) for i in kv[1]),
-                -max(self._rows(i) for i in kv[1]),
-                kv[0],
-            ),
-        )[:25]
-        stacked = stacked_severity_bars(
-            [(visible(name), _count_by(its, "severity")) for name, its in ranked], width=560
-        )
+        all_ranked = rank_columns(self.issues, self.p.columnCount)
+        ranked = all_ranked[:25]
+        stacked = stacked_severity_bars([(visible(name), _count_by(its, "severity")) for name, its in ranked])
+        if len(all_ranked) > len(ranked):
+            stacked += f'<p class="muted small">The first {len(ranked)} of {len(all_ranked)} columns with issues.</p>'
+        if self.whole_row:
+            kinds = ", ".join(dict.fromkeys(i.type.replace("_", " ") for i in self.whole_row))
+            stacked += (
+                f'<p class="muted small">Not counted per column: {plural(len(self.whole_row), "issue")} '
+                f"about whole rows ({esc(kinds)}).</p>"
+            )
         return (
             '<section id="columns-heat"><h2>Issues per column</h2><div class="card">'
-            '<p class="muted small">One square per column, in file order: colour = worst severity, '
-            "shade = share of rows affected, grey = no issue. Click a square to open its profile.</p>"
+            '<p class="muted small">One square per column, in file order: colour = its worst issue, '
+            "shade = share of rows its widest issue touches. Click a column with issues to open its profile.</p>"
             f"{heat_strip(cells)}{note}"
-            + (f'<h3 style="margin-top:16px">Most affected columns</h3>{stacked}' if ranked else "")
+            + (f'<h3 style="margin-top:16px">Columns with the most issues</h3>{stacked}' if ranked else "")
             + "</div></section>"
         )
 
@@ -293,7 +379,8 @@ class _Renderer:
                 f'<p class="muted small">{len(self.issues) - len(shown)} lower-ranked issues are left out of '
                 "this page; analysis.json lists them all.</p>"
             )
-        body = "".join(self.issue(i, n) for n, i in enumerate(shown))
+        body = f'<p class="muted small">{esc(self.numbering_note())}</p>' if shown else ""
+        body += "".join(self.issue(i, n) for n, i in enumerate(shown))
         if not self.issues:
             body = '<div class="card">No data-quality issues were found.</div>'
         return f'<section id="issues"><h2>Issues</h2>{filters}{body}{note}</section>'
@@ -304,14 +391,15 @@ class _Renderer:
         if len(issue.affectedColumns) > 12:
             cols_text += f" … (+{len(issue.affectedColumns) - 12})"
         search_text = " ".join(
-            clip(t, 300) for t in [issue.id, issue.type, issue.description, *issue.affectedColumns[:12]]
+            clip(t, 300)
+            for t in [issue.id, issue.type, singular_counts(issue.description), *issue.affectedColumns[:12]]
         ).lower()
         nums = []
         if ev is not None:
-            nums.append(f"<b>{fmt_num(ev.affectedRows)}</b> rows ({ev.affectedShare:.1%})")
-            nums.append(f"<b>{fmt_num(ev.affectedCells)}</b> cells")
+            nums.append(f"{self.count(ev.affectedRows, 'row')} ({self.share(ev.affectedRows)})")
+            nums.append(self.count(ev.affectedCells, "cell"))
         elif issue.affectedRows is not None:
-            nums.append(f"<b>{fmt_num(issue.affectedRows)}</b> rows")
+            nums.append(f"{self.count(issue.affectedRows, 'row')} ({self.share(issue.affectedRows)})")
         badges = (
             f'<span class="badge sev-{esc(issue.severity)}">{esc(issue.severity)}</span>'
             f'<span class="badge st-{esc(issue.status)}" title="{esc(STATUS_MEANING.get(issue.status, ""))}">'
@@ -322,13 +410,15 @@ class _Renderer:
         )
         parts = []
         if len(issue.description) > 220:  # the summary line already shows a short description in full
-            parts.append(f"<h4>Description</h4><p>{self.text(issue.description, self.issue_text)}</p>")
+            parts.append(f"<h4>Description</h4><p>{self.prose(issue.description, self.issue_text)}</p>")
         if issue.businessImpact:
-            parts.append(f"<h4>Business impact</h4><p>{self.text(issue.businessImpact, self.issue_text)}</p>")
-        parts.append(f"<h4>Suggested action</h4><p>{self.text(issue.suggestedAction, self.issue_text)}</p>")
+            parts.append(
+                f"<h4>Business impact</h4><p>{self.prose(issue.businessImpact, self.issue_text)}</p>"
+            )
+        parts.append(f"<h4>Suggested action</h4><p>{self.prose(issue.suggestedAction, self.issue_text)}</p>")
         if issue.temporalPattern:
             parts.append(
-                f"<h4>Pattern over time</h4><p>{self.text(issue.temporalPattern, self.issue_text)}</p>"
+                f"<h4>Pattern over time</h4><p>{self.prose(issue.temporalPattern, self.issue_text)}</p>"
             )
         if ev is not None:
             parts.append(self.evidence(issue))
@@ -344,7 +434,7 @@ class _Renderer:
             f'<details class="issue {esc(issue.severity)}" id="{_anchor("issue", issue.id)}" '
             f'data-sev="{esc(issue.severity)}" data-text="{esc(search_text)}"{" open" if n < 3 else ""}>'
             f'<summary><div><div class="badges">{badges}</div>'
-            f'<div class="title">{self.text(clip(issue.description, 220))}</div></div>'
+            f'<div class="title">{self.prose(clip(issue.description, 220))}</div></div>'
             f'<div class="nums">{" · ".join(nums)}</div>'
             f'<div class="cols">Columns: {esc(cols_text) or "—"}</div></summary>'
             f'<div class="body">{"".join(parts)}</div></details>'
@@ -355,42 +445,142 @@ class _Renderer:
         assert ev is not None
         out = [
             "<h4>Evidence</h4>",
-            f"<p>{fmt_num(ev.affectedCells)} cells in {fmt_num(ev.affectedRows)} rows "
-            f"({ev.affectedShare:.2%} of {fmt_num(self.p.rowCount)} rows).</p>",
+            f"<p>{plural(ev.affectedCells, 'cell')} in {plural(ev.affectedRows, 'row')} "
+            f"({self.share(ev.affectedRows)} of {plural(self.p.rowCount, 'row')}).</p>",
         ]
         examples = ev.examples[: self.examples]
         if examples:
-            has_expected = any(e.expected is not None for e in examples)
-            has_note = any(e.note for e in examples)
-            has_score = any(e.score is not None for e in examples)
-            head = "<tr><th class='num'>row</th><th>column</th><th>value</th>"
-            head += "<th>expected</th>" if has_expected else ""
-            head += "<th class='num' title='probability the value is wrong'>score</th>" if has_score else ""
-            head += "<th>note</th>" if has_note else ""
-            rows = []
-            for e in examples:
-                cells = f"<td class='num'>{e.row}</td><td>{self.name(e.column, 80)}</td><td>{self.val(e.value)}</td>"
-                if has_expected:
-                    cells += f"<td>{self.val(e.expected) if e.expected is not None else ''}</td>"
-                if has_score:
-                    cells += f"<td class='num'>{'' if e.score is None else f'{e.score:.2f}'}</td>"
-                if has_note:
-                    cells += f"<td>{self.text(e.note or '', 160)}</td>"
-                rows.append(f"<tr>{cells}</tr>")
-            more = ""
+            out.append(self.examples_table(issue, examples))
             if len(ev.examples) > len(examples):
-                more = f'<p class="muted small">{len(examples)} of {len(ev.examples)} examples shown.</p>'
-            out.append(f'<table class="t">{head}</tr>{"".join(rows)}</table>{more}')
+                out.append(
+                    f'<p class="muted small">{len(examples)} of {len(ev.examples)} examples shown.</p>'
+                )
         if ev.stats:
-            items = list(ev.stats.items())[: self.lim.stats_items]
             stat_rows = "".join(
-                f"<tr><th>{self.text(k, 80)}</th><td>{self.text(_compact(v), 160)}</td></tr>"
-                for k, v in items
+                f"<tr><th>{self.text(k, 80)}</th><td>{self.name(v, 160)}</td></tr>"
+                for k, v in fact_rows(ev.stats, limit=self.lim.stats_items)
             )
             out.append(
                 f'<details class="code"><summary>Statistics</summary><table class="t">{stat_rows}</table></details>'
             )
         return "".join(out)
+
+    def place(self, e: EvidenceExample) -> int | None:
+        """The example's line (or sheet row) in the file: as the reader recorded it, else from the numbering."""
+        if e.line is not None:
+            return e.line
+        numbering = self.p.rowNumbering
+        if numbering is not None and numbering.place and numbering.firstPlace is not None:
+            return numbering.firstPlace + e.row
+        return None
+
+    def examples_table(self, issue: Issue, examples: list[EvidenceExample]) -> str:
+        """The examples as a table: where each row is (0-based row and place in the file), the row's other
+        cells that explain or identify it, the value and what was expected; constant parts said once."""
+        columns = list(dict.fromkeys(e.column for e in examples))
+        one_column = len(columns) == 1
+        context = list(dict.fromkeys(k for e in examples for k in e.context))[:4]
+        places = [self.place(e) for e in examples]
+        has_place = any(p is not None for p in places)
+        has_expected = any(e.expected is not None for e in examples)
+        has_score = any(e.score is not None for e in examples)
+        notes = {e.note for e in examples}
+        shared_note = notes.pop() if len(notes) == 1 else None
+        has_note = shared_note is None and any(e.note for e in examples)
+        # Notes that all read "<statistic>: <number>" name the statistic once, in the header.
+        note_head, note_values = "note", [e.note or "" for e in examples]
+        prefixes = {n.rpartition(": ")[0] for n in note_values}
+        if has_note and len(prefixes) == 1 and "" not in prefixes:
+            note_head = prefixes.pop()
+            note_values = [n.rpartition(": ")[2] for n in note_values]
+        lead = ""
+        if not context and not has_expected and len({(e.column, e.value) for e in examples}) == 1:
+            # Every example holds the same value (a constant or empty column): say it once.
+            e = examples[0]
+            where = ", ".join(
+                self.row_text(x.row, p) for x, p in list(zip(examples, places, strict=True))[:5]
+            )
+            column = "" if e.column == "*" else f" in {self.name(e.column, 80)}"
+            end = ", …" if len(examples) > 5 else "."
+            return f"<p>Every example holds {self.val(e.value)}{column}: {where}{end}</p>"
+        if shared_note:
+            lead = f'<p class="muted small">Every example: {self.text(shared_note, 200)}.</p>'
+        unit = (self.p.rowNumbering.place if self.p.rowNumbering else None) or "line"
+        # (header text, its cell class, the label a phone shows beside each cell)
+        heads: list[tuple[str, str, str]] = [("row", "num", "row")]
+        if has_place:
+            heads.append((esc(unit), "num", unit))
+        heads += [(self.name(k, 60), "", visible(clip(k, 40))) for k in context]
+        if one_column and columns[0] == "*":  # a whole row, shown by its first values
+            heads.append(("the row (its first values)", "", "the row"))
+        elif one_column:
+            heads.append((self.name(columns[0], 60), "", visible(clip(columns[0], 40))))
+        else:
+            heads += [("column", "", "column"), ("value", "", "value")]
+        if has_expected:
+            expected = "usual value in its group" if issue.type == "dependency_violation" else "expected"
+            heads.append((expected, "", expected))
+        if has_score:
+            heads.append(("score", "num", "score"))
+        if has_note:
+            heads.append((self.text(note_head, 120), "", clip(note_head, 60)))
+        head = "".join(_cell("th", text, cls, title=HEAD_TITLES.get(label, "")) for text, cls, label in heads)
+        rows = []
+        for e, place, note in zip(examples, places, note_values, strict=True):
+            values = [str(e.row)]
+            if has_place:
+                values.append("" if place is None else str(place))
+            values += [self.val(e.context[k]) if k in e.context else "" for k in context]
+            if not one_column:
+                values.append(self.name(e.column, 80))
+            values.append(self.val(e.value))
+            if has_expected:
+                values.append(self.val(e.expected) if e.expected is not None else "")
+            if has_score:
+                values.append("" if e.score is None else f"{e.score:.2f}")
+            if has_note:
+                values.append(self.text(note, 160))
+            cells = "".join(
+                _cell("td", v, cls, label=label) for v, (_, cls, label) in zip(values, heads, strict=True)
+            )
+            rows.append(f"<tr>{cells}</tr>")
+        # More than five columns do not fit a phone side by side: such tables stack there (see report.css).
+        cls = "t ex stack" if len(heads) > 5 else "t ex"
+        return f'{lead}<table class="{cls}"><tr>{head}</tr>{"".join(rows)}</table>'
+
+    def row_text(self, row: int, place: int | None) -> str:
+        """A row as a sentence names it: "row 24 (line 26)", or "row 24" when its place is not known."""
+        if place is None:
+            return f"row {row}"
+        unit = (self.p.rowNumbering.place if self.p.rowNumbering else None) or "line"
+        return f"row {row} ({esc(unit)} {place})"
+
+    def numbering_note(self) -> str:
+        """Once per page: what a row number means here, and how to find the row in the file."""
+        n = self.p.rowNumbering
+        base = "Rows are data rows counted from 0, header excluded, as in flags.csv"
+        if n is None:
+            return f"{base}."
+        if n.place == "line" and n.firstPlace is not None:
+            return (
+                f"{base}: row 0 is line {n.firstPlace} of the file, so row r is on line r + {n.firstPlace}."
+            )
+        if n.place == "sheet row" and n.firstPlace is not None:
+            return (
+                f"{base}: row 0 is row {n.firstPlace} of the sheet, so row r is sheet row r + {n.firstPlace}."
+            )
+        if n.place == "line":
+            return f"{base}; the file skips lines between rows, so each example shows its own line."
+        if n.place == "sheet row":
+            return f"{base}; the sheet has blank rows between rows, so each example shows its own sheet row."
+        if n.format == "parquet":
+            return "Rows are counted from 0 in the file's order (as pandas and pyarrow number them), as in flags.csv."
+        if n.format == "jsonl":
+            return "Rows are the file's records counted from 0, as in flags.csv (a JSON array has no line per record)."
+        return (
+            f"{base}. Some values in this file span several lines (or blank lines sit between rows), "
+            "so a row number is not a line number."
+        )
 
     def investigation(self, inv: CodeInvestigation) -> str:
         if inv.success:
@@ -422,26 +612,26 @@ class _Renderer:
     def output_summary(self, output: Any) -> str:
         scalars = []
         if isinstance(output, dict):
-            scalars = [
-                (k, v) for k, v in output.items() if isinstance(v, str | int | float | bool) or v is None
-            ][: self.lim.stats_items]
+            scalars = fact_rows(output, limit=self.lim.stats_items, scalars_only=True)
         table = ""
         if scalars:
             rows = "".join(
-                f"<tr><th>{self.text(k, 80)}</th><td>{self.text(_compact(v), 160)}</td></tr>"
-                for k, v in scalars
+                f"<tr><th>{self.text(k, 80)}</th><td>{self.name(v, 160)}</td></tr>" for k, v in scalars
             )
             table = f'<table class="t">{rows}</table>'
-        full = self.text(_pretty(output), self.output_chars)
-        return f'{table}<details class="code"><summary>Full output</summary><pre class="out">{full}</pre></details>'
+        full = self.text(_pretty(rounded(output)), self.output_chars)
+        return (
+            f'{table}<details class="code"><summary>Full output (JSON; numbers to 4 significant digits)</summary>'
+            f'<pre class="out">{full}</pre></details>'
+        )
 
     def understanding(self) -> str:
         s = self.u.summary
-        obs = "".join(f"<li>{self.text(o, 1000)}</li>" for o in s.observations[:30])
+        obs = "".join(f"<li>{self.prose(o, 1000)}</li>" for o in s.observations[:30])
         cols = self.u.columns[: self.lim.columns]
         rows = "".join(
-            f"<tr><td><a href='#{_anchor('col', c.name)}'>{self.name(c.name, 80)}</a></td>"
-            f"<td class='mono small'>{self.text(c.semanticType or c.dataType, 40)}</td>"
+            f"<tr><td><a href='#{_anchor('col', c.name)}'>{self.name(c.name, 80)}</a>"
+            f"<div class='mono small muted kind'>{self.text(c.semanticType or c.dataType, 40)}</div></td>"
             f"<td>{self.text(c.description, 600)}</td></tr>"
             for c in cols
         )
@@ -459,8 +649,8 @@ class _Renderer:
             + (f'<h3>Observations</h3><ul class="obs">{obs}</ul>' if obs else "")
             + context
             + (
-                '<h3 style="margin-top:14px">Columns</h3><table class="t"><tr><th>column</th><th>type</th>'
-                f"<th>business meaning</th></tr>{rows}</table>{more}"
+                '<h3 style="margin-top:14px">Columns</h3><table class="t"><tr><th>column (kind)</th>'
+                f"<th>description</th></tr>{rows}</table>{more}"
                 if rows
                 else ""
             )
@@ -471,17 +661,18 @@ class _Renderer:
         p = self.p
         d = p.duplicates
         facts = [
-            f"<tr><th>Exact duplicate rows</th><td class='num'>{fmt_num(d.exactRows)}</td></tr>",
-            f"<tr><th>Duplicate groups</th><td class='num'>{fmt_num(d.exactGroups)}</td></tr>",
-            f"<tr><th>Near-duplicate rows</th><td class='num'>{fmt_num(d.nearRows)}</td></tr>",
+            f"<tr><th>Exact duplicate rows</th><td>{fmt_num(d.exactRows)}</td></tr>",
+            f"<tr><th>Duplicate groups</th><td>{fmt_num(d.exactGroups)}</td></tr>",
+            f"<tr><th>Near-duplicate rows</th><td>{fmt_num(d.nearRows)}</td></tr>",
             f"<tr><th>Missing-value marker</th><td>{self.val(p.nullMarker)}</td></tr>",
         ]
         keys = ", ".join(" + ".join(visible(clip(c, 60)) for c in k) for k in p.candidateKeys[:10])
         if keys:
             facts.append(f"<tr><th>Candidate keys</th><td>{esc(keys)}</td></tr>")
+        by_name = {c.name: c for c in p.columns}
         fds = "".join(
-            f"<tr><td>{esc(' + '.join(visible(clip(c, 60)) for c in fd.lhs))} → {self.name(fd.rhs, 60)}</td>"
-            f"<td class='num'>{fd.confidence:.1%}</td><td class='num'>{fmt_num(fd.violatingRows)}</td></tr>"
+            f"<tr><td>{self.name(dependency_phrase(fd, by_name), 240)}</td>"
+            f"<td class='num'>{fmt_share(fd.confidence, 1.0)}</td><td class='num'>{fmt_num(fd.violatingRows)}</td></tr>"
             for fd in p.functionalDependencies[:20]
         )
         notes = "".join(f"<li>{self.text(n, 500)}</li>" for n in p.readNotes[:20])
@@ -491,8 +682,11 @@ class _Renderer:
             + (f'<h3 style="margin-top:12px">Reading notes</h3><ul class="obs">{notes}</ul>' if notes else "")
             + "</div>"
             + (
-                '<div class="card"><h3>Functional dependencies</h3><table class="t"><tr><th>rule</th>'
-                f"<th class='num'>holds</th><th class='num'>violating rows</th></tr>{fds}</table></div>"
+                '<div class="card"><h3>Dependencies between columns</h3>'
+                '<p class="muted small">"Determines" is said only where the left column reads as a key (an '
+                "identifier or code); the others are patterns of this data, which may be coincidence.</p>"
+                '<table class="t"><tr><th>in this data</th>'
+                f"<th class='num'>rows that agree</th><th class='num'>rows that differ</th></tr>{fds}</table></div>"
                 if fds
                 else ""
             )
@@ -522,14 +716,12 @@ class _Renderer:
                 f'<a class="badge sev-{esc(worst)}" href="#{_anchor("issue", first.id)}">'
                 f"{len(its)} issue{'s' if len(its) != 1 else ''}</a>"
             )
-        n_total = c.count or 0
         stats = [
-            ("values", fmt_num(c.count)),
-            ("missing", f"{fmt_num(c.missing)}" + (f" ({c.missing / n_total:.1%})" if n_total else "")),
-            ("disguised missing", fmt_num(c.disguisedMissing)),
-            ("distinct", fmt_num(c.distinct)),
-            ("distinct ratio", f"{c.distinctRatio:.1%}"),
-            ("unique ratio", f"{c.uniqueRatio:.1%}"),
+            ("filled", f"{fmt_num(c.count)} ({self.share(c.count)})"),
+            ("missing", f"{fmt_num(c.missing)} ({self.share(c.missing)})"),
+            ("placeholders for missing", f"{fmt_num(c.disguisedMissing)} ({self.share(c.disguisedMissing)})"),
+            ("distinct values", fmt_num(c.distinct)),
+            ("seen once", f"{fmt_share(c.uniqueRatio, 1)} of filled"),
         ]
         if c.length is not None:
             stats.append(("length min/mean/max", f"{c.length.min} / {c.length.mean:.1f} / {c.length.max}"))
@@ -560,13 +752,16 @@ class _Renderer:
             ]
             chart += (
                 f'<div class="muted small" style="margin-top:6px">Top values ({len(tv)} of '
-                f"{fmt_num(c.distinct)} distinct)</div>{hbar_chart(bars, width=340)}"
+                f"{fmt_num(c.distinct)} distinct)</div>{hbar_chart(bars)}"
             )
         patterns = ""
         if c.patterns:
+            shown = c.patterns[:5]
+            legend = shape_legend([pt.value for pt in shown])
             patterns = (
                 '<div class="muted small" style="margin-top:6px">Shapes: '
-                + ", ".join(f"{self.val(pt.value)} ×{fmt_num(pt.count)}" for pt in c.patterns[:5])
+                + ", ".join(f"{self.val(pt.value)} ×{fmt_num(pt.count)}" for pt in shown)
+                + (f" <span>({esc(legend)})</span>" if legend else "")
                 + "</div>"
             )
         if c.dates is not None and c.dates.formats:
@@ -575,7 +770,7 @@ class _Renderer:
                 for f in c.dates.formats[:6]
             ]
             patterns += '<div class="muted small" style="margin-top:6px">Date formats</div>' + hbar_chart(
-                bars, width=340
+                bars
             )
         desc = f'<div class="desc">{self.text(description, 300)}</div>' if description else ""
         return (
@@ -592,7 +787,6 @@ class _Renderer:
             bits += [
                 f"run {self.text(run.runId, 80)}",
                 f"iterate {self.text(run.engineVersion, 40)}",
-                f"content hash <span class='mono'>{self.text(run.contentHash, 80)}</span>",
             ]
         return (
             '<footer class="wrap">Generated by Iterate · '
@@ -620,9 +814,10 @@ class _Renderer:
             f"{self.header()}"
             '<nav class="toc"><div class="wrap" style="padding:9px 24px">'
             '<a href="#summary">Summary</a><a href="#issues">Issues</a><a href="#columns-heat">Issues per column</a>'
-            '<a href="#understanding">Dataset</a><a href="#profile">Column profiles</a></div></nav>'
+            '<a href="#understanding">Dataset</a><a href="#profile">Column profiles</a>'
+            '<a href="#run">Run details</a></div></nav>'
             f'<main class="wrap">{self.notices()}{self.summary()}{self.issues_section()}{self.column_heat()}'
-            f"{self.understanding()}{self.profile_section()}</main>"
+            f"{self.understanding()}{self.profile_section()}{self.run_details()}</main>"
             f"{self.footer()}<script>{script}</script></body></html>\n"
         )
 
@@ -632,6 +827,36 @@ class _Renderer:
         return visible(self.page(), keep="\n\t")
 
 
+# The pipeline's steps in order, each with the parts timed inside it (their times overlap the step's).
+PIPELINE_STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("profile", ("read", "detect", "profile_table")),
+    ("understand", ()),
+    ("analyze", ()),
+    ("investigate", ()),
+    ("report", ()),
+)
+STEP_LABELS = {
+    "profile": "profile",
+    "read": "read the file",
+    "detect": "detectors",
+    "profile_table": "column statistics",
+}
+PART_COLOUR = "#a9bdd3"
+
+HEAD_TITLES = {
+    "row": "data row, counted from 0, header excluded (as in flags.csv)",
+    "score": "probability the value is wrong",
+}
+
+
+def _cell(tag: str, content: str, cls: str = "", *, title: str = "", label: str = "") -> str:
+    """One table cell around already-escaped `content`; `label` names it on a phone, where rows stack."""
+    attrs = f' class="{cls}"' if cls else ""
+    attrs += f' title="{esc(title)}"' if title else ""
+    attrs += f' data-l="{esc(label)}"' if label else ""
+    return f"<{tag}{attrs}>{content}</{tag}>"
+
+
 def _duration(ms: float) -> str:
     if ms < 1000:
         return f"{ms:.0f} ms"
@@ -639,13 +864,12 @@ def _duration(ms: float) -> str:
     return f"{s:.1f} s" if s < 120 else f"{int(s // 60)} min {int(s % 60)} s"
 
 
-def _compact(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, default=str, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return str(value)
+SHAPE_SYMBOLS = (("9", "a run of digits"), ("a", "a run of letters"), ("A", "a run of capitals"))
+
+
+def shape_legend(shapes: list[str]) -> str:
+    """What the symbols of these shapes stand for, naming only the symbols they use ("9 = a run of digits")."""
+    return ", ".join(f"{sym} = {meaning}" for sym, meaning in SHAPE_SYMBOLS if any(sym in s for s in shapes))
 
 
 def _pretty(value: Any) -> str:

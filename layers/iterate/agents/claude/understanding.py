@@ -6,7 +6,7 @@ from pydantic import Field
 
 from iterate.agents.claude.numbers import scrub
 from iterate.agents.claude.render import profile_brief, tagged
-from iterate.agents.offline.understanding import describe_column, entity_of, observations
+from iterate.agents.offline.understanding import describe_column, observations
 from iterate.contracts import Contract, DatasetProfile, DatasetSummary, DatasetUnderstanding
 from iterate.contracts.understanding import ColumnSummary
 from iterate.llm.session import CacheScope, LLMSession
@@ -62,7 +62,6 @@ def merge_understanding(profile: DatasetProfile, answer: UnderstandingAnswer) ->
     """Columns come from the profile (hallucinated ones are dropped, forgotten ones described offline);
     counts come from code."""
     described = {c.name: c.description.strip() for c in answer.columns if c.description.strip()}
-    entity = entity_of(profile)
     trusted = [profile.rowCount, profile.columnCount]
     for c in profile.columns:
         trusted += [c.missing, c.distinct, c.count]
@@ -70,7 +69,12 @@ def merge_understanding(profile: DatasetProfile, answer: UnderstandingAnswer) ->
         ColumnSummary(
             name=c.name,
             dataType=c.dataType,
-            description=scrub(described.get(c.name) or describe_column(c, entity), counts=trusted),
+            # Only the LLM's text is scrubbed of numbers code did not measure; the offline one is all code.
+            description=(
+                scrub(described[c.name], counts=trusted)
+                if c.name in described
+                else describe_column(c, profile)
+            ),
             sampleValues=[v.value[:60] for v in c.topValues[:5]],
             semanticType=c.semanticType,
         )

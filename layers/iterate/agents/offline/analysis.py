@@ -7,6 +7,7 @@ from collections import Counter
 from iterate.contracts import DatasetProfile, DatasetUnderstanding, Issue
 from iterate.issues import sort_issues
 from iterate.ports import AnalysisDraft
+from iterate.ranking import rank_columns
 
 
 class OfflineAnalysisAgent:
@@ -33,6 +34,22 @@ class OfflineAnalysisAgent:
         return AnalysisDraft(issues=issues, summary=summarize(issues, profile), notes=notes)
 
 
+def most_affected(issues: list[Issue], n_columns: int) -> str:
+    """A sentence naming the columns with the most issues (ranked as the report ranks them, whole-row issues
+    such as duplicates not counted per column); empty when no column has more than one issue."""
+    ranked = rank_columns(issues, n_columns)
+    top = len(ranked[0][1]) if ranked else 0
+    if top < 2:
+        return ""
+    tied = [c for c, its in ranked if len(its) == top]
+    names = [f"'{c}'" for c in tied[:3]]
+    if len(tied) > 3:
+        names.append(f"{len(tied) - 3} more")
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    each = " each" if len(tied) > 1 else ""
+    return f" {listed} {'has' if len(tied) == 1 else 'have'} the most issues ({top}{each})."
+
+
 def summarize(issues: list[Issue], profile: DatasetProfile) -> str:
     """A short summary whose every number comes from the issues and the profile."""
     if not issues:
@@ -41,17 +58,12 @@ def summarize(issues: list[Issue], profile: DatasetProfile) -> str:
             f"of {profile.name}."
         )
     by_sev = Counter(i.severity for i in issues)
-    flagged_cols = Counter(
-        c for i in issues if i.evidence and i.evidence.stats.get("flagged") for c in i.affectedColumns
-    )
     parts = [f"{by_sev[s]} {s}" for s in ("high", "medium", "low") if by_sev[s]]
-    worst = ", ".join(f"'{c}'" for c, _ in flagged_cols.most_common(3))
     text = (
-        f"{len(issues)} issues in {profile.rowCount:,} rows × {profile.columnCount} columns of {profile.name} "
-        f"({', '.join(parts)})."
+        f"{len(issues)} issue{'s' if len(issues) != 1 else ''} in {profile.rowCount:,} rows × "
+        f"{profile.columnCount} columns of {profile.name} ({', '.join(parts)})."
     )
-    if worst:
-        text += f" The columns with the most problems are {worst}."
+    text += most_affected(issues, profile.columnCount)
     quick = sum(1 for i in issues if i.category == "quick_fixes")
     if quick:
         text += f" {quick} can be fixed automatically; {len(issues) - quick} need a business decision."
