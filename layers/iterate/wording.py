@@ -42,3 +42,8 @@ def fmt_share(part: float, whole: float) -> str:
 def plural(n: int, word: str, many: str | None = None) -> str:
     """`n` and the word in the number it takes: "1 row", "2 rows", "1,503 rows"."""
     return f"{fmt_num(n)} {word if n == 1 else (many or word + 's')}"
+
+
+def agree(n: int, one: str, many: str) -> str:
+    """The verb (or phrase) in the number of its subject's count: agree(1, "is", "are") -> "is"."""
+    return one if n == 1 else many

@@ -564,3 +564,15 @@ def test_a_rule_with_common_exceptions_flags_nothing() -> None:
             rows["state"][i] = "NH"
     # When detecting, then none of its exceptions is flagged
     assert not {c for c in flagged(make_table(rows)) if c[1] == "state"}
+
+
+def test_descriptions_count_one_value_in_the_singular_and_explain_only_the_symbols_they_use() -> None:
+    # Given a column of codes written as digits and one dash, with one value that breaks the pattern
+    rows = {"code": [f"{i:03d}-{i * 7 % 1000:03d}" for i in range(200)]}
+    rows["code"][50] = "05x-350"
+    found = [f for f in detect(make_table(rows)).findings if f.detector == "shape"]
+    # When described, then one value is "1 value ... does not", and the legend names digits, not letters
+    assert len(found) == 1 and found[0].n_cells == 1
+    text = found[0].description
+    assert text.startswith("1 value in 'code' does not follow")
+    assert "9 is a run of digits" in text and "run of letters" not in text

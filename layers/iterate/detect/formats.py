@@ -15,6 +15,7 @@ from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import MAX_LISTED, Finding, cells, value_finding
 from iterate.profile._bytes import fast_shapes
 from iterate.profile.parse import decimal_convention, strftime_to_regex
+from iterate.wording import agree, plural
 
 # A number, optionally with a currency sign before it and a unit or percent sign after it.
 NUM_UNIT = (
@@ -61,6 +62,16 @@ def _regex_from_shapes(shapes: list[str], *, engine: str = "python", extra: tupl
                 out.append(re.escape(ch))
         parts.append("".join(out))
     return "^(?:" + "|".join(parts + list(extra)) + ")$"
+
+
+def _legend(shapes: list[str]) -> str:
+    """What the symbols of these shapes stand for, naming only those they use."""
+    parts = [
+        text
+        for symbol, text in (("9", "9 is a run of digits"), ("a", "a a run of letters"))
+        if any(symbol in s for s in shapes)
+    ]
+    return (", where " + " and ".join(parts)) if parts else ""
 
 
 def _convention_regex(shape: str, convention: str, *, thousands: bool) -> str | None:
@@ -183,8 +194,9 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
         ),
         description="",
         describe=lambda fd: (
-            f"{fd.n_cells:,} values in '{f.name}' do not follow the column's pattern ({pattern_desc}, where 9 is "
-            f"a run of digits and a a run of letters), which {weights[top].sum() / n:.1%} of its values follow; "
+            f"{plural(fd.n_cells, 'value')} in '{f.name}' {agree(fd.n_cells, 'does', 'do')} not follow the "
+            f"column's pattern ({pattern_desc}{_legend(dominant)}), which {weights[top].sum() / n:.1%} of its "
+            "values follow; "
             f"for example {', '.join(repr(f.column.value(int(r))) for r in fd.rows[:4])}."
             + (f" The column writes decimals with a decimal {convention}." if convention else "")
         ),
@@ -252,7 +264,8 @@ def detect_units(f: ColumnFacts) -> Finding | None:
         title=f"Numbers written with units in {f.name}",
         description="",
         describe=lambda fd: (
-            f"{fd.n_cells:,} values in '{f.name}' carry a unit or sign next to the number "
+            f"{plural(fd.n_cells, 'value')} in '{f.name}' {agree(fd.n_cells, 'carries', 'carry')} a unit or sign "
+            "next to the number "
             f"({', '.join(repr(s) for s in spell)}), and the column writes it in {len(real)} different ways; "
             "they cannot be summed or compared until the number is separated from the unit."
         ),
@@ -369,7 +382,8 @@ def detect_impossible_dates(f: ColumnFacts, cal: Calibration = DEFAULT) -> Findi
         title=f"Impossible dates or times in {name}",
         description="",
         describe=lambda fd: (
-            f"{fd.n_cells:,} values in '{name}' are laid out as its dates or times but name no real day or "
+            f"{plural(fd.n_cells, 'value')} in '{name}' {agree(fd.n_cells, 'is', 'are')} laid out as its dates or "
+            "times but name no real day or "
             f"time of day (e.g. {', '.join(repr(v) for v in fd.stats['bad_values'][:3])}), while {share:.1%} of "
             "its dates and times are real ones."
         ),

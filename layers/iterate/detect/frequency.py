@@ -15,6 +15,7 @@ import numpy as np
 from iterate.detect.calibration import DEFAULT, Calibration, repeat_discount, share_llr
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import MAX_LISTED, Finding, value_finding
+from iterate.wording import agree, plural
 
 
 def detect_rare_values(f: ColumnFacts, cal: Calibration = DEFAULT) -> Finding | None:
@@ -34,7 +35,8 @@ def detect_rare_values(f: ColumnFacts, cal: Calibration = DEFAULT) -> Finding | 
     def describe(fd: Finding) -> str:
         shown = ", ".join(repr(v) for v in fd.stats["bad_values"][:4])
         return (
-            f"{fd.n_cells:,} values in '{name}' are held by very few rows, while the column's values are "
+            f"{plural(fd.n_cells, 'value')} in '{name}' {agree(fd.n_cells, 'is', 'are')} held by very few rows, "
+            "while the column's values are "
             f"typically held by {typical:g}; other evidence agrees that they are wrong (e.g. {shown})."
         )
 
@@ -216,7 +218,8 @@ def _foreign_finding(f: ColumnFacts, ids: np.ndarray, homes: list[str], cal: Cal
     def describe(fd: Finding) -> str:
         values = ", ".join(repr(v) for v in fd.stats["bad_values"][:4])
         return (
-            f"{fd.n_cells:,} values in '{name}' ({values}) belong to the vocabulary of {shown}, where they are "
+            f"{plural(fd.n_cells, 'value')} in '{name}' ({values}) {agree(fd.n_cells, 'belongs', 'belong')} to "
+            f"the vocabulary of {shown}, where they are "
             f"common, and nowhere else in '{name}': a value typed into the wrong column."
         )
 

@@ -21,6 +21,7 @@ from iterate.detect.calibration import DEFAULT, Calibration, repeat_discount, sh
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import MAX_LISTED, Finding, value_finding
 from iterate.profile.parse import comma_to_point, decimal_convention
+from iterate.wording import agree, plural
 
 # A number with nothing left over: sign, digits with an optional point, exponent; or thousands groups.
 NUMBER = r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$"
@@ -186,7 +187,8 @@ def detect_invalid_numbers(f: ColumnFacts, m: NumericModel, cal: Calibration = D
         values = fd.stats["bad_values"]
         shown = ", ".join(repr(v) for v in values[:4])
         return (
-            f"{fd.n_cells:,} values in '{name}' ({len(values):,} distinct) do not read as a number, while "
+            f"{plural(fd.n_cells, 'value')} in '{name}' ({len(values):,} distinct) "
+            f"{agree(fd.n_cells, 'does', 'do')} not read as a number, while "
             f"{m.share:.1%} of the column's filled rows do; for example {shown}."
         )
 
@@ -254,7 +256,8 @@ def detect_precision(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT
 
     def describe(fd: Finding) -> str:
         return (
-            f"{fd.n_cells:,} numbers in '{name}' are written with {bound} or more decimals, while the column "
+            f"{plural(fd.n_cells, 'number')} in '{name}' {agree(fd.n_cells, 'is', 'are')} written with {bound} or "
+            "more decimals, while the column "
             f"usually writes {int(typical)}; for example "
             + ", ".join(repr(v) for v in fd.stats["bad_values"][:3])
             + ". Values like these are usually noise or a computation pasted over the recorded value."
@@ -470,7 +473,8 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
         where = f"{'on a log scale, ' if scale is not None and scale.log else ''}most values lie within "
         bulk = f" ({where}{low:.4g} … {high:.4g}; median {median:.4g})" if low is not None else ""
         return (
-            f"{fd.n_cells:,} values in '{name}' lie far outside the bulk of the column{bulk}, e.g. {shown}."
+            f"{plural(fd.n_cells, 'value')} in '{name}' {agree(fd.n_cells, 'lies', 'lie')} far outside the bulk "
+            f"of the column{bulk}, e.g. {shown}."
             + (" Some are negative in a column that otherwise never is." if sign_llr > 0 else "")
         )
 
@@ -542,7 +546,8 @@ def detect_code_width(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAUL
     def describe(fd: Finding) -> str:
         shown = ", ".join(repr(v) for v in fd.stats["bad_values"][:4])
         return (
-            f"{fd.n_cells:,} values in '{name}' are not {width} digits long, while {share:.1%} of the column's "
+            f"{plural(fd.n_cells, 'value')} in '{name}' {agree(fd.n_cells, 'is', 'are')} not {width} digits long, "
+            f"while {share:.1%} of the column's "
             f"rows are; for example {shown}. "
             + (
                 "A US zip code has five digits: shorter ones lost their leading zeros (often when the file "
@@ -596,7 +601,8 @@ def detect_float_written_integers(
     def describe(fd: Finding) -> str:
         shown = ", ".join(repr(v) for v in fd.stats["bad_values"][:4])
         return (
-            f"{fd.n_cells:,} values in '{name}' are whole numbers written as decimals ({shown}), while "
+            f"{plural(fd.n_cells, 'value')} in '{name}' {agree(fd.n_cells, 'is a whole number', 'are whole numbers')} "
+            f"written as decimals ({shown}), while "
             f"{share:.1%} of the column's rows write them as integers: they went through a floating-point "
             "conversion somewhere."
         )

@@ -23,6 +23,7 @@ from iterate.detect.context import ColumnFacts
 from iterate.detect.decide import MAX_ROWS_LISTED
 from iterate.detect.findings import Finding, cells
 from iterate.detect.numeric import NUMBER, NumericModel
+from iterate.wording import agree, plural
 
 MIN_ROWS = 50  # a sequence is judged on at least this many rows
 REACH = 3  # a value is checked against this many rows either side
@@ -106,7 +107,8 @@ def detect_sequence_breaks(f: ColumnFacts, m: NumericModel, cal: Calibration = D
         first = int(fd.rows[0])
         return (
             f"'{name}' advances by {step_text} from row to row in {share:.0%} of the table, but "
-            f"{fd.n_cells:,} values break that sequence: they differ from what the rows around them predict "
+            f"{plural(fd.n_cells, 'value')} {agree(fd.n_cells, 'breaks', 'break')} that sequence, off what the rows "
+            "around them predict "
             f"(e.g. row {first}: '{f.column.value(first)}'). A value pasted in from elsewhere breaks a "
             "counter or a timestamp like this."
         )

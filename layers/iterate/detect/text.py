@@ -7,6 +7,7 @@ import pyarrow.compute as pc
 
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import MAX_LISTED, Finding, cells
+from iterate.wording import agree, plural
 
 # Mojibake: UTF-8 bytes decoded as cp1252/latin-1 (Ã©, â€™, Â ), and the replacement character.
 MOJIBAKE = (
@@ -36,7 +37,8 @@ def detect_whitespace(f: ColumnFacts) -> Finding | None:
         title=f"Leading or trailing spaces in {f.name}",
         description="",
         describe=lambda fd: (
-            f"{fd.n_cells:,} values in '{f.name}' start or end with spaces that the other values "
+            f"{plural(fd.n_cells, 'value')} in '{f.name}' {agree(fd.n_cells, 'starts or ends', 'start or end')} "
+            "with spaces that the other values "
             "do not have; they will not match equal values in joins, filters and group-bys."
         ),
         suggested_action="Trim leading and trailing whitespace.",
@@ -74,7 +76,8 @@ def detect_encoding(f: ColumnFacts) -> Finding | None:
         title=f"Garbled characters in {f.name}",
         description="",
         describe=lambda fd: (
-            f"{fd.n_cells:,} values in '{f.name}' contain characters damaged by a wrong text "
+            f"{plural(fd.n_cells, 'value')} in '{f.name}' {agree(fd.n_cells, 'contains', 'contain')} characters "
+            "damaged by a wrong text "
             f"encoding (e.g. '{f.column.value(int(fd.rows[0]))}')."
         ),
         suggested_action="Re-export the source as UTF-8, or repair the values (the report shows the likely originals).",

@@ -11,6 +11,7 @@ from iterate.detect.calibration import DEFAULT
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import MAX_LISTED, Finding, cells
 from iterate.detect.textdist import DeletionIndex, bounded_distance, digits_of, plausible_typo, qgrams
+from iterate.wording import agree, plural
 
 MIN_FREQUENT = 3  # a value must be seen this often to be a reference spelling
 MAX_CANDIDATES = 20  # references checked by edit distance per value, the ones sharing the most grams
@@ -286,7 +287,8 @@ def _finding(
         title=f"Inconsistent {what} in {f.name}",
         description="",
         describe=lambda fd: (
-            f"{fd.n_cells:,} values in '{f.name}' ({len(fd.stats['canonical']):,} distinct) look like "
+            f"{plural(fd.n_cells, 'value')} in '{f.name}' ({len(fd.stats['canonical']):,} distinct) "
+            f"{agree(fd.n_cells, 'looks', 'look')} like "
             f"misspellings or variants of far more frequent values: "
             + "; ".join(f"'{k}' → '{v}'" for k, v in list(fd.stats["canonical"].items())[:4])
             + "."
