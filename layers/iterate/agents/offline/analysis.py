@@ -8,6 +8,7 @@ from iterate.contracts import DatasetProfile, DatasetUnderstanding, Issue
 from iterate.issues import sort_issues
 from iterate.ports import AnalysisDraft
 from iterate.ranking import rank_columns
+from iterate.wording import agree
 
 
 class OfflineAnalysisAgent:
@@ -66,5 +67,8 @@ def summarize(issues: list[Issue], profile: DatasetProfile) -> str:
     text += most_affected(issues, profile.columnCount)
     quick = sum(1 for i in issues if i.category == "quick_fixes")
     if quick:
-        text += f" {quick} can be fixed automatically; {len(issues) - quick} need a business decision."
+        text += (
+            f" {quick} {agree(quick, 'is a quick fix', 'are quick fixes')} (one mechanical change once you accept it); "
+            f"{len(issues) - quick} {agree(len(issues) - quick, 'needs', 'need')} a business decision."
+        )
     return text
