@@ -34,11 +34,21 @@ class StackConfig(BaseModel):
     # Keep data on `cdk destroy` by default; a throwaway dev stack may choose DESTROY.
     retain_data: bool = True
     log_retention_days: int = 30
-    # Caps what hostile investigation code can burn; needs 10 of the account's unreserved concurrency.
+    # The sandbox concurrency: caps what hostile investigation code can burn, for the whole account (every
+    # run shares it); needs that much of the account's unreserved concurrency. None: no reservation (and no
+    # cap). Invokes over it are throttled, and throttles wait with backoff (the ASL's RunInSandbox Retry).
     sandbox_reserved_concurrency: int | None = Field(default=10, ge=1)
+    # Investigations of one run at once (the Map's MaxConcurrency); None: the sandbox concurrency, at most 10.
+    investigation_concurrency: int | None = Field(default=None, ge=1, le=1000)
     sandbox_code_timeout_s: int = Field(default=30, ge=1, le=55)  # < the sandbox Lambda's 60 s
     # Template tests only: functions whose handler.py is missing are packaged from this placeholder dir.
     placeholder_code: Path | None = None
+
+    def map_concurrency(self) -> int:
+        """The investigation Map's MaxConcurrency: one run may use the whole sandbox concurrency, not more."""
+        if self.investigation_concurrency is not None:
+            return self.investigation_concurrency
+        return min(10, self.sandbox_reserved_concurrency or 10)
 
 
 class IterateStack(Stack):
@@ -106,6 +116,8 @@ class IterateStack(Stack):
             },
             table=self.storage.table,
             bucket_name=self.storage.bucket.bucket_name,
+            readable_objects=self.storage.objects(ARTIFACTS),
+            map_concurrency=config.map_concurrency(),
             log_retention=retention,
             removal_policy=removal,
         )

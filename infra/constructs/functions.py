@@ -18,6 +18,7 @@ from infra.constructs.layers import ARCHITECTURE, RUNTIME, LayersConstruct
 from infra.constructs.network import SandboxNetworkConstruct
 from infra.constructs.storage import ARTIFACTS, UPLOADS, VERSIONS, StorageConstruct
 from infra.nag import acknowledge, acknowledge_wildcard
+from infra.runtime import SANDBOX_INLINE_RESULT_BYTES, SANDBOX_MAX_OUTPUT_BYTES
 
 HANDLER = "handler.lambda_handler"
 CODE_EXCLUDES = ["__pycache__", "*.pyc", "tests", ".pytest_cache"]
@@ -224,6 +225,10 @@ class FunctionsConstruct(Construct):
             if spec.sandbox:
                 # The worker's address-space cap must sit below the function's memory, with room for Python.
                 env["ITERATE_SANDBOX_MEMORY_MB"] = str(spec.memory_mb * 3 // 4)
+                # Step Functions caps state at 256 KiB: output under it, and results over the inline cap go
+                # to S3 through the presigned PUT in the event (the state then carries their key).
+                env["ITERATE_SANDBOX_MAX_OUTPUT_BYTES"] = str(SANDBOX_MAX_OUTPUT_BYTES)
+                env["ITERATE_SANDBOX_INLINE_RESULT_BYTES"] = str(SANDBOX_INLINE_RESULT_BYTES)
                 # No active tracing here (no X-Ray rights, no route to it): keep the SDK from trying.
                 env["POWERTOOLS_TRACE_DISABLED"] = "true"
                 # Emptied after every invocation (and checked empty before the next): all of /tmp.

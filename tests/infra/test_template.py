@@ -84,15 +84,19 @@ def test_only_the_llm_functions_can_read_the_anthropic_secret(synth: Synth) -> N
 
 
 def test_every_asl_placeholder_is_substituted_with_the_right_function(synth: Synth) -> None:
-    # Given the ASL file the runtime engineer owns and the definition asset CDK staged from it
-    asl_text = (REPO / "statemachine" / "analysis.asl.json").read_text()
+    # Given the ASL file the runtime engineer owns and the definition CDK put in the template
+    asl = json.loads((REPO / "statemachine" / "analysis.asl.json").read_text())
     (sm,) = synth.of_type("AWS::StepFunctions::StateMachine").values()
-    staged = synth.outdir / f"asset.{sm['Properties']['DefinitionS3Location']['Key']}"
+    definition = sm["Properties"]["DefinitionString"]
     subs = sm["Properties"]["DefinitionSubstitutions"]
     # When the placeholders are collected
-    used = set(re.findall(r"\$\{([A-Za-z0-9_]+)\}", staged.read_text()))
-    # Then the staged definition is the file, and every placeholder has a substitution, none unused
-    assert json.loads(staged.read_text()) == json.loads(asl_text)
+    used = set(re.findall(r"\$\{([A-Za-z0-9_]+)\}", definition))
+    # Then the definition is the file but for the Map's concurrency (the stack's setting: the sandbox
+    # concurrency, at most 10), and every placeholder has a substitution, none unused
+    deployed = json.loads(definition)
+    assert deployed["States"]["InvestigateEach"].pop("MaxConcurrency") == 10
+    asl["States"]["InvestigateEach"].pop("MaxConcurrency")
+    assert deployed == asl
     assert used and used == set(subs)
     # and each `<Name>FunctionArn` points at the function built from functions/<name>/
     for placeholder, value in subs.items():
@@ -314,17 +318,40 @@ def test_sandbox_runs_in_isolated_subnets_behind_a_read_only_s3_endpoint(synth: 
     for kind in ("AWS::EC2::NatGateway", "AWS::EC2::InternetGateway", "AWS::EC2::EgressOnlyInternetGateway"):
         assert not synth.of_type(kind), kind
     assert not [r for r in synth.of_type("AWS::EC2::Route").values() if "GatewayId" in r["Properties"]]
-    # and the S3 endpoint only lets GetObject through, on the artifacts prefix
+    # and the S3 endpoint only lets GetObject through on the artifacts prefix, and PutObject on the result
+    # objects of investigations (a result too large for the state, through its presigned PUT)
     (endpoint,) = synth.of_type("AWS::EC2::VPCEndpoint").values()
-    (statement,) = endpoint["Properties"]["PolicyDocument"]["Statement"]
-    assert statement["Effect"] == "Allow"
-    assert statement["Action"] == "s3:GetObject"
+    read, write = endpoint["Properties"]["PolicyDocument"]["Statement"]
+    assert read["Effect"] == write["Effect"] == "Allow"
+    assert (read["Action"], write["Action"]) == ("s3:GetObject", "s3:PutObject")
     (bucket_id,) = [
         k
         for k, v in synth.of_type("AWS::S3::Bucket").items()
         if "NotificationConfiguration" in v["Properties"]
     ]
-    assert statement["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": [bucket_id, "Arn"]}, "/artifacts/*"]]}
+    arn = {"Fn::GetAtt": [bucket_id, "Arn"]}
+    assert read["Resource"] == {"Fn::Join": ["", [arn, "/artifacts/*"]]}
+    assert write["Resource"] == {"Fn::Join": ["", [arn, "/artifacts/*/investigations/*.result.json"]]}
+
+
+def test_sandbox_output_and_inline_result_caps_keep_every_state_under_256_kib(synth: Synth) -> None:
+    from iterate.aws.payloads import MAX_SANDBOX_CODE_BYTES, STATE_LIMIT_BYTES
+
+    env = synth.resources[synth.function_id("sandbox")]["Properties"]["Environment"]["Variables"]
+    output_cap = int(env["ITERATE_SANDBOX_MAX_OUTPUT_BYTES"])
+    inline_cap = int(env["ITERATE_SANDBOX_INLINE_RESULT_BYTES"])
+    # The code's output is refused past a cap below Step Functions' limit
+    assert 0 < output_cap < STATE_LIMIT_BYTES == 262_144
+    # and what the loop's state can hold at most (code, inline result, run and URLs) stays under it
+    assert MAX_SANDBOX_CODE_BYTES + inline_cap + 16 * 1024 < STATE_LIMIT_BYTES
+
+
+def test_state_machine_reads_the_map_items_from_the_artifacts_prefix_only(synth: Synth) -> None:
+    (sm,) = synth.of_type("AWS::StepFunctions::StateMachine").values()
+    role = sm["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    s3 = [s for s in synth.statements_of_role(role) if any(a.startswith("s3:") for a in actions_of(s))]
+    assert [actions_of(s) for s in s3] == [["s3:GetObject"]]
+    assert json.dumps(s3[0]["Resource"]).endswith('"/artifacts/*"]]}')
 
 
 def test_function_environment_follows_the_runtime_contract(synth: Synth) -> None:

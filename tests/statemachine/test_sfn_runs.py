@@ -103,7 +103,11 @@ def test_upload_runs_to_success_and_matches_the_local_command(
     assert run["status"] == "SUCCEEDED" and run["trigger"] == "s3" and run["mode"] == "offline"
     assert run["progress"]["percent"] == 100 and run["issueCount"] >= 3
     assert set(run["timingsMs"]) >= {"profile", "understand", "analyze", "report"}
-    assert run["investigationsDone"] == run["investigationsTotal"] == len(output["analysis"]["issueIds"])
+    assert run["investigationsDone"] == run["investigationsTotal"] == output["analysis"]["count"]
+    items = json.loads(
+        machine["s3"].get_object(Bucket=BUCKET, Key=output["analysis"]["itemsKey"])["Body"].read()
+    )
+    assert len(items) == output["analysis"]["count"] and output["analysis"]["itemsKey"].startswith(prefix)
     assert len(DynamoRunRepository(machine["table"], "alice").list_issues(run_id)) == run["issueCount"]
     # And every artifact is in S3 under artifacts/<owner>/<dataset>/<run>/
     assert prefix == f"artifacts/alice/orders/{run_id}/"
