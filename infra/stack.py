@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import CfnOutput, RemovalPolicy, Stack
+from aws_cdk import CfnOutput, RemovalPolicy, SecretValue, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -21,6 +21,7 @@ from infra.constructs.orchestration import OrchestrationConstruct
 from infra.constructs.storage import ARTIFACTS, StorageConstruct
 from infra.constructs.triggers import TriggersConstruct
 from infra.nag import acknowledge, acknowledge_wildcard
+from iterate.aws.secrets import SECRET_PLACEHOLDER
 
 
 class StackConfig(BaseModel):
@@ -76,11 +77,15 @@ class IterateStack(Stack):
             log_retention=retention,
             removal_policy=removal,
         )
+        # Created with a placeholder, not a generated random value: a random "key" would put every run in
+        # LLM mode against a key Anthropic refuses (each run "degraded"). The functions read the placeholder
+        # as no key (offline) until someone puts the real key in (infra/README.md).
         self.anthropic_secret = secretsmanager.Secret(
             self,
             "AnthropicApiKey",
-            description="Anthropic API key for Iterate's agents; set its value after the first deploy. "
-            "Without it the agents run offline.",
+            description="Anthropic API key for Iterate's agents: replace the placeholder with the key "
+            "(aws secretsmanager put-secret-value). Until then the agents run offline.",
+            secret_string_value=SecretValue.unsafe_plain_text(SECRET_PLACEHOLDER),
         )
         acknowledge(
             self.anthropic_secret,

@@ -354,6 +354,17 @@ def test_state_machine_reads_the_map_items_from_the_artifacts_prefix_only(synth:
     assert json.dumps(s3[0]["Resource"]).endswith('"/artifacts/*"]]}')
 
 
+def test_anthropic_secret_starts_as_a_placeholder_the_functions_read_as_no_key(synth: Synth) -> None:
+    from iterate.aws.secrets import SECRET_PLACEHOLDER, key_from_secret
+
+    (secret,) = synth.of_type("AWS::SecretsManager::Secret").values()
+    # No generated random value (a fresh stack would run in LLM mode with a key Anthropic refuses)
+    assert "GenerateSecretString" not in secret["Properties"]
+    assert secret["Properties"]["SecretString"] == SECRET_PLACEHOLDER
+    # and what it holds reads as "no key": the agents run offline until the real key is put there
+    assert key_from_secret(secret["Properties"]["SecretString"])[0] is None
+
+
 def test_function_environment_follows_the_runtime_contract(synth: Synth) -> None:
     env = {
         n: synth.resources[synth.function_id(n)]["Properties"]["Environment"]["Variables"]
