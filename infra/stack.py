@@ -42,6 +42,8 @@ class StackConfig(BaseModel):
     # Investigations of one run at once (the Map's MaxConcurrency); None: the sandbox concurrency, at most 10.
     investigation_concurrency: int | None = Field(default=None, ge=1, le=1000)
     sandbox_code_timeout_s: int = Field(default=30, ge=1, le=55)  # < the sandbox Lambda's 60 s
+    # Every alarm goes to one SNS topic; with an address, the topic also e-mails it (confirm the subscription).
+    alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
     # Template tests only: functions whose handler.py is missing are packaged from this placeholder dir.
     placeholder_code: Path | None = None
 
@@ -139,8 +141,21 @@ class IterateStack(Stack):
             log_retention=retention,
             removal_policy=removal,
         )
+        if self.orchestration.investigations_arn is None:
+            raise ValueError(
+                "the investigation Map needs a Label: its child executions' metrics are named by it"
+            )
         self.monitoring = MonitoringConstruct(
-            self, "Monitoring", state_machine=state_machine, dlq=self.triggers.dlq, functions=dict(fns)
+            self,
+            "Monitoring",
+            state_machine=state_machine,
+            investigations_arn=self.orchestration.investigations_arn,
+            dlq=self.triggers.dlq,
+            functions=dict(fns),
+            api=self.api.api,
+            table=self.storage.table,
+            alarm_email=config.alarm_email,
+            removal_policy=removal,
         )
         for name, value in {
             "BucketName": self.storage.bucket.bucket_name,
@@ -150,6 +165,7 @@ class IterateStack(Stack):
             "UserPoolId": self.api.user_pool.user_pool_id,
             "UserPoolClientId": self.api.client.user_pool_client_id,
             "AnthropicSecretArn": self.anthropic_secret.secret_arn,
+            "AlarmTopicArn": self.monitoring.topic.topic_arn,
         }.items():
             CfnOutput(self, name, value=value)
 

@@ -179,6 +179,16 @@ class OrchestrationConstruct(Construct):
                 )
             )
         self.distributed_map = uses_distributed_map(doc)
+        # Child executions of a distributed Map publish their metrics under "<machine>/<the Map's Label>".
+        labels = [
+            s["Label"] for _, s in iter_states(doc["States"]) if s.get("Type") == "Map" and s.get("Label")
+        ]
+        self.investigations_arn = (
+            f"arn:{Aws.PARTITION}:states:{Aws.REGION}:{Aws.ACCOUNT_ID}:stateMachine:"
+            f"{self.state_machine_name}/{labels[0]}"
+            if labels
+            else None
+        )
         if self.distributed_map:
             self._grant_child_executions(role)
         acknowledge(

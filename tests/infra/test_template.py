@@ -453,3 +453,105 @@ def test_gateway_body_models_are_exactly_the_api_schemas(synth: Synth) -> None:
         assert schema.pop("$schema") == "http://json-schema.org/draft-04/schema#"
         assert schema == components[name], name
         assert schema.get("additionalProperties") is False, name
+
+
+def _alarm_metrics(alarm: dict[str, Any]) -> set[tuple[str, str]]:
+    """(namespace, metric) of an alarm, whether on one metric or a math expression over several."""
+    props = alarm["Properties"]
+    if "MetricName" in props:
+        return {(props["Namespace"], props["MetricName"])}
+    return {
+        (m["MetricStat"]["Metric"]["Namespace"], m["MetricStat"]["Metric"]["MetricName"])
+        for m in props.get("Metrics", [])
+        if "MetricStat" in m
+    }
+
+
+def test_every_alarm_notifies_the_encrypted_alarm_topic(synth: Synth) -> None:
+    # Given the one SNS topic and every alarm
+    (topic_id, topic) = next(iter(synth.of_type("AWS::SNS::Topic").items()))
+    alarms = synth.of_type("AWS::CloudWatch::Alarm")
+    assert alarms
+    # Then each alarm and its recovery go to the topic
+    for alarm_id, alarm in alarms.items():
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}], alarm_id
+        assert alarm["Properties"]["OKActions"] == [{"Ref": topic_id}], alarm_id
+    # And the topic is encrypted with a rotated key CloudWatch may use, and refuses plain HTTP
+    key_id = topic["Properties"]["KmsMasterKeyId"]["Fn::GetAtt"][0]
+    key = synth.resources[key_id]["Properties"]
+    assert key["EnableKeyRotation"] is True
+    assert any(
+        s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
+        and "kms:GenerateDataKey*" in actions_of(s)
+        for s in key["KeyPolicy"]["Statement"]
+    )
+    (policy,) = synth.of_type("AWS::SNS::TopicPolicy").values()
+    assert any(
+        s["Effect"] == "Deny" and s.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    )
+    # And without an address in the context nobody is subscribed (the topic is there to subscribe to)
+    assert not synth.of_type("AWS::SNS::Subscription")
+
+
+def test_alarms_cover_api_errors_latency_throttles_map_failures_and_the_table(synth: Synth) -> None:
+    alarms = synth.of_type("AWS::CloudWatch::Alarm").values()
+    watched = set().union(*(_alarm_metrics(a) for a in alarms))
+    # Then the API's 5xx and latency, Step Functions throttles, every function's throttles, failed Map
+    # children and the table's errors and throttles each have an alarm
+    assert {
+        ("AWS/ApiGateway", "5XXError"),
+        ("AWS/ApiGateway", "Latency"),
+        ("AWS/States", "ExecutionThrottled"),
+        ("AWS/States", "ExecutionsFailed"),
+        ("AWS/Lambda", "Throttles"),
+        ("AWS/Lambda", "Errors"),
+        ("AWS/DynamoDB", "SystemErrors"),
+        ("AWS/DynamoDB", "ThrottledRequests"),
+        ("AWS/DynamoDB", "UserErrors"),
+    } <= watched
+    throttled = {
+        _refs(a["Properties"]["Dimensions"]).pop()
+        for a in alarms
+        if a["Properties"].get("MetricName") == "Throttles"
+    }
+    assert throttled == {synth.function_id(n) for n in _function_names()}
+    # And the Map alarm watches the child executions, named after the Map's label in the ASL
+    asl = json.loads((REPO / "statemachine" / "analysis.asl.json").read_text())
+    label = asl["States"]["InvestigateEach"]["Label"]
+    (children,) = [
+        a["Properties"]
+        for a in alarms
+        if a["Properties"].get("MetricName") == "ExecutionsFailed"
+        and "/" + label in json.dumps(a["Properties"]["Dimensions"])
+    ]
+    assert children["Namespace"] == "AWS/States"
+
+
+@pytest.fixture(scope="module")
+def configured(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The app synthesized with deployment context: an alarm address and a smaller sandbox concurrency."""
+    from infra.app import STACK_NAME, build_app
+
+    outdir = tmp_path_factory.mktemp("cdk.out.configured")
+    context = {"iterate:alarm_email": "ops@example.com", "iterate:sandbox_reserved_concurrency": 4}
+    app, _stack = build_app(outdir=outdir, placeholder_assets=True, context=context)
+    app.synth()
+    return Synth(outdir=outdir, template=json.loads((outdir / f"{STACK_NAME}.template.json").read_text()))
+
+
+def test_context_sets_the_alarm_address_and_the_sandbox_concurrency(configured: Synth) -> None:
+    # Given an alarm address and a sandbox concurrency of 4 in the context
+    (topic_id,) = configured.of_type("AWS::SNS::Topic")
+    (subscription,) = configured.of_type("AWS::SNS::Subscription").values()
+    # Then the topic e-mails that address
+    assert subscription["Properties"]["Protocol"] == "email"
+    assert subscription["Properties"]["Endpoint"] == "ops@example.com"
+    assert subscription["Properties"]["TopicArn"] == {"Ref": topic_id}
+    # And the sandbox reserves 4, and one run's Map never runs more investigations at once than that
+    sandbox = configured.resources[configured.function_id("sandbox")]["Properties"]
+    assert sandbox["ReservedConcurrentExecutions"] == 4
+    (sm,) = configured.of_type("AWS::StepFunctions::StateMachine").values()
+    assert (
+        json.loads(sm["Properties"]["DefinitionString"])["States"]["InvestigateEach"]["MaxConcurrency"] == 4
+    )
