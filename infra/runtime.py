@@ -12,3 +12,20 @@ SANDBOX_INLINE_RESULT_BYTES = 64 * 1024
 STATE_OVERHEAD_BYTES = 16 * 1024  # the run, two presigned URLs, attempt counters (measured: ~4 KB)
 assert SANDBOX_MAX_OUTPUT_BYTES < STATE_LIMIT_BYTES
 assert MAX_SANDBOX_CODE_BYTES + SANDBOX_INLINE_RESULT_BYTES + STATE_OVERHEAD_BYTES < STATE_LIMIT_BYTES
+
+# The DynamoDB actions each function's code makes (iterate.storage.dynamo, through its steps or routes), and
+# nothing more: no Scan anywhere, DeleteItem only where a route deletes. "Query" is a query of the table,
+# "Query:GSI1" one of its index (an owner's runs of one dataset). tests/statemachine records every call a run
+# and the API make and checks it against this.
+TABLE_ACCESS: dict[str, frozenset[str]] = {
+    "profile": frozenset({"GetItem", "PutItem", "UpdateItem"}),  # claim, run, upload, run slot
+    "understand": frozenset({"GetItem", "UpdateItem"}),
+    "analyze": frozenset({"GetItem", "UpdateItem", "Query:GSI1"}),  # the previous run, for the comparison
+    "investigate": frozenset({"GetItem", "UpdateItem"}),
+    "sandbox": frozenset(),
+    "report": frozenset({"GetItem", "UpdateItem", "BatchWriteItem"}),  # the issues, in batches
+    "record_failure": frozenset({"GetItem", "PutItem", "UpdateItem"}),
+    "followup": frozenset({"GetItem", "PutItem", "UpdateItem", "Query"}),
+    # Schedules, idempotency keys and runs refused before they started are deleted.
+    "api": frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Query:GSI1"}),
+}

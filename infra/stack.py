@@ -39,6 +39,8 @@ class StackConfig(BaseModel):
     # run shares it); needs that much of the account's unreserved concurrency. None: no reservation (and no
     # cap). Invokes over it are throttled, and throttles wait with backoff (the ASL's RunInSandbox Retry).
     sandbox_reserved_concurrency: int | None = Field(default=10, ge=1)
+    # Runs of one owner in progress at once (the API answers 429 past it; uploads and schedules wait).
+    owner_concurrent_runs: int = Field(default=5, ge=1)
     # Investigations of one run at once (the Map's MaxConcurrency); None: the sandbox concurrency, at most 10.
     investigation_concurrency: int | None = Field(default=None, ge=1, le=1000)
     sandbox_code_timeout_s: int = Field(default=30, ge=1, le=55)  # < the sandbox Lambda's 60 s
@@ -109,6 +111,7 @@ class IterateStack(Stack):
             removal_policy=removal,
             sandbox_reserved_concurrency=config.sandbox_reserved_concurrency,
             sandbox_code_timeout_s=config.sandbox_code_timeout_s,
+            max_concurrent_runs=config.owner_concurrent_runs,
             placeholder_code=config.placeholder_code,
         )
         fns = self.functions.functions

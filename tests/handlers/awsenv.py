@@ -34,6 +34,7 @@ PLACEHOLDER = {
     "record_failure": "RecordFailureFunctionArn",
 }
 _LOAD_LOCK = threading.Lock()
+_RUNNING = threading.local()  # which function's handler this thread is running (for the AWS call record)
 UPLOAD_KEY = "uploads/alice/orders/orders.csv"
 # Step Functions' cap on any state's input or output (UTF-8 JSON). Over it, AWS fails the execution with
 # States.DataLimitExceeded, which no Catch (not even States.ALL) handles; moto's interpreter lets States.ALL
@@ -215,6 +216,7 @@ class Calls(list[tuple[str, dict[str, Any]]]):
         super().__init__()
         self.failures: list[tuple[str, str]] = []
         self.state_sizes: list[tuple[str, int]] = []
+        self.aws_calls: set[tuple[str, str, str, str | None]] = set()
         self._lock = threading.Lock()
 
     def record_size(self, state: str, value: Any) -> None:
@@ -225,6 +227,49 @@ class Calls(list[tuple[str, dict[str, Any]]]):
     def oversized(self, limit: int = STATE_LIMIT_BYTES) -> list[tuple[str, int]]:
         """States whose output (or a Lambda result) reached the limit: each would fail the run on AWS."""
         return [(name, size) for name, size in self.state_sizes if size >= limit]
+
+    def table_actions(self) -> dict[str, set[str]]:
+        """The DynamoDB actions each function made ("Query:GSI1" for a query of the index), as IAM names them."""
+        used: dict[str, set[str]] = {}
+        for function, service, operation, index in self.aws_calls:
+            if service == "dynamodb":
+                used.setdefault(function, set()).add(operation + (f":{index}" if index else ""))
+        return used
+
+
+@contextmanager
+def as_function(name: str) -> Iterator[None]:
+    """Mark this thread as running functions/<name>'s handler (the AWS calls it makes are its own)."""
+    previous = getattr(_RUNNING, "name", None)
+    _RUNNING.name = name
+    try:
+        yield
+    finally:
+        _RUNNING.name = previous
+
+
+@contextmanager
+def record_aws_calls(calls: Calls) -> Iterator[None]:
+    """Record (function, service, operation, index) of every botocore call a handler makes."""
+    from botocore.client import BaseClient
+
+    real = BaseClient._make_api_call
+
+    def recording(self: Any, operation_name: str, api_params: dict[str, Any]) -> Any:
+        function = getattr(_RUNNING, "name", None)
+        if function is not None:
+            entry = (
+                function,
+                self.meta.service_model.service_name,
+                operation_name,
+                api_params.get("IndexName"),
+            )
+            with calls._lock:
+                calls.aws_calls.add(entry)
+        return real(self, operation_name, api_params)
+
+    with mock.patch.object(BaseClient, "_make_api_call", recording):
+        yield
 
 
 class StateOverLimitError(AssertionError):
@@ -283,7 +328,8 @@ def route_lambdas(overrides: dict[str, Handler] | None = None, *, size_check: bo
         calls.append((name, event))
         try:
             handler = handlers.get(name) or load_handler(name).lambda_handler
-            result = handler(event, FakeContext(f"iterate-{name}"))
+            with as_function(name):
+                result = handler(event, FakeContext(f"iterate-{name}"))
         except Exception as exc:
             calls.failures.append((name, "".join(traceback.format_exception(exc))))
             response_headers["x-amz-function-error"] = "Unhandled"
@@ -313,6 +359,7 @@ def route_lambdas(overrides: dict[str, Handler] | None = None, *, size_check: bo
         mock.patch.object(LambdaSimpleBackend, "invoke", invoke),
         mock.patch.object(DynamoHandler, "call_action", call_action),
         check_state_sizes(calls),
+        record_aws_calls(calls),
     ):
         yield calls
     if size_check and calls.oversized():

@@ -228,7 +228,7 @@ def test_api_has_every_route_of_the_issue_with_body_models(synth: Synth) -> None
         ("POST", "/datasets/{dataset_id}/runs"), ("GET", "/runs/{run_id}"), ("DELETE", "/runs/{run_id}"),
         ("GET", "/runs/{run_id}/issues"), ("GET", "/runs/{run_id}/report"),
         ("POST", "/issues/{issue_ref}/followup"), ("PUT", "/datasets/{dataset_id}/schedule"),
-        ("DELETE", "/datasets/{dataset_id}/schedule"),
+        ("DELETE", "/datasets/{dataset_id}/schedule"), ("GET", "/datasets/{dataset_id}/runs"),
     }  # fmt: skip
     paths = _api_paths(synth)
     methods = {
@@ -241,6 +241,13 @@ def test_api_has_every_route_of_the_issue_with_body_models(synth: Synth) -> None
         for (v, path), props in methods.items():
             if v == verb:
                 assert props.get("RequestModels", {}).get("application/json"), (v, path)
+    # and the list routes take their page parameters, the run start its Idempotency-Key, none required
+    for path in ("/datasets", "/datasets/{dataset_id}/runs", "/runs/{run_id}/issues"):
+        params = methods[("GET", path)]["RequestParameters"]
+        assert params["method.request.querystring.limit"] is False, path
+        assert params["method.request.querystring.nextToken"] is False, path
+    start = methods[("POST", "/datasets/{dataset_id}/runs")]["RequestParameters"]
+    assert start["method.request.header.idempotency-key"] is False
     followup = methods[("POST", "/issues/{issue_ref}/followup")]["Integration"]["Uri"]
     assert synth.function_id("followup") in _refs(followup)
     assert synth.function_id("api") in _refs(methods[("GET", "/runs/{run_id}")]["Integration"]["Uri"])
@@ -279,7 +286,7 @@ def test_no_function_but_the_api_may_write_uploads_and_none_may_delete(synth: Sy
     assert writers == {"api"}  # it presigns the caller's upload; the pipeline never rewrites an input
 
 
-def test_table_has_owner_keys_gsi1_pitr_and_ttl(synth: Synth) -> None:
+def test_table_has_owner_keys_gsi1_for_runs_by_dataset_pitr_and_ttl(synth: Synth) -> None:
     (table,) = synth.of_type("AWS::DynamoDB::Table").values()
     props = table["Properties"]
     assert props["KeySchema"] == [
@@ -555,3 +562,51 @@ def test_context_sets_the_alarm_address_and_the_sandbox_concurrency(configured: 
     assert (
         json.loads(sm["Properties"]["DefinitionString"])["States"]["InvestigateEach"]["MaxConcurrency"] == 4
     )
+
+
+def test_each_function_holds_exactly_the_table_actions_its_code_makes(synth: Synth) -> None:
+    from infra.runtime import TABLE_ACCESS
+
+    (table_id,) = synth.of_type("AWS::DynamoDB::Table")
+    table_arn = {"Fn::GetAtt": [table_id, "Arn"]}
+    index_arn = {"Fn::Join": ["", [table_arn, "/index/GSI1"]]}
+    for name in _function_names():
+        granted: set[str] = set()
+        for s in synth.statements_of_role(synth.role_of(synth.function_id(name))):
+            for action in actions_of(s):
+                if not action.startswith("dynamodb:"):
+                    continue
+                resources = s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]
+                for resource in resources:
+                    # Only the table and its one index, each named exactly: no index/* or table/* wildcard
+                    assert resource in (table_arn, index_arn), (name, resource)
+                    suffix = ":GSI1" if resource == index_arn else ""
+                    granted.add(action.removeprefix("dynamodb:") + suffix)
+        # Then each role holds what infra/runtime.py lists (checked against real calls in tests/statemachine)
+        assert granted == TABLE_ACCESS[name], name
+        # and nothing reads the whole table, and only the API deletes (schedules, idempotency keys)
+        assert "Scan" not in granted and ("DeleteItem" in granted) == (name == "api"), name
+        assert not {"BatchGetItem", "TransactWriteItems", "PartiQLSelect"} & granted, name
+    # And the index is queried by exactly the functions that list a dataset's runs
+    readers = {n for n in _function_names() if "Query:GSI1" in TABLE_ACCESS[n]}
+    assert readers == {"api", "analyze"}
+
+
+def test_followup_holds_no_s3_right_and_only_the_api_writes_under_uploads(synth: Synth) -> None:
+    # The follow-up conversation writes no data; a versions/ write belongs to the step that applies fixes
+    statements = synth.statements_of_role(synth.role_of(synth.function_id("followup")))
+    assert not [a for s in statements for a in actions_of(s) if a.startswith("s3:")]
+    for name in _function_names():
+        for s in synth.statements_of_role(synth.role_of(synth.function_id(name))):
+            if "s3:PutObject" in actions_of(s):
+                assert "/versions/" not in json.dumps(s["Resource"]), name
+
+
+def test_the_user_pool_client_has_no_oauth_flow_or_callback_url(synth: Synth) -> None:
+    (client,) = synth.of_type("AWS::Cognito::UserPoolClient").values()
+    props = client["Properties"]
+    # SRP sign-in from the application only: no implicit (or any) OAuth grant, no example.com callback
+    assert props["AllowedOAuthFlowsUserPoolClient"] is False
+    assert not {"AllowedOAuthFlows", "CallbackURLs", "LogoutURLs", "AllowedOAuthScopes"} & props.keys()
+    assert props["SupportedIdentityProviders"] == ["COGNITO"]
+    assert "ALLOW_USER_SRP_AUTH" in props["ExplicitAuthFlows"] and props["GenerateSecret"] is False

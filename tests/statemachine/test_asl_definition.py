@@ -139,3 +139,15 @@ def test_every_state_is_reachable_and_paths_are_simple(asl: dict[str, Any]) -> N
     text = ASL.read_text(encoding="utf-8")
     assert "JSONata" not in text and "QueryLanguage" not in text
     assert not re.search(r"\[\d+\]\.", text), "index-then-field paths misbehave in moto"
+
+
+def test_a_run_over_its_owners_limit_waits_in_profile_dataset(asl: dict[str, Any]) -> None:
+    (wait,) = [
+        r for r in asl["States"]["ProfileDataset"]["Retry"] if "RunLimitReachedError" in r["ErrorEquals"]
+    ]
+    assert wait["ErrorEquals"] == ["RunLimitReachedError"]
+    waits = [
+        min(wait["IntervalSeconds"] * wait["BackoffRate"] ** n, wait["MaxDelaySeconds"])
+        for n in range(wait["MaxAttempts"])
+    ]
+    assert sum(waits) >= 15 * 60, waits  # a quarter of an hour at least, before RecordFailure says why

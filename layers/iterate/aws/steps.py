@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import shutil
@@ -49,7 +50,7 @@ from iterate.aws.secrets import settings_with_secret
 from iterate.contracts import CodeInvestigation
 from iterate.investigate import GenerationFailed
 from iterate.settings import Settings
-from iterate.storage.dynamo import TERMINAL, DynamoRunRepository, RunTransitionError
+from iterate.storage.dynamo import TERMINAL, DynamoRunRepository, RunLimitReachedError, RunTransitionError
 from iterate.storage.s3 import S3ArtifactStore
 
 # Share of the progress bar each step owns (percent from, to).
@@ -291,6 +292,13 @@ def profile(payload: ProfileInput, deps: AwsDeps, *, execution_id: str) -> Profi
             return ProfileOutput(duplicate=True, duplicateOf=earlier)
         repo.record_upload(run.datasetId, run.source.model_dump(mode="json"))
     _start_run(repo, run, execution_id)
+    try:
+        # Counted among the owner's runs in progress (a run the API started holds its slot already).
+        repo.acquire_run_slot(run.runId, deps.config.max_concurrent_runs)
+    except RunLimitReachedError:
+        with contextlib.suppress(RunTransitionError):
+            repo.update_progress(run.runId, step="profile", percent=0, message="waiting for a free run slot")
+        raise  # the ASL retries this with backoff; after that, RecordFailure records why
     work = Path(tempfile.mkdtemp(prefix="iterate-", dir=deps.work_dir))
     try:
         local = work / (file_name or "upload")
@@ -632,6 +640,7 @@ def report(payload: StepInput, deps: AwsDeps) -> ReportOutput:
             analysisKey=f"{run.prefix}analysis.json",
             progress={"step": "report", "percent": 100, "message": "done"},
         )
+    repo.release_run_slot(run.runId)
     publish_completion(
         deps,
         {
@@ -692,6 +701,7 @@ def record_failure(payload: FailureInput, deps: AwsDeps, *, execution_id: str) -
         status = existing["status"]
     else:
         repo.transition(run.runId, from_status=existing["status"], to_status="FAILED", **fields)
+    repo.release_run_slot(run.runId)
     logger.error("run failed", error=error.Error, reason=reason)
     metrics.add_metric(name="RunsFailed", unit="Count", value=1)
     publish_completion(
