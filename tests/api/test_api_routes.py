@@ -67,6 +67,7 @@ def test_another_owners_ids_answer_404_on_every_route(call: Any, world: dict[str
     # When bob uses alice's ids on every route
     attempts = [
         ("GET", f"/datasets/{dataset_id}", None),
+        ("GET", f"/datasets/{dataset_id}/runs", None),
         ("POST", f"/datasets/{dataset_id}/runs", {}),
         ("PUT", f"/datasets/{dataset_id}/schedule", {"expression": "rate(1 hour)"}),
         ("DELETE", f"/datasets/{dataset_id}/schedule", None),
