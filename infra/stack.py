@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import CfnOutput, RemovalPolicy, Stack
+from aws_cdk import CfnOutput, RemovalPolicy, SecretValue, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -21,6 +21,7 @@ from infra.constructs.orchestration import OrchestrationConstruct
 from infra.constructs.storage import ARTIFACTS, StorageConstruct
 from infra.constructs.triggers import TriggersConstruct
 from infra.nag import acknowledge, acknowledge_wildcard
+from iterate.aws.secrets import SECRET_PLACEHOLDER
 
 
 class StackConfig(BaseModel):
@@ -34,11 +35,25 @@ class StackConfig(BaseModel):
     # Keep data on `cdk destroy` by default; a throwaway dev stack may choose DESTROY.
     retain_data: bool = True
     log_retention_days: int = 30
-    # Caps what hostile investigation code can burn; needs 10 of the account's unreserved concurrency.
+    # The sandbox concurrency: caps what hostile investigation code can burn, for the whole account (every
+    # run shares it); needs that much of the account's unreserved concurrency. None: no reservation (and no
+    # cap). Invokes over it are throttled, and throttles wait with backoff (the ASL's RunInSandbox Retry).
     sandbox_reserved_concurrency: int | None = Field(default=10, ge=1)
+    # Runs of one owner in progress at once (the API answers 429 past it; uploads and schedules wait).
+    owner_concurrent_runs: int = Field(default=5, ge=1)
+    # Investigations of one run at once (the Map's MaxConcurrency); None: the sandbox concurrency, at most 10.
+    investigation_concurrency: int | None = Field(default=None, ge=1, le=1000)
     sandbox_code_timeout_s: int = Field(default=30, ge=1, le=55)  # < the sandbox Lambda's 60 s
+    # Every alarm goes to one SNS topic; with an address, the topic also e-mails it (confirm the subscription).
+    alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
     # Template tests only: functions whose handler.py is missing are packaged from this placeholder dir.
     placeholder_code: Path | None = None
+
+    def map_concurrency(self) -> int:
+        """The investigation Map's MaxConcurrency: one run may use the whole sandbox concurrency, not more."""
+        if self.investigation_concurrency is not None:
+            return self.investigation_concurrency
+        return min(10, self.sandbox_reserved_concurrency or 10)
 
 
 class IterateStack(Stack):
@@ -66,11 +81,15 @@ class IterateStack(Stack):
             log_retention=retention,
             removal_policy=removal,
         )
+        # Created with a placeholder, not a generated random value: a random "key" would put every run in
+        # LLM mode against a key Anthropic refuses (each run "degraded"). The functions read the placeholder
+        # as no key (offline) until someone puts the real key in (infra/README.md).
         self.anthropic_secret = secretsmanager.Secret(
             self,
             "AnthropicApiKey",
-            description="Anthropic API key for Iterate's agents; set its value after the first deploy. "
-            "Without it the agents run offline.",
+            description="Anthropic API key for Iterate's agents: replace the placeholder with the key "
+            "(aws secretsmanager put-secret-value). Until then the agents run offline.",
+            secret_string_value=SecretValue.unsafe_plain_text(SECRET_PLACEHOLDER),
         )
         acknowledge(
             self.anthropic_secret,
@@ -92,6 +111,7 @@ class IterateStack(Stack):
             removal_policy=removal,
             sandbox_reserved_concurrency=config.sandbox_reserved_concurrency,
             sandbox_code_timeout_s=config.sandbox_code_timeout_s,
+            max_concurrent_runs=config.owner_concurrent_runs,
             placeholder_code=config.placeholder_code,
         )
         fns = self.functions.functions
@@ -106,6 +126,8 @@ class IterateStack(Stack):
             },
             table=self.storage.table,
             bucket_name=self.storage.bucket.bucket_name,
+            readable_objects=self.storage.objects(ARTIFACTS),
+            map_concurrency=config.map_concurrency(),
             log_retention=retention,
             removal_policy=removal,
         )
@@ -122,8 +144,21 @@ class IterateStack(Stack):
             log_retention=retention,
             removal_policy=removal,
         )
+        if self.orchestration.investigations_arn is None:
+            raise ValueError(
+                "the investigation Map needs a Label: its child executions' metrics are named by it"
+            )
         self.monitoring = MonitoringConstruct(
-            self, "Monitoring", state_machine=state_machine, dlq=self.triggers.dlq, functions=dict(fns)
+            self,
+            "Monitoring",
+            state_machine=state_machine,
+            investigations_arn=self.orchestration.investigations_arn,
+            dlq=self.triggers.dlq,
+            functions=dict(fns),
+            api=self.api.api,
+            table=self.storage.table,
+            alarm_email=config.alarm_email,
+            removal_policy=removal,
         )
         for name, value in {
             "BucketName": self.storage.bucket.bucket_name,
@@ -133,6 +168,7 @@ class IterateStack(Stack):
             "UserPoolId": self.api.user_pool.user_pool_id,
             "UserPoolClientId": self.api.client.user_pool_client_id,
             "AnthropicSecretArn": self.anthropic_secret.secret_arn,
+            "AlarmTopicArn": self.monitoring.topic.topic_arn,
         }.items():
             CfnOutput(self, name, value=value)
 

@@ -7,8 +7,11 @@
 #   endpoint's prefix list; the endpoint policy limited to GetObject on the artifacts bucket;
 # - reserved concurrency (blast-radius cap), timeout > ITERATE_SANDBOX_TIMEOUT_S + about 15 s for download
 #   and start-up, memory above ITERATE_SANDBOX_MEMORY_MB plus the loaded dataset, ephemeral storage for it;
-# - env: ITERATE_SANDBOX_TIMEOUT_S, ITERATE_SANDBOX_MEMORY_MB, ITERATE_SANDBOX_MAX_OUTPUT_BYTES, and
-#   ITERATE_SANDBOX_SCRATCH=/tmp (the only writable place, emptied after every invocation).
+# - env: ITERATE_SANDBOX_TIMEOUT_S, ITERATE_SANDBOX_MEMORY_MB, ITERATE_SANDBOX_MAX_OUTPUT_BYTES (below Step
+#   Functions' 256 KiB), ITERATE_SANDBOX_INLINE_RESULT_BYTES, and ITERATE_SANDBOX_SCRATCH=/tmp (the only writable
+#   place, emptied after every invocation);
+# - the S3 endpoint also lets a presigned PUT through for `artifacts/*/investigations/*.result.json`: a result
+#   over the inline cap is written there (through the URL in the event) and the state carries its key.
 # Which layers hold here and which do not (no namespaces, no cgroups): docs/runtime.md.
 
 from __future__ import annotations
@@ -22,7 +25,13 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from iterate.aws.observability import logger, metrics, tracer
-from iterate.sandbox import SandboxEnvironmentDirty, SandboxEvent, SandboxLimits, run_in_clean_environment
+from iterate.sandbox import (
+    SandboxEnvironmentDirty,
+    SandboxEvent,
+    SandboxLimits,
+    deliver_result,
+    run_in_clean_environment,
+)
 from iterate.settings import get_settings
 
 
@@ -56,4 +65,4 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         execution_time_ms=result.execution_time_ms,
     )
     metrics.add_metric(name="SandboxStopped" if result.stopped else "SandboxSucceeded", unit="Count", value=1)
-    return result.model_dump(mode="json")
+    return deliver_result(result, payload, inline_limit=get_settings().sandbox_inline_result_bytes)

@@ -30,6 +30,7 @@ class Route:
     function: str  # "api" or "followup"
     path_params: tuple[str, ...]
     query_params: tuple[tuple[str, bool], ...]
+    header_params: tuple[tuple[str, bool], ...]
     body_model: str | None
     body_schema: dict[str, Any] | None
 
@@ -65,6 +66,9 @@ def load_routes(openapi_path: Path) -> tuple[Route, ...]:
                     path_params=tuple(p["name"] for p in params if p["in"] == "path"),
                     query_params=tuple(
                         (p["name"], bool(p.get("required"))) for p in params if p["in"] == "query"
+                    ),
+                    header_params=tuple(
+                        (p["name"], bool(p.get("required"))) for p in params if p["in"] == "header"
                     ),
                     body_model=body_model,
                     body_schema=body_schema,
@@ -159,8 +163,10 @@ class ApiConstruct(Construct):
             "AwsSolutions-COG8",
             "The Plus feature plan is billed per monthly active user; choose it per deployment (see COG3).",
         )
+        # SRP sign-in from the application only: no hosted-UI OAuth flows (the L2's default enables the implicit
+        # grant and an https://example.com callback), so no token is ever handed out in a redirect URL.
         self.client = self.user_pool.add_client(
-            "Client", auth_flows=cognito.AuthFlow(user_srp=True), generate_secret=False
+            "Client", auth_flows=cognito.AuthFlow(user_srp=True), generate_secret=False, disable_o_auth=True
         )
         authorizer = apigw.CognitoUserPoolsAuthorizer(self, "Authorizer", cognito_user_pools=[self.user_pool])
 
@@ -239,6 +245,7 @@ class ApiConstruct(Construct):
                 model = models[route.body_model]
             params = {f"method.request.path.{p}": True for p in route.path_params}
             params |= {f"method.request.querystring.{q}": required for q, required in route.query_params}
+            params |= {f"method.request.header.{h}": required for h, required in route.header_params}
             self.api.root.resource_for_path(route.path).add_method(
                 route.method,
                 integrations[route.function],

@@ -16,8 +16,10 @@ from constructs import Construct
 
 from infra.constructs.layers import ARCHITECTURE, RUNTIME, LayersConstruct
 from infra.constructs.network import SandboxNetworkConstruct
-from infra.constructs.storage import ARTIFACTS, LIBRARY, UPLOADS, VERSIONS, StorageConstruct
+from infra.constructs.storage import ARTIFACTS, LIBRARY, UPLOADS, StorageConstruct
 from infra.nag import acknowledge, acknowledge_wildcard
+from infra.runtime import SANDBOX_INLINE_RESULT_BYTES, SANDBOX_MAX_OUTPUT_BYTES, TABLE_ACCESS
+from iterate.storage.dynamo import GSI1
 
 HANDLER = "handler.lambda_handler"
 CODE_EXCLUDES = ["__pycache__", "*.pyc", "tests", ".pytest_cache"]
@@ -40,13 +42,21 @@ class FunctionSpec:
     timeout_s: int
     s3_read: tuple[str, ...] = ()
     s3_write: tuple[str, ...] = ()
-    table: bool = True
     llm: bool = False  # may read the Anthropic key secret
     events: bool = False  # puts the run-completion event on the default bus
     sandbox: bool = False  # isolated VPC, no AWS permissions, no table/bucket settings
     ephemeral_mb: int = 512
     in_state_machine: bool = True
     extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def table_access(self) -> frozenset[str]:
+        """The DynamoDB actions this function's code makes (infra/runtime.py); none: no table at all."""
+        return TABLE_ACCESS[self.name]
+
+    @property
+    def table(self) -> bool:
+        return bool(self.table_access)
 
     @property
     def pascal(self) -> str:
@@ -113,7 +123,6 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         ("data", *PIPELINE),
         memory_mb=2048,
         timeout_s=60,
-        table=False,
         sandbox=True,
     ),
     FunctionSpec(
@@ -137,14 +146,15 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         s3_write=(ARTIFACTS,),
         events=True,
     ),
+    # Only the conversation (DynamoDB and the LLM): it returns the fix action an answer decides and writes no
+    # data, so it holds no S3 right. Writing the fixed dataset under versions/ is the fix step's, with its own
+    # role, when that step exists.
     FunctionSpec(
         "followup",
-        "Follow-up conversation on a smart-fix issue (API route); fixes write a new dataset version",
+        "Follow-up conversation on a smart-fix issue (API route): one question at a time, the fix it decides",
         AGENT_LAYERS,
         memory_mb=1024,
         timeout_s=API_TIMEOUT_S,
-        s3_read=(UPLOADS, ARTIFACTS, VERSIONS),
-        s3_write=(VERSIONS,),
         llm=True,
         in_state_machine=False,
     ),
@@ -183,6 +193,7 @@ class FunctionsConstruct(Construct):
         removal_policy: RemovalPolicy,
         sandbox_reserved_concurrency: int | None,
         sandbox_code_timeout_s: int,
+        max_concurrent_runs: int,
         placeholder_code: Path | None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -221,11 +232,17 @@ class FunctionsConstruct(Construct):
                 env["ITERATE_ANTHROPIC_SECRET_ARN"] = anthropic_secret.secret_arn
             if spec.events:
                 env["ITERATE_EVENT_BUS"] = "default"
+            if spec.name in ("api", "profile"):  # the two that start runs count them per owner
+                env["ITERATE_MAX_CONCURRENT_RUNS"] = str(max_concurrent_runs)
             if spec.sandbox or spec.name == "investigate":
                 env["ITERATE_SANDBOX_TIMEOUT_S"] = str(sandbox_code_timeout_s)
             if spec.sandbox:
                 # The worker's address-space cap must sit below the function's memory, with room for Python.
                 env["ITERATE_SANDBOX_MEMORY_MB"] = str(spec.memory_mb * 3 // 4)
+                # Step Functions caps state at 256 KiB: output under it, and results over the inline cap go
+                # to S3 through the presigned PUT in the event (the state then carries their key).
+                env["ITERATE_SANDBOX_MAX_OUTPUT_BYTES"] = str(SANDBOX_MAX_OUTPUT_BYTES)
+                env["ITERATE_SANDBOX_INLINE_RESULT_BYTES"] = str(SANDBOX_INLINE_RESULT_BYTES)
                 # No active tracing here (no X-Ray rights, no route to it): keep the SDK from trying.
                 env["POWERTOOLS_TRACE_DISABLED"] = "true"
                 # Emptied after every invocation (and checked empty before the next): all of /tmp.
@@ -323,8 +340,17 @@ class FunctionsConstruct(Construct):
             role.add_to_policy(
                 iam.PolicyStatement(actions=["s3:PutObject"], resources=[storage.objects(prefix)])
             )
-        if spec.table:
-            storage.table.grant_read_write_data(role)
+        item_actions = sorted(a for a in spec.table_access if not a.startswith("Query"))
+        if item_actions:
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=[f"dynamodb:{a}" for a in item_actions], resources=[storage.table.table_arn]
+                )
+            )
+        queried = [storage.table.table_arn] if "Query" in spec.table_access else []
+        queried += [f"{storage.table.table_arn}/index/{GSI1}"] if "Query:GSI1" in spec.table_access else []
+        if queried:
+            role.add_to_policy(iam.PolicyStatement(actions=["dynamodb:Query"], resources=queried))
         if spec.llm:
             secret.grant_read(role)
         if spec.events:
@@ -340,12 +366,6 @@ class FunctionsConstruct(Construct):
                 storage.objects(prefix),
                 f"Objects under {prefix} are keyed by owner/dataset/run, known only at run time; the grant "
                 "is limited to that prefix and to object-level get/put actions.",
-            )
-        if spec.table:
-            acknowledge_wildcard(
-                role,
-                f"{storage.table.table_arn}/index/*",
-                "Queries on the table's GSI1 (lookups by run id and by upload object version).",
             )
         if not spec.sandbox:
             acknowledge(

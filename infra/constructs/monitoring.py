@@ -1,17 +1,37 @@
-"""Monitoring: alarms on failed runs, undeliverable upload events and function errors, plus a dashboard."""
+"""Monitoring: alarms on runs, investigations, functions, the API and the table, sent to one SNS topic; a dashboard."""
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+# The operations the functions call (iterate.storage.dynamo): the table's error metrics are per operation.
+TABLE_OPERATIONS = (
+    dynamodb.Operation.GET_ITEM,
+    dynamodb.Operation.PUT_ITEM,
+    dynamodb.Operation.UPDATE_ITEM,
+    dynamodb.Operation.DELETE_ITEM,
+    dynamodb.Operation.QUERY,
+    dynamodb.Operation.BATCH_WRITE_ITEM,
+)
+# Throttles of the sandbox are expected under load (they wait with backoff, in the ASL and the adapter);
+# only a sustained stream of them says its concurrency setting is too low for the traffic.
+SANDBOX_THROTTLES_PER_5_MIN = 25
+
 
 class MonitoringConstruct(Construct):
-    """Alarms without actions (wire an SNS topic or chat integration per deployment) and one dashboard."""
+    """Every alarm notifies `self.topic` (alarm and back to OK); an e-mail subscription when one is given."""
 
     def __init__(
         self,
@@ -19,46 +39,157 @@ class MonitoringConstruct(Construct):
         construct_id: str,
         *,
         state_machine: sfn.IStateMachine,
+        investigations_arn: str,
         dlq: sqs.IQueue,
         functions: dict[str, lambda_.IFunction],
+        api: apigw.RestApi,
+        table: dynamodb.ITable,
+        alarm_email: str | None,
+        removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
         period = Duration.minutes(5)
-        self.alarms: list[cw.Alarm] = [
-            state_machine.metric_failed(period=period).create_alarm(
-                self,
-                "RunsFailed",
-                threshold=1,
-                evaluation_periods=1,
-                alarm_description="An analysis run failed (see RecordFailure's reason in the run record)",
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-            ),
-            state_machine.metric_timed_out(period=period).create_alarm(
-                self,
-                "RunsTimedOut",
-                threshold=1,
-                evaluation_periods=1,
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-            ),
-            dlq.metric_approximate_number_of_messages_visible(period=period).create_alarm(
-                self,
-                "UploadEventsUndelivered",
-                threshold=1,
-                evaluation_periods=1,
-                alarm_description="Uploads whose event could not start a run: replay them from the DLQ",
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-            ),
-        ]
-        for name, fn in functions.items():
-            self.alarms.append(
-                fn.metric_errors(period=period).create_alarm(
-                    self,
-                    f"{name.title().replace('_', '')}Errors",
-                    threshold=5,
-                    evaluation_periods=1,
-                    treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-                )
+        # A key of our own: CloudWatch can publish to a topic encrypted with it (not with the AWS-managed one).
+        key = kms.Key(
+            self,
+            "AlarmsKey",
+            description="Iterate alarm topic encryption",
+            enable_key_rotation=True,
+            removal_policy=removal_policy,
+        )
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy, "*" is this key
             )
+        )
+        self.topic = sns.Topic(
+            self, "Alarms", display_name="Iterate alarms", master_key=key, enforce_ssl=True
+        )
+        if alarm_email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
+        self.alarms: list[cw.Alarm] = []
+
+        def alarm(
+            name: str,
+            metric: cw.IMetric,
+            *,
+            threshold: float,
+            description: str,
+            periods: int = 1,
+            comparison: cw.ComparisonOperator = cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        ) -> None:
+            created = cw.Alarm(
+                self,
+                name,
+                metric=metric,
+                threshold=threshold,
+                evaluation_periods=periods,
+                comparison_operator=comparison,
+                alarm_description=description,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            )
+            created.add_alarm_action(cw_actions.SnsAction(self.topic))
+            created.add_ok_action(cw_actions.SnsAction(self.topic))
+            self.alarms.append(created)
+
+        # Runs
+        alarm(
+            "RunsFailed",
+            state_machine.metric_failed(period=period),
+            threshold=1,
+            description="An analysis run failed (see RecordFailure's reason in the run record)",
+        )
+        alarm(
+            "RunsTimedOut",
+            state_machine.metric_timed_out(period=period),
+            threshold=1,
+            description="An analysis run timed out",
+        )
+        alarm(
+            "RunsThrottled",
+            state_machine.metric_throttled(period=period),
+            threshold=1,
+            description="Step Functions throttled the start of runs (StartExecution or state transitions)",
+        )
+        # The Map's child executions publish under "<machine>/<Map label>": one investigation whose own
+        # step failed (not a failed proof, which is a recorded attempt) fails its child.
+        alarm(
+            "InvestigationsFailed",
+            cw.Metric(
+                namespace="AWS/States",
+                metric_name="ExecutionsFailed",
+                dimensions_map={"StateMachineArn": investigations_arn},
+                statistic="Sum",
+                period=period,
+            ),
+            threshold=3,
+            description="Investigations of the Map (child executions) failed: see the investigate function's errors",
+        )
+        alarm(
+            "UploadEventsUndelivered",
+            dlq.metric_approximate_number_of_messages_visible(period=period),
+            threshold=1,
+            description="Uploads whose event could not start a run: replay them from the DLQ",
+        )
+        # Functions
+        for name, fn in functions.items():
+            pascal = name.title().replace("_", "")
+            alarm(
+                f"{pascal}Errors",
+                fn.metric_errors(period=period),
+                threshold=5,
+                description=f"The {name} function raised errors",
+            )
+            sandbox = name == "sandbox"
+            alarm(
+                f"{pascal}Throttles",
+                fn.metric_throttles(period=period),
+                threshold=SANDBOX_THROTTLES_PER_5_MIN if sandbox else 1,
+                periods=3 if sandbox else 1,
+                description=(
+                    "The sandbox stays throttled: raise its concurrency (iterate:sandbox_reserved_concurrency)"
+                    if sandbox
+                    else f"The {name} function was throttled (account concurrency exhausted?)"
+                ),
+            )
+        # API
+        alarm(
+            "Api5xx",
+            api.metric_server_error(period=period, statistic="Sum"),
+            threshold=5,
+            description="The API answered 5xx (function errors, timeouts or integration failures)",
+        )
+        alarm(
+            "ApiLatency",
+            api.metric_latency(period=period, statistic="p99"),
+            threshold=10_000,
+            periods=3,
+            comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            description="The API's p99 latency stayed above 10 s (API Gateway gives up at 29 s)",
+        )
+        # Table
+        alarm(
+            "TableSystemErrors",
+            table.metric_system_errors_for_operations(operations=list(TABLE_OPERATIONS), period=period),
+            threshold=1,
+            description="DynamoDB answered 5xx on the table",
+        )
+        alarm(
+            "TableThrottles",
+            table.metric_throttled_requests_for_operations(operations=list(TABLE_OPERATIONS), period=period),
+            threshold=1,
+            description="DynamoDB throttled requests on the table",
+        )
+        alarm(
+            "TableUserErrors",
+            table.metric_user_errors(period=period),
+            threshold=5,
+            description="DynamoDB 4xx in this account and region (AccessDenied from a missing permission, "
+            "validation errors); failed conditional writes are not counted here",
+        )
+
         self.dashboard = cw.Dashboard(self, "Dashboard")
         self.dashboard.add_widgets(
             cw.GraphWidget(
@@ -70,11 +201,17 @@ class MonitoringConstruct(Construct):
                 ],
             ),
             cw.GraphWidget(
-                title="Function errors",
+                title="Function errors and throttles",
                 left=[fn.metric_errors(period=period) for fn in functions.values()],
+                right=[fn.metric_throttles(period=period) for fn in functions.values()],
             ),
             cw.GraphWidget(
                 title="Function duration (p90)",
                 left=[fn.metric_duration(period=period, statistic="p90") for fn in functions.values()],
+            ),
+            cw.GraphWidget(
+                title="API",
+                left=[api.metric_server_error(period=period), api.metric_client_error(period=period)],
+                right=[api.metric_latency(period=period, statistic="p99")],
             ),
         )

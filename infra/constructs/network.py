@@ -9,6 +9,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+# Where the sandbox may PUT a result too large to return (iterate.aws.steps.result_key, under a run's prefix).
+SANDBOX_RESULT_OBJECTS = "artifacts/*/investigations/*.result.json"
+
 
 class SandboxNetworkConstruct(Construct):
     """No NAT, no internet gateway: the sandbox's only way out is GetObject on the artifacts prefix."""
@@ -53,6 +56,15 @@ class SandboxNetworkConstruct(Construct):
                 principals=[iam.AnyPrincipal()],
                 actions=["s3:GetObject"],
                 resources=[bucket.arn_for_objects(f"{readable_prefix}*")],
+            )
+        )
+        # The one write: a sandbox result too large for the state is PUT through the presigned URL the
+        # investigate function made for exactly that attempt's result object (the state then carries its key).
+        self.s3_endpoint.add_to_policy(
+            iam.PolicyStatement(
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:PutObject"],
+                resources=[bucket.arn_for_objects(SANDBOX_RESULT_OBJECTS)],
             )
         )
         self.sandbox_sg = ec2.SecurityGroup(

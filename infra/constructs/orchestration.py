@@ -60,17 +60,33 @@ def uses_distributed_map(doc: Mapping[str, Any]) -> bool:
 
 
 def service_integrations(doc: Mapping[str, Any]) -> set[str]:
-    """`dynamodb:updateItem`, `events:putEvents`, … for every optimized integration a Task uses."""
+    """`dynamodb:updateItem`, `events:putEvents`, `s3:getObject` … for every optimized integration a Task
+    or a Map's ItemReader uses."""
     found = set()
     for _, state in iter_states(doc["States"]):
-        resource = state.get("Resource", "")
-        if state.get("Type") == "Task" and resource.startswith("arn:aws:states:::"):
-            found.add(resource.removeprefix("arn:aws:states:::").split(".")[0])
+        resources = [state.get("Resource", "") if state.get("Type") == "Task" else ""]
+        resources.append((state.get("ItemReader") or {}).get("Resource", ""))
+        for resource in resources:
+            if resource.startswith("arn:aws:states:::"):
+                found.add(resource.removeprefix("arn:aws:states:::").split(".")[0])
     return found
 
 
+def with_map_concurrency(doc: dict[str, Any], concurrency: int) -> dict[str, Any]:
+    """The definition with every Map's MaxConcurrency set to `concurrency` (a deployment setting: the
+    sandbox's reserved concurrency is shared by every run, so one run must not take it all)."""
+    copy: dict[str, Any] = json.loads(json.dumps(doc))
+    for _, state in iter_states(copy["States"]):
+        if state.get("Type") == "Map":
+            state["MaxConcurrency"] = concurrency
+    return copy
+
+
 class OrchestrationConstruct(Construct):
-    """The Standard state machine; every `${…}` in the ASL must map to a value here or synth fails."""
+    """The Standard state machine; every `${…}` in the ASL must map to a value here or synth fails.
+
+    The definition is the ASL file as it is, but for the Maps' MaxConcurrency, set from the stack config.
+    """
 
     def __init__(
         self,
@@ -81,11 +97,13 @@ class OrchestrationConstruct(Construct):
         functions: Mapping[str, lambda_.IFunction],
         table: dynamodb.ITable,
         bucket_name: str,
+        readable_objects: str,
+        map_concurrency: int,
         log_retention: logs.RetentionDays,
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
-        doc = load_asl(asl_path)
+        doc = with_map_concurrency(load_asl(asl_path), map_concurrency)
         text = asl_path.read_text()
         stack = Stack.of(self)
         # A fixed name lets the role grant the distributed Map's child executions without a dependency cycle
@@ -121,7 +139,7 @@ class OrchestrationConstruct(Construct):
             "StateMachine",
             state_machine_name=self.state_machine_name,
             state_machine_type=sfn.StateMachineType.STANDARD,
-            definition_body=sfn.DefinitionBody.from_file(str(asl_path)),
+            definition_body=sfn.DefinitionBody.from_string(json.dumps(doc, indent=1)),
             definition_substitutions=self.substitutions,
             logs=sfn.LogOptions(
                 destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
@@ -140,6 +158,17 @@ class OrchestrationConstruct(Construct):
         integrations = service_integrations(doc)
         if any(i.startswith("dynamodb:") for i in integrations):
             table.grant_read_write_data(role)
+        if "s3:getObject" in integrations:
+            # The investigation Map reads its items (the issue ids AnalyzeDataset wrote) from the run's prefix.
+            role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["s3:GetObject"], resources=[readable_objects])
+            )
+            acknowledge_wildcard(
+                role,
+                readable_objects,
+                "The Map's ItemReader reads the issue list AnalyzeDataset wrote under the run's artifacts "
+                "prefix, keyed by owner/dataset/run at run time; read-only, object level.",
+            )
         if any(i.startswith("events:") for i in integrations):
             role.add_to_principal_policy(
                 iam.PolicyStatement(
@@ -150,6 +179,16 @@ class OrchestrationConstruct(Construct):
                 )
             )
         self.distributed_map = uses_distributed_map(doc)
+        # Child executions of a distributed Map publish their metrics under "<machine>/<the Map's Label>".
+        labels = [
+            s["Label"] for _, s in iter_states(doc["States"]) if s.get("Type") == "Map" and s.get("Label")
+        ]
+        self.investigations_arn = (
+            f"arn:{Aws.PARTITION}:states:{Aws.REGION}:{Aws.ACCOUNT_ID}:stateMachine:"
+            f"{self.state_machine_name}/{labels[0]}"
+            if labels
+            else None
+        )
         if self.distributed_map:
             self._grant_child_executions(role)
         acknowledge(

@@ -109,7 +109,8 @@ class StorageConstruct(Construct):
             time_to_live_attribute=TTL_ATTRIBUTE,
             removal_policy=removal_policy,
         )
-        # GSI1: lookups by run id (RUN#<id>) and by upload object version (OBJ#<bucket>/<key>#<version>).
+        # GSI1: an owner's runs of one dataset, newest first (GSI1PK OWNER#<owner>#DATASET#<id>, GSI1SK
+        # RUN#<startedAt>#<run>); only run items carry its keys. Listing a dataset's runs is a query of it.
         self.table.add_global_secondary_index(
             index_name="GSI1",
             partition_key=dynamodb.Attribute(name="GSI1PK", type=dynamodb.AttributeType.STRING),

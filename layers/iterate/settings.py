@@ -24,6 +24,15 @@ class Settings(BaseModel):
     sandbox_timeout_s: float = 30.0
     sandbox_memory_mb: int = 8192
     sandbox_max_output_bytes: int = 1_000_000
+    # A sandbox result (its JSON) larger than this is not returned inline by the sandbox Lambda: it is PUT to
+    # the presigned URL the state machine gave it and the state carries its key (Step Functions caps state at
+    # 256 KiB, and the state also holds the code and the run).
+    sandbox_inline_result_bytes: int = Field(default=65_536, ge=1024)
+    # The Lambda sandbox adapter: how often a throttled invoke is tried again (exponential backoff with full
+    # jitter from the base delay, each wait capped), before it reports the sandbox unavailable.
+    sandbox_throttle_retries: int = Field(default=6, ge=0)
+    sandbox_throttle_base_s: float = Field(default=0.5, gt=0)
+    sandbox_throttle_max_s: float = Field(default=20.0, gt=0)
     # Tests and red teams only: False switches off the sandbox's in-process layers (AST policy, restricted
     # builtins, audit hook, import finder) to show that the OS layers alone contain hostile code.
     sandbox_inprocess_checks: bool = True
@@ -71,6 +80,10 @@ class Settings(BaseModel):
             "sandbox_timeout_s": e.get("ITERATE_SANDBOX_TIMEOUT_S"),
             "sandbox_memory_mb": e.get("ITERATE_SANDBOX_MEMORY_MB"),
             "sandbox_max_output_bytes": e.get("ITERATE_SANDBOX_MAX_OUTPUT_BYTES"),
+            "sandbox_inline_result_bytes": e.get("ITERATE_SANDBOX_INLINE_RESULT_BYTES"),
+            "sandbox_throttle_retries": e.get("ITERATE_SANDBOX_THROTTLE_RETRIES"),
+            "sandbox_throttle_base_s": e.get("ITERATE_SANDBOX_THROTTLE_BASE_S"),
+            "sandbox_throttle_max_s": e.get("ITERATE_SANDBOX_THROTTLE_MAX_S"),
             "sandbox_inprocess_checks": e.get("ITERATE_SANDBOX_INPROCESS_CHECKS"),
             "sandbox_scratch": e.get("ITERATE_SANDBOX_SCRATCH") or None,
             "investigation_workers": e.get("ITERATE_INVESTIGATION_WORKERS"),

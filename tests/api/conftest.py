@@ -26,17 +26,26 @@ SCHEDULE_GROUP = "iterate-schedules"
 
 
 def api_event(
-    method: str, path: str, *, owner: str | None, body: Any = None, raw_body: str | None = None
+    method: str,
+    path: str,
+    *,
+    owner: str | None,
+    body: Any = None,
+    raw_body: str | None = None,
+    query: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A REST API proxy event as API Gateway sends it after the Cognito user pool authorizer."""
     claims = {"sub": owner, "email": f"{owner}@example.com"} if owner else {}
+    all_headers = {"Content-Type": "application/json", **(headers or {})}
     return {
         "resource": path,
         "path": path,
         "httpMethod": method,
-        "headers": {"Content-Type": "application/json"},
-        "multiValueHeaders": {},
-        "queryStringParameters": None,
+        "headers": all_headers,
+        "multiValueHeaders": {k: [v] for k, v in all_headers.items()},
+        "queryStringParameters": query or None,
+        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
         "pathParameters": None,
         "requestContext": {
             "resourcePath": path,

@@ -54,7 +54,7 @@ def test_create_dataset_returns_a_presigned_upload_under_the_callers_prefix(call
     assert key == f"uploads/alice/{body['dataset']['datasetId']}/orders.csv"
     assert key in body["upload"]["url"] and body["upload"]["method"] == "PUT"
     assert [d["datasetId"] for d in call("GET", "/datasets")[1]["datasets"]] == [body["dataset"]["datasetId"]]
-    assert call("GET", "/datasets", owner="bob")[1] == {"datasets": []}
+    assert call("GET", "/datasets", owner="bob")[1]["datasets"] == []
 
 
 def test_another_owners_ids_answer_404_on_every_route(call: Any, world: dict[str, Any]) -> None:
@@ -67,6 +67,7 @@ def test_another_owners_ids_answer_404_on_every_route(call: Any, world: dict[str
     # When bob uses alice's ids on every route
     attempts = [
         ("GET", f"/datasets/{dataset_id}", None),
+        ("GET", f"/datasets/{dataset_id}/runs", None),
         ("POST", f"/datasets/{dataset_id}/runs", {}),
         ("PUT", f"/datasets/{dataset_id}/schedule", {"expression": "rate(1 hour)"}),
         ("DELETE", f"/datasets/{dataset_id}/schedule", None),
@@ -249,3 +250,130 @@ def test_a_run_that_cannot_start_is_failed_not_left_queued(
         call("POST", f"/datasets/{dataset_id}/runs", body={})
     (run,) = DynamoRunRepository(world["table"], "alice").list_runs()
     assert run["status"] == "FAILED" and run["reason"] == "not started"
+
+
+# --- pagination, runs by dataset, idempotency, per-owner run limits --------------------------------------
+
+
+def _pages(call: Any, path: str, field: str, owner: str = "alice", limit: int = 2) -> list[list[Any]]:
+    """Every page of a list route, following nextToken."""
+    pages: list[list[Any]] = []
+    query: dict[str, str] = {"limit": str(limit)}
+    while True:
+        status, body = call("GET", path, owner=owner, query=query)
+        assert status == 200, body
+        pages.append(body[field])
+        if not body.get("nextToken"):
+            return pages
+        query = {"limit": str(limit), "nextToken": body["nextToken"]}
+
+
+def test_list_routes_page_with_limit_and_next_token(call: Any, world: dict[str, Any]) -> None:
+    # Given five datasets, and a run with five issues
+    for i in range(5):
+        assert call("POST", "/datasets", body={"name": f"D{i}", "fileName": "a.csv"})[0] == 201
+    repo = DynamoRunRepository(world["table"], "alice")
+    repo.create_run({"runId": "r1", "datasetId": "d1", "status": "SUCCEEDED"})
+    repo.put_issues("r1", [{**ISSUE, "id": f"I{i}"} for i in range(5)])
+    # When each list is read two at a time
+    datasets = _pages(call, "/datasets", "datasets")
+    issues = _pages(call, "/runs/r1/issues", "issues")
+    # Then every item comes exactly once, in pages of at most two
+    assert sorted(d["name"] for page in datasets for d in page) == [f"D{i}" for i in range(5)]
+    assert sorted(i["issue"]["id"] for page in issues for i in page) == [f"I{i}" for i in range(5)]
+    assert all(len(page) <= 2 for page in datasets + issues) and len(datasets) >= 3
+    # And a limit out of range, or a token that is not one, is refused
+    assert call("GET", "/datasets", query={"limit": "0"})[0] == 422
+    assert call("GET", "/datasets", query={"limit": "1000"})[0] == 422
+    assert call("GET", "/datasets", query={"nextToken": "garbage"})[0] == 400
+
+
+def test_a_datasets_runs_are_listed_newest_first_through_the_index(
+    call: Any, world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from iterate.storage import dynamo
+
+    # Given two datasets of alice's with runs a day apart, and every DynamoDB query recorded
+    repo = DynamoRunRepository(world["table"], "alice")
+    for i in range(5):
+        repo.create_run({"runId": f"a{i}", "datasetId": "dA", "startedAt": f"2026-11-0{i + 1}T00:00:00Z"})
+        repo.create_run({"runId": f"b{i}", "datasetId": "dB", "startedAt": f"2026-11-0{i + 1}T00:00:00Z"})
+    repo.put_dataset({"datasetId": "dA", "name": "A"})
+    queries: list[dict[str, Any]] = []
+    real_page = dynamo.DynamoRunRepository._page
+
+    def recording(self: Any, kwargs: dict[str, Any], *args: Any, **kw: Any) -> Any:
+        queries.append(kwargs)
+        return real_page(self, kwargs, *args, **kw)
+
+    monkeypatch.setattr(dynamo.DynamoRunRepository, "_page", recording)
+    # When alice lists dA's runs two at a time
+    pages = _pages(call, "/datasets/dA/runs", "runs")
+    # Then she gets dA's runs only, newest first
+    assert [r["runId"] for page in pages for r in page] == ["a4", "a3", "a2", "a1", "a0"]
+    # And each page was a query of GSI1 for (alice, dA): a key lookup, not a filter over all her runs
+    assert queries and all(
+        q["IndexName"] == "GSI1" and "FilterExpression" not in q and q["ScanIndexForward"] is False
+        for q in queries
+    )
+    # And the dataset's detail shows the newest page of them
+    detail = call("GET", "/datasets/dA")[1]
+    assert [r["runId"] for r in detail["runs"]][:2] == ["a4", "a3"]
+    # And bob neither sees alice's dataset's runs nor gets in with her page token
+    assert call("GET", "/datasets/dA/runs", owner="bob")[0] == 404
+    _, first = call("GET", "/datasets/dA/runs", query={"limit": "1"})
+    bob_dataset = {"datasetId": "dA", "name": "bob's own dA"}
+    DynamoRunRepository(world["table"], "bob").put_dataset(bob_dataset)
+    status, _ = call("GET", "/datasets/dA/runs", owner="bob", query={"nextToken": first["nextToken"]})
+    assert status == 400
+
+
+def test_the_same_idempotency_key_answers_with_the_same_run(call: Any, world: dict[str, Any]) -> None:
+    dataset_id = _uploaded_dataset(call, world)
+    body = {"instructions": "amounts are in EUR"}
+    # When alice's client sends the same start twice with one Idempotency-Key (a retry after a timeout)
+    first = call("POST", f"/datasets/{dataset_id}/runs", body=body, headers={"Idempotency-Key": "k-1"})
+    second = call("POST", f"/datasets/{dataset_id}/runs", body=body, headers={"idempotency-key": "k-1"})
+    # Then both answers are the same run, and one execution started
+    assert first[0] == second[0] == 202
+    assert first[1]["runId"] == second[1]["runId"]
+    assert len(DynamoRunRepository(world["table"], "alice").list_runs(dataset_id)) == 1
+    assert len(world["sfn"].list_executions(stateMachineArn=world["machine"])["executions"]) == 1
+    # And the key with another body is a conflict, another key starts another run, and bob's k-1 is his own
+    other = call("POST", f"/datasets/{dataset_id}/runs", body={}, headers={"Idempotency-Key": "k-1"})
+    assert other[0] == 409 and "Idempotency-Key" in other[1]["message"]
+    assert (
+        call("POST", f"/datasets/{dataset_id}/runs", body=body, headers={"Idempotency-Key": "k-2"})[0] == 202
+    )
+    bob_dataset = _uploaded_dataset(call, world, owner="bob")
+    status, bobs = call(
+        "POST", f"/datasets/{bob_dataset}/runs", owner="bob", body=body, headers={"Idempotency-Key": "k-1"}
+    )
+    assert status == 202 and bobs["runId"] != first[1]["runId"]
+
+
+def test_an_owner_cannot_run_more_than_the_limit_at_once(
+    call: Any, world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from awsenv import reset_caches
+
+    # Given a limit of two runs in progress per owner
+    monkeypatch.setenv("ITERATE_MAX_CONCURRENT_RUNS", "2")
+    reset_caches()
+    dataset_id = _uploaded_dataset(call, world)
+    first = call("POST", f"/datasets/{dataset_id}/runs", body={})
+    second = call("POST", f"/datasets/{dataset_id}/runs", body={})
+    # When alice starts a third
+    status, answer = call("POST", f"/datasets/{dataset_id}/runs", body={}, headers={"Idempotency-Key": "k"})
+    # Then it is refused with 429 and no run, no execution is left of it
+    assert (first[0], second[0], status) == (202, 202, 429)
+    assert "2 runs" in answer["message"]
+    assert len(DynamoRunRepository(world["table"], "alice").list_runs(dataset_id)) == 2
+    assert len(world["sfn"].list_executions(stateMachineArn=world["machine"])["executions"]) == 2
+    # And bob is not limited by alice's runs
+    bob_dataset = _uploaded_dataset(call, world, owner="bob")
+    assert call("POST", f"/datasets/{bob_dataset}/runs", owner="bob", body={})[0] == 202
+    # And once alice cancels one, the same request (same key: the refusal did not keep it) starts
+    assert call("DELETE", f"/runs/{first[1]['runId']}")[0] == 200
+    status, third = call("POST", f"/datasets/{dataset_id}/runs", body={}, headers={"Idempotency-Key": "k"})
+    assert status == 202 and third["status"] == "QUEUED"

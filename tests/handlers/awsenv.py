@@ -34,7 +34,12 @@ PLACEHOLDER = {
     "record_failure": "RecordFailureFunctionArn",
 }
 _LOAD_LOCK = threading.Lock()
+_RUNNING = threading.local()  # which function's handler this thread is running (for the AWS call record)
 UPLOAD_KEY = "uploads/alice/orders/orders.csv"
+# Step Functions' cap on any state's input or output (UTF-8 JSON). Over it, AWS fails the execution with
+# States.DataLimitExceeded, which no Catch (not even States.ALL) handles; moto's interpreter lets States.ALL
+# catch it, so the harness checks every state itself.
+STATE_LIMIT_BYTES = 256 * 1024
 MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 
 
@@ -88,9 +93,10 @@ def reset_caches() -> None:
     get_settings.cache_clear()
     for name in (*FUNCTIONS, "api", "followup"):
         module = sys.modules.get(f"iterate_fn_{name}")
-        deps = getattr(module, "_deps", None)
-        if deps is not None:
-            deps.cache_clear()
+        for cached in ("_deps", "_limits"):  # the sandbox's limits come from the settings too
+            factory = getattr(module, cached, None)
+            if factory is not None:
+                factory.cache_clear()
 
 
 def create_resources(*, versioned: bool = True) -> dict[str, Any]:
@@ -203,19 +209,111 @@ Handler = Callable[[dict[str, Any], Any], Any]
 
 
 class Calls(list[tuple[str, dict[str, Any]]]):
-    """(function, event) per invoke, in order; `failures` keeps (function, traceback) of those that raised."""
+    """(function, event) per invoke, in order; `failures` keeps (function, traceback) of those that raised;
+    `state_sizes` the UTF-8 size of every state's output and every Lambda result, Map children included."""
 
     def __init__(self) -> None:
         super().__init__()
         self.failures: list[tuple[str, str]] = []
+        self.state_sizes: list[tuple[str, int]] = []
+        self.aws_calls: set[tuple[str, str, str, str | None]] = set()
+        self._lock = threading.Lock()
+
+    def record_size(self, state: str, value: Any) -> None:
+        text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+        with self._lock:
+            self.state_sizes.append((state, len(text.encode("utf-8"))))
+
+    def oversized(self, limit: int = STATE_LIMIT_BYTES) -> list[tuple[str, int]]:
+        """States whose output (or a Lambda result) reached the limit: each would fail the run on AWS."""
+        return [(name, size) for name, size in self.state_sizes if size >= limit]
+
+    def table_actions(self) -> dict[str, set[str]]:
+        """The DynamoDB actions each function made ("Query:GSI1" for a query of the index), as IAM names them."""
+        used: dict[str, set[str]] = {}
+        for function, service, operation, index in self.aws_calls:
+            if service == "dynamodb":
+                used.setdefault(function, set()).add(operation + (f":{index}" if index else ""))
+        return used
 
 
 @contextmanager
-def route_lambdas(overrides: dict[str, Handler] | None = None) -> Iterator[Calls]:
+def as_function(name: str) -> Iterator[None]:
+    """Mark this thread as running functions/<name>'s handler (the AWS calls it makes are its own)."""
+    previous = getattr(_RUNNING, "name", None)
+    _RUNNING.name = name
+    try:
+        yield
+    finally:
+        _RUNNING.name = previous
+
+
+@contextmanager
+def record_aws_calls(calls: Calls) -> Iterator[None]:
+    """Record (function, service, operation, index) of every botocore call a handler makes."""
+    from botocore.client import BaseClient
+
+    real = BaseClient._make_api_call
+
+    def recording(self: Any, operation_name: str, api_params: dict[str, Any]) -> Any:
+        function = getattr(_RUNNING, "name", None)
+        if function is not None:
+            entry = (
+                function,
+                self.meta.service_model.service_name,
+                operation_name,
+                api_params.get("IndexName"),
+            )
+            with calls._lock:
+                calls.aws_calls.add(entry)
+        return real(self, operation_name, api_params)
+
+    with mock.patch.object(BaseClient, "_make_api_call", recording):
+        yield
+
+
+class StateOverLimitError(AssertionError):
+    """A state's output reached Step Functions' 256 KiB: on AWS the execution fails and no Catch runs."""
+
+
+@contextmanager
+def check_state_sizes(calls: Calls) -> Iterator[None]:
+    """Record the size of every state output moto's interpreter produces (its own quota check is the hook:
+    it sees each state's output and each Lambda task's result, inside Map iterations too)."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task_lambda import (
+        StateTaskLambda,
+    )
+    from moto.stepfunctions.parser.asl.component.state.state import CommonStateField
+
+    state_check = CommonStateField._verify_size_quota
+    lambda_check = StateTaskLambda._verify_size_quota
+
+    def state_output(self: Any, env: Any, value: Any) -> None:
+        calls.record_size(self.name, value)
+        state_check(self, env, value)
+
+    def lambda_result(self: Any, env: Any, value: Any) -> None:
+        # The Lambda task's override sees both its invoke response ({"Payload": …}) and its state's output.
+        if isinstance(value, dict) and "Payload" in value:
+            calls.record_size(f"{self.name} (Lambda result)", value["Payload"])
+        else:
+            calls.record_size(self.name, value)
+        lambda_check(self, env, value)
+
+    with (
+        mock.patch.object(CommonStateField, "_verify_size_quota", state_output),
+        mock.patch.object(StateTaskLambda, "_verify_size_quota", lambda_result),
+    ):
+        yield
+
+
+@contextmanager
+def route_lambdas(overrides: dict[str, Handler] | None = None, *, size_check: bool = True) -> Iterator[Calls]:
     """Patch moto's docker-less Lambda backend so invoking `iterate-<name>` runs functions/<name>/handler.py.
 
     An exception becomes Lambda's unhandled-error payload (errorType = class name), which is exactly what the
     state machine's Retry/Catch route on. Yields the list of (function, event) calls for assertions.
+    On leaving, raises StateOverLimitError if any state's output reached 256 KiB (`size_check`).
     """
     from moto.awslambda_simple.models import LambdaSimpleBackend
 
@@ -230,7 +328,8 @@ def route_lambdas(overrides: dict[str, Handler] | None = None) -> Iterator[Calls
         calls.append((name, event))
         try:
             handler = handlers.get(name) or load_handler(name).lambda_handler
-            result = handler(event, FakeContext(f"iterate-{name}"))
+            with as_function(name):
+                result = handler(event, FakeContext(f"iterate-{name}"))
         except Exception as exc:
             calls.failures.append((name, "".join(traceback.format_exception(exc))))
             response_headers["x-amz-function-error"] = "Unhandled"
@@ -259,8 +358,15 @@ def route_lambdas(overrides: dict[str, Handler] | None = None) -> Iterator[Calls
     with (
         mock.patch.object(LambdaSimpleBackend, "invoke", invoke),
         mock.patch.object(DynamoHandler, "call_action", call_action),
+        check_state_sizes(calls),
+        record_aws_calls(calls),
     ):
         yield calls
+    if size_check and calls.oversized():
+        raise StateOverLimitError(
+            f"states over Step Functions' {STATE_LIMIT_BYTES}-byte limit (the execution would fail on AWS, "
+            f"uncaught): {calls.oversized()}"
+        )
 
 
 def create_state_machine(asl_path: Path | None = None) -> str:

@@ -8,7 +8,12 @@ import pytest
 from awsenv import BUCKET, REGION
 
 from iterate.storage import StatusConflictError
-from iterate.storage.dynamo import DynamoRunRepository, RunTransitionError, find_run_owner
+from iterate.storage.dynamo import (
+    DynamoRunRepository,
+    InvalidPageTokenError,
+    RunLimitReachedError,
+    RunTransitionError,
+)
 from iterate.storage.s3 import ArtifactNotFoundError, S3ArtifactStore
 
 pytestmark = pytest.mark.handler
@@ -87,7 +92,7 @@ def test_owners_never_see_each_others_items(aws: dict[str, Any]) -> None:
     with pytest.raises(RunTransitionError):
         bob.transition("r1", from_status="RUNNING", to_status="CANCELLED")
     assert alice.require_run("r1")["status"] == "RUNNING"
-    assert find_run_owner(aws["table"], "r1") == "alice"
+    assert bob.list_runs("d1") == [] and bob.page_runs("d1", limit=10) == ([], None)
 
 
 def test_object_claim_lets_one_execution_run_an_object_version(aws: dict[str, Any]) -> None:
@@ -101,7 +106,8 @@ def test_object_claim_lets_one_execution_run_an_object_version(aws: dict[str, An
     # Then only B is a duplicate (of r1), and the claim expires after the redelivery window
     assert (retry, duplicate, new_version) == (None, "r1", None)
     claim = aws["table"].get_item(Key={"PK": "OWNER#alice", "SK": "OBJ#b/uploads/alice/d1/f.csv#v1"})["Item"]
-    assert claim["GSI1PK"] == "OBJ#b/uploads/alice/d1/f.csv#v1" and int(claim["expiresAt"]) > 1_000
+    assert int(claim["expiresAt"]) > 1_000
+    assert "GSI1PK" not in claim  # only runs are in the index
 
 
 def test_usage_adds_up_across_parallel_steps(aws: dict[str, Any]) -> None:
@@ -140,3 +146,104 @@ def test_followup_turns_are_written_once_and_answered_once(aws: dict[str, Any]) 
     # Then the first write and the first answer stand
     (turn,) = repo.list_followups("r1.I1")
     assert turn["question"] == {"prompt": "p"} and turn["answer"] == "a"
+
+
+class CountingTable:
+    """The boto3 Table, with every query's arguments kept (to see which key or index a listing used)."""
+
+    def __init__(self, table: Any) -> None:
+        self._table = table
+        self.queries: list[dict[str, Any]] = []
+
+    def query(self, **kwargs: Any) -> Any:
+        self.queries.append(kwargs)
+        return self._table.query(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._table, name)
+
+
+def test_a_datasets_runs_are_one_index_query_newest_first_a_page_at_a_time(aws: dict[str, Any]) -> None:
+    # Given alice's five runs of d1 and three of d2, started a minute apart
+    table = CountingTable(aws["table"])
+    alice = DynamoRunRepository(table, "alice")
+    for i in range(8):
+        dataset = "d1" if i % 3 != 2 else "d2"
+        alice.create_run({"runId": f"r{i}", "datasetId": dataset, "startedAt": f"2026-11-0{i + 1}T00:00:00Z"})
+    # When d1's runs are read two at a time, following each page's token
+    pages, token = [], None
+    while True:
+        runs, token = alice.page_runs("d1", limit=2, token=token)
+        pages.append([r["runId"] for r in runs])
+        if token is None:
+            break
+    # Then they come newest first, d1's only, two a page
+    assert [run for page in pages for run in page] == ["r7", "r6", "r4", "r3", "r1", "r0"]
+    assert all(len(page) <= 2 for page in pages) and len(pages) >= 3
+    # And every page was a query of GSI1's partition for (alice, d1): no read of alice's other runs
+    assert table.queries and all(q["IndexName"] == "GSI1" for q in table.queries)
+    assert all(q["Limit"] == 2 and q["ScanIndexForward"] is False for q in table.queries)
+    assert alice.list_runs("d2") == [alice.require_run(f"r{i}") for i in (5, 2)]
+
+
+def test_a_page_token_only_opens_the_listing_and_owner_it_was_issued_for(aws: dict[str, Any]) -> None:
+    alice = DynamoRunRepository(aws["table"], "alice")
+    bob = DynamoRunRepository(aws["table"], "bob")
+    for i in range(3):
+        alice.create_run({"runId": f"r{i}", "datasetId": "d1", "startedAt": f"2026-11-0{i + 1}T00:00:00Z"})
+        alice.put_dataset({"datasetId": f"d{i}", "name": "x"})
+    _, runs_token = alice.page_runs("d1", limit=1)
+    _, datasets_token = alice.page_datasets(limit=1)
+    assert runs_token and datasets_token
+    # When bob replays alice's tokens, or alice uses one listing's token in another, or a forged one
+    for attempt in (
+        lambda: bob.page_runs("d1", limit=1, token=runs_token),
+        lambda: bob.page_datasets(limit=1, token=datasets_token),
+        lambda: alice.page_runs("d2", limit=1, token=runs_token),
+        lambda: alice.page_issues("r1", limit=1, token=datasets_token),
+        lambda: alice.page_datasets(limit=1, token="not-a-token"),
+    ):
+        # Then each is refused: a token never reaches another owner's or another listing's items
+        with pytest.raises(InvalidPageTokenError):
+            attempt()
+
+
+def test_run_slots_cap_an_owners_runs_in_progress_and_heal_from_runs_that_ended(aws: dict[str, Any]) -> None:
+    # Given alice with two runs in progress and a limit of two
+    alice = DynamoRunRepository(aws["table"], "alice")
+    for run_id in ("r1", "r2", "r3"):
+        alice.create_run({"runId": run_id, "datasetId": "d1", "status": "RUNNING"})
+    alice.acquire_run_slot("r1", 2)
+    alice.acquire_run_slot("r2", 2)
+    # When a third starts / Then it is refused, but a retried start of a counted run passes
+    with pytest.raises(RunLimitReachedError):
+        alice.acquire_run_slot("r3", 2)
+    alice.acquire_run_slot("r2", 2)
+    # And bob's runs are counted apart
+    DynamoRunRepository(aws["table"], "bob").acquire_run_slot("b1", 2)
+    # When r1 ends and releases its slot, r3 gets it
+    alice.release_run_slot("r1")
+    alice.acquire_run_slot("r3", 2)
+    assert alice.live_runs() == {"r2", "r3"}
+    # And a run that ended without releasing (its execution died) does not hold a slot forever
+    alice.transition("r2", from_status="RUNNING", to_status="FAILED")
+    alice.create_run({"runId": "r4", "datasetId": "d1", "status": "QUEUED"})
+    alice.acquire_run_slot("r4", 2)
+    assert alice.live_runs() == {"r3", "r4"}
+
+
+def test_an_idempotency_key_binds_one_run(aws: dict[str, Any]) -> None:
+    alice = DynamoRunRepository(aws["table"], "alice", clock=lambda: 1_000.0)
+    assert alice.claim_idempotency_key("k1", request_hash="h", run_id="r1") is None
+    again = alice.claim_idempotency_key("k1", request_hash="h", run_id="r2")
+    assert again is not None and again["runId"] == "r1" and again["requestHash"] == "h"
+    # Another owner's same key is another key
+    assert (
+        DynamoRunRepository(aws["table"], "bob").claim_idempotency_key("k1", request_hash="h", run_id="b")
+        is None
+    )
+    # A released key may be claimed again; an expired one too
+    alice.release_idempotency_key("k1")
+    assert alice.claim_idempotency_key("k1", request_hash="h2", run_id="r3") is None
+    later = DynamoRunRepository(aws["table"], "alice", clock=lambda: 1_000.0 + 2 * 24 * 3600)
+    assert later.claim_idempotency_key("k1", request_hash="h3", run_id="r4") is None

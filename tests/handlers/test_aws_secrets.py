@@ -9,7 +9,7 @@ import boto3
 import pytest
 from awsenv import REGION
 
-from iterate.aws.secrets import settings_with_secret
+from iterate.aws.secrets import SECRET_PLACEHOLDER, key_from_secret, settings_with_secret
 from iterate.settings import Settings
 
 pytestmark = pytest.mark.handler
@@ -61,3 +61,37 @@ def test_no_secret_arn_makes_no_call() -> None:
     settings = Settings()
     # When resolved, Then they come back unchanged without touching Secrets Manager
     assert settings_with_secret(settings, provider=Refuse()) is settings
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        SECRET_PLACEHOLDER,  # what the stack creates the secret with
+        "   ",
+        "{",  # a value starting with "{" that is not JSON (a generated random value could start so)
+        "{sk-ant-not-json",
+        '{"apiKey": ""}',
+        '{"other": "x"}',
+    ],
+)
+def test_a_secret_without_a_usable_key_means_offline_never_a_failure(
+    aws: dict[str, Any], secret: str
+) -> None:
+    # Given the secret holding the stack's placeholder, blanks, or something that only starts like JSON
+    arn = boto3.client("secretsmanager", region_name=REGION).create_secret(Name="k3", SecretString=secret)[
+        "ARN"
+    ]
+    # When an LLM function resolves its settings
+    resolved = settings_with_secret(Settings(anthropic_secret_arn=arn))
+    # Then it has no key (offline agents, "offline" runs) and nothing was raised
+    assert resolved.anthropic_api_key is None
+
+
+def test_key_from_secret_says_why_there_is_no_key() -> None:
+    assert key_from_secret(SECRET_PLACEHOLDER) == (
+        None,
+        "the secret still holds the placeholder the stack created",
+    )
+    assert key_from_secret("{oops")[1] == "the secret starts with '{' but is not JSON"
+    assert key_from_secret(' {"ANTHROPIC_API_KEY": " sk-ant-1 "} ') == ("sk-ant-1", None)
+    assert key_from_secret("sk-ant-2\n") == ("sk-ant-2", None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -43,7 +44,8 @@ def analysed_run(aws: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         "run"
     ]
     invoke("understand", {"run": run})
-    issue_ids = invoke("analyze", {"run": run})["issueIds"]
+    items_key = invoke("analyze", {"run": run})["itemsKey"]  # the Map's items travel in S3, not the state
+    issue_ids = json.loads(aws["s3"].get_object(Bucket=BUCKET, Key=items_key)["Body"].read())
     return run, issue_ids
 
 

@@ -9,7 +9,7 @@ import pytest
 pytestmark = pytest.mark.infra
 
 
-def _orchestration(tmp_path: Path, asl: str):  # type: ignore[no-untyped-def]
+def _orchestration(tmp_path: Path, asl: str, *, map_concurrency: int = 10):  # type: ignore[no-untyped-def]
     from aws_cdk import App, RemovalPolicy, Stack
     from aws_cdk import aws_dynamodb as dynamodb
     from aws_cdk import aws_lambda as lambda_
@@ -30,6 +30,8 @@ def _orchestration(tmp_path: Path, asl: str):  # type: ignore[no-untyped-def]
         functions={"ProfileFunctionArn": fn},
         table=dynamodb.Table.from_table_name(stack, "Tbl", "t"),
         bucket_name="b",
+        readable_objects="arn:aws:s3:::b/artifacts/*",
+        map_concurrency=map_concurrency,
         log_retention=logs.RetentionDays.ONE_DAY,
         removal_policy=RemovalPolicy.DESTROY,
     )
@@ -100,3 +102,42 @@ def test_layer_cache_key_follows_the_requirements(tmp_path: Path, monkeypatch: p
     assert assets.layer_digest("x") != first
     with pytest.raises(assets.AssetBuildError):
         assets.layer_digest("nope")
+
+
+def test_the_map_concurrency_is_the_stacks_setting(tmp_path: Path) -> None:
+    import json
+
+    from aws_cdk import Stack
+    from aws_cdk.assertions import Template
+
+    from infra.stack import StackConfig
+
+    # Given an ASL with a Map, and a stack that sets its concurrency
+    asl = {
+        "StartAt": "M",
+        "States": {
+            "M": {
+                "Type": "Map",
+                "MaxConcurrency": 10,
+                "ItemProcessor": {
+                    "ProcessorConfig": {"Mode": "INLINE"},
+                    "StartAt": "P",
+                    "States": {"P": {"Type": "Task", "Resource": "${ProfileFunctionArn}", "End": True}},
+                },
+                "End": True,
+            }
+        },
+    }
+    orchestration = _orchestration(tmp_path, json.dumps(asl), map_concurrency=3)
+    (sm,) = (
+        Template.from_stack(Stack.of(orchestration))
+        .find_resources("AWS::StepFunctions::StateMachine")
+        .values()
+    )
+    # Then the deployed definition carries that concurrency
+    assert json.loads(sm["Properties"]["DefinitionString"])["States"]["M"]["MaxConcurrency"] == 3
+    # And by default it follows the sandbox concurrency (one run may use it all, never more than 10)
+    assert StackConfig(sandbox_reserved_concurrency=4).map_concurrency() == 4
+    assert StackConfig(sandbox_reserved_concurrency=50).map_concurrency() == 10
+    assert StackConfig(sandbox_reserved_concurrency=None).map_concurrency() == 10
+    assert StackConfig(sandbox_reserved_concurrency=50, investigation_concurrency=20).map_concurrency() == 20

@@ -84,15 +84,19 @@ def test_only_the_llm_functions_can_read_the_anthropic_secret(synth: Synth) -> N
 
 
 def test_every_asl_placeholder_is_substituted_with_the_right_function(synth: Synth) -> None:
-    # Given the ASL file the runtime engineer owns and the definition asset CDK staged from it
-    asl_text = (REPO / "statemachine" / "analysis.asl.json").read_text()
+    # Given the ASL file the runtime engineer owns and the definition CDK put in the template
+    asl = json.loads((REPO / "statemachine" / "analysis.asl.json").read_text())
     (sm,) = synth.of_type("AWS::StepFunctions::StateMachine").values()
-    staged = synth.outdir / f"asset.{sm['Properties']['DefinitionS3Location']['Key']}"
+    definition = sm["Properties"]["DefinitionString"]
     subs = sm["Properties"]["DefinitionSubstitutions"]
     # When the placeholders are collected
-    used = set(re.findall(r"\$\{([A-Za-z0-9_]+)\}", staged.read_text()))
-    # Then the staged definition is the file, and every placeholder has a substitution, none unused
-    assert json.loads(staged.read_text()) == json.loads(asl_text)
+    used = set(re.findall(r"\$\{([A-Za-z0-9_]+)\}", definition))
+    # Then the definition is the file but for the Map's concurrency (the stack's setting: the sandbox
+    # concurrency, at most 10), and every placeholder has a substitution, none unused
+    deployed = json.loads(definition)
+    assert deployed["States"]["InvestigateEach"].pop("MaxConcurrency") == 10
+    asl["States"]["InvestigateEach"].pop("MaxConcurrency")
+    assert deployed == asl
     assert used and used == set(subs)
     # and each `<Name>FunctionArn` points at the function built from functions/<name>/
     for placeholder, value in subs.items():
@@ -224,7 +228,7 @@ def test_api_has_every_route_of_the_issue_with_body_models(synth: Synth) -> None
         ("POST", "/datasets/{dataset_id}/runs"), ("GET", "/runs/{run_id}"), ("DELETE", "/runs/{run_id}"),
         ("GET", "/runs/{run_id}/issues"), ("GET", "/runs/{run_id}/report"),
         ("POST", "/issues/{issue_ref}/followup"), ("PUT", "/datasets/{dataset_id}/schedule"),
-        ("DELETE", "/datasets/{dataset_id}/schedule"),
+        ("DELETE", "/datasets/{dataset_id}/schedule"), ("GET", "/datasets/{dataset_id}/runs"),
     }  # fmt: skip
     paths = _api_paths(synth)
     methods = {
@@ -237,6 +241,13 @@ def test_api_has_every_route_of_the_issue_with_body_models(synth: Synth) -> None
         for (v, path), props in methods.items():
             if v == verb:
                 assert props.get("RequestModels", {}).get("application/json"), (v, path)
+    # and the list routes take their page parameters, the run start its Idempotency-Key, none required
+    for path in ("/datasets", "/datasets/{dataset_id}/runs", "/runs/{run_id}/issues"):
+        params = methods[("GET", path)]["RequestParameters"]
+        assert params["method.request.querystring.limit"] is False, path
+        assert params["method.request.querystring.nextToken"] is False, path
+    start = methods[("POST", "/datasets/{dataset_id}/runs")]["RequestParameters"]
+    assert start["method.request.header.idempotency-key"] is False
     followup = methods[("POST", "/issues/{issue_ref}/followup")]["Integration"]["Uri"]
     assert synth.function_id("followup") in _refs(followup)
     assert synth.function_id("api") in _refs(methods[("GET", "/runs/{run_id}")]["Integration"]["Uri"])
@@ -294,7 +305,7 @@ def test_only_investigate_reads_and_only_report_writes_the_script_library(synth:
     assert "sandbox" not in readers | writers
 
 
-def test_table_has_owner_keys_gsi1_pitr_and_ttl(synth: Synth) -> None:
+def test_table_has_owner_keys_gsi1_for_runs_by_dataset_pitr_and_ttl(synth: Synth) -> None:
     (table,) = synth.of_type("AWS::DynamoDB::Table").values()
     props = table["Properties"]
     assert props["KeySchema"] == [
@@ -333,17 +344,51 @@ def test_sandbox_runs_in_isolated_subnets_behind_a_read_only_s3_endpoint(synth: 
     for kind in ("AWS::EC2::NatGateway", "AWS::EC2::InternetGateway", "AWS::EC2::EgressOnlyInternetGateway"):
         assert not synth.of_type(kind), kind
     assert not [r for r in synth.of_type("AWS::EC2::Route").values() if "GatewayId" in r["Properties"]]
-    # and the S3 endpoint only lets GetObject through, on the artifacts prefix
+    # and the S3 endpoint only lets GetObject through on the artifacts prefix, and PutObject on the result
+    # objects of investigations (a result too large for the state, through its presigned PUT)
     (endpoint,) = synth.of_type("AWS::EC2::VPCEndpoint").values()
-    (statement,) = endpoint["Properties"]["PolicyDocument"]["Statement"]
-    assert statement["Effect"] == "Allow"
-    assert statement["Action"] == "s3:GetObject"
+    read, write = endpoint["Properties"]["PolicyDocument"]["Statement"]
+    assert read["Effect"] == write["Effect"] == "Allow"
+    assert (read["Action"], write["Action"]) == ("s3:GetObject", "s3:PutObject")
     (bucket_id,) = [
         k
         for k, v in synth.of_type("AWS::S3::Bucket").items()
         if "NotificationConfiguration" in v["Properties"]
     ]
-    assert statement["Resource"] == {"Fn::Join": ["", [{"Fn::GetAtt": [bucket_id, "Arn"]}, "/artifacts/*"]]}
+    arn = {"Fn::GetAtt": [bucket_id, "Arn"]}
+    assert read["Resource"] == {"Fn::Join": ["", [arn, "/artifacts/*"]]}
+    assert write["Resource"] == {"Fn::Join": ["", [arn, "/artifacts/*/investigations/*.result.json"]]}
+
+
+def test_sandbox_output_and_inline_result_caps_keep_every_state_under_256_kib(synth: Synth) -> None:
+    from iterate.aws.payloads import MAX_SANDBOX_CODE_BYTES, STATE_LIMIT_BYTES
+
+    env = synth.resources[synth.function_id("sandbox")]["Properties"]["Environment"]["Variables"]
+    output_cap = int(env["ITERATE_SANDBOX_MAX_OUTPUT_BYTES"])
+    inline_cap = int(env["ITERATE_SANDBOX_INLINE_RESULT_BYTES"])
+    # The code's output is refused past a cap below Step Functions' limit
+    assert 0 < output_cap < STATE_LIMIT_BYTES == 262_144
+    # and what the loop's state can hold at most (code, inline result, run and URLs) stays under it
+    assert MAX_SANDBOX_CODE_BYTES + inline_cap + 16 * 1024 < STATE_LIMIT_BYTES
+
+
+def test_state_machine_reads_the_map_items_from_the_artifacts_prefix_only(synth: Synth) -> None:
+    (sm,) = synth.of_type("AWS::StepFunctions::StateMachine").values()
+    role = sm["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    s3 = [s for s in synth.statements_of_role(role) if any(a.startswith("s3:") for a in actions_of(s))]
+    assert [actions_of(s) for s in s3] == [["s3:GetObject"]]
+    assert json.dumps(s3[0]["Resource"]).endswith('"/artifacts/*"]]}')
+
+
+def test_anthropic_secret_starts_as_a_placeholder_the_functions_read_as_no_key(synth: Synth) -> None:
+    from iterate.aws.secrets import SECRET_PLACEHOLDER, key_from_secret
+
+    (secret,) = synth.of_type("AWS::SecretsManager::Secret").values()
+    # No generated random value (a fresh stack would run in LLM mode with a key Anthropic refuses)
+    assert "GenerateSecretString" not in secret["Properties"]
+    assert secret["Properties"]["SecretString"] == SECRET_PLACEHOLDER
+    # and what it holds reads as "no key": the agents run offline until the real key is put there
+    assert key_from_secret(secret["Properties"]["SecretString"])[0] is None
 
 
 def test_function_environment_follows_the_runtime_contract(synth: Synth) -> None:
@@ -434,3 +479,153 @@ def test_gateway_body_models_are_exactly_the_api_schemas(synth: Synth) -> None:
         assert schema.pop("$schema") == "http://json-schema.org/draft-04/schema#"
         assert schema == components[name], name
         assert schema.get("additionalProperties") is False, name
+
+
+def _alarm_metrics(alarm: dict[str, Any]) -> set[tuple[str, str]]:
+    """(namespace, metric) of an alarm, whether on one metric or a math expression over several."""
+    props = alarm["Properties"]
+    if "MetricName" in props:
+        return {(props["Namespace"], props["MetricName"])}
+    return {
+        (m["MetricStat"]["Metric"]["Namespace"], m["MetricStat"]["Metric"]["MetricName"])
+        for m in props.get("Metrics", [])
+        if "MetricStat" in m
+    }
+
+
+def test_every_alarm_notifies_the_encrypted_alarm_topic(synth: Synth) -> None:
+    # Given the one SNS topic and every alarm
+    (topic_id, topic) = next(iter(synth.of_type("AWS::SNS::Topic").items()))
+    alarms = synth.of_type("AWS::CloudWatch::Alarm")
+    assert alarms
+    # Then each alarm and its recovery go to the topic
+    for alarm_id, alarm in alarms.items():
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic_id}], alarm_id
+        assert alarm["Properties"]["OKActions"] == [{"Ref": topic_id}], alarm_id
+    # And the topic is encrypted with a rotated key CloudWatch may use, and refuses plain HTTP
+    key_id = topic["Properties"]["KmsMasterKeyId"]["Fn::GetAtt"][0]
+    key = synth.resources[key_id]["Properties"]
+    assert key["EnableKeyRotation"] is True
+    assert any(
+        s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
+        and "kms:GenerateDataKey*" in actions_of(s)
+        for s in key["KeyPolicy"]["Statement"]
+    )
+    (policy,) = synth.of_type("AWS::SNS::TopicPolicy").values()
+    assert any(
+        s["Effect"] == "Deny" and s.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+    )
+    # And without an address in the context nobody is subscribed (the topic is there to subscribe to)
+    assert not synth.of_type("AWS::SNS::Subscription")
+
+
+def test_alarms_cover_api_errors_latency_throttles_map_failures_and_the_table(synth: Synth) -> None:
+    alarms = synth.of_type("AWS::CloudWatch::Alarm").values()
+    watched = set().union(*(_alarm_metrics(a) for a in alarms))
+    # Then the API's 5xx and latency, Step Functions throttles, every function's throttles, failed Map
+    # children and the table's errors and throttles each have an alarm
+    assert {
+        ("AWS/ApiGateway", "5XXError"),
+        ("AWS/ApiGateway", "Latency"),
+        ("AWS/States", "ExecutionThrottled"),
+        ("AWS/States", "ExecutionsFailed"),
+        ("AWS/Lambda", "Throttles"),
+        ("AWS/Lambda", "Errors"),
+        ("AWS/DynamoDB", "SystemErrors"),
+        ("AWS/DynamoDB", "ThrottledRequests"),
+        ("AWS/DynamoDB", "UserErrors"),
+    } <= watched
+    throttled = {
+        _refs(a["Properties"]["Dimensions"]).pop()
+        for a in alarms
+        if a["Properties"].get("MetricName") == "Throttles"
+    }
+    assert throttled == {synth.function_id(n) for n in _function_names()}
+    # And the Map alarm watches the child executions, named after the Map's label in the ASL
+    asl = json.loads((REPO / "statemachine" / "analysis.asl.json").read_text())
+    label = asl["States"]["InvestigateEach"]["Label"]
+    (children,) = [
+        a["Properties"]
+        for a in alarms
+        if a["Properties"].get("MetricName") == "ExecutionsFailed"
+        and "/" + label in json.dumps(a["Properties"]["Dimensions"])
+    ]
+    assert children["Namespace"] == "AWS/States"
+
+
+@pytest.fixture(scope="module")
+def configured(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    """The app synthesized with deployment context: an alarm address and a smaller sandbox concurrency."""
+    from infra.app import STACK_NAME, build_app
+
+    outdir = tmp_path_factory.mktemp("cdk.out.configured")
+    context = {"iterate:alarm_email": "ops@example.com", "iterate:sandbox_reserved_concurrency": 4}
+    app, _stack = build_app(outdir=outdir, placeholder_assets=True, context=context)
+    app.synth()
+    return Synth(outdir=outdir, template=json.loads((outdir / f"{STACK_NAME}.template.json").read_text()))
+
+
+def test_context_sets_the_alarm_address_and_the_sandbox_concurrency(configured: Synth) -> None:
+    # Given an alarm address and a sandbox concurrency of 4 in the context
+    (topic_id,) = configured.of_type("AWS::SNS::Topic")
+    (subscription,) = configured.of_type("AWS::SNS::Subscription").values()
+    # Then the topic e-mails that address
+    assert subscription["Properties"]["Protocol"] == "email"
+    assert subscription["Properties"]["Endpoint"] == "ops@example.com"
+    assert subscription["Properties"]["TopicArn"] == {"Ref": topic_id}
+    # And the sandbox reserves 4, and one run's Map never runs more investigations at once than that
+    sandbox = configured.resources[configured.function_id("sandbox")]["Properties"]
+    assert sandbox["ReservedConcurrentExecutions"] == 4
+    (sm,) = configured.of_type("AWS::StepFunctions::StateMachine").values()
+    assert (
+        json.loads(sm["Properties"]["DefinitionString"])["States"]["InvestigateEach"]["MaxConcurrency"] == 4
+    )
+
+
+def test_each_function_holds_exactly_the_table_actions_its_code_makes(synth: Synth) -> None:
+    from infra.runtime import TABLE_ACCESS
+
+    (table_id,) = synth.of_type("AWS::DynamoDB::Table")
+    table_arn = {"Fn::GetAtt": [table_id, "Arn"]}
+    index_arn = {"Fn::Join": ["", [table_arn, "/index/GSI1"]]}
+    for name in _function_names():
+        granted: set[str] = set()
+        for s in synth.statements_of_role(synth.role_of(synth.function_id(name))):
+            for action in actions_of(s):
+                if not action.startswith("dynamodb:"):
+                    continue
+                resources = s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]
+                for resource in resources:
+                    # Only the table and its one index, each named exactly: no index/* or table/* wildcard
+                    assert resource in (table_arn, index_arn), (name, resource)
+                    suffix = ":GSI1" if resource == index_arn else ""
+                    granted.add(action.removeprefix("dynamodb:") + suffix)
+        # Then each role holds what infra/runtime.py lists (checked against real calls in tests/statemachine)
+        assert granted == TABLE_ACCESS[name], name
+        # and nothing reads the whole table, and only the API deletes (schedules, idempotency keys)
+        assert "Scan" not in granted and ("DeleteItem" in granted) == (name == "api"), name
+        assert not {"BatchGetItem", "TransactWriteItems", "PartiQLSelect"} & granted, name
+    # And the index is queried by exactly the functions that list a dataset's runs
+    readers = {n for n in _function_names() if "Query:GSI1" in TABLE_ACCESS[n]}
+    assert readers == {"api", "analyze"}
+
+
+def test_followup_holds_no_s3_right_and_only_the_api_writes_under_uploads(synth: Synth) -> None:
+    # The follow-up conversation writes no data; a versions/ write belongs to the step that applies fixes
+    statements = synth.statements_of_role(synth.role_of(synth.function_id("followup")))
+    assert not [a for s in statements for a in actions_of(s) if a.startswith("s3:")]
+    for name in _function_names():
+        for s in synth.statements_of_role(synth.role_of(synth.function_id(name))):
+            if "s3:PutObject" in actions_of(s):
+                assert "/versions/" not in json.dumps(s["Resource"]), name
+
+
+def test_the_user_pool_client_has_no_oauth_flow_or_callback_url(synth: Synth) -> None:
+    (client,) = synth.of_type("AWS::Cognito::UserPoolClient").values()
+    props = client["Properties"]
+    # SRP sign-in from the application only: no implicit (or any) OAuth grant, no example.com callback
+    assert props["AllowedOAuthFlowsUserPoolClient"] is False
+    assert not {"AllowedOAuthFlows", "CallbackURLs", "LogoutURLs", "AllowedOAuthScopes"} & props.keys()
+    assert props["SupportedIdentityProviders"] == ["COGNITO"]
+    assert "ALLOW_USER_SRP_AUTH" in props["ExplicitAuthFlows"] and props["GenerateSecret"] is False

@@ -27,11 +27,13 @@ from iterate.ports import DatasetRef
 from iterate.sandbox import (
     LambdaSandbox,
     LocalSandbox,
+    ResultStoreError,
     SandboxEnvironmentDirty,
     SandboxEvent,
     SandboxLimits,
     SandboxUnavailable,
     clean_environment,
+    deliver_result,
     oslayers,
     run_event,
     run_in_clean_environment,
@@ -102,6 +104,83 @@ def test_handler_runs_the_code_on_the_presigned_dataset(s3_dataset: str) -> None
     result = CodeInvestigation.model_validate(out)
     assert result.success, result.error
     assert result.output == {"affected_rows": 8, "cols": ["id", "city", "amount", "when", "note"]}
+
+
+@pytest.mark.handler
+def test_handler_puts_a_result_over_the_inline_cap_to_s3_and_returns_its_key(
+    s3_dataset: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from iterate.aws.payloads import SandboxResultRef
+    from iterate.settings import get_settings
+
+    # Given an inline cap of 4 KiB and the state machine's presigned PUT for this attempt's result
+    monkeypatch.setenv("ITERATE_SANDBOX_INLINE_RESULT_BYTES", "4096")
+    get_settings.cache_clear()
+    result_key = "artifacts/owner/ds/run-1/investigations/i1.attempt-1.result.json"
+    put = boto3.client("s3").generate_presigned_url(
+        "put_object", Params={"Bucket": BUCKET, "Key": result_key}, ExpiresIn=300
+    )
+    event = {
+        "code": "result = {'affected_rows': len(df), 'examples': ['x' * 100] * 200}",
+        "dataset": {"presigned_url": s3_dataset},
+        "timeout_s": 10,
+        "result_url": put,
+        "result_key": result_key,
+    }
+    # When the code's result (20 KB) is over the cap
+    out = load_sandbox_handler().lambda_handler(event, Context())
+    # Then the function returns only where it put the result, small enough for any state
+    ref = SandboxResultRef.model_validate(out)
+    assert ref.resultKey == result_key and ref.success and ref.resultBytes > 4096
+    assert len(json.dumps(out)) < 512
+    # And the object holds the whole CodeInvestigation, byte for byte what it reported
+    stored = boto3.client("s3").get_object(Bucket=BUCKET, Key=result_key)["Body"].read()
+    assert len(stored) == ref.resultBytes
+    full = CodeInvestigation.model_validate_json(stored)
+    assert full.success and full.output["affected_rows"] == 8 and len(full.output["examples"]) == 200
+
+
+@pytest.mark.handler
+def test_handler_returns_a_small_result_inline_even_with_a_result_url(s3_dataset: str) -> None:
+    event = {
+        "code": "result = {'affected_rows': len(df)}",
+        "dataset": {"presigned_url": s3_dataset},
+        "result_url": "https://never-used.example/put",
+        "result_key": "artifacts/o/d/r/investigations/i.attempt-1.result.json",
+    }
+    out = load_sandbox_handler().lambda_handler(event, Context())
+    assert CodeInvestigation.model_validate(out).output == {"affected_rows": 8}
+
+
+@pytest.mark.unit
+def test_a_large_result_that_cannot_be_stored_is_a_failed_output_size_attempt() -> None:
+    # Given a large successful result and a result URL that refuses the PUT
+    big = CodeInvestigation(code="c", success=True, output={"affected_rows": 1, "blob": "x" * 10_000})
+    event = SandboxEvent.model_validate(
+        {
+            "code": "c",
+            "dataset": {"presigned_url": "https://x/y"},
+            "result_url": "https://x/put",
+            "result_key": "artifacts/o/d/r/investigations/i.attempt-1.result.json",
+        }
+    )
+
+    def refuse(url: str, body: bytes) -> None:
+        raise ResultStoreError("result upload failed: HTTP 403")
+
+    # When it is delivered / Then a small failed attempt says why, never the oversized result
+    out = deliver_result(big, event, inline_limit=2048, put=refuse)
+    failed = CodeInvestigation.model_validate(out)
+    assert failed.success is False and failed.stopped == "output_size" and "HTTP 403" in (failed.error or "")
+    assert len(json.dumps(out)) < 2048
+
+
+@pytest.mark.unit
+def test_result_url_and_key_come_together() -> None:
+    with pytest.raises(ValidationError):
+        SandboxEvent.model_validate(
+            {"code": "c", "dataset": {"presigned_url": "https://x"}, "result_url": "u"}
+        )
 
 
 @pytest.mark.handler
@@ -238,6 +317,87 @@ def test_lambda_sandbox_raises_a_typed_error_when_unreachable() -> None:
         LambdaSandbox(client, "fn").run("c", DatasetRef(bucket="b", key="k"))
     with pytest.raises(SandboxUnavailable):
         LambdaSandbox(StubLambda({"not": "an investigation"}), "fn").run("c", DatasetRef(bucket="b", key="k"))
+
+
+class ThrottledLambda(StubLambda):
+    """Answers the first `throttles` invokes as Lambda does at the function's reserved concurrency."""
+
+    def __init__(self, payload: Any, *, throttles: int, code: str = "TooManyRequestsException") -> None:
+        super().__init__(payload)
+        self.throttles = throttles
+        self.code = code
+
+    def invoke(self, **kwargs: Any) -> dict[str, Any]:
+        from botocore.exceptions import ClientError
+
+        if len(self.calls) < self.throttles:
+            self.calls.append(kwargs)
+            error = {"Code": self.code, "Message": "Rate Exceeded."}
+            raise ClientError(
+                {"Error": error, "Reason": "ReservedFunctionConcurrentInvocationLimitExceeded"}, "Invoke"
+            )
+        return super().invoke(**kwargs)
+
+
+@pytest.mark.unit
+def test_lambda_sandbox_retries_throttles_with_exponential_backoff_and_full_jitter() -> None:
+    verdict = CodeInvestigation(code="c", success=True, output={"affected_rows": 1})
+    # Given a sandbox function throttled three times before it takes the invoke
+    client = ThrottledLambda(verdict.model_dump(mode="json"), throttles=3)
+    waits: list[float] = []
+    caps: list[float] = []
+
+    def jitter(cap: float) -> float:
+        caps.append(cap)
+        return cap / 2
+
+    sandbox = LambdaSandbox(
+        client, "fn", throttle_retries=5, base_delay_s=0.5, max_delay_s=1.5, sleep=waits.append, jitter=jitter
+    )
+    # When code is run
+    result = sandbox.run("c", DatasetRef(bucket="b", key="k"))
+    # Then the proof is the function's verdict, not a failure: four invokes, three waits
+    assert result == verdict and len(client.calls) == 4
+    # And each wait was drawn from a cap that doubles from the base and stops at the maximum
+    assert caps == [0.5, 1.0, 1.5]
+    assert waits == [0.25, 0.5, 0.75]
+
+
+@pytest.mark.unit
+def test_lambda_sandbox_gives_up_after_its_throttle_retries_with_a_typed_error() -> None:
+    client = ThrottledLambda(None, throttles=100, code="ThrottlingException")
+    waits: list[float] = []
+    sandbox = LambdaSandbox(client, "fn", throttle_retries=4, sleep=waits.append)
+    with pytest.raises(SandboxUnavailable, match="after 5 tries"):
+        sandbox.run("c", DatasetRef(bucket="b", key="k"))
+    assert len(client.calls) == 5 and len(waits) == 4
+    assert all(0 <= w <= 20.0 for w in waits)  # full jitter: each wait anywhere between 0 and its cap
+
+
+@pytest.mark.unit
+def test_lambda_sandbox_does_not_retry_what_is_not_a_throttle() -> None:
+    client = ThrottledLambda(None, throttles=100, code="AccessDeniedException")
+    waits: list[float] = []
+    with pytest.raises(SandboxUnavailable):
+        LambdaSandbox(client, "fn", sleep=waits.append).run("c", DatasetRef(bucket="b", key="k"))
+    assert len(client.calls) == 1 and waits == []
+
+
+@pytest.mark.unit
+def test_lambda_sandbox_throttle_policy_and_function_come_from_the_settings() -> None:
+    from iterate.settings import Settings
+
+    settings = Settings.from_env(
+        {
+            "ITERATE_SANDBOX_FUNCTION": "iterate-sandbox",
+            "ITERATE_SANDBOX_THROTTLE_RETRIES": "9",
+            "ITERATE_SANDBOX_THROTTLE_BASE_S": "0.25",
+            "ITERATE_SANDBOX_THROTTLE_MAX_S": "60",
+        }
+    )
+    sandbox = LambdaSandbox.from_settings(StubLambda(None), settings)
+    assert (sandbox.function_name, sandbox.throttle_retries) == ("iterate-sandbox", 9)
+    assert (sandbox.base_delay_s, sandbox.max_delay_s) == (0.25, 60.0)
 
 
 # --- the execution environment is left empty after every invocation, and checked empty before one

@@ -97,7 +97,13 @@ def test_llm_steps_retry_retryable_llm_errors(asl: dict[str, Any]) -> None:
 
 def test_map_fans_out_with_bounds_and_passes_run_and_issue(asl: dict[str, Any]) -> None:
     fan_out = asl["States"]["InvestigateEach"]
-    assert fan_out["Type"] == "Map" and fan_out["ItemsPath"] == "$.analysis.issueIds"
+    # The items come from the S3 object AnalyzeDataset wrote, never from the state (256 KiB cap)
+    assert fan_out["Type"] == "Map" and "ItemsPath" not in fan_out
+    assert fan_out["ItemReader"] == {
+        "Resource": "arn:aws:states:::s3:getObject",
+        "ReaderConfig": {"InputType": "JSON"},
+        "Parameters": {"Bucket.$": "$.run.bucket", "Key.$": "$.analysis.itemsKey"},
+    }
     assert 1 <= fan_out["MaxConcurrency"] <= 40 and 0 < fan_out["ToleratedFailurePercentage"] < 100
     assert fan_out["ItemSelector"] == {"run.$": "$.run", "issueId.$": "$$.Map.Item.Value"}
     loop = fan_out["ItemProcessor"]["States"]
@@ -105,12 +111,27 @@ def test_map_fans_out_with_bounds_and_passes_run_and_issue(asl: dict[str, Any]) 
     assert loop["TryAgain"]["Choices"][0]["Next"] == "GenerateCode"
     assert loop["RunInSandbox"]["Resource"] == "${SandboxFunctionArn}"
     assert loop["RunInSandbox"]["Catch"][0]["Next"] == "RecordAttempt", "a sandbox crash is a failed attempt"
-    # Every child's result is gathered into the Map's output: each one must stay tiny
-    assert (
-        loop["InvestigationDone"]["Parameters"] == {"issueId.$": "$.issueId"}
-        and loop["InvestigationDone"]["End"]
-    )
+    # Every child's result is gathered into the Map's output: each one is an empty object
+    assert loop["InvestigationDone"]["Result"] == {} and loop["InvestigationDone"]["End"]
     assert fan_out["ResultPath"] is None
+
+
+def test_sandbox_throttles_wait_with_long_backoff_before_counting_as_a_failed_attempt(
+    asl: dict[str, Any],
+) -> None:
+    # Given the sandbox state (its reserved concurrency is shared by every run of the account)
+    run_in_sandbox = _all_states(asl)["RunInSandbox"]
+    (throttle,) = [
+        r for r in run_in_sandbox["Retry"] if "Lambda.TooManyRequestsException" in r["ErrorEquals"]
+    ]
+    # Then a throttle is retried alone, long enough to outlast a busy minute of other runs
+    assert throttle["ErrorEquals"] == ["Lambda.TooManyRequestsException"]
+    assert throttle["MaxAttempts"] >= 6 and throttle["BackoffRate"] >= 2 and throttle["MaxDelaySeconds"] >= 60
+    waits = [
+        min(throttle["IntervalSeconds"] * throttle["BackoffRate"] ** n, throttle["MaxDelaySeconds"])
+        for n in range(throttle["MaxAttempts"])
+    ]
+    assert sum(waits) >= 300, waits  # the longest total wait, before full jitter spreads the retries
 
 
 def test_every_state_is_reachable_and_paths_are_simple(asl: dict[str, Any]) -> None:
@@ -118,3 +139,15 @@ def test_every_state_is_reachable_and_paths_are_simple(asl: dict[str, Any]) -> N
     text = ASL.read_text(encoding="utf-8")
     assert "JSONata" not in text and "QueryLanguage" not in text
     assert not re.search(r"\[\d+\]\.", text), "index-then-field paths misbehave in moto"
+
+
+def test_a_run_over_its_owners_limit_waits_in_profile_dataset(asl: dict[str, Any]) -> None:
+    (wait,) = [
+        r for r in asl["States"]["ProfileDataset"]["Retry"] if "RunLimitReachedError" in r["ErrorEquals"]
+    ]
+    assert wait["ErrorEquals"] == ["RunLimitReachedError"]
+    waits = [
+        min(wait["IntervalSeconds"] * wait["BackoffRate"] ** n, wait["MaxDelaySeconds"])
+        for n in range(wait["MaxAttempts"])
+    ]
+    assert sum(waits) >= 15 * 60, waits  # a quarter of an hour at least, before RecordFailure says why

@@ -76,3 +76,42 @@ def test_claude_unavailable_degrades_the_run_and_says_so(
     assert event["detail"]["outcome"] == "degraded" and event["detail"]["mode"] == "degraded"
     # And the key never reached the state machine's payloads
     assert all(secret not in json.dumps(event_in) for _, event_in in calls)
+
+
+@pytest.mark.parametrize("stored", ["placeholder", "{not-json"])
+def test_a_fresh_deployments_secret_runs_offline_not_degraded(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch, stored: str
+) -> None:
+    import boto3
+    from aws_lambda_powertools.utilities import parameters
+
+    from iterate.aws.clients import reset
+    from iterate.aws.secrets import SECRET_PLACEHOLDER
+    from iterate.settings import get_settings
+
+    # Given the secret as a fresh stack creates it (its placeholder), or a value that only starts like JSON
+    value = SECRET_PLACEHOLDER if stored == "placeholder" else stored
+    arn = boto3.client("secretsmanager", region_name=REGION).create_secret(
+        Name="anthropic", SecretString=value
+    )["ARN"]
+    with FakeAnthropic(default=error_reply(401, "authentication_error")) as claude:
+        # And the LLM functions configured with its ARN (and a Messages API that would refuse any key)
+        monkeypatch.setenv("ITERATE_ANTHROPIC_SECRET_ARN", arn)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", claude.url)
+        parameters.clear_caches()
+        reset()
+        get_settings.cache_clear()
+        version = machine["s3"].put_object(Bucket=BUCKET, Key=UPLOAD_KEY, Body=orders_csv())["VersionId"]
+        # When an upload runs
+        with route_lambdas() as calls:
+            done = run_execution(
+                machine["sfn"], machine["arn"], object_created_event(BUCKET, UPLOAD_KEY, version)
+            )
+    # Then no step failed and Claude was never called: the run is offline, not degraded
+    assert done["status"] == "SUCCEEDED", done
+    assert not calls.failures, calls.failures
+    assert not claude.requests
+    run = DynamoRunRepository(machine["table"], "alice").require_run(
+        json.loads(done["output"])["run"]["runId"]
+    )
+    assert run["mode"] == "offline" and not run.get("degradedReasons")

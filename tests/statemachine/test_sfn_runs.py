@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,10 @@ from awsenv import (
 )
 
 from iterate.storage.dynamo import DynamoRunRepository
+
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+from infra.runtime import TABLE_ACCESS
 
 pytestmark = [pytest.mark.statemachine, pytest.mark.filterwarnings("ignore:No application metrics")]
 
@@ -41,6 +46,14 @@ def _sandbox_handler() -> Any:
     if not (REPO / "functions" / "sandbox" / "handler.py").exists():
         pytest.fail("functions/sandbox/handler.py is missing: the Map's RunInSandbox state has no function")
     return load_handler("sandbox").lambda_handler
+
+
+def assert_table_actions_granted(calls: Any) -> None:
+    """Every DynamoDB call a function made is an action its role holds (a missing one is AccessDenied on AWS)."""
+    used = calls.table_actions()
+    assert used, "no DynamoDB call was recorded"
+    for function, actions in used.items():
+        assert actions <= TABLE_ACCESS[function], (function, sorted(actions - TABLE_ACCESS[function]))
 
 
 def _upload(machine: dict[str, Any], body: bytes, key: str = UPLOAD_KEY) -> str:
@@ -95,6 +108,8 @@ def test_upload_runs_to_success_and_matches_the_local_command(
     called = {name for name, _ in calls}
     assert {"profile", "understand", "analyze", "investigate", "sandbox", "report"} <= called
     assert "record_failure" not in called
+    # And each function called only the DynamoDB actions its role is granted (infra/runtime.py)
+    assert_table_actions_granted(calls)
     # And step payloads carried keys and counts, never the data (Step Functions caps state at 256 KB)
     assert max(len(json.dumps(event)) for _, event in calls) < 32_000
     assert len(done["output"]) < 8_000
@@ -103,7 +118,12 @@ def test_upload_runs_to_success_and_matches_the_local_command(
     assert run["status"] == "SUCCEEDED" and run["trigger"] == "s3" and run["mode"] == "offline"
     assert run["progress"]["percent"] == 100 and run["issueCount"] >= 3
     assert set(run["timingsMs"]) >= {"profile", "understand", "analyze", "report"}
-    assert run["investigationsDone"] == run["investigationsTotal"] == len(output["analysis"]["issueIds"])
+    assert run["investigationsDone"] == run["investigationsTotal"] == output["analysis"]["count"]
+    assert DynamoRunRepository(machine["table"], "alice").live_runs() == set()  # its run slot is free again
+    items = json.loads(
+        machine["s3"].get_object(Bucket=BUCKET, Key=output["analysis"]["itemsKey"])["Body"].read()
+    )
+    assert len(items) == output["analysis"]["count"] and output["analysis"]["itemsKey"].startswith(prefix)
     assert len(DynamoRunRepository(machine["table"], "alice").list_issues(run_id)) == run["issueCount"]
     # And every artifact is in S3 under artifacts/<owner>/<dataset>/<run>/
     assert prefix == f"artifacts/alice/orders/{run_id}/"
@@ -167,6 +187,7 @@ def test_malformed_file_fails_with_its_reason_and_the_upload_intact(machine: dic
     assert [name for name, _ in calls] == ["profile", "record_failure"]
     (run,) = DynamoRunRepository(machine["table"], "alice").list_runs()
     assert run["status"] == "FAILED" and run["error"] == "DatasetReadError"
+    assert DynamoRunRepository(machine["table"], "alice").live_runs() == set()  # RecordFailure freed its slot
     assert "broken.csv" in run["reason"] and len(run["reason"]) > len("DatasetReadError: broken.csv")
     # And the upload is exactly as it was, and the failure was announced
     upload = machine["s3"].get_object(Bucket=BUCKET, Key="uploads/alice/broken/broken.csv")

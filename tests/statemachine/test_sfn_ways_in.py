@@ -7,7 +7,8 @@ import time
 from typing import Any
 
 import pytest
-from awsenv import BUCKET, REGION, FakeContext, load_handler, orders_csv, route_lambdas
+from awsenv import BUCKET, REGION, FakeContext, as_function, load_handler, orders_csv, route_lambdas
+from test_sfn_runs import assert_table_actions_granted
 
 from iterate.storage.dynamo import DynamoRunRepository
 
@@ -34,7 +35,8 @@ def _api(method: str, path: str, body: Any = None, owner: str = "alice") -> tupl
         "body": json.dumps(body) if body is not None else None,
         "isBase64Encoded": False,
     }
-    response = load_handler(name).lambda_handler(event, FakeContext(f"iterate-{name}"))
+    with as_function(name):
+        response = load_handler(name).lambda_handler(event, FakeContext(f"iterate-{name}"))
     return int(response["statusCode"]), json.loads(response["body"]) if response.get("body") else None
 
 
@@ -99,8 +101,17 @@ def test_api_run_then_scheduled_run_of_the_same_dataset(
             stateMachineArn=schedule["Target"]["Arn"], name="scheduled-1", input=schedule["Target"]["Input"]
         )
         second = _wait_for_end(machine["sfn"], fired["executionArn"])
+        # And she reads the runs, the issues' follow-up, and stops the schedule
+        status, listed = _api("GET", f"/datasets/{dataset_id}/runs")
+        assert status == 200 and len(listed["runs"]) == 2
+        first_issue = issues["issues"][0]["issueRef"]
+        assert _api("POST", f"/issues/{first_issue}/followup", {})[0] in (200, 409)
+        assert _api("DELETE", f"/datasets/{dataset_id}/schedule")[0] == 204
     # Then a second, schedule-triggered run of the latest upload succeeded and found the same issues
     assert second["status"] == "SUCCEEDED", second
+    # And every function (the API's and the follow-up's included) made only the DynamoDB calls it is granted
+    assert_table_actions_granted(calls)
+    assert {"api", "followup", "profile", "analyze", "report"} <= calls.table_actions().keys()
     status, detail = _api("GET", f"/datasets/{dataset_id}")
     triggers = sorted(r["trigger"] for r in detail["runs"])
     assert triggers == ["api", "schedule"] and all(r["status"] == "SUCCEEDED" for r in detail["runs"])

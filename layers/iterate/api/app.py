@@ -7,11 +7,12 @@ import json
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError, UnauthorizedError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 
 from iterate.api.models import (
     CreateDatasetRequest,
@@ -26,6 +27,7 @@ from iterate.api.models import (
     IssueList,
     ReportLink,
     Run,
+    RunList,
     Schedule,
     ScheduleRequest,
     StartRunBody,
@@ -34,18 +36,41 @@ from iterate.api.models import (
 from iterate.aws.deps import AwsDeps
 from iterate.aws.payloads import S3ObjectRef, StartRunRequest
 from iterate.contracts import FollowupTurn, Issue, SmartFixFollowup
-from iterate.storage.dynamo import TERMINAL, DynamoRunRepository, RunTransitionError
+from iterate.storage.dynamo import (
+    TERMINAL,
+    DynamoRunRepository,
+    InvalidPageTokenError,
+    RunLimitReachedError,
+    RunTransitionError,
+)
 
 DepsProvider = Callable[[], AwsDeps]
 PRESIGN_UPLOAD_S = 900
 FOLLOWUP_LLM_BUDGET_S = 20.0
 ERROR_TEXTS = {
-    400: "the body is not valid JSON",
+    400: "the body is not valid JSON, or nextToken is not one this listing issued to this caller",
     401: "no authenticated user",
     404: "no such id for this caller (another owner's ids are 404 too)",
     409: "the resource is not in a state that allows this",
     422: "the request does not match the model; `errors` names each field and its problem",
+    429: "the caller already has as many runs in progress as allowed; retry after Retry-After seconds",
 }
+PAGE_LIMIT = 50
+RUN_LIMIT_RETRY_AFTER_S = 30
+Limit = Annotated[int, Query(ge=1, le=100, description="items per page (default 50)")]
+PageToken = Annotated[
+    str | None, Query(alias="nextToken", max_length=4096, description="the previous page's nextToken")
+]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=256,
+        description="a key of the caller's choosing: a retry with the same key and body answers with the same "
+        "run instead of starting another (kept 24 h); the same key with another body is a 409",
+    ),
+]
 
 
 def responses(success: int, model: Any, *errors: int) -> dict[int, Any]:
@@ -130,6 +155,21 @@ def create_app(
             status_code=409, content_type=content_types.APPLICATION_JSON, body={"message": str(exc)}
         )
 
+    @app.exception_handler(InvalidPageTokenError)
+    def _bad_token(exc: InvalidPageTokenError) -> Response[Any]:
+        return Response(
+            status_code=400, content_type=content_types.APPLICATION_JSON, body={"message": str(exc)}
+        )
+
+    @app.exception_handler(RunLimitReachedError)
+    def _too_many_runs(exc: RunLimitReachedError) -> Response[Any]:
+        return Response(
+            status_code=429,
+            content_type=content_types.APPLICATION_JSON,
+            body={"message": str(exc)},
+            headers={"Retry-After": str(RUN_LIMIT_RETRY_AFTER_S)},
+        )
+
     def repo() -> DynamoRunRepository:
         deps = get_deps()
         return DynamoRunRepository(deps.dynamo_table(), owner_of(app), clock=deps.clock)
@@ -181,27 +221,48 @@ def _register_core(
         upload = UploadTarget(url=url, key=key, expiresIn=PRESIGN_UPLOAD_S)
         return CreateDatasetResponse(dataset=_dataset_view(record), upload=upload), 201
 
-    @app.get("/datasets", summary="List the caller's datasets", responses=responses(200, DatasetList))
-    def list_datasets() -> DatasetList:
-        return DatasetList(datasets=[_dataset_view(d) for d in repo().list_datasets()])
+    @app.get(
+        "/datasets",
+        summary="List the caller's datasets, a page at a time",
+        responses=responses(200, DatasetList, 400),
+    )
+    def list_datasets(limit: Limit = PAGE_LIMIT, next_token: PageToken = None) -> DatasetList:
+        datasets, token = repo().page_datasets(limit=limit, token=next_token)
+        return DatasetList(datasets=[_dataset_view(d) for d in datasets], nextToken=token)
 
     @app.get(
         "/datasets/<dataset_id>",
-        summary="One dataset with its runs, newest first",
+        summary="One dataset with its schedule and newest runs",
         responses=responses(200, DatasetDetail, 404),
     )
     def get_dataset(dataset_id: str) -> DatasetDetail:
         record = require_dataset(dataset_id)
         r = repo()
-        runs = [_run_view(run) for run in r.list_runs(dataset_id)]
-        return DatasetDetail(dataset=_dataset_view(record, r.get_schedule(dataset_id)), runs=runs)
+        runs, token = r.page_runs(dataset_id, limit=PAGE_LIMIT)
+        return DatasetDetail(
+            dataset=_dataset_view(record, r.get_schedule(dataset_id)),
+            runs=[_run_view(run) for run in runs],
+            runsNextToken=token,
+        )
+
+    @app.get(
+        "/datasets/<dataset_id>/runs",
+        summary="The dataset's runs, newest first, a page at a time",
+        responses=responses(200, RunList, 400, 404),
+    )
+    def list_runs(dataset_id: str, limit: Limit = PAGE_LIMIT, next_token: PageToken = None) -> RunList:
+        require_dataset(dataset_id)
+        runs, token = repo().page_runs(dataset_id, limit=limit, token=next_token)
+        return RunList(datasetId=dataset_id, runs=[_run_view(run) for run in runs], nextToken=token)
 
     @app.post(
         "/datasets/<dataset_id>/runs",
         summary="Re-analyse the dataset's latest upload",
-        responses=responses(202, Run, 400, 404, 409),
+        responses=responses(202, Run, 400, 404, 409, 429),
     )
-    def start_run(dataset_id: str, body: StartRunBody) -> tuple[Run, int]:
+    def start_run(
+        dataset_id: str, body: StartRunBody, idempotency_key: IdempotencyKey = None
+    ) -> tuple[Run, int]:
         deps = get_deps()
         owner = owner_of(app)
         record = require_dataset(dataset_id)
@@ -209,10 +270,46 @@ def _register_core(
             raise ConflictError(
                 f"dataset {dataset_id} has no upload yet: PUT the file to its upload URL first"
             )
+        # API Gateway keeps the client's header case (HTTP/2 sends it lower-case): look it up either way.
+        key = idempotency_key or app.current_event.headers.get("idempotency-key")
         run_id = f"r{uuid.uuid4().hex[:24]}"
+        r = repo()
+        if key:
+            request_hash = hashlib.sha256(
+                json.dumps(
+                    {"datasetId": dataset_id, "body": body.model_dump(mode="json")}, sort_keys=True
+                ).encode()
+            ).hexdigest()
+            earlier = r.claim_idempotency_key(key, request_hash=request_hash, run_id=run_id)
+            if earlier is not None:
+                if earlier.get("requestHash") != request_hash:
+                    raise ConflictError("this Idempotency-Key was used for another request; use a new key")
+                existing = r.get_run(str(earlier.get("runId")))
+                if existing is None:
+                    raise ConflictError(
+                        "the first request with this Idempotency-Key is still starting; retry"
+                    )
+                return _run_view(existing), 202
+        try:
+            return _start(deps, r, owner, dataset_id, run_id, record, body), 202
+        except Exception:
+            if key:
+                r.release_idempotency_key(
+                    key
+                )  # nothing started: the caller's retry with this key may start it
+            raise
+
+    def _start(
+        deps: AwsDeps,
+        r: DynamoRunRepository,
+        owner: str,
+        dataset_id: str,
+        run_id: str,
+        record: dict[str, Any],
+        body: StartRunBody,
+    ) -> Run:
         source = S3ObjectRef.model_validate(record["latestUpload"])
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deps.clock()))
-        r = repo()
         r.create_run(
             {
                 "runId": run_id,
@@ -225,6 +322,11 @@ def _register_core(
                 "progress": {"step": "queued", "percent": 0, "message": "waiting to start"},
             }
         )
+        try:
+            r.acquire_run_slot(run_id, deps.config.max_concurrent_runs)
+        except RunLimitReachedError:
+            r.delete_run(run_id)  # refused before it started: it is no run of the caller's
+            raise
         request = StartRunRequest(
             trigger="api",
             owner=owner,
@@ -248,9 +350,10 @@ def _register_core(
                 error=type(exc).__name__,
                 reason="not started",
             )
+            r.release_run_slot(run_id)
             raise
         r.set_run_fields(run_id, executionArn=execution["executionArn"])
-        return _run_view(r.require_run(run_id)), 202
+        return _run_view(r.require_run(run_id))
 
     @app.get("/runs/<run_id>", summary="A run's status and progress", responses=responses(200, Run, 404))
     def get_run(run_id: str) -> Run:
@@ -271,6 +374,7 @@ def _register_core(
             )
         except RunTransitionError as exc:
             raise ConflictError(f"run {run_id} changed status meanwhile; try again") from exc
+        r.release_run_slot(run_id)
         execution_arn = record.get("executionArn") or record.get("executionId")
         if execution_arn:
             deps.sfn_client().stop_execution(
@@ -279,15 +383,18 @@ def _register_core(
         return _run_view(r.require_run(run_id))
 
     @app.get(
-        "/runs/<run_id>/issues", summary="The issues a run found", responses=responses(200, IssueList, 404)
+        "/runs/<run_id>/issues",
+        summary="The issues a run found, a page at a time",
+        responses=responses(200, IssueList, 400, 404),
     )
-    def list_issues(run_id: str) -> IssueList:
+    def list_issues(run_id: str, limit: Limit = PAGE_LIMIT, next_token: PageToken = None) -> IssueList:
         require_run(run_id)
+        found, token = repo().page_issues(run_id, limit=limit, token=next_token)
         issues = [
             IssueItem(issueRef=f"{run_id}.{issue['id']}", issue=Issue.model_validate(issue))
-            for issue in repo().list_issues(run_id)
+            for issue in found
         ]
-        return IssueList(runId=run_id, issues=issues)
+        return IssueList(runId=run_id, issues=issues, nextToken=token)
 
     @app.get(
         "/runs/<run_id>/report",

@@ -41,8 +41,12 @@ class CreateDatasetResponse(Contract):
     upload: UploadTarget
 
 
+PAGE_TOKEN = "nextToken: pass it back as ?nextToken= for the next page; absent on the last page"
+
+
 class DatasetList(Contract):
     datasets: list[Dataset]
+    nextToken: str | None = Field(default=None, description=PAGE_TOKEN)
 
 
 class Progress(Contract):
@@ -73,7 +77,14 @@ class Run(Contract):
 
 class DatasetDetail(Contract):
     dataset: Dataset
-    runs: list[Run]
+    runs: list[Run] = Field(description="the newest runs (first page of GET /datasets/{id}/runs)")
+    runsNextToken: str | None = Field(default=None, description="nextToken of GET /datasets/{id}/runs")
+
+
+class RunList(Contract):
+    datasetId: str
+    runs: list[Run] = Field(description="newest first")
+    nextToken: str | None = Field(default=None, description=PAGE_TOKEN)
 
 
 class StartRunBody(Contract):
@@ -90,6 +101,7 @@ class IssueItem(Contract):
 class IssueList(Contract):
     runId: str
     issues: list[IssueItem]
+    nextToken: str | None = Field(default=None, description=PAGE_TOKEN)
 
 
 class ReportLink(Contract):

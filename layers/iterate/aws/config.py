@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class MissingConfigError(RuntimeError):
@@ -23,6 +23,9 @@ class AwsConfig(BaseModel):
     schedule_group: str = "default"
     anthropic_secret_arn: str | None = None
     presign_expiry_s: int = 900
+    # Runs of one owner in progress at once (API-started, scheduled and uploaded alike): the API answers 429
+    # past it, ProfileDataset waits (the ASL retries RunLimitReachedError with backoff).
+    max_concurrent_runs: int = Field(default=5, ge=1)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> AwsConfig:
@@ -36,6 +39,7 @@ class AwsConfig(BaseModel):
             "schedule_group": e.get("ITERATE_SCHEDULE_GROUP"),
             "anthropic_secret_arn": e.get("ITERATE_ANTHROPIC_SECRET_ARN"),
             "presign_expiry_s": e.get("ITERATE_PRESIGN_EXPIRY_S"),
+            "max_concurrent_runs": e.get("ITERATE_MAX_CONCURRENT_RUNS"),
         }
         return cls.model_validate({k: v for k, v in raw.items() if v})
 

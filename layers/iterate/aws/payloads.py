@@ -7,11 +7,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from iterate.contracts import CodeInvestigation
+from iterate.contracts import CodeInvestigation, StopReason
 from iterate.contracts.base import Contract
 
 Trigger = Literal["s3", "api", "schedule"]
 UPLOADS_PREFIX = "uploads/"
+# Step Functions fails an execution whose state (input or output of any state) reaches 256 KiB of UTF-8, and
+# no Catch sees that error. What a state may hold, at most: the run (~1 KB), the code it sends to the sandbox
+# (MAX_SANDBOX_CODE_BYTES), the presigned URLs (~3 KB) and the sandbox's inline result
+# (ITERATE_SANDBOX_INLINE_RESULT_BYTES on the sandbox function); anything larger travels as an S3 key.
+STATE_LIMIT_BYTES = 256 * 1024
+MAX_SANDBOX_CODE_BYTES = 100_000
 
 
 class InvalidUploadKeyError(ValueError):
@@ -135,8 +141,11 @@ class StepOutput(Contract):
 
 
 class AnalyzeOutput(Contract):
-    issueIds: list[str]
+    """The issues to investigate are a JSON array in S3 (`itemsKey`, a full key): the Map reads it with its
+    ItemReader, so a table with thousands of issues never puts their ids in the state."""
+
     count: int
+    itemsKey: str
 
 
 # --- the investigation loop inside the Map ------------------------------------------------------
@@ -147,11 +156,14 @@ class SandboxDataset(Contract):
 
 
 class SandboxRequest(Contract):
-    """The sandbox function's event: the code and a presigned GET for exactly this run's data.parquet."""
+    """The sandbox function's event: the code, a presigned GET for exactly this run's data.parquet, and a
+    presigned PUT for this attempt's result object, used only when the result is too large to return."""
 
     code: str
     dataset: SandboxDataset
     timeout_s: float
+    result_url: str
+    result_key: str
 
 
 class GenerateCodeInput(Contract):
@@ -166,6 +178,15 @@ class GenerateCodeOutput(Contract):
     sandboxRequest: SandboxRequest | None = None
 
 
+class SandboxResultRef(Contract):
+    """What the sandbox function returns instead of a result over its inline cap: where it PUT the result."""
+
+    resultKey: str = Field(description="the full S3 key of the CodeInvestigation JSON")
+    resultBytes: int = Field(ge=0)
+    success: bool
+    stopped: StopReason | None = None
+
+
 class SandboxFailure(Contract):
     """What a Catch puts in the state when the sandbox function itself failed (crash, timeout, throttle)."""
 
@@ -178,7 +199,7 @@ class RecordAttemptInput(Contract):
     run: RunState
     issueId: str
     attempt: int = Field(ge=1)
-    sandboxResult: CodeInvestigation | SandboxFailure
+    sandboxResult: CodeInvestigation | SandboxResultRef | SandboxFailure
 
 
 class RecordAttemptOutput(Contract):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import shutil
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from iterate.aws.deps import AwsDeps
 from iterate.aws.observability import logger, metrics, tracer
 from iterate.aws.payloads import (
+    MAX_SANDBOX_CODE_BYTES,
     AnalyzeOutput,
     FailureInput,
     FailureOutput,
@@ -35,6 +37,7 @@ from iterate.aws.payloads import (
     SandboxDataset,
     SandboxFailure,
     SandboxRequest,
+    SandboxResultRef,
     StartRunRequest,
     StateError,
     StepInput,
@@ -47,7 +50,7 @@ from iterate.aws.secrets import settings_with_secret
 from iterate.contracts import CodeInvestigation, ReusedScript
 from iterate.investigate import GenerationFailed, code_source
 from iterate.settings import Settings
-from iterate.storage.dynamo import TERMINAL, DynamoRunRepository, RunTransitionError
+from iterate.storage.dynamo import TERMINAL, DynamoRunRepository, RunLimitReachedError, RunTransitionError
 from iterate.storage.s3 import S3ArtifactStore
 
 # Share of the progress bar each step owns (percent from, to).
@@ -306,6 +309,13 @@ def profile(payload: ProfileInput, deps: AwsDeps, *, execution_id: str) -> Profi
             return ProfileOutput(duplicate=True, duplicateOf=earlier)
         repo.record_upload(run.datasetId, run.source.model_dump(mode="json"))
     _start_run(repo, run, execution_id)
+    try:
+        # Counted among the owner's runs in progress (a run the API started holds its slot already).
+        repo.acquire_run_slot(run.runId, deps.config.max_concurrent_runs)
+    except RunLimitReachedError:
+        with contextlib.suppress(RunTransitionError):
+            repo.update_progress(run.runId, step="profile", percent=0, message="waiting for a free run slot")
+        raise  # the ASL retries this with backoff; after that, RecordFailure records why
     work = Path(tempfile.mkdtemp(prefix="iterate-", dir=deps.work_dir))
     try:
         local = work / (file_name or "upload")
@@ -354,6 +364,10 @@ def previous_issues(deps: AwsDeps, run: RunState) -> list[Any] | None:
     return None
 
 
+# The Map's items: a JSON array of issue ids, read by its ItemReader (never carried in the state).
+INVESTIGATION_ITEMS = "investigations/items.json"
+
+
 @tracer.capture_method(capture_response=False)
 def analyze(payload: StepInput, deps: AwsDeps) -> AnalyzeOutput:
     from iterate import pipeline
@@ -361,10 +375,13 @@ def analyze(payload: StepInput, deps: AwsDeps) -> AnalyzeOutput:
     with running_step(deps, payload.run, "analyze", llm=True) as ctx:
         ctx.previous_issues = previous_issues(deps, payload.run)
         issue_ids = list(pipeline.analyze_step(ctx))
+        ctx.store.put_bytes(
+            INVESTIGATION_ITEMS, json.dumps(issue_ids).encode(), content_type="application/json"
+        )
     repository(deps, payload.run.owner).set_run_fields(
         payload.run.runId, investigationsTotal=len(issue_ids), investigationsDone=0
     )
-    return AnalyzeOutput(issueIds=issue_ids, count=len(issue_ids))
+    return AnalyzeOutput(count=len(issue_ids), itemsKey=payload.run.prefix + INVESTIGATION_ITEMS)
 
 
 # --- the investigation loop -----------------------------------------------------------------------
@@ -372,6 +389,18 @@ def analyze(payload: StepInput, deps: AwsDeps) -> AnalyzeOutput:
 
 def _attempts_key(issue_id: str) -> str:
     return f"investigations/{issue_id}.attempts.json"
+
+
+def result_key(issue_id: str, attempt: int) -> str:
+    """Where the sandbox PUTs an attempt's result too large to return inline (relative to the run prefix).
+
+    The sandbox's S3 endpoint lets a presigned PUT through for `artifacts/*/investigations/*.result.json` only.
+    """
+    return f"investigations/{issue_id}.attempt-{attempt}.result.json"
+
+
+# An offloaded result is read back whole: anything past this is not a result the sandbox's caps allow.
+MAX_OFFLOADED_RESULT_BYTES = 16 * 1024 * 1024
 
 
 def _load_attempts(store: S3ArtifactStore, issue_id: str) -> dict[str, Any]:
@@ -423,6 +452,11 @@ def generate_code(payload: GenerateCodeInput, deps: AwsDeps) -> GenerateCodeOutp
         elif spent < ctx.settings.investigation_max_attempts:
             try:
                 code = pipeline.generate_code_step(ctx, payload.issueId, attempts)
+                if code is not None and len(code.encode()) > MAX_SANDBOX_CODE_BYTES:
+                    # The code travels in the state to the sandbox: it must leave room under 256 KiB.
+                    raise GenerationFailed(
+                        f"it wrote {len(code.encode())} bytes of code, over the {MAX_SANDBOX_CODE_BYTES}-byte limit"
+                    )
             except GenerationFailed as exc:
                 # The generator itself failed: the investigation fails with its reason, never the run.
                 failed = CodeInvestigation(
@@ -434,6 +468,7 @@ def generate_code(payload: GenerateCodeInput, deps: AwsDeps) -> GenerateCodeOutp
                 )
                 attempts.append(failed)
                 state["attempts"] = [a.model_dump(mode="json") for a in attempts]
+                code = None
         if code is None:
             if attempts and not state.get("finished"):
                 # The generator gave up: the last failed attempt is what the report shows, with its reason.
@@ -456,11 +491,21 @@ def generate_code(payload: GenerateCodeInput, deps: AwsDeps) -> GenerateCodeOutp
             state["pending"]["reused"] = reused.model_dump(mode="json")
         _save_attempts(store, payload.issueId, state)
         url = store.presigned_get("data.parquet", expires_s=deps.config.presign_expiry_s)
+        out_key = store.prefix + result_key(payload.issueId, attempt)
+        out_url = deps.s3_client().generate_presigned_url(
+            "put_object",
+            Params={"Bucket": store.bucket, "Key": out_key},
+            ExpiresIn=deps.config.presign_expiry_s,
+        )
     return GenerateCodeOutput(
         stop=False,
         attempt=attempt,
         sandboxRequest=SandboxRequest(
-            code=code, dataset=SandboxDataset(presigned_url=url), timeout_s=deps.settings.sandbox_timeout_s
+            code=code,
+            dataset=SandboxDataset(presigned_url=url),
+            timeout_s=deps.settings.sandbox_timeout_s,
+            result_url=out_url,
+            result_key=out_key,
         ),
     )
 
@@ -475,6 +520,31 @@ def _failure_text(failure: SandboxFailure) -> str:
     except (json.JSONDecodeError, TypeError):
         pass
     return f"{failure.Error}: {message}"[:2000] if message else failure.Error
+
+
+def _offloaded_result(
+    deps: AwsDeps, run: RunState, issue_id: str, attempt: int, ref: SandboxResultRef
+) -> CodeInvestigation:
+    """The result the sandbox PUT to S3, read from the key this attempt was given (never one the ref names)."""
+    expected = run.prefix + result_key(issue_id, attempt)
+
+    def failed(reason: str) -> CodeInvestigation:
+        return CodeInvestigation(code="", success=False, error=reason, stopped="crash", attempts=attempt)
+
+    if ref.resultKey != expected:
+        return failed(f"the sandbox stored its result under {ref.resultKey!r}, not this attempt's key")
+    try:
+        response = deps.s3_client().get_object(Bucket=run.bucket, Key=expected)
+    except Exception as exc:  # missing or unreadable: the attempt failed, the run goes on
+        return failed(f"the sandbox's stored result could not be read: {type(exc).__name__}")
+    size = int(response.get("ContentLength") or 0)
+    if size > MAX_OFFLOADED_RESULT_BYTES:
+        response["Body"].close()
+        return failed(f"the sandbox's stored result is {size} bytes, over {MAX_OFFLOADED_RESULT_BYTES}")
+    try:
+        return CodeInvestigation.model_validate_json(response["Body"].read())
+    except ValidationError:
+        return failed("the sandbox's stored result is not a CodeInvestigation")
 
 
 @tracer.capture_method(capture_response=False)
@@ -495,6 +565,8 @@ def record_attempt(payload: RecordAttemptInput, deps: AwsDeps) -> RecordAttemptO
         pending = state.get("pending") or {}
         code = str(pending.get("code", "")) if pending.get("attempt") == payload.attempt else ""
         result = payload.sandboxResult
+        if isinstance(result, SandboxResultRef):
+            result = _offloaded_result(deps, run, payload.issueId, payload.attempt, result)
         if isinstance(result, SandboxFailure):
             outcome = CodeInvestigation(
                 code=code,
@@ -615,6 +687,7 @@ def report(payload: StepInput, deps: AwsDeps) -> ReportOutput:
             analysisKey=f"{run.prefix}analysis.json",
             progress={"step": "report", "percent": 100, "message": "done"},
         )
+    repo.release_run_slot(run.runId)
     publish_completion(
         deps,
         {
@@ -675,6 +748,7 @@ def record_failure(payload: FailureInput, deps: AwsDeps, *, execution_id: str) -
         status = existing["status"]
     else:
         repo.transition(run.runId, from_status=existing["status"], to_status="FAILED", **fields)
+    repo.release_run_slot(run.runId)
     logger.error("run failed", error=error.Error, reason=reason)
     metrics.add_metric(name="RunsFailed", unit="Count", value=1)
     publish_completion(

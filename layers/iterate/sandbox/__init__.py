@@ -5,11 +5,13 @@ from iterate.sandbox.policy import ALLOWED_IMPORTS, Violation, check_policy
 from iterate.sandbox.remote import (
     DatasetFetchError,
     LambdaSandbox,
+    ResultStoreError,
     SandboxDataset,
     SandboxEnvironmentDirty,
     SandboxEvent,
     SandboxUnavailable,
     clean_environment,
+    deliver_result,
     run_event,
     run_in_clean_environment,
 )
@@ -19,6 +21,7 @@ __all__ = [
     "DatasetFetchError",
     "LambdaSandbox",
     "LocalSandbox",
+    "ResultStoreError",
     "SandboxDataset",
     "SandboxEnvironmentDirty",
     "SandboxError",
@@ -29,6 +32,7 @@ __all__ = [
     "Violation",
     "check_policy",
     "clean_environment",
+    "deliver_result",
     "run_event",
     "run_in_clean_environment",
 ]

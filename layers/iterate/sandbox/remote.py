@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import shutil
 import tempfile
 import threading
@@ -34,6 +35,10 @@ class DatasetFetchError(Exception):
     """The sandbox function could not download the dataset it was given."""
 
 
+class ResultStoreError(Exception):
+    """The sandbox function could not PUT a large result to the presigned URL it was given."""
+
+
 class SandboxDataset(Contract):
     """Where the dataset is: a presigned GET (preferred: the function needs no S3 permission) or an object."""
 
@@ -49,12 +54,24 @@ class SandboxDataset(Contract):
         return self
 
 
-class SandboxEvent(Contract):
-    """The sandbox function's event: `{code, dataset: {presigned_url | bucket/key/version_id}, timeout_s}`."""
+MAX_CODE_CHARS = 100_000
 
-    code: str = Field(max_length=100_000)
+
+class SandboxEvent(Contract):
+    """The sandbox function's event: `{code, dataset: {presigned_url | bucket/key/version_id}, timeout_s}`,
+    and from the state machine `result_url`/`result_key`: a presigned PUT for a result too large to return."""
+
+    code: str = Field(max_length=MAX_CODE_CHARS)
     dataset: SandboxDataset
     timeout_s: float | None = Field(default=None, gt=0, le=600)
+    result_url: str | None = Field(default=None, description="presigned PUT for a result over the inline cap")
+    result_key: str | None = Field(default=None, max_length=1024, description="the key result_url writes")
+
+    @model_validator(mode="after")
+    def _result_url_has_its_key(self) -> SandboxEvent:
+        if bool(self.result_url) != bool(self.result_key):
+            raise ValueError("give result_url and result_key together")
+        return self
 
 
 def _copy_capped(source: BinaryIO, target: Path, limit: int) -> int:
@@ -92,6 +109,68 @@ def fetch_url(
         raise
     except Exception as exc:  # network, HTTP and TLS errors all mean the same to the caller
         raise DatasetFetchError(f"dataset download failed: {type(exc).__name__}") from exc
+
+
+def put_url(url: str, body: bytes, *, timeout_s: float = FETCH_TIMEOUT_S) -> None:
+    """PUT `body` to a presigned URL (the sandbox's only write: its own result object)."""
+    if not url.startswith("https://") and not url.startswith("http://"):
+        raise ResultStoreError("the result URL must be http(s)")
+    try:
+        import requests
+    except ImportError:
+        requests = None  # type: ignore[assignment]
+    try:
+        if requests is not None:
+            response = requests.put(url, data=body, timeout=timeout_s)
+            if response.status_code != 200:
+                raise ResultStoreError(f"result upload failed: HTTP {response.status_code}")
+            return
+        import urllib.request
+
+        request = urllib.request.Request(url, data=body, method="PUT")
+        with urllib.request.urlopen(request, timeout=timeout_s):
+            return
+    except ResultStoreError:
+        raise
+    except Exception as exc:  # network, HTTP and TLS errors all mean the same to the caller
+        raise ResultStoreError(f"result upload failed: {type(exc).__name__}") from exc
+
+
+def deliver_result(
+    result: CodeInvestigation,
+    event: SandboxEvent,
+    *,
+    inline_limit: int,
+    put: Callable[[str, bytes], None] = put_url,
+) -> dict[str, Any]:
+    """What the sandbox function returns: the result itself while its JSON fits `inline_limit`, else a
+    reference `{resultKey, resultBytes, success, stopped}` after PUTting the whole result to `result_url`.
+
+    Step Functions fails an execution whose state passes 256 KiB, and no Catch sees it; this keeps the state
+    small whatever the code printed. Without a result URL (a direct invoke, whose response may hold 6 MB)
+    the result is returned as it is. A result that cannot be stored becomes a failed `output_size` attempt.
+    """
+    body = result.model_dump_json().encode()
+    if len(body) <= inline_limit or not event.result_url or not event.result_key:
+        return result.model_dump(mode="json")
+    try:
+        put(event.result_url, body)
+    except ResultStoreError as exc:
+        failed = CodeInvestigation(
+            code=result.code,
+            success=False,
+            error=f"the result ({len(body)} bytes) is over the {inline_limit}-byte inline cap and could not "
+            f"be stored: {exc}",
+            stopped="output_size",
+            execution_time_ms=result.execution_time_ms,
+        )
+        return failed.model_dump(mode="json")
+    return {
+        "resultKey": event.result_key,
+        "resultBytes": len(body),
+        "success": result.success,
+        "stopped": result.stopped,
+    }
 
 
 def fetch_object(
@@ -248,19 +327,71 @@ def run_in_clean_environment(
 _ONE_INVOCATION = threading.Lock()
 
 
+# Error codes Lambda answers an invoke with when the function is at its (reserved) concurrency.
+THROTTLE_CODES = frozenset(
+    {"TooManyRequestsException", "ThrottlingException", "Throttling", "ThrottledException"}
+)
+
+
+def is_throttle(exc: BaseException) -> bool:
+    """A botocore error that says "too many at once" (by its error code or class, never its message)."""
+    code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")
+    return code in THROTTLE_CODES or type(exc).__name__ in THROTTLE_CODES
+
+
+def full_jitter(cap: float) -> float:
+    """A wait drawn uniformly from [0, cap] (AWS's "full jitter": retries of many callers spread out)."""
+    return random.uniform(0.0, cap)
+
+
 class LambdaSandbox:
     """The Sandbox port on AWS: invokes the sandbox function synchronously and returns its CodeInvestigation.
 
     `presign(data)` turns a DatasetRef into a presigned GET (the function then needs no S3 permission);
     without it the event names the bucket/key/version and the function's role must allow that object.
+
+    The function runs at a reserved concurrency shared by every run of the account: an invoke over it is
+    throttled, and a throttle says nothing about the code. It is tried again up to `throttle_retries` times,
+    waiting `full_jitter(min(max_delay_s, base_delay_s * 2**n))` before try n+1; only then is the sandbox
+    reported unavailable (`SandboxUnavailable`), never as a failed proof.
     """
 
     def __init__(
-        self, lambda_client: Any, function_name: str, *, presign: Callable[[DatasetRef], str] | None = None
+        self,
+        lambda_client: Any,
+        function_name: str,
+        *,
+        presign: Callable[[DatasetRef], str] | None = None,
+        throttle_retries: int = 6,
+        base_delay_s: float = 0.5,
+        max_delay_s: float = 20.0,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[float], float] = full_jitter,
     ) -> None:
         self.client = lambda_client
         self.function_name = function_name
         self.presign = presign
+        self.throttle_retries = max(0, throttle_retries)
+        self.base_delay_s = base_delay_s
+        self.max_delay_s = max_delay_s
+        self._sleep = sleep
+        self._jitter = jitter
+
+    @classmethod
+    def from_settings(
+        cls, lambda_client: Any, settings: Any, *, presign: Callable[[DatasetRef], str] | None = None
+    ) -> LambdaSandbox:
+        """The adapter for `settings.sandbox_function`, with the throttle policy of the settings."""
+        if not settings.sandbox_function:
+            raise ValueError("ITERATE_SANDBOX_FUNCTION names no sandbox function")
+        return cls(
+            lambda_client,
+            settings.sandbox_function,
+            presign=presign,
+            throttle_retries=settings.sandbox_throttle_retries,
+            base_delay_s=settings.sandbox_throttle_base_s,
+            max_delay_s=settings.sandbox_throttle_max_s,
+        )
 
     def event(self, code: str, data: DatasetRef, *, timeout_s: float | None = None) -> SandboxEvent:
         if self.presign is not None:
@@ -269,18 +400,28 @@ class LambdaSandbox:
             dataset = SandboxDataset(bucket=data.bucket, key=data.key, version_id=data.version_id)
         return SandboxEvent(code=code, dataset=dataset, timeout_s=timeout_s)
 
+    def _invoke(self, payload: bytes) -> tuple[dict[str, Any], bytes]:
+        """One synchronous invoke, tried again on throttles with capped exponential backoff and full jitter."""
+        attempt = 0
+        while True:
+            try:
+                response = self.client.invoke(
+                    FunctionName=self.function_name, InvocationType="RequestResponse", Payload=payload
+                )
+                return response, response["Payload"].read()
+            except Exception as exc:  # botocore errors: throttling, networking, permissions
+                if not is_throttle(exc) or attempt >= self.throttle_retries:
+                    tries = f" after {attempt + 1} tries" if attempt else ""
+                    raise SandboxUnavailable(
+                        f"sandbox function not reachable{tries}: {type(exc).__name__}: {exc}"
+                    ) from exc
+                self._sleep(self._jitter(min(self.max_delay_s, self.base_delay_s * 2**attempt)))
+                attempt += 1
+
     def run(self, code: str, data: DatasetRef, *, timeout_s: float | None = None) -> CodeInvestigation:
         payload = self.event(code, data, timeout_s=timeout_s).model_dump(mode="json", exclude_none=True)
         started = time.perf_counter()
-        try:
-            response = self.client.invoke(
-                FunctionName=self.function_name,
-                InvocationType="RequestResponse",
-                Payload=json.dumps(payload).encode(),
-            )
-            body = response["Payload"].read()
-        except Exception as exc:  # botocore errors: throttling, networking, permissions
-            raise SandboxUnavailable(f"sandbox function not reachable: {type(exc).__name__}: {exc}") from exc
+        response, body = self._invoke(json.dumps(payload).encode())
         elapsed = round((time.perf_counter() - started) * 1000, 1)
         if response.get("FunctionError"):
             # The function itself died (Lambda timeout, out of memory, crash): a failed attempt, not a run failure.

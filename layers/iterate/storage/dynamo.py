@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import json
 import time
+from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -19,6 +23,12 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 # Idempotency claims only need to outlive EventBridge's 24 h redelivery window; a week is generous.
 CLAIM_TTL_S = 7 * 24 * 3600
+# An API Idempotency-Key answers with the same run for a day (what clients retry within).
+IDEMPOTENCY_TTL_S = 24 * 3600
+# The one index, GSI1: an owner's runs of one dataset, newest first (GSI1PK OWNER#<o>#DATASET#<d>,
+# GSI1SK RUN#<startedAt>#<run id>). Only run items carry GSI1 keys (a sparse index).
+GSI1 = "GSI1"
+RUN_SLOTS_SK = "LIMIT#runs"
 
 
 class RunNotFoundError(LookupError):
@@ -27,6 +37,20 @@ class RunNotFoundError(LookupError):
 
 class RunTransitionError(StatusConflictError):
     """The run was not in the expected status (a concurrent change won, or the transition is not allowed)."""
+
+
+class RunLimitReachedError(RuntimeError):
+    """The owner already has as many runs in progress as allowed (ProfileDataset waits: the ASL retries it)."""
+
+
+class InvalidPageTokenError(ValueError):
+    """A pagination token that this repository did not issue for this owner and this listing."""
+
+
+def encode_page_token(last_key: dict[str, Any]) -> str:
+    """DynamoDB's LastEvaluatedKey as an opaque URL-safe token."""
+    raw = json.dumps(from_item(last_key), separators=(",", ":"), sort_keys=True).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def to_item(value: Any) -> Any:
@@ -49,11 +73,16 @@ def owner_pk(owner: str) -> str:
     return f"OWNER#{owner}"
 
 
+def dataset_runs_pk(owner: str, dataset_id: str) -> str:
+    """GSI1's partition: one owner's runs of one dataset."""
+    return f"{owner_pk(owner)}#DATASET#{dataset_id}"
+
+
 def object_claim_key(bucket: str, key: str, version_id: str | None) -> str:
     return f"OBJ#{bucket}/{key}#{version_id or 'null'}"
 
 
-_KEY_ATTRS = ("PK", "SK", "GSI1PK", "GSI1SK", "expiresAt", "entity")
+_KEY_ATTRS = ("PK", "SK", "GSI1PK", "GSI1SK", "expiresAt", "entity", "liveRuns")
 
 
 def _strip(item: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -84,12 +113,13 @@ class DynamoRunRepository:
     # --- the RunRepository port -------------------------------------------------------------------
     def create_run(self, run: dict[str, Any]) -> None:
         run_id = run["runId"]
+        started = run.get("startedAt") or self._now_iso()
         item = {
             **to_item(run),
             "PK": self._pk,
             "SK": f"RUN#{run_id}",
-            "GSI1PK": f"RUN#{run_id}",
-            "GSI1SK": self._pk,
+            "GSI1PK": dataset_runs_pk(self.owner, run["datasetId"]),
+            "GSI1SK": f"RUN#{started}#{run_id}",
             "entity": "run",
             "status": run.get("status", "QUEUED"),
             "owner": self.owner,
@@ -233,10 +263,143 @@ class DynamoRunRepository:
         return int(item.get("investigationsDone", 0)), int(item.get("investigationsTotal", 0))
 
     def list_runs(self, dataset_id: str | None = None) -> list[dict[str, Any]]:
-        runs = self._query_prefix("RUN#")
+        """Every run of the owner (or of one dataset), newest first."""
         if dataset_id is not None:
-            runs = [r for r in runs if r.get("datasetId") == dataset_id]
+            return list(self.iter_runs(dataset_id))
+        runs = self._query_prefix("RUN#")
         return sorted(runs, key=lambda r: r.get("startedAt") or r.get("createdAt") or "", reverse=True)
+
+    def iter_runs(self, dataset_id: str) -> Iterator[dict[str, Any]]:
+        """One dataset's runs, newest first, page by page through GSI1 (never a filter over all runs)."""
+        token = None
+        while True:
+            runs, token = self.page_runs(dataset_id, limit=100, token=token)
+            yield from runs
+            if token is None:
+                return
+
+    def page_runs(
+        self, dataset_id: str, *, limit: int, token: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of one dataset's runs, newest first, and the token of the next page (None: last page)."""
+        gsi_pk = dataset_runs_pk(self.owner, dataset_id)
+        kwargs: dict[str, Any] = {
+            "IndexName": GSI1,
+            "KeyConditionExpression": Key("GSI1PK").eq(gsi_pk) & Key("GSI1SK").begins_with("RUN#"),
+            "ScanIndexForward": False,
+        }
+        return self._page(kwargs, limit, token, {"GSI1PK": gsi_pk}, sk_prefix="RUN#")
+
+    def page_datasets(
+        self, *, limit: int, token: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        return self._page(self._prefix_query("DATASET#"), limit, token, {}, sk_prefix="DATASET#")
+
+    def page_issues(
+        self, run_id: str, *, limit: int, token: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        prefix = f"ISSUE#{run_id}#"
+        items, next_token = self._page(self._prefix_query(prefix), limit, token, {}, sk_prefix=prefix)
+        return [json.loads(i["issueJson"]) for i in items], next_token
+
+    # --- concurrent runs per owner ----------------------------------------------------------------
+    def acquire_run_slot(self, run_id: str, limit: int) -> None:
+        """Count `run_id` among the owner's runs in progress, unless `limit` are already (RunLimitReachedError).
+
+        One item per owner holds the live run ids; adding is conditional on its size, so two starts cannot
+        both take the last slot. Taking a slot twice is a no-op (a retried step). Ids whose run has ended or
+        no longer exists (an execution that died without RecordFailure) are dropped before refusing.
+        """
+        for attempt in range(2):
+            try:
+                self._table.update_item(
+                    Key={"PK": self._pk, "SK": RUN_SLOTS_SK},
+                    UpdateExpression="ADD liveRuns :id SET entity = :e",
+                    ConditionExpression=(
+                        "attribute_not_exists(liveRuns) OR size(liveRuns) < :max OR contains(liveRuns, :run)"
+                    ),
+                    ExpressionAttributeValues={
+                        ":id": {run_id},
+                        ":max": limit,
+                        ":run": run_id,
+                        ":e": "limits",
+                    },
+                )
+                return
+            except Exception as exc:
+                if not self._conditional_failed(exc):
+                    raise
+            live = self.live_runs()
+            stale = {r for r in live if r != run_id and self._ended(r)}
+            if stale and attempt == 0:
+                self._table.update_item(
+                    Key={"PK": self._pk, "SK": RUN_SLOTS_SK},
+                    UpdateExpression="DELETE liveRuns :stale",
+                    ExpressionAttributeValues={":stale": stale},
+                )
+                continue
+            break
+        raise RunLimitReachedError(
+            f"{len(live)} runs of this owner are in progress (at most {limit} at once)"
+        )
+
+    def release_run_slot(self, run_id: str) -> None:
+        """The run ended (or never started): it no longer counts against the owner's limit."""
+        self._table.update_item(
+            Key={"PK": self._pk, "SK": RUN_SLOTS_SK},
+            UpdateExpression="DELETE liveRuns :id",
+            ExpressionAttributeValues={":id": {run_id}},
+        )
+
+    def live_runs(self) -> set[str]:
+        item = self._table.get_item(Key={"PK": self._pk, "SK": RUN_SLOTS_SK}, ConsistentRead=True).get("Item")
+        return set((item or {}).get("liveRuns") or set())
+
+    def _ended(self, run_id: str) -> bool:
+        item = self._table.get_item(Key={"PK": self._pk, "SK": f"RUN#{run_id}"}, ConsistentRead=True).get(
+            "Item"
+        )
+        return item is None or item.get("status") in TERMINAL
+
+    def delete_run(self, run_id: str) -> None:
+        """Remove a run record that never started (the API refused it after creating it)."""
+        self._table.delete_item(
+            Key={"PK": self._pk, "SK": f"RUN#{run_id}"},
+            ConditionExpression="#s = :q",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={":q": "QUEUED"},
+        )
+
+    # --- API idempotency keys ---------------------------------------------------------------------
+    def claim_idempotency_key(self, key: str, *, request_hash: str, run_id: str) -> dict[str, Any] | None:
+        """Bind the caller's Idempotency-Key to `run_id`; None when this call holds it, else the earlier
+        claim (`runId`, `requestHash`): the request is a retry (or a misuse of the key)."""
+        sk = f"IDEMPOTENCY#{hashlib.sha256(key.encode()).hexdigest()}"
+        try:
+            self._table.put_item(
+                Item={
+                    "PK": self._pk,
+                    "SK": sk,
+                    "entity": "idempotency",
+                    "runId": run_id,
+                    "requestHash": request_hash,
+                    "expiresAt": int(self._clock()) + IDEMPOTENCY_TTL_S,
+                },
+                # An expired claim may still be there until DynamoDB's TTL sweep removes it.
+                ConditionExpression="attribute_not_exists(PK) OR expiresAt < :now",
+                ExpressionAttributeValues={":now": int(self._clock())},
+            )
+        except Exception as exc:
+            if not self._conditional_failed(exc):
+                raise
+            existing = self._table.get_item(Key={"PK": self._pk, "SK": sk}, ConsistentRead=True).get("Item")
+            return _strip(existing) or {"runId": None, "requestHash": None}
+        return None
+
+    def release_idempotency_key(self, key: str) -> None:
+        """Forget a key whose request did not start a run, so the caller's retry can."""
+        sk = f"IDEMPOTENCY#{hashlib.sha256(key.encode()).hexdigest()}"
+        self._table.delete_item(Key={"PK": self._pk, "SK": sk})
 
     # --- idempotency ------------------------------------------------------------------------------
     def claim_object(
@@ -253,8 +416,6 @@ class DynamoRunRepository:
                 Item={
                     "PK": self._pk,
                     "SK": sk,
-                    "GSI1PK": sk,
-                    "GSI1SK": self._pk,
                     "entity": "object_claim",
                     "runId": run_id,
                     "executionId": execution_id,
@@ -376,21 +537,51 @@ class DynamoRunRepository:
         self._table.delete_item(Key={"PK": self._pk, "SK": f"SCHEDULE#{dataset_id}"})
 
     # --- helpers ----------------------------------------------------------------------------------
+    def _prefix_query(self, prefix: str) -> dict[str, Any]:
+        return {"KeyConditionExpression": Key("PK").eq(self._pk) & Key("SK").begins_with(prefix)}
+
+    def _page(
+        self,
+        kwargs: dict[str, Any],
+        limit: int,
+        token: str | None,
+        expected: dict[str, str],
+        *,
+        sk_prefix: str,
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of a query; the token must be one this owner got for this same listing."""
+        kwargs = {**kwargs, "Limit": max(1, int(limit))}
+        if token:
+            kwargs["ExclusiveStartKey"] = self._decode_token(token, expected, sk_prefix)
+        page = self._table.query(**kwargs)
+        items = [i for i in (_strip(it) for it in page.get("Items", [])) if i is not None]
+        last = page.get("LastEvaluatedKey")
+        return items, (encode_page_token(last) if last else None)
+
+    def _decode_token(self, token: str, expected: dict[str, str], sk_prefix: str) -> dict[str, Any]:
+        try:
+            key = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        except (binascii.Error, ValueError) as exc:
+            raise InvalidPageTokenError("nextToken is not a token this API issued") from exc
+        wanted = {"PK": self._pk, **expected}
+        names = {"PK", "SK", *expected} | ({"GSI1SK"} if "GSI1PK" in expected else set())
+        if (
+            not isinstance(key, dict)
+            or not all(isinstance(v, str) for v in key.values())
+            or set(key) != names
+            or any(key.get(k) != v for k, v in wanted.items())
+            or not str(key.get("SK", "")).startswith(sk_prefix)
+        ):
+            # Another owner's key, another listing's key, or a forged one: never a way into other items.
+            raise InvalidPageTokenError("nextToken does not belong to this listing")
+        return key
+
     def _query_prefix(self, prefix: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {
-            "KeyConditionExpression": Key("PK").eq(self._pk) & Key("SK").begins_with(prefix)
-        }
+        kwargs: dict[str, Any] = self._prefix_query(prefix)
         while True:
             page = self._table.query(**kwargs)
             items.extend(i for i in (_strip(it) for it in page.get("Items", [])) if i is not None)
             if "LastEvaluatedKey" not in page:
                 return items
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-
-def find_run_owner(table: Any, run_id: str) -> str | None:
-    """The owner of a run, through GSI1 (used by system steps that only know the run id)."""
-    page = table.query(IndexName="GSI1", KeyConditionExpression=Key("GSI1PK").eq(f"RUN#{run_id}"))
-    items = page.get("Items", [])
-    return str(items[0]["owner"]) if items else None

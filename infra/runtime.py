@@ -1,0 +1,32 @@
+"""What each function is given at deploy time, kept free of CDK so the moto harness runs with the same values."""
+
+from __future__ import annotations
+
+from iterate.aws.payloads import MAX_SANDBOX_CODE_BYTES, STATE_LIMIT_BYTES
+
+# The sandbox function's caps (its environment). Its output cap stays below Step Functions' 256 KiB state
+# limit, and any result JSON over the inline cap is PUT to S3 and passed on as a key; what a state in the
+# investigation loop can hold at most (code + inline result + run and URLs) stays under the limit.
+SANDBOX_MAX_OUTPUT_BYTES = 200_000
+SANDBOX_INLINE_RESULT_BYTES = 64 * 1024
+STATE_OVERHEAD_BYTES = 16 * 1024  # the run, two presigned URLs, attempt counters (measured: ~4 KB)
+assert SANDBOX_MAX_OUTPUT_BYTES < STATE_LIMIT_BYTES
+assert MAX_SANDBOX_CODE_BYTES + SANDBOX_INLINE_RESULT_BYTES + STATE_OVERHEAD_BYTES < STATE_LIMIT_BYTES
+
+# The DynamoDB actions each function's code makes (iterate.storage.dynamo, through its steps or routes), and
+# nothing more: no Scan anywhere, DeleteItem only where a route deletes. "Query" is a query of the table,
+# "Query:GSI1" one of its index (an owner's runs of one dataset). tests/statemachine records every call a run
+# and the API make and checks it against this.
+TABLE_ACCESS: dict[str, frozenset[str]] = {
+    "profile": frozenset({"GetItem", "PutItem", "UpdateItem"}),  # claim, run, upload, run slot
+    "understand": frozenset({"GetItem", "UpdateItem"}),
+    "analyze": frozenset({"GetItem", "UpdateItem", "Query:GSI1"}),  # the previous run, for the comparison
+    "investigate": frozenset({"GetItem", "UpdateItem", "Query"}),  # the script library's index
+    "sandbox": frozenset(),
+    # The issues, in batches; the run's new proofs into the script library's index.
+    "report": frozenset({"GetItem", "PutItem", "UpdateItem", "BatchWriteItem"}),
+    "record_failure": frozenset({"GetItem", "PutItem", "UpdateItem"}),
+    "followup": frozenset({"GetItem", "PutItem", "UpdateItem", "Query"}),
+    # Schedules, idempotency keys and runs refused before they started are deleted.
+    "api": frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Query:GSI1"}),
+}
