@@ -81,6 +81,8 @@ def dirty_rows(seed: int = 13) -> list[dict[str, str]]:
         r["quantity"] = q
     for r in at(15, 4):  # numbers written with a currency sign
         r["unit_price"] = "$" + r["unit_price"]
+    for r in at(17, 3):  # a customer id pasted from another order: email, phone and city say otherwise
+        r["customer_id"] = "C107" if r["customer_id"] != "C107" else "C108"
     rows.insert(200, dict(rows[20]))  # exact duplicates
     rows.insert(300, dict(rows[40]))
     return rows

@@ -12,13 +12,14 @@ from iterate.export.quote import dqdl_str, number, spark_ident, spark_str, sql_i
 from iterate.export.rules import Check, RuleSet
 
 FORMATS = ("gx", "soda", "dqdl")
-GX_INTEGER = ["int8", "int16", "int32", "int64", "Int8", "Int16", "Int32", "Int64"]
-GX_DECIMAL = [*GX_INTEGER, "float32", "float64", "Float32", "Float64"]
+# numpy dtype names: GX 1.24 does not match pandas' nullable dtypes (Int64) against any type name.
+GX_INTEGER = ["int8", "int16", "int32", "int64"]
+GX_DECIMAL = [*GX_INTEGER, "float32", "float64"]
 # How the exported rules expect a CSV to be loaded (the tests load it exactly so).
 LOADING = {
     "gx": (
-        "pandas: every column read as text, the null values below missing; then each column listed in "
-        "numeric_columns becomes Int64 (integer) or Float64 (decimal) when all its values read so, else stays text"
+        "pandas: every column read as text (object), the null values below missing; then each column listed in "
+        "numeric_columns goes through pandas.to_numeric when all its values read as that kind of number, else stays text"
     ),
     "soda": "DuckDB: every column VARCHAR (read_csv all_varchar), the null values below NULL",
     "dqdl": "a Glue table whose columns are strings (numbers as double where the rules compare them)",
@@ -53,7 +54,9 @@ def _gx_expectation(rules: RuleSet, c: Check) -> dict[str, Any] | None:
     elif c.kind == "not_null":
         typ, kw = "expect_column_values_to_not_be_null", {"column": col}
     elif c.kind == "number":
-        types = GX_INTEGER if c.params.get("integer") else GX_DECIMAL
+        # pandas reads an integer column with missing values as float64.
+        has_missing = any(p.name == col and p.missing > 0 for p in rules.columns)
+        types = GX_INTEGER if c.params.get("integer") and not has_missing else GX_DECIMAL
         typ, kw = "expect_column_values_to_be_in_type_list", {"column": col, "type_list": types}
     elif c.kind == "between":
         typ = "expect_column_values_to_be_between"
@@ -174,6 +177,12 @@ def soda_table(name: str) -> str:
     return cleaned if not cleaned[0].isdigit() else f"t_{cleaned}"
 
 
+def soda_name(c: Check) -> str:
+    """A check's name in the Soda file: its id, why it exists and the issues it encodes (results name it so)."""
+    issues = f" (issues: {', '.join(c.issues)})" if c.issues else ""
+    return f"[{c.id}] {c.why}{issues}"
+
+
 def to_soda(rules: RuleSet, table: str | None = None) -> Rendered:
     table = soda_table(table or rules.dataset)
     lines = [
@@ -185,8 +194,7 @@ def to_soda(rules: RuleSet, table: str | None = None) -> Rendered:
     ]
     written = []
     for c in rules.checks:
-        issues = f" (issues: {', '.join(c.issues)})" if c.issues else ""
-        name = yaml_str(f"[{c.id}] {c.why}{issues}")
+        name = yaml_str(soda_name(c))
         if c.kind == "columns":
             cols = ", ".join(yaml_str(x) for x in c.columns)
             lines += ["  - schema:", f"      name: {name}", "      fail:", f"        when required column missing: [{cols}]"]
