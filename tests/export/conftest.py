@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import matrix  # noqa: E402
+import matrix
 
 
 @pytest.fixture(scope="session")

@@ -152,7 +152,12 @@ class _Parser:
             self.take("PUNCT", "(")
             comp.rules.append(self.rule())
             self.take("PUNCT", ")")
-            if not (self.at("WORD", "and") or self.at("WORD", "AND") or self.at("WORD", "or") or self.at("WORD", "OR")):
+            if not (
+                self.at("WORD", "and")
+                or self.at("WORD", "AND")
+                or self.at("WORD", "or")
+                or self.at("WORD", "OR")
+            ):
                 break
             op = self.take().value.lower()
             if comp.op and comp.op != op:

@@ -57,7 +57,9 @@ def versions() -> dict[str, str]:
     return json.loads(out.stdout)
 
 
-def run(engine: str, rules: Path, csv_path: Path, null_values: list[str], numeric: dict[str, str], table: str) -> dict:
+def run(
+    engine: str, rules: Path, csv_path: Path, null_values: list[str], numeric: dict[str, str], table: str
+) -> dict:
     """{"results": {key: "pass" | "fail"}, "errors": [...]} from the real engine, run in a subprocess."""
     with tempfile.TemporaryDirectory() as home:
         env = {

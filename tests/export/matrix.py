@@ -12,13 +12,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import engines  # noqa: E402
-import orders  # noqa: E402
+import engines
+import orders
 
-from iterate.cli.main import main as iterate_main  # noqa: E402
-from iterate.export import derive, load_run, render  # noqa: E402
-from iterate.export.render import soda_name  # noqa: E402
-from iterate.export.rules import RuleSet  # noqa: E402
+from iterate.cli.main import main as iterate_main
+from iterate.export import derive, load_run, render
+from iterate.export.render import soda_name
+from iterate.export.rules import RuleSet
 
 
 @dataclass
@@ -62,7 +62,9 @@ def matrix(fmt: str, run_dir: Path, dirty: Path, clean: Path, workdir: Path) -> 
     rows = []
     for c in rendered.checks:
         key = c.id if fmt == "gx" else soda_name(c)
-        rows.append(Row(c.id, c.issues, outcomes["dirty"].get(key, "missing"), outcomes["clean"].get(key, "missing")))
+        rows.append(
+            Row(c.id, c.issues, outcomes["dirty"].get(key, "missing"), outcomes["clean"].get(key, "missing"))
+        )
     return rows, errors
 
 

@@ -14,7 +14,14 @@ COLUMNS = [
     "order_id", "order_date", "customer_id", "email", "phone", "city", "state",
     "product", "category", "quantity", "unit_price", "status",
 ]  # fmt: skip
-CITIES = [("Denver", "CO"), ("Austin", "TX"), ("Boston", "MA"), ("Seattle", "WA"), ("Chicago", "IL"), ("Miami", "FL")]
+CITIES = [
+    ("Denver", "CO"),
+    ("Austin", "TX"),
+    ("Boston", "MA"),
+    ("Seattle", "WA"),
+    ("Chicago", "IL"),
+    ("Miami", "FL"),
+]
 PRODUCTS = [
     ("Green Tea 100g", "Tea", "6.50"),
     ("Chai Blend 250g", "Tea", "9.25"),

@@ -29,10 +29,8 @@ def run_gx(rules_path, header, rows, numeric):
 
     df = pd.DataFrame(rows, columns=header, dtype=object)
     for col, kind in numeric.items():
-        values = df[col].dropna()
-        if kind == "integer" and values.map(lambda v: re.fullmatch(INTEGER, v) is not None).all():
-            df[col] = pd.to_numeric(df[col])
-        elif kind == "decimal" and values.map(lambda v: re.fullmatch(DECIMAL, v) is not None).all():
+        pattern = INTEGER if kind == "integer" else DECIMAL
+        if df[col].dropna().map(lambda v, p=pattern: re.fullmatch(p, v) is not None).all():
             df[col] = pd.to_numeric(df[col])
     with open(rules_path, encoding="utf-8") as f:
         suite_dict = json.load(f)

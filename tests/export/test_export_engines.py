@@ -71,6 +71,15 @@ def test_the_dqdl_ruleset_parses_against_the_documented_grammar(orders_run: tupl
                 assert first.params == [check.column]
         elif check.kind in ("unique", "dependency"):
             assert first.type in ("IsUnique", "CustomSql")
-    in_set = next(r for c, r in zip(rendered.checks, parsed, strict=True) if c.kind == "in_set" and c.column == "category")
+    in_set = next(
+        r
+        for c, r in zip(rendered.checks, parsed, strict=True)
+        if c.kind == "in_set" and c.column == "category"
+    )
     assert isinstance(in_set, Rule) and in_set.condition is not None
-    assert in_set.condition[0] == "in" and sorted(in_set.condition[1]) == ["Accessories", "Coffee", "Equipment", "Tea"]
+    assert in_set.condition[0] == "in" and sorted(in_set.condition[1]) == [
+        "Accessories",
+        "Coffee",
+        "Equipment",
+        "Tea",
+    ]

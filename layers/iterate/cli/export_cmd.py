@@ -27,8 +27,12 @@ def register(subparsers: Any) -> None:
         ),
     )
     p.add_argument("run_dir", metavar="RUN_DIR", type=Path)
-    p.add_argument("--format", required=True, choices=FORMATS, dest="fmt", help="the target tool: gx, soda or dqdl")
-    p.add_argument("--out", metavar="FILE", type=Path, help="write the rules to FILE instead of standard output")
+    p.add_argument(
+        "--format", required=True, choices=FORMATS, dest="fmt", help="the target tool: gx, soda or dqdl"
+    )
+    p.add_argument(
+        "--out", metavar="FILE", type=Path, help="write the rules to FILE instead of standard output"
+    )
     p.add_argument(
         "--table", metavar="NAME", help="soda: the table the checks are for (default: the dataset's name)"
     )
@@ -40,7 +44,9 @@ def run(args: argparse.Namespace) -> int:
     missing = [n for n in ("profile.json", "analysis.json") if not (run_dir / n).is_file()]
     if missing:
         print(
-            visible(f"iterate export: {run_dir / missing[0]} not found: run `iterate analyze FILE --out {run_dir}` first"),
+            visible(
+                f"iterate export: {run_dir / missing[0]} not found: run `iterate analyze FILE --out {run_dir}` first"
+            ),
             file=sys.stderr,
         )
         return 2

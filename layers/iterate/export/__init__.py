@@ -14,8 +14,12 @@ __all__ = ["FORMATS", "Check", "Rendered", "RuleSet", "derive", "export_run", "l
 
 def load_run(run_dir: Path) -> tuple[DatasetProfile, AnalysisResult]:
     """The profile and analysis a run wrote (`iterate analyze FILE --out RUN_DIR`)."""
-    profile = DatasetProfile.model_validate(json.loads((run_dir / "profile.json").read_text(encoding="utf-8")))
-    analysis = AnalysisResult.model_validate(json.loads((run_dir / "analysis.json").read_text(encoding="utf-8")))
+    profile = DatasetProfile.model_validate(
+        json.loads((run_dir / "profile.json").read_text(encoding="utf-8"))
+    )
+    analysis = AnalysisResult.model_validate(
+        json.loads((run_dir / "analysis.json").read_text(encoding="utf-8"))
+    )
     return profile, analysis
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from iterate.export import regex as rx
 from iterate.export.quote import dqdl_str, number, spark_ident, spark_str, sql_ident, sql_str, yaml_str
 from iterate.export.rules import Check, RuleSet
+from iterate.visible import visible
 
 FORMATS = ("gx", "soda", "dqdl")
 # numpy dtype names: GX 1.24 does not match pandas' nullable dtypes (Int64) against any type name.
@@ -64,12 +65,20 @@ def _gx_expectation(rules: RuleSet, c: Check) -> dict[str, Any] | None:
     elif c.kind in ("in_set", "not_in_set"):
         if rules.numeric(col):
             return None
-        typ = "expect_column_values_to_be_in_set" if c.kind == "in_set" else "expect_column_values_to_not_be_in_set"
+        typ = (
+            "expect_column_values_to_be_in_set"
+            if c.kind == "in_set"
+            else "expect_column_values_to_not_be_in_set"
+        )
         kw = {"column": col, "value_set": list(c.params["values"])}
     elif c.kind in ("regex", "not_regex"):
         if rules.numeric(col):
             return None
-        typ = "expect_column_values_to_match_regex" if c.kind == "regex" else "expect_column_values_to_not_match_regex"
+        typ = (
+            "expect_column_values_to_match_regex"
+            if c.kind == "regex"
+            else "expect_column_values_to_not_match_regex"
+        )
         regex = rx.flavour(c.params["regex"], "python")
         kw = {"column": col, "regex": regex if c.kind == "regex" else c.params["regex"]}
     elif c.kind == "date":
@@ -114,7 +123,9 @@ def to_gx(rules: RuleSet) -> Rendered:
             "iterate": {
                 "loading": LOADING["gx"],
                 "null_values": rules.null_values,
-                "numeric_columns": {c.name: rules.numeric(c.name) for c in rules.columns if rules.numeric(c.name)},
+                "numeric_columns": {
+                    c.name: rules.numeric(c.name) for c in rules.columns if rules.numeric(c.name)
+                },
                 "not_exported": skipped,
             }
         },
@@ -157,7 +168,10 @@ def _soda_sql(rules: RuleSet, table: str, c: Check) -> tuple[str, str] | None:
     if c.kind == "date":
         shape = rx.from_strftime(c.params["format"]) or ".*"
         parsed = f"TRY_STRPTIME({q}, {sql_str(c.params['format'])})"
-        return "fail condition", f"{present} AND (NOT regexp_full_match({q}, {_re2(shape)}) OR {parsed} IS NULL)"
+        return (
+            "fail condition",
+            f"{present} AND (NOT regexp_full_match({q}, {_re2(shape)}) OR {parsed} IS NULL)",
+        )
     if c.kind == "unique":
         cols = ", ".join(sql_ident(x) for x in c.columns)
         return "fail query", f"SELECT {cols}, COUNT(*) AS n FROM {table} GROUP BY {cols} HAVING COUNT(*) > 1"
@@ -197,7 +211,12 @@ def to_soda(rules: RuleSet, table: str | None = None) -> Rendered:
         name = yaml_str(soda_name(c))
         if c.kind == "columns":
             cols = ", ".join(yaml_str(x) for x in c.columns)
-            lines += ["  - schema:", f"      name: {name}", "      fail:", f"        when required column missing: [{cols}]"]
+            lines += [
+                "  - schema:",
+                f"      name: {name}",
+                "      fail:",
+                f"        when required column missing: [{cols}]",
+            ]
             written.append(c)
             continue
         sql = _soda_sql(rules, table, c)
@@ -239,10 +258,10 @@ def _dqdl_rule(rules: RuleSet, c: Check, has_missing: bool) -> str | None:
     if c.kind == "not_in_set":
         return f"ColumnValues {col} not in [ {', '.join(dqdl_str(v) for v in c.params['values'])} ]"
     if c.kind in ("regex", "date"):
-        regex = c.params["regex"] if c.kind == "regex" else rx.from_strftime(c.params["format"])
-        if regex is None:
+        pattern: str | None = c.params["regex"] if c.kind == "regex" else rx.from_strftime(c.params["format"])
+        if pattern is None:
             return None
-        return f"ColumnValues {col} matches {dqdl_str(rx.flavour(regex, 'java'))}{where}"
+        return f"ColumnValues {col} matches {dqdl_str(rx.flavour(pattern, 'java'))}{where}"
     if c.kind == "not_regex":
         sql = f"select count(*) from primary where {ident} rlike {spark_str(rx.flavour(c.params['regex'], 'java'))}"
         return f"CustomSql {dqdl_str(sql)} = 0"
@@ -264,14 +283,18 @@ def _dqdl_rule(rules: RuleSet, c: Check, has_missing: bool) -> str | None:
 
 def to_dqdl(rules: RuleSet) -> Rendered:
     missing = {c.name: c.missing > 0 for c in rules.columns}
-    out, written = [], []
+    out, written, dropped = [], [], {}
     for c in rules.checks:
         rule = _dqdl_rule(rules, c, missing.get(c.columns[0], False) if c.columns else False)
         if rule is None:
             continue
+        if visible(rule) != rule:
+            # DQDL strings escape only `"` and `\`: a newline, tab or control character would stand raw.
+            dropped[c.id] = "a name or value holds a control character, which a DQDL string cannot escape"
+            continue
         out.append(rule)
         written.append(c)
-    skipped = _finish(rules, written, {})
+    skipped = _finish(rules, written, dropped)
     body = ",\n".join(f"    {r}" for r in out)
     return Rendered(f"Rules = [\n{body}\n]\n" if out else "Rules = [ ]\n", written, skipped)
 

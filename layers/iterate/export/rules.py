@@ -124,7 +124,9 @@ def _single_shape(col: ColumnProfile) -> str | None:
     return col.patterns[0].value
 
 
-def _dependency_pairs(run_dir: Path | None, profile: DatasetProfile, lhs: str, rhs: str) -> list[list[str]] | None:
+def _dependency_pairs(
+    run_dir: Path | None, profile: DatasetProfile, lhs: str, rhs: str
+) -> list[list[str]] | None:
     """The majority `rhs` value of each `lhs` group in the run's data (missing values left out)."""
     if run_dir is None or not (run_dir / "data.parquet").exists():
         return None
@@ -163,7 +165,9 @@ class _Builder:
             if col is not None and col in self.cols:
                 self.by_column[col].append(i)
 
-    def add(self, kind: Kind, columns: Iterable[str], why: str, issues: Iterable[Issue] = (), **params: Any) -> None:
+    def add(
+        self, kind: Kind, columns: Iterable[str], why: str, issues: Iterable[Issue] = (), **params: Any
+    ) -> None:
         cols = tuple(columns)
         ids = tuple(dict.fromkeys(i.id for i in issues))
         self.encoded.update(ids)
@@ -227,7 +231,12 @@ def _column_checks(b: _Builder, col: ColumnProfile, dup_issues: list[Issue]) -> 
     elif missing_issues:
         b.add("not_null", [name], "blanks in an otherwise filled column", missing_issues)
     markers = sorted(
-        {m for i in b.of(name, "disguised_missing") for m in (_stats(i).get("markers") or []) if isinstance(m, str)}
+        {
+            m
+            for i in b.of(name, "disguised_missing")
+            for m in (_stats(i).get("markers") or [])
+            if isinstance(m, str)
+        }
     )
     disguised = b.of(name, "disguised_missing")
     if markers:
@@ -255,7 +264,9 @@ def _column_checks(b: _Builder, col: ColumnProfile, dup_issues: list[Issue]) -> 
         return
 
     # Text columns: vocabulary, formats, whitespace, encoding.
-    value_issues = [i for i in b.by_column.get(name, []) if _bad_values(i) and i.type not in ("numeric_outlier",)]
+    value_issues = [
+        i for i in b.by_column.get(name, []) if _bad_values(i) and i.type not in ("numeric_outlier",)
+    ]
     bad = {v for i in value_issues for v in _bad_values(i)} | set(markers)
     values = _complete_values(col)
     if values is not None:
@@ -276,7 +287,9 @@ def _column_checks(b: _Builder, col: ColumnProfile, dup_issues: list[Issue]) -> 
             date_issues = [i for i in dates if _stats(i).get("main_format")]
             b.add("date", [name], f"dates written {fmt}", date_issues, format=fmt)
 
-    shape_issues = [i for i in b.of(name, "format_violation") if isinstance(_stats(i).get("expected_regex"), str)]
+    shape_issues = [
+        i for i in b.of(name, "format_violation") if isinstance(_stats(i).get("expected_regex"), str)
+    ]
     for i in shape_issues:
         regex = _stats(i)["expected_regex"]
         if rx.is_python_regex(regex):
