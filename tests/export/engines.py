@@ -58,9 +58,15 @@ def versions() -> dict[str, str]:
 
 
 def run(
-    engine: str, rules: Path, csv_path: Path, null_values: list[str], numeric: dict[str, str], table: str
-) -> dict:
-    """{"results": {key: "pass" | "fail"}, "errors": [...]} from the real engine, run in a subprocess."""
+    engine: str,
+    rules: Path,
+    csv_paths: list[Path],
+    null_values: list[str],
+    numeric: dict[str, str],
+    table: str,
+) -> list[dict]:
+    """Per file, {"results": {key: "pass" | "fail"}, "errors": [...]} from the real engine (one subprocess:
+    importing GX takes seconds)."""
     with tempfile.TemporaryDirectory() as home:
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -74,7 +80,7 @@ def run(
                 str(HERE / "run_engine.py"),
                 engine,
                 str(rules),
-                str(csv_path),
+                json.dumps([str(p) for p in csv_paths]),
                 json.dumps(null_values),
                 json.dumps(numeric),
                 table,

@@ -54,11 +54,9 @@ def matrix(fmt: str, run_dir: Path, dirty: Path, clean: Path, workdir: Path) -> 
     path.write_text(rendered.text, encoding="utf-8")
     numeric = {c.name: kind for c in rules.columns if (kind := rules.numeric(c.name))}
     table = "orders_dirty"
-    outcomes, errors = {}, []
-    for label, csv_path in (("dirty", dirty), ("clean", clean)):
-        res = engines.run(fmt, path, csv_path, rules.null_values, numeric, table)
-        outcomes[label] = res["results"]
-        errors += res["errors"]
+    on_dirty, on_clean = engines.run(fmt, path, [dirty, clean], rules.null_values, numeric, table)
+    outcomes = {"dirty": on_dirty["results"], "clean": on_clean["results"]}
+    errors = on_dirty["errors"] + on_clean["errors"]
     rows = []
     for c in rendered.checks:
         key = c.id if fmt == "gx" else soda_name(c)

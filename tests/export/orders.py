@@ -76,6 +76,8 @@ def dirty_rows(seed: int = 13) -> list[dict[str, str]]:
     for r in at(3, 5):  # dates in a second format
         y, m, d = r["order_date"].split("-")
         r["order_date"] = f"{d}/{m}/{y}"
+    for r, day in zip(at(19, 3), ["2025-02-30", "2025-02-31", "2025-04-31"], strict=True):  # no such day
+        r["order_date"] = day
     for r in at(5, 6):  # a placeholder posing as an email
         r["email"] = "N/A"
     for r in at(7, 4):  # phones breaking the pattern

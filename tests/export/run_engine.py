@@ -2,7 +2,8 @@
 
 Runs inside .venv-engines (GX Core, Soda Core + DuckDB), never imports Iterate: it loads the file the way the
 export's header says (every column text, the null values missing, numeric columns typed for GX).
-usage: run_engine.py gx|soda RULES_FILE CSV_FILE NULLS_JSON NUMERIC_JSON TABLE
+usage: run_engine.py gx|soda RULES_FILE CSV_FILES_JSON NULLS_JSON NUMERIC_JSON TABLE (one process for all files:
+importing GX takes seconds)
 """
 
 import csv
@@ -81,13 +82,16 @@ def run_soda(rules_path, header, rows, table):
 
 
 def main():
-    engine, rules_path, csv_path, nulls, numeric, table = sys.argv[1:7]
-    header, rows = read_rows(csv_path, set(json.loads(nulls)))
-    if engine == "gx":
-        print(json.dumps({"results": run_gx(rules_path, header, rows, json.loads(numeric)), "errors": []}))
-    else:
-        results, errors = run_soda(rules_path, header, rows, table)
-        print(json.dumps({"results": results, "errors": errors}))
+    engine, rules_path, csv_paths, nulls, numeric, table = sys.argv[1:7]
+    out = []
+    for csv_path in json.loads(csv_paths):
+        header, rows = read_rows(csv_path, set(json.loads(nulls)))
+        if engine == "gx":
+            out.append({"results": run_gx(rules_path, header, rows, json.loads(numeric)), "errors": []})
+        else:
+            results, errors = run_soda(rules_path, header, rows, table)
+            out.append({"results": results, "errors": errors})
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import matrix
 import pytest
 from dqdl_grammar import Composite, Rule, parse
 
-from iterate.export import load_run, render
+from iterate.export import derive, load_run, render
 
 FORMATS_RUN = ("gx", "soda")
 
@@ -22,12 +22,18 @@ def test_every_confirmed_issue_of_the_orders_file_is_exported(orders_run: tuple[
     _, analysis = load_run(run_dir)
     confirmed = {i.id for i in analysis.issues if i.status == "confirmed"}
     # Then every planted problem was confirmed, and each one is encoded by at least one check, in every format
-    assert len(confirmed) == 10
+    assert len(confirmed) == 11
     assert rules.skipped == {}
-    for fmt in ("gx", "soda", "dqdl"):
+    impossible = {i.id for i in analysis.issues if i.type == "out_of_domain"}
+    assert len(impossible) == 1
+    for fmt in ("gx", "soda"):
         rendered = render(rules, fmt)
         assert {i for c in rendered.checks for i in c.issues} == confirmed, fmt
         assert rendered.skipped == {}, fmt
+    # DQDL matches a date's shape but has no rule that parses it: impossible days are said not to be exported
+    rendered = render(rules, "dqdl")
+    assert {i for c in rendered.checks for i in c.issues} == confirmed - impossible
+    assert set(rendered.skipped) == impossible
 
 
 @pytest.mark.engines
@@ -83,3 +89,19 @@ def test_the_dqdl_ruleset_parses_against_the_documented_grammar(orders_run: tupl
         "Equipment",
         "Tea",
     ]
+
+
+def test_a_missing_marker_the_tools_do_not_read_as_null_is_refused_by_value(
+    orders_run: tuple[Path, ...],
+) -> None:
+    # Given the email issue proven with a marker other than the dataset's null ("N/A")
+    profile, analysis = load_run(orders_run[0])
+    issue = next(i for i in analysis.issues if i.id == "missing-email")
+    assert issue.evidence is not None
+    issue.evidence.stats["markers"] = ["N/A", "-"]
+    # Then the export refuses "-" by value besides the completeness check, both naming the issue
+    checks = [c for c in derive(profile, analysis).checks if issue.id in c.issues]
+    assert {(c.kind, tuple(c.params.get("values", ()))) for c in checks} == {
+        ("not_null", ()),
+        ("not_in_set", ("-",)),
+    }

@@ -150,8 +150,8 @@ def test_the_real_engines_run_hostile_rules_as_data(fmt: str, hostile_run: tuple
     keys = [c.id if fmt == "gx" else soda_name(c) for c in rendered.checks]
     encoded = {k for k, c in zip(keys, rendered.checks, strict=True) if c.issues}
     assert encoded, "the hostile file has confirmed issues"
-    for csv_path, want_fail in ((dirty, encoded), (clean, set())):
-        res = engines.run(fmt, path, csv_path, rules.null_values, numeric, soda_table(rules.dataset))
+    results = engines.run(fmt, path, [dirty, clean], rules.null_values, numeric, soda_table(rules.dataset))
+    for csv_path, want_fail, res in zip((dirty, clean), (encoded, set()), results, strict=True):
         assert res["errors"] == []
         assert set(res["results"]) == set(keys)  # every check ran, none was split or lost
         assert {k for k, v in res["results"].items() if v == "fail"} == want_fail, csv_path.name

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from iterate.export import regex as rx
@@ -285,6 +285,10 @@ def to_dqdl(rules: RuleSet) -> Rendered:
     missing = {c.name: c.missing > 0 for c in rules.columns}
     out, written, dropped = [], [], {}
     for c in rules.checks:
+        parse_issues = set(c.params.get("parse_issues") or ())
+        if parse_issues:
+            # DQDL matches a date's shape; no rule type parses it, so impossible dates are not encoded here.
+            c = replace(c, issues=tuple(i for i in c.issues if i not in parse_issues))
         rule = _dqdl_rule(rules, c, missing.get(c.columns[0], False) if c.columns else False)
         if rule is None:
             continue
@@ -295,6 +299,10 @@ def to_dqdl(rules: RuleSet) -> Rendered:
         out.append(rule)
         written.append(c)
     skipped = _finish(rules, written, dropped)
+    for c in rules.checks:
+        for i in c.params.get("parse_issues") or ():
+            if i not in {j for w in written for j in w.issues}:
+                skipped[i] = "DQDL checks a date's shape, not that the day exists"
     body = ",\n".join(f"    {r}" for r in out)
     return Rendered(f"Rules = [\n{body}\n]\n" if out else "Rules = [ ]\n", written, skipped)
 

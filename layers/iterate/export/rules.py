@@ -230,6 +230,11 @@ def _column_checks(b: _Builder, col: ColumnProfile, dup_issues: list[Issue]) -> 
         b.add("not_null", [name], "no value is missing")
     elif missing_issues:
         b.add("not_null", [name], "blanks in an otherwise filled column", missing_issues)
+        # A marker the tools do not read as missing (`-` where the dataset's null is blank) is refused by value.
+        nulls = {"", b.profile.nullMarker}
+        others = sorted({m for i in missing_issues for m in _markers(i)} - nulls)
+        if others:
+            b.add("not_in_set", [name], "markers of a missing value", missing_issues, values=others)
     markers = sorted(
         {
             m
@@ -244,10 +249,10 @@ def _column_checks(b: _Builder, col: ColumnProfile, dup_issues: list[Issue]) -> 
 
     if _is_numeric(col) and col.numeric is not None:
         # Any value that does not read as this column's kind of number breaks the type (and so the range).
-        type_issues = b.of(name, "mixed_types", "unit_in_number") + [
+        type_issues = [
             i
-            for i in b.of(name, "format_violation")
-            if _stats(i).get("rule") in ("number", "integer_written") or "expected_regex" in _stats(i)
+            for i in b.of(name, "mixed_types", "unit_in_number", "format_violation")
+            if i.type == "unit_in_number" or _stats(i).get("rule") in ("number", "integer_written")
         ]
         integer = col.semanticType == "integer"
         b.add("number", [name], f"{col.semanticType} column", type_issues, integer=integer)
@@ -257,6 +262,10 @@ def _column_checks(b: _Builder, col: ColumnProfile, dup_issues: list[Issue]) -> 
         if lows and highs:
             low, high = max(lows), min(highs)
             why = "the range its outliers were proven against"
+            # A value outside that range the decision did not flag stays allowed: only proven outliers fail.
+            kept = _numbers_kept(b, name, {v for i in outliers for v in _bad_values(i)})
+            if kept:
+                low, high = min(low, min(kept)), max(high, max(kept))
         else:
             low, high = col.numeric.min, col.numeric.max
             why = "the range the profile measured"
@@ -285,7 +294,15 @@ def _column_checks(b: _Builder, col: ColumnProfile, dup_issues: list[Issue]) -> 
             fmt = col.dates.formats[0].value
         if isinstance(fmt, str) and rx.from_strftime(fmt) is not None:
             date_issues = [i for i in dates if _stats(i).get("main_format")]
-            b.add("date", [name], f"dates written {fmt}", date_issues, format=fmt)
+            impossible = [i for i in b.of(name, "out_of_domain") if _stats(i).get("rule") == "date"]
+            b.add(
+                "date",
+                [name],
+                f"dates written {fmt}",
+                [*date_issues, *impossible],
+                format=fmt,
+                parse_issues=[i.id for i in impossible],
+            )
 
     shape_issues = [
         i for i in b.of(name, "format_violation") if isinstance(_stats(i).get("expected_regex"), str)
@@ -310,6 +327,25 @@ def _column_checks(b: _Builder, col: ColumnProfile, dup_issues: list[Issue]) -> 
         from iterate.detect.text import MOJIBAKE
 
         b.add("not_regex", [name], "no garbled characters", [i], regex=_mojibake_python(MOJIBAKE))
+
+
+def _numbers_kept(b: _Builder, name: str, bad: set[str]) -> list[float]:
+    """The numbers of a column in the run's data, its proven outliers left out (empty without the data)."""
+    if b.run_dir is None or not (b.run_dir / "data.parquet").exists():
+        return []
+    import re
+
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(b.run_dir / "data.parquet")
+    names = [c.name for c in b.profile.columns]
+    if table.num_columns != len(names):
+        return []
+    out = []
+    for v in set(table.column(names.index(name)).to_pylist()):
+        if isinstance(v, str) and v not in bad and re.fullmatch(rx.DECIMAL, v):
+            out.append(float(v))
+    return out
 
 
 def _markers(issue: Issue) -> list[str]:
