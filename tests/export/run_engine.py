@@ -30,6 +30,8 @@ def run_gx(rules_path, header, rows, numeric):
 
     df = pd.DataFrame(rows, columns=header, dtype=object)
     for col, kind in numeric.items():
+        if col not in df.columns:
+            continue  # the columns check reports it
         pattern = INTEGER if kind == "integer" else DECIMAL
         if df[col].dropna().map(lambda v, p=pattern: re.fullmatch(p, v) is not None).all():
             df[col] = pd.to_numeric(df[col])

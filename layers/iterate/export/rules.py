@@ -8,6 +8,7 @@ file exactly the checks with issues fail, and on a corrected file every check pa
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -126,16 +127,17 @@ def _single_shape(col: ColumnProfile) -> str | None:
 
 def _dependency_pairs(
     run_dir: Path | None, profile: DatasetProfile, lhs: str, rhs: str
-) -> list[list[str]] | None:
-    """The majority `rhs` value of each `lhs` group in the run's data (missing values left out)."""
+) -> tuple[list[list[str]] | None, bool | None]:
+    """(the majority `rhs` value of each `lhs` group in the run's data, missing values left out; whether some
+    group holds two `rhs` values): (None, None) without the data."""
     if run_dir is None or not (run_dir / "data.parquet").exists():
-        return None
+        return None, None
     import pyarrow.parquet as pq
 
     names = [c.name for c in profile.columns]
     table = pq.read_table(run_dir / "data.parquet")
     if table.num_columns != len(names):
-        return None
+        return None, None
     li, ri = names.index(lhs), names.index(rhs)
     left = table.column(li).to_pylist()
     right = table.column(ri).to_pylist()
@@ -145,9 +147,10 @@ def _dependency_pairs(
         if a is None or b is None or a in nulls or b in nulls:
             continue
         groups[a][b] += 1
+    broken = any(len(cnt) > 1 for cnt in groups.values())
     if not groups or len(groups) > MAX_PAIRS:
-        return None
-    return [[a, cnt.most_common(1)[0][0]] for a, cnt in sorted(groups.items())]
+        return None, broken
+    return [[a, cnt.most_common(1)[0][0]] for a, cnt in sorted(groups.items())], broken
 
 
 class _Builder:
@@ -254,6 +257,14 @@ def _column_checks(b: _Builder, col: ColumnProfile, dup_issues: list[Issue]) -> 
             for i in b.of(name, "mixed_types", "unit_in_number", "format_violation")
             if i.type == "unit_in_number" or _stats(i).get("rule") in ("number", "integer_written")
         ]
+        # A placeholder or marker written as text (`N/A` among numbers) is not a number either.
+        nulls = {"", b.profile.nullMarker}
+        type_issues += [
+            i
+            for i in b.by_column.get(name, [])
+            if i not in type_issues
+            and any(not re.fullmatch(rx.DECIMAL, v) for v in _bad_values(i) + _markers(i) if v not in nulls)
+        ]
         integer = col.semanticType == "integer"
         b.add("number", [name], f"{col.semanticType} column", type_issues, integer=integer)
         outliers = b.of(name, "numeric_outlier")
@@ -333,8 +344,6 @@ def _numbers_kept(b: _Builder, name: str, bad: set[str]) -> list[float]:
     """The numbers of a column in the run's data, its proven outliers left out (empty without the data)."""
     if b.run_dir is None or not (b.run_dir / "data.parquet").exists():
         return []
-    import re
-
     import pyarrow.parquet as pq
 
     table = pq.read_table(b.run_dir / "data.parquet")
@@ -354,8 +363,6 @@ def _markers(issue: Issue) -> list[str]:
 
 def _mojibake_python(pattern: str) -> str:
     """The detector's RE2 pattern (\\x{80}) in the flavour rules are written in (\\u0080)."""
-    import re
-
     return re.sub(r"\\x\{([0-9A-Fa-f]+)\}", lambda m: f"\\u{int(m.group(1), 16):04x}", pattern)
 
 
@@ -371,10 +378,14 @@ def _dependencies(b: _Builder) -> None:
         elif st.get("rule") == "determinant" and isinstance(st.get("lhs"), str):
             pairs = [(st["lhs"], rhs) for rhs in st.get("dependents") or [] if isinstance(rhs, str)]
         for lhs, rhs in pairs:
-            if lhs in b.cols and rhs in b.cols:
+            if lhs in b.cols and rhs in b.cols and (lhs, rhs) not in seen:
                 seen.add((lhs, rhs))
-                values = _dependency_pairs(b.run_dir, b.profile, lhs, rhs)
-                b.add("dependency", [lhs, rhs], f"{lhs} determines {rhs}", [i], pairs=values)
+                values, broken = _dependency_pairs(b.run_dir, b.profile, lhs, rhs)
+                if broken is False:
+                    # The issue's rows break the dependency on the other determinants, not on this one.
+                    b.add("dependency", [lhs, rhs], f"{lhs} determines {rhs} in every row", pairs=values)
+                else:
+                    b.add("dependency", [lhs, rhs], f"{lhs} determines {rhs}", [i], pairs=values)
     for fd in b.profile.functionalDependencies:
         if len(fd.lhs) != 1 or fd.violatingRows != 0 or (fd.lhs[0], fd.rhs) in seen:
             continue
@@ -383,7 +394,7 @@ def _dependencies(b: _Builder) -> None:
             continue
         if [lhs] in b.profile.candidateKeys:
             continue  # a key determines everything: nothing to learn
-        values = _dependency_pairs(b.run_dir, b.profile, lhs, rhs)
+        values, _ = _dependency_pairs(b.run_dir, b.profile, lhs, rhs)
         b.add("dependency", [lhs, rhs], f"{lhs} determines {rhs} in every row", pairs=values)
 
 
