@@ -18,7 +18,12 @@ if TYPE_CHECKING:
     from _typeshed import SupportsWrite
 
 # Each module exposes `register(subparsers)`, which adds its parser and sets `func(args) -> int`.
-SUBCOMMANDS = ("iterate.cli.analyze", "iterate.cli.sandbox_cmd", "iterate.cli.followup_cmd")
+SUBCOMMANDS = (
+    "iterate.cli.analyze",
+    "iterate.cli.sandbox_cmd",
+    "iterate.cli.followup_cmd",
+    "iterate.cli.export_cmd",
+)
 
 
 class _Parser(argparse.ArgumentParser):

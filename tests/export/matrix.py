@@ -1,0 +1,85 @@
+"""The pass/fail matrix of `iterate export`: each exported check run by the real engine on the dirty orders file
+and on its hand-corrected twin. `python tests/export/matrix.py [gx|soda ...]` prints it as a Markdown table.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import engines
+import orders
+
+from iterate.cli.main import main as iterate_main
+from iterate.export import derive, load_run, render
+from iterate.export.render import soda_name
+from iterate.export.rules import RuleSet
+
+
+@dataclass
+class Row:
+    check: str
+    issues: tuple[str, ...]
+    dirty: str
+    clean: str
+
+
+def analyse(workdir: Path) -> tuple[Path, Path, Path]:
+    """(run dir of the dirty file, dirty csv, clean csv): the dirty file analysed by the real engine, offline."""
+    dirty = orders.write(workdir / "orders_dirty.csv", orders.dirty_rows())
+    clean = orders.write(workdir / "orders_clean.csv", orders.clean_rows())
+    run_dir = workdir / "run"
+    code = iterate_main(["analyze", str(dirty), "--out", str(run_dir), "--quiet"])
+    if code != 0:
+        raise RuntimeError(f"iterate analyze exited {code}")
+    return run_dir, dirty, clean
+
+
+def rules_of(run_dir: Path) -> RuleSet:
+    profile, analysis = load_run(run_dir)
+    return derive(profile, analysis, run_dir)
+
+
+def matrix(fmt: str, run_dir: Path, dirty: Path, clean: Path, workdir: Path) -> tuple[list[Row], list[str]]:
+    """One row per exported check with its outcome on both files; and any error the engine logged."""
+    rules = rules_of(run_dir)
+    rendered = render(rules, fmt)
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / f"rules.{fmt}"
+    path.write_text(rendered.text, encoding="utf-8")
+    numeric = {c.name: kind for c in rules.columns if (kind := rules.numeric(c.name))}
+    table = "orders_dirty"
+    on_dirty, on_clean = engines.run(fmt, path, [dirty, clean], rules.null_values, numeric, table)
+    outcomes = {"dirty": on_dirty["results"], "clean": on_clean["results"]}
+    errors = on_dirty["errors"] + on_clean["errors"]
+    rows = []
+    for c in rendered.checks:
+        key = c.id if fmt == "gx" else soda_name(c)
+        rows.append(
+            Row(c.id, c.issues, outcomes["dirty"].get(key, "missing"), outcomes["clean"].get(key, "missing"))
+        )
+    return rows, errors
+
+
+def markdown(fmt: str, rows: list[Row]) -> str:
+    lines = [f"| {fmt} check | encodes | dirty | clean |", "|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| `{r.check[:70]}` | {', '.join(r.issues) or '—'} | {r.dirty} | {r.clean} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    fmts = sys.argv[1:] or ["gx", "soda"]
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        run_dir, dirty, clean = analyse(work)
+        print(json.dumps(engines.versions()))
+        for fmt in fmts:
+            rows, errors = matrix(fmt, run_dir, dirty, clean, work)
+            print(markdown(fmt, rows))
+            print("errors:", errors)
