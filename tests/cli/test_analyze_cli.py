@@ -115,3 +115,25 @@ def test_help_documents_the_outputs_and_modes():
         assert word in done.stdout
     top = iterate("--help")
     assert "analyze" in top.stdout and "sandbox" in top.stdout and "followup" in top.stdout
+
+
+def test_fail_on_gates_a_pipeline_by_the_worst_severity_found(tmp_path):
+    # Given the sample, whose issues are medium and low (none high)
+    first = iterate("analyze", str(SAMPLE), "--out", str(tmp_path / "a"), "--quiet")
+    assert first.returncode == 0
+    found = AnalysisResult.model_validate_json((tmp_path / "a" / "analysis.json").read_text())
+    severities = {i.severity for i in found.issues}
+    assert "medium" in severities and "high" not in severities
+    # When gated at high: nothing that severe, so it passes and prints nothing (quiet)
+    high = iterate("analyze", str(SAMPLE), "--out", str(tmp_path / "a"), "--quiet", "--fail-on", "high")
+    assert high.returncode == 0 and high.stderr == ""
+    # When gated at medium: exit 3, one line naming how many issues and one of them, files still written
+    medium = iterate("analyze", str(SAMPLE), "--out", str(tmp_path / "a"), "--quiet", "--fail-on", "medium")
+    assert medium.returncode == 3
+    n_medium = sum(1 for i in found.issues if i.severity == "medium")
+    assert (
+        medium.stderr.startswith(f"iterate: gate: {n_medium} issue") and "--fail-on medium" in medium.stderr
+    )
+    assert (tmp_path / "a" / "report.html").is_file()
+    # and a severity that is not one is refused as bad usage
+    assert iterate("analyze", str(SAMPLE), "--fail-on", "urgent").returncode == 2

@@ -146,7 +146,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument(
         "--quiet", action="store_true", help="print nothing but errors (and the JSON with --json)"
     )
+    parser.add_argument(
+        "--fail-on",
+        choices=SEVERITIES,
+        metavar="SEVERITY",
+        help=(
+            "a gate for pipelines: exit 3 when an issue of this severity or above was found "
+            "(high, medium or low); the files are written and the summary printed as usual"
+        ),
+    )
     parser.set_defaults(func=run)
+
+
+SEVERITIES = ("high", "medium", "low")
+EXIT_GATE = 3  # --fail-on: an issue at or above the severity was found
+
+
+def gate_failures(issues: list[Issue], fail_on: str | None) -> list[Issue]:
+    """The issues that fail a `--fail-on` gate: those at `fail_on` or a more severe level (none without one)."""
+    if fail_on is None:
+        return []
+    worst = SEVERITIES.index(fail_on)
+    return [i for i in issues if SEVERITIES.index(i.severity) <= worst]
 
 
 def _duration(seconds: float) -> str:
@@ -482,4 +503,12 @@ def run(args: argparse.Namespace) -> int:
         elif not args.quiet:
             width = max(shutil.get_terminal_size((100, 24)).columns, 60)
             print(summary_text(result, out, width=width, seconds=seconds))
+    failing = gate_failures(result.issues, args.fail_on)
+    if failing:
+        print(
+            f"iterate: gate: {len(failing):,} issue{'s' if len(failing) != 1 else ''} at {args.fail_on} "
+            f"severity or above (--fail-on {args.fail_on}), e.g. {visible(failing[0].id)}",
+            file=sys.stderr,
+        )
+        return EXIT_GATE
     return 0
