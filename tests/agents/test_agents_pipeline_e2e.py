@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import re
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from claude_models import first_user_text, smart_claude
 from fake_anthropic import Reply, error_reply, tool_reply
 
 from iterate.settings import Settings
@@ -16,62 +16,6 @@ from iterate.settings import Settings
 pytestmark = pytest.mark.slow
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "orders.csv"
-
-
-def tagged(user: str, tag: str) -> Any:
-    match = re.search(rf"<{tag}>\n(.*?)\n</{tag}>", user, re.DOTALL)
-    assert match, f"no <{tag}> block in the prompt"
-    return json.loads(match.group(1))
-
-
-def first_user_text(request: dict[str, Any]) -> str:
-    content = request["messages"][0]["content"]
-    return content if isinstance(content, str) else " ".join(b.get("text", "") for b in content)
-
-
-def smart_claude(request: dict[str, Any]) -> Reply:
-    """A model that reads the prompt it was given: real column names, real candidate ids, runnable code."""
-    name = (request.get("tool_choice") or {}).get("name")
-    user = first_user_text(request)
-    if name == "record_understanding":
-        cols = [c["name"] for c in tagged(user, "dataset_profile")["columns"]]
-        payload: dict[str, Any] = {
-            "description": "Orders of an online shop, one row per order line.",
-            "observations": ["Prices carry currency text in some rows."],
-            "columns": [{"name": c, "description": f"The order's {c.replace('_', ' ')}."} for c in cols],
-            "suggested_context": "Used for revenue reporting.",
-        }
-    elif name == "record_review":
-        candidates = tagged(user, "candidates")
-        cols = [c["name"] for c in tagged(user, "dataset_profile")["columns"]]
-        payload = {
-            "summary": "Several formatting problems that distort revenue by region.",
-            "ranking": [c["id"] for c in candidates],
-            "issues": [{"id": c["id"], "businessImpact": "Distorts monthly revenue."} for c in candidates],
-            "hypotheses": [
-                {
-                    "type": "business_rule",
-                    "description": "Some orders may have no customer contact at all.",
-                    "affectedColumns": [cols[0]],
-                    "suggestedAction": "Ask sales for the missing contacts.",
-                }
-            ],
-        }
-    elif name == "run_python":
-        col = tagged(user, "issue")["issue"]["columns"][0]
-        payload = {
-            "code": (
-                f"col = {col!r}\n"
-                "mask = df[col].str.strip() != ''\n"
-                "rows = [int(i) for i in mask[mask].index[:3]]\n"
-                "result = {'affected_rows': int(mask.sum()), 'affected_cells': int(mask.sum()),\n"
-                "          'share': float(mask.mean()),\n"
-                "          'examples': [{'row': r, 'column': col, 'value': str(df[col].iloc[r])} for r in rows]}\n"
-            )
-        }
-    else:
-        return error_reply(400, "invalid_request_error")(request)
-    return tool_reply(name, payload)(request)
 
 
 def run(fake, tmp_path, monkeypatch, **settings: Any):

@@ -53,9 +53,9 @@ def _exact_code(payload: dict[str, Any]) -> str | None:
     return template_code(issue) if supports(issue) else None
 
 
-def reading_claude(request: dict[str, Any]) -> Reply:
+def _careful_claude(request: dict[str, Any], code_for: Any) -> Reply:
     """Describes the columns it is shown, keeps every candidate, adds one hypothesis on the first column, and
-    writes investigation code that recomputes each detector's claim exactly (a hypothesis: a count)."""
+    writes the investigation code `code_for(issue prompt)` returns."""
     name = (request.get("tool_choice") or {}).get("name")
     user = first_user_text(request)
     if name == "record_understanding":
@@ -83,8 +83,20 @@ def reading_claude(request: dict[str, Any]) -> Reply:
             ],
         }
     elif name == "run_python":
-        issue = tagged(user, "issue")
-        payload = {"code": _exact_code(issue) or _count_filled(issue["issue"]["columns"][0])}
+        payload = {"code": code_for(tagged(user, "issue"))}
     else:
         return error_reply(400, "invalid_request_error")(request)
     return tool_reply(name, payload)(request)
+
+
+def reading_claude(request: dict[str, Any]) -> Reply:
+    """A careful Claude whose investigation code recomputes each detector's claim exactly (a hypothesis: a
+    count of the filled cells of its column)."""
+    return _careful_claude(
+        request, lambda issue: _exact_code(issue) or _count_filled(issue["issue"]["columns"][0])
+    )
+
+
+def smart_claude(request: dict[str, Any]) -> Reply:
+    """A careful Claude whose investigation code counts the filled cells of the issue's first column."""
+    return _careful_claude(request, lambda issue: _count_filled(issue["issue"]["columns"][0]))
