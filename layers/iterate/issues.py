@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from iterate.contracts import DatasetProfile, Evidence, EvidenceExample, Issue, RunComparison, Severity
+from iterate.contracts import (
+    SEVERITIES,
+    DatasetProfile,
+    Evidence,
+    EvidenceExample,
+    Issue,
+    RunComparison,
+    Severity,
+)
 from iterate.detect import Finding
 from iterate.table import Table
 from iterate.wording import fmt_share
@@ -45,8 +53,8 @@ def share_severity(share: float, *, blocks_analysis: bool = False) -> Severity:
 
 
 def _bump(severity: Severity, steps: int) -> Severity:
-    order: list[Severity] = ["low", "medium", "high"]
-    return order[max(0, min(2, order.index(severity) + steps))]
+    order = SEVERITIES[::-1]  # least severe first
+    return order[max(0, min(len(order) - 1, order.index(severity) + steps))]
 
 
 def key_columns(profile: DatasetProfile | None) -> set[str]:

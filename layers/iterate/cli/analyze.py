@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, TextIO
 
-from iterate.contracts import AnalysisResult, Issue
+from iterate.contracts import SEVERITIES, AnalysisResult, Issue
 from iterate.visible import json_visible, visible
 
 if TYPE_CHECKING:
@@ -158,7 +158,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.set_defaults(func=run)
 
 
-SEVERITIES = ("high", "medium", "low")
 EXIT_GATE = 3  # --fail-on: an issue at or above the severity was found
 
 

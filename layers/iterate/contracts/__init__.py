@@ -3,6 +3,7 @@
 from iterate.contracts.analysis import (
     ISSUE_TYPES,
     READ_LEVEL_TYPES,
+    SEVERITIES,
     AnalysisResult,
     Category,
     Evidence,
@@ -35,6 +36,7 @@ __all__ = [
     "ISSUE_TYPES",
     "READ_LEVEL_TYPES",
     "SCHEMA_VERSION",
+    "SEVERITIES",
     "AnalysisResult",
     "Category",
     "CodeInvestigation",

@@ -8,6 +8,7 @@ from iterate.contracts.base import SCHEMA_VERSION, Contract
 from iterate.contracts.investigation import CodeInvestigation
 
 Severity = Literal["low", "medium", "high"]
+SEVERITIES: tuple[Severity, ...] = ("high", "medium", "low")  # most severe first
 Category = Literal["quick_fixes", "smart_fixes"]
 Mode = Literal["offline", "llm", "degraded"]
 
