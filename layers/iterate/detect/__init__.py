@@ -164,10 +164,11 @@ def _veto_derived(f: Finding, derivations: list[Derivation], table: Table) -> Fi
     return f
 
 
-def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
+def detect(table: Table, calibration: Calibration = DEFAULT, *, null_marker: str | None = None) -> Detection:
     """Run every detector over the table, then decide on their evidence together.
 
     Findings are in a stable order (by detector, then column); each flagged cell is reported by one finding.
+    `null_marker`: `dataset_null_marker(table)`, when the caller has it already.
     """
     timings: dict[str, float] = {}
 
@@ -175,7 +176,8 @@ def detect(table: Table, calibration: Calibration = DEFAULT) -> Detection:
         timings[name] = timings.get(name, 0.0) + (time.perf_counter() - start) * 1000
 
     t = time.perf_counter()
-    null_marker = dataset_null_marker(table)
+    if null_marker is None:
+        null_marker = dataset_null_marker(table)
     facts = facts_for(table, null_marker)
     n = table.n_rows
     findings: list[Finding] = _read_findings(table)
