@@ -33,7 +33,7 @@ from iterate.contracts import (
 )
 from iterate.ports import Agents, ArtifactStore, DatasetRef, RunRepository, Sandbox, ScriptLibrary
 from iterate.settings import Settings, library_enabled
-from iterate.storage import get_json, get_model, put_json, put_model
+from iterate.storage import get_model, get_models, put_model, put_models
 
 if TYPE_CHECKING:
     from iterate.contracts import ReusedScript
@@ -204,7 +204,7 @@ def profile_step(
         flagged_rows = int(np.unique(np.asarray(flags.rows, dtype=np.int64)).size)
         _put_file(ctx.store, FLAGS, flags_path)
     put_model(ctx.store, PROFILE, profile)
-    put_json(ctx.store, CANDIDATES, [i.model_dump(mode="json") for i in candidates])
+    put_models(ctx.store, CANDIDATES, candidates, Issue)
     summary = ProfileSummary(
         rowCount=table.n_rows,
         columnCount=len(table.columns),
@@ -248,7 +248,7 @@ def analyze_step(ctx: RunContext) -> list[str]:
     ctx.report("analyze", 0, 1, "ranking and explaining issues")
     profile = get_model(ctx.store, PROFILE, DatasetProfile)
     understanding = get_model(ctx.store, UNDERSTANDING, DatasetUnderstanding)
-    candidates = [Issue.model_validate(i) for i in get_json(ctx.store, CANDIDATES)]
+    candidates = get_models(ctx.store, CANDIDATES, Issue)
     draft = ctx.agents.analysis.analyze(
         candidates,
         profile=profile,

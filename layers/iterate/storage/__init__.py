@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from iterate.ports import ArtifactStore
 
@@ -22,6 +22,17 @@ def put_model(store: ArtifactStore, key: str, model: BaseModel) -> str:
 
 def get_model(store: ArtifactStore, key: str, model: type[M]) -> M:
     return model.model_validate_json(store.get_bytes(key))
+
+
+def put_models(store: ArtifactStore, key: str, models: list[M], model: type[M]) -> str:
+    """A JSON array of models, serialised by pydantic's core (no Python dicts in between)."""
+    data = TypeAdapter(list[model]).dump_json(models, indent=2)  # type: ignore[valid-type]
+    return store.put_bytes(key, data, content_type="application/json")
+
+
+def get_models(store: ArtifactStore, key: str, model: type[M]) -> list[M]:
+    found: list[M] = TypeAdapter(list[model]).validate_json(store.get_bytes(key))  # type: ignore[valid-type]
+    return found
 
 
 def put_json(store: ArtifactStore, key: str, data: Any) -> str:
