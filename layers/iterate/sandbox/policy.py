@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass
 from functools import lru_cache
+
+from iterate.sandbox.worker import PARAMS_HEAD
 
 # What investigation code may import: pandas, numpy and the pure-computation standard library.
 ALLOWED_IMPORTS = frozenset(
@@ -310,15 +311,6 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-# Code whose only varying part is one string literal of parameters, read on a line of its own after the
-# imports (`PARAMS = json.loads('...')`: the engine's templates, hundreds per run on a wide table, differ in
-# nothing else). See check_policy.
-_PARAMS_HEAD = re.compile(
-    r"(?P<head>(?:(?:import [A-Za-z_.]+(?: as [A-Za-z_]+)?)?\n)*PARAMS = json\.loads\()"
-    r"(?P<literal>'(?:[^'\\\n]|\\.)*')\)\n"
-)
-
-
 def check_policy(code: str) -> list[Violation]:
     """Every reason the static policy refuses `code`; an empty list means it may run.
 
@@ -327,7 +319,7 @@ def check_policy(code: str) -> list[Violation]:
     That is the same verdict: the checker reads a string constant's value in visit_Constant alone, and a
     literal that opens the code after its imports stands in no other string.
     """
-    found = _PARAMS_HEAD.match(code)
+    found = PARAMS_HEAD.match(code)
     if found is None or len(code) > MAX_CODE_CHARS or "\x00" in code:
         return _check_policy(code)
     head, literal = found.group("head"), found.group("literal")

@@ -22,6 +22,7 @@ import errno
 import json
 import math
 import os
+import re
 import resource
 import signal
 import sys
@@ -71,6 +72,14 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_CAPBSET_DROP = 24
 SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
 CODE_NAME = "<investigation>"
+
+# Code that begins with import lines and then `PARAMS = json.loads('<one string literal>')` on a line of its
+# own: the engine's templates, hundreds per run on a wide table, differ in nothing else. The static policy
+# (policy.check_policy) and a batch's compiler (compile_batch_item) read it with this one pattern.
+PARAMS_HEAD = re.compile(
+    r"(?P<head>(?:(?:import [A-Za-z_.]+(?: as [A-Za-z_]+)?)?\n)*PARAMS = json\.loads\()"
+    r"(?P<literal>'(?:[^'\\\n]|\\.)*')\)\n"
+)
 # Besides the interpreter: shared libraries and the harmless files pandas reads to size its thread pools.
 SYSTEM_READ_PATHS = [
     "/usr",
@@ -852,11 +861,27 @@ def select_columns(frame, narrowable: bool, wanted: list[str] | None):  # type: 
     """What `load_frame(fd, wanted)` gives, taken from the preloaded whole frame (same names, order, values)."""
     if wanted is None:
         return frame
-    want = set(wanted)
-    picked = [i for i, name in enumerate(frame.columns) if name in want]
+    positions = _column_positions(frame)
+    picked = sorted({i for name in set(wanted) for i in positions.get(name, ())})
     if not picked or not narrowable:
         return frame
     return frame.iloc[:, picked].copy(deep=False)
+
+
+# [(frame, its columns Index, {name: [positions]})]: the last frame's, reused by every item of a batch.
+_POSITIONS: list = []
+
+
+def _column_positions(frame) -> dict:  # type: ignore[no-untyped-def]
+    """Each column name's positions in `frame` (a name can repeat), computed once per frame and names: reading
+    a wide frame's names costs more than narrowing it, and a batch narrows the same frame for every item.
+    (An Index is immutable: renaming the columns gives the frame a new one, and the positions are recomputed.)"""
+    if not _POSITIONS or _POSITIONS[0][0] is not frame or _POSITIONS[0][1] is not frame.columns:
+        positions: dict = {}
+        for i, name in enumerate(frame.columns.tolist()):
+            positions.setdefault(name, []).append(i)
+        _POSITIONS[:] = [(frame, frame.columns, positions)]
+    return _POSITIONS[0][2]
 
 
 # Set in a dataset zygote before it serves: {"frame": DataFrame, "narrowable": bool}. Each runner forked
@@ -974,11 +999,38 @@ def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
     return _finish(result_fd, verdict, violations, started)
 
 
-def _run_code(code, user_globals: dict, captured: "CappedWriter", cap: int) -> dict:  # type: ignore[no-untyped-def]
-    """Run compiled investigation code in `user_globals` with stdout going to `captured`: its verdict."""
+_BODIES: dict = {}  # compile_batch_item's compiled bodies, by their text
+
+
+def compile_batch_item(code: str) -> tuple:
+    """`code` compiled as the code objects that, run in turn in one namespace, do what `code` does.
+
+    A template (PARAMS_HEAD) is its head (imports and the PARAMS line) and a body that a batch's other items
+    of the same template share: the body is compiled once per batch, not once per item. It is compiled with
+    the head's lines blank and a `pass` on the PARAMS line, so its line numbers are the code's own and its
+    first statement is never a docstring or a `__future__` import that would only be one after the split.
+    """
+    found = PARAMS_HEAD.match(code)
+    if found is None:
+        return (compile(code, CODE_NAME, "exec"),)
+    head = code[: found.end()]
+    lines = head.count("\n")
+    body = "\n" * (lines - 1) + "pass\n" + code[found.end() :]
+    compiled = _BODIES.get(body)
+    if compiled is None:
+        if len(_BODIES) >= 64:  # a warm Lambda sandbox serves many batches: the cache stays small
+            _BODIES.clear()
+        compiled = _BODIES[body] = compile(body, CODE_NAME, "exec")
+    return (compile(head, CODE_NAME, "exec"), compiled)
+
+
+def _run_code(codes: tuple, user_globals: dict, captured: "CappedWriter", cap: int) -> dict:
+    """Run compiled investigation code (compile_batch_item's) in `user_globals` with stdout going to
+    `captured`: its verdict."""
     sys.stdout = captured  # type: ignore[assignment]
     try:
-        exec(code, user_globals)
+        for code in codes:
+            exec(code, user_globals)
         return _collect(user_globals.get("result"), captured.getvalue(), cap)
     except OutputTooLarge as exc:
         return {"error": str(exc), "stopped": "output_size"}
@@ -1004,7 +1056,7 @@ def _batch_item(item: dict, base, narrowed: bool, narrowable: bool):  # type: ig
     """
     wanted = item.get("columns")
     try:
-        code = compile(item["code"], CODE_NAME, "exec")
+        code = compile_batch_item(item["code"])
     except SyntaxError as exc:
         return {"error": f"SyntaxError: {exc.msg} (line {exc.lineno})", "stopped": "error"}
     if not narrowed:
