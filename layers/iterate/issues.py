@@ -10,6 +10,7 @@ import numpy as np
 
 from iterate.contracts import (
     SEVERITIES,
+    SEVERITY_RANK,
     DatasetProfile,
     Evidence,
     EvidenceExample,
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 MAX_EXAMPLES = 20
 MAX_VALUE_CHARS = 200
-SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 # Facts about a column or a row, not wrong values: they do not gain severity from the column's importance.
 FACT_TYPES = {
     "missing_values",
@@ -201,7 +201,7 @@ def to_issue(
 def sort_issues(issues: Iterable[Issue]) -> list[Issue]:
     return sorted(
         issues,
-        key=lambda i: (SEVERITY_ORDER[i.severity], -(i.evidence.affectedShare if i.evidence else 0.0), i.id),
+        key=lambda i: (SEVERITY_RANK[i.severity], -(i.evidence.affectedShare if i.evidence else 0.0), i.id),
     )
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from iterate.contracts import Issue
+from iterate.contracts import SEVERITY_RANK, Issue
 
-SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 # Issues about whole rows: they touch every column alike, so they are not counted against any one column.
 WHOLE_ROW_TYPES = frozenset({"duplicate_rows", "near_duplicate_rows", "ragged_rows"})
 
@@ -38,7 +37,7 @@ def rank_columns(issues: Iterable[Issue], n_columns: int) -> list[tuple[str, lis
         issues_by_column(issues, n_columns).items(),
         key=lambda kv: (
             -len(kv[1]),
-            min(SEVERITY_ORDER.get(i.severity, 9) for i in kv[1]),
+            min(SEVERITY_RANK.get(i.severity, 9) for i in kv[1]),
             -max(rows(i) for i in kv[1]),
             kv[0],
         ),

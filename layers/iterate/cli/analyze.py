@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, TextIO
 
-from iterate.contracts import SEVERITIES, AnalysisResult, Issue
+from iterate.contracts import SEVERITIES, SEVERITY_RANK, AnalysisResult, Issue
 from iterate.visible import json_visible, visible
 
 if TYPE_CHECKING:
@@ -282,9 +282,6 @@ def default_out(path: Path) -> Path:
     for suffix in (".gz", ".gzip", ".bz2", ".xz"):
         name = name.removesuffix(suffix)
     return Path("iterate-out") / (Path(name).stem or "dataset")
-
-
-SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2}
 
 
 def proof(issue: Issue) -> str:

@@ -9,6 +9,7 @@ from iterate.contracts.investigation import CodeInvestigation
 
 Severity = Literal["low", "medium", "high"]
 SEVERITIES: tuple[Severity, ...] = ("high", "medium", "low")  # most severe first
+SEVERITY_RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}  # 0: most severe
 Category = Literal["quick_fixes", "smart_fixes"]
 Mode = Literal["offline", "llm", "degraded"]
 

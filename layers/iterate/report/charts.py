@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-from iterate.contracts import NumericStats
+from iterate.contracts import SEVERITIES, NumericStats
 from iterate.wording import fmt_num, fmt_share, plural
 
 __all__ = [
@@ -74,10 +74,7 @@ def hbar_chart(bars: Sequence[Bar], *, label_chars: int = 40) -> str:
 
 def severity_chart(counts: dict[str, int]) -> str:
     """Issues by severity as three coloured bars (high, medium, low)."""
-    bars = [
-        Bar(sev.capitalize(), counts.get(sev, 0), colour=SEVERITY_COLOURS[sev])
-        for sev in ("high", "medium", "low")
-    ]
+    bars = [Bar(sev.capitalize(), counts.get(sev, 0), colour=SEVERITY_COLOURS[sev]) for sev in SEVERITIES]
     return hbar_chart(bars)
 
 
@@ -89,12 +86,10 @@ def stacked_severity_bars(rows: Sequence[tuple[str, dict[str, int]]], *, label_c
     out = []
     for name, counts in rows:
         total = sum(counts.values())
-        tip = esc(
-            f"{clip(name, 200)}: " + ", ".join(f"{counts.get(s, 0)} {s}" for s in ("high", "medium", "low"))
-        )
+        tip = esc(f"{clip(name, 200)}: " + ", ".join(f"{counts.get(s, 0)} {s}" for s in SEVERITIES))
         segments = "".join(
             f'<i style="width:{100 * counts[s] / top:.2f}%;background:{SEVERITY_COLOURS[s]}"></i>'
-            for s in ("high", "medium", "low")
+            for s in SEVERITIES
             if counts.get(s)
         )
         out.append(
@@ -154,9 +149,7 @@ def heat_strip(cells: Sequence[HeatCell]) -> str:
             out.append(f'<a class="{cls}" href="#{esc(c.anchor)}" title="{tip}">{inner}</a>')
         else:
             out.append(f'<span class="{cls} none" title="{tip}">{inner}</span>')
-    legend = "".join(
-        f'<span><i style="background:{SEVERITY_COLOURS[s]}"></i>{s}</span>' for s in ("high", "medium", "low")
-    )
+    legend = "".join(f'<span><i style="background:{SEVERITY_COLOURS[s]}"></i>{s}</span>' for s in SEVERITIES)
     legend += '<span><i style="background:#e4e7eb"></i>no issue</span>'
     return f'<div class="heat">{"".join(out)}</div><div class="legend">{legend}</div>'
 

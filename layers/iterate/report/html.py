@@ -12,6 +12,8 @@ from importlib import resources
 from typing import Any
 
 from iterate.contracts import (
+    SEVERITIES,
+    SEVERITY_RANK,
     AnalysisResult,
     CodeInvestigation,
     ColumnProfile,
@@ -39,7 +41,6 @@ from iterate.report.charts import (
 from iterate.report.facts import fact_rows, rounded, singular_counts
 from iterate.visible import visible
 
-SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 STATUS_ORDER = {"confirmed": 0, "unverified": 1, "unconfirmed": 2, "hypothesis": 3}
 STATUS_MEANING = {
     "confirmed": "code run in the sandbox recounted the detector's numbers",
@@ -98,7 +99,7 @@ class _Renderer:
         self.issues = sorted(
             analysis.issues,
             key=lambda i: (
-                SEVERITY_ORDER.get(i.severity, 9),
+                SEVERITY_RANK.get(i.severity, 9),
                 STATUS_ORDER.get(i.status, 9),
                 -self._rows(i),
                 i.id,
@@ -156,7 +157,7 @@ class _Renderer:
         return f"<b>{fmt_num(n)}</b> {word if n == 1 else word + 's'}"
 
     def severity_counts(self) -> dict[str, int]:
-        counts = {"high": 0, "medium": 0, "low": 0}
+        counts: dict[str, int] = dict.fromkeys(SEVERITIES, 0)
         for issue in self.a.issues:
             counts[issue.severity] = counts.get(issue.severity, 0) + 1
         return counts
@@ -232,7 +233,7 @@ class _Renderer:
             cats[issue.category] += 1
         kpis = "".join(
             f'<div class="kpi {sev}"><div class="v">{counts[sev]}</div><div class="l">{sev} severity</div></div>'
-            for sev in ("high", "medium", "low")
+            for sev in SEVERITIES
         )
         kpis += (
             f'<div class="kpi"><div class="v">{confirmed}/{len(self.a.issues)}</div>'
@@ -329,7 +330,7 @@ class _Renderer:
         cells = []
         for c in cols:
             its = self.by_column.get(c.name, [])
-            worst = min((i.severity for i in its), key=lambda s: SEVERITY_ORDER.get(s, 9), default=None)
+            worst = min((i.severity for i in its), key=lambda s: SEVERITY_RANK.get(s, 9), default=None)
             widest = max((self._rows(i) for i in its), default=0)
             share = widest / self.p.rowCount if self.p.rowCount else 0.0
             cells.append(
@@ -365,7 +366,7 @@ class _Renderer:
             + "".join(
                 f'<label><input type="checkbox" checked data-filter-sev="{s}"> '
                 f'<span class="badge sev-{s}">{s}</span></label>'
-                for s in ("high", "medium", "low")
+                for s in SEVERITIES
             )
             + '<input type="search" id="issue-search" placeholder="Filter by text, column, type…">'
             '<button type="button" id="expand-all">Expand all</button>'
@@ -710,7 +711,7 @@ class _Renderer:
         its = self.by_column.get(c.name, [])
         issue_badge = ""
         if its:
-            worst = min((i.severity for i in its), key=lambda s: SEVERITY_ORDER.get(s, 9))
+            worst = min((i.severity for i in its), key=lambda s: SEVERITY_RANK.get(s, 9))
             first = its[0]
             issue_badge = (
                 f'<a class="badge sev-{esc(worst)}" href="#{_anchor("issue", first.id)}">'

@@ -9,7 +9,15 @@ from pydantic import Field
 
 from iterate.agents.claude.numbers import scrub
 from iterate.agents.claude.render import issue_brief, profile_brief, tagged, truncate
-from iterate.contracts import Category, Contract, DatasetProfile, DatasetUnderstanding, Issue, Severity
+from iterate.contracts import (
+    SEVERITIES,
+    Category,
+    Contract,
+    DatasetProfile,
+    DatasetUnderstanding,
+    Issue,
+    Severity,
+)
 from iterate.llm.session import CacheScope, LLMSession
 from iterate.ports import AnalysisDraft
 from iterate.prompts import load
@@ -150,7 +158,7 @@ def merge_review(candidates: list[Issue], answer: AnalysisAnswer, profile: Datas
 
     hypotheses = _hypotheses(answer.hypotheses, candidates, profile, notes)
     issues = reviewed + hypotheses
-    counts = {s: sum(1 for i in reviewed if i.severity == s) for s in ("high", "medium", "low")}
+    counts = {s: sum(1 for i in reviewed if i.severity == s) for s in SEVERITIES}
     proposed = f"{len(hypotheses)} hypothesis" if len(hypotheses) == 1 else f"{len(hypotheses)} hypotheses"
     measured = (
         f"{len(reviewed)} issues found by the detectors ({counts['high']} high, {counts['medium']} medium, "

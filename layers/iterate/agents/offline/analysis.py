@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from iterate.contracts import DatasetProfile, DatasetUnderstanding, Issue
+from iterate.contracts import SEVERITIES, DatasetProfile, DatasetUnderstanding, Issue
 from iterate.issues import sort_issues
 from iterate.ports import AnalysisDraft
 from iterate.ranking import rank_columns
@@ -59,7 +59,7 @@ def summarize(issues: list[Issue], profile: DatasetProfile) -> str:
             f"of {profile.name}."
         )
     by_sev = Counter(i.severity for i in issues)
-    parts = [f"{by_sev[s]} {s}" for s in ("high", "medium", "low") if by_sev[s]]
+    parts = [f"{by_sev[s]} {s}" for s in SEVERITIES if by_sev[s]]
     text = (
         f"{len(issues)} issue{'s' if len(issues) != 1 else ''} in {profile.rowCount:,} rows × "
         f"{profile.columnCount} columns of {profile.name} ({', '.join(parts)})."
