@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
 
-.PHONY: install demo test lint format typecheck bench bench-library score realdata realdata-stage synth deploy schemas clean
+.PHONY: install demo test lint format typecheck bench bench-library score score-stress realdata realdata-stage synth deploy schemas clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -48,6 +48,9 @@ bench-library: $(DEV) ## investigation tokens in LLM mode (fake server): first r
 
 score: $(DEV) ## run iterate on ../shared/datasets and score flags.csv (precision, recall, F1)
 	$(BIN)/python scripts/score.py
+
+score-stress: $(DEV) ## the same on pairs made from each benchmark's clean file with 5% and 25% injected errors
+	$(BIN)/python scripts/score.py --stress 0.05,0.25
 
 realdata-stage: $(DEV) ## copy the real-data corpus out of installed packages into out/realdata/ (offline)
 	$(BIN)/python scripts/stage_realdata.py

@@ -69,7 +69,7 @@ class Calibration:
     max_llr: float = 12.0
 
     # Missing values: the rarer blanks are in a column, the more a blank is a gap to fill.
-    missing_bonus: float = 4.0  # added to log((1 - m) / m), m the column's missing share
+    missing_bonus: float = 4.0  # added to log((1 - m) / m) for a nearly filled column (missing.gap_llr)
     missing_convention_share: float = 0.5  # a column at least this empty writes "none" by leaving it empty
     comissing_z: float = 3.0  # a partner column is missing alongside far more often than chance (binomial z)
     comissing_share: float = 0.5  # ... in at least this share of the rarer column's missing rows

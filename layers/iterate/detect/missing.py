@@ -196,6 +196,17 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
     return out
 
 
+def gap_llr(share: float, cal: Calibration = DEFAULT) -> float:
+    """Evidence that a gap in a column missing `share` of its rows is a slip to fix.
+
+    log((1 - m) / m), plus a bonus for "otherwise filled" that fades as the column empties and is gone where
+    emptiness becomes the column's convention (missing_convention_share): a column 42% empty is an optional
+    field far more often than a column with 42% of its cells lost.
+    """
+    fading = max(0.0, 1.0 - share / cal.missing_convention_share)
+    return math.log((1 - share) / share) + cal.missing_bonus * fading
+
+
 def _gap_finding(
     f: ColumnFacts,
     rows: np.ndarray,
@@ -236,7 +247,7 @@ def _gap_finding(
         detector="missing",
         stat_name="share of the column's rows that are missing",
         stat=np.full(r.size, share),
-        llr=np.full(r.size, math.log((1 - share) / share) + cal.missing_bonus),
+        llr=np.full(r.size, gap_llr(share, cal)),
         stats={
             "column": name,
             "markers": _as_written(f, f.is_null_marker),
