@@ -576,3 +576,25 @@ def test_descriptions_count_one_value_in_the_singular_and_explain_only_the_symbo
     text = found[0].description
     assert text.startswith("1 value in 'code' does not follow")
     assert "9 is a run of digits" in text and "run of letters" not in text
+
+
+def test_a_counter_with_one_zero_led_slip_is_not_a_column_of_padded_codes():
+    # Given ids 1..4000 in any order (1-4 digits by nature) where one id was mistyped with a leading zero
+    rng = random.Random(21)
+    ids = [str(i) for i in range(1, 4001)]
+    rng.shuffle(ids)
+    slip = next(r for r, v in enumerate(ids) if len(v) == 4)
+    ids[slip] = "0" + ids[slip][1:]
+    size = [rng.choice(["12", "16", "24"]) for _ in ids]
+    assert findings_of(make_table({"id": ids, "ounces": size}), "format_violation") == []
+
+
+def test_padded_account_codes_that_lost_their_zeros_are_flagged():
+    # Given six-digit account codes, about one in ten zero-led, where three were saved without their zeros
+    rng = random.Random(22)
+    codes = [f"{rng.randrange(0, 1_000_000):06d}" for _ in range(800)]
+    lost = [r for r, c in enumerate(codes) if c.startswith("0")][:3]
+    for r in lost:
+        codes[r] = str(int(codes[r]))
+    found = findings_of(make_table({"account": codes}), "format_violation")
+    assert [sorted(int(r) for r in f.rows) for f in found if f.key == "width:account"] == [sorted(lost)]

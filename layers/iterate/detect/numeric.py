@@ -88,7 +88,10 @@ class NumericModel:
         width = int(counts.argmax())
         zero_led = self.facts.column.dictionary.take(pa.array(self.ids[whole], pa.int64()))
         leading = _bools(pc.match_substring_regex(pc.utf8_trim_whitespace(zero_led), r"^[-+]?0\d"))
-        if counts[width] < 0.5 * total or not leading.any():
+        # Padding is the column's convention when several of its codes show it: one zero-led value among a
+        # counter's 1..2692 is a slip of its own, not a sign that the short values lost their zeros.
+        padded = float(self.weights[whole][leading].sum())
+        if counts[width] < 0.5 * total or int(leading.sum()) < 2 or padded < 0.01 * counts[width]:
             return None
         return width
 
