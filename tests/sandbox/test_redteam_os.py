@@ -94,6 +94,9 @@ class Goal:
     # must leak nothing and change nothing.
     observable: bool = True
     limits_only: bool = False  # run in the fallback (no cgroup) modes too
+    # The wall clock for a goal that tests another limit: long enough that the limit under test, not the
+    # clock, ends the run even on a loaded machine (four children filling 850 MB each can take over 3 s).
+    timeout_s: float | None = None
 
 
 GOALS = [
@@ -231,6 +234,7 @@ GOALS = [
         "    kids.append(pid)\n"
         "for pid in kids:\n    os.waitpid(pid, 0)",
         limits_only=True,
+        timeout_s=20,
     ),
     Goal(
         "double_fork_setsid",
@@ -266,7 +270,7 @@ GOALS = [
 BASE = {"timeout_s": 3, "memory_mb": 1024, "max_output_bytes": 100_000, "setup_allowance_s": 8}
 
 
-def limits_for(mode: str) -> SandboxLimits:
+def limits_for(mode: str, timeout_s: float | None = None) -> SandboxLimits:
     checks = "0" if "nochecks" in mode else "1"
     settings = Settings.from_env({"ITERATE_SANDBOX_INPROCESS_CHECKS": checks})
     # With the checks on, the static policy alone refuses these snippets before any process starts (see
@@ -276,7 +280,9 @@ def limits_for(mode: str) -> SandboxLimits:
         extra.update(namespaces=False, prefork=False)  # as the sandbox Lambda runs: a fresh process per run
     if "nocgroup" in mode:
         extra["cgroup"] = False
-    return SandboxLimits.from_settings(settings, **BASE, **extra)  # type: ignore[arg-type]
+    if timeout_s is not None:
+        extra["timeout_s"] = timeout_s
+    return SandboxLimits.from_settings(settings, **(BASE | extra))  # type: ignore[arg-type]
 
 
 MODES = ["ns", "ns-nochecks", "nons", "nons-nochecks"]
@@ -377,10 +383,11 @@ def canaries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Canaries]:
     directory.rmdir()
 
 
-def sandbox_for(mode: str, made: dict[str, LocalSandbox]) -> LocalSandbox:
-    if mode not in made:
-        made[mode] = LocalSandbox(limits_for(mode))
-    return made[mode]
+def sandbox_for(mode: str, made: dict[str, LocalSandbox], timeout_s: float | None = None) -> LocalSandbox:
+    key = mode if timeout_s is None else f"{mode}-{timeout_s:g}s"
+    if key not in made:
+        made[key] = LocalSandbox(limits_for(mode, timeout_s))
+    return made[key]
 
 
 def fill(code: str, canaries: Canaries, canary_file: Path, target: Path) -> str:
@@ -421,7 +428,7 @@ def test_os_layers_contain_the_goal(
     target = tmp_path / "pwned.txt"
     code = PRELUDE + fill(goal.code, canaries, canary_file, target) + FORGE
     accepted = canaries.listener.accepted
-    sandbox = sandbox_for(mode, sandboxes)
+    sandbox = sandbox_for(mode, sandboxes, goal.timeout_s)
 
     # When the snippet runs
     started = time.monotonic()
