@@ -204,8 +204,7 @@ def _edit(
         if old is None:
             continue
         new = fn(str(old))
-        if new == old:
-            why["unchanged"] += 1
+        if new == old:  # already right, or fn counted in `why` why it could not change it
             continue
         values[r] = new
         changes.append(Change(r, col, _text(old), new, step.issue_id, step.action.action))
