@@ -144,14 +144,14 @@ def main_question(issue: Issue) -> SmartFixFollowup:
             ex,
         )
     if t in {"format_violation", "mixed_types", "out_of_domain"}:
-        main_format, other = stats.get("main_format"), [str(f) for f in stats.get("other_formats", [])]
+        main_format, formats = stats.get("main_format"), [str(f) for f in stats.get("other_formats", [])]
         convert: list[Option] = []
-        if main_format and other:  # dates written in several formats: one format is a conversion away
+        if main_format and formats:  # dates written in several formats: one format is a conversion away
             convert = [
                 (
                     "convert",
                     f"Convert them to the column's main format ({main_format})",
-                    _act("convert_dates", column=col, to=str(main_format), formats=other),
+                    _act("convert_dates", column=col, to=str(main_format), formats=formats),
                 )
             ]
         return _q(
