@@ -105,7 +105,9 @@ def test_the_sample_fixed_into_a_new_version_resolves_its_issues(tmp_path, capsy
 
 
 def test_a_parquet_input_stays_parquet_with_its_types(tmp_path, capsys):
-    table = pacsv.read_csv(SAMPLE, convert_options=pacsv.ConvertOptions(strings_can_be_null=False))
+    # Given the sample as Parquet, its blanks as nulls and a float column
+    options = pacsv.ConvertOptions(strings_can_be_null=True, null_values=[""])
+    table = pacsv.read_csv(SAMPLE, convert_options=options)
     table = table.set_column(
         table.column_names.index("discount_pct"),
         "discount_pct",
@@ -119,9 +121,20 @@ def test_a_parquet_input_stays_parquet_with_its_types(tmp_path, capsys):
     fixed = pq.read_table(new_file)
     assert fixed.schema.field("discount_pct").type == pa.float64()
     assert fixed.column_names == table.column_names and fixed.num_rows == table.num_rows - 3
-    assert fixed.column("email").null_count == 25  # the placeholders are proper nulls now
+    # The placeholders are proper nulls now; the edited column's other nulls stay nulls
+    dropped = set(_dropped_rows(run / "versions" / "v1"))
+    kept = [r for r in range(table.num_rows) if r not in dropped]
+    email_nulls = table.column("email").take(kept).null_count
+    names_nulls = table.column("customer_name").take(kept).null_count
+    assert fixed.column("email").null_count == email_nulls + 25
+    assert fixed.column("customer_name").null_count == names_nulls
     resolved = set(analysis(run)["comparison"]["resolved"])
     assert {"dates-order_date", "units-unit_price", "typos-city", "disguised-email"} <= resolved
+
+
+def _dropped_rows(version_dir: Path) -> list[int]:
+    with (version_dir / "changes.csv").open(newline="", encoding="utf-8") as fh:
+        return [int(r["row"]) for r in csv.DictReader(fh) if r["action"] == "drop_rows"]
 
 
 def test_a_semicolon_cp1252_crlf_quoted_file_keeps_its_dialect(tmp_path, capsys):

@@ -269,41 +269,42 @@ def _write_csv(
 
 
 def _write_parquet(parent: Path, result: FixResult, target: Path) -> None:
-    """The parent's typed columns, rows and columns dropped as the fix says; an edited column is its new text
-    cast back to the column's type (nulls where a value was cleared)."""
+    """The parent's typed columns, rows and columns dropped as the fix says; in an edited column only the changed
+    cells are replaced, by their new text cast to the column's type (null where a value was cleared), so its
+    other values, nulls included, are the parent's own."""
     import pyarrow.parquet as pq
 
     with pq.ParquetFile(parent) as pf:
         original = pf.read()
         metadata = pf.schema_arrow.metadata
+    edits: dict[str, dict[int, str | None]] = {}
+    for ch in result.changes:
+        if ch.row is not None and ch.column and ch.action not in ("flag_for_review", "drop_rows"):
+            edits.setdefault(ch.column, {})[ch.row] = ch.new
     kept = np.setdiff1d(np.arange(original.num_rows), result.dropped_rows)
-    edited = {
-        ch.column
-        for ch in result.changes
-        if ch.row is not None and ch.column and ch.action not in ("flag_for_review",)
-    }
     arrays, fields = [], []
     for f in original.schema:
         if f.name in result.dropped_columns:
             continue
-        column = original.column(f.name)
-        if len(kept) != original.num_rows:
-            column = column.take(pa.array(kept))
-        if f.name in edited:
-            text = result.table.column(f.name)
+        column: Any = original.column(f.name)
+        if f.name in edits:
+            rows = sorted(edits[f.name])
+            texts = pa.array([edits[f.name][r] for r in rows], pa.string())
             try:
-                column = (
-                    text
-                    if pa.types.is_string(f.type)
-                    else pc.cast(pc.if_else(pc.equal(text, ""), pa.scalar(None, pa.string()), text), f.type)
-                )
+                typed = texts.cast(f.type).to_pylist()
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise FixError(
                     f"the fixed values of {f.name!r} cannot be stored as its Parquet type {f.type} ({exc}); "
                     "choose another fix for it"
                 ) from exc
+            values = column.to_pylist()
+            for r, v in zip(rows, typed, strict=True):
+                values[r] = v
+            column = pa.array(values, type=f.type)
+        if len(kept) != original.num_rows:
+            column = column.take(pa.array(kept))
         arrays.append(column)
-        fields.append(pa.field(f.name, column.type, nullable=True))
+        fields.append(f.with_nullable(True))
     pq.write_table(pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=metadata)), target)
 
 
