@@ -4,6 +4,7 @@ write the result beside the run in the input's format with changes.csv and versi
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,9 +42,11 @@ __all__ = [
     "Prepared",
     "apply_fixes",
     "choose",
+    "fix_input",
     "needs_confirmation",
     "prepare",
     "write",
+    "write_version_dir",
 ]
 
 VERSIONS = "versions"
@@ -90,23 +93,30 @@ def quick_default(issue: Issue) -> FixAction | None:
     return None if first is None or first.action == "ask_next" else first
 
 
-def choose(run_dir: Path, issues: list[Issue], ids: list[str], quick: bool) -> tuple[list[Chosen], list[str]]:
+Answered = Callable[[str], tuple[FixAction | None, list[str], bool]]
+
+
+def choose(
+    issues: list[Issue], ids: list[str], quick: bool, answered: Answered, hint: Callable[[str], str]
+) -> tuple[list[Chosen], list[str]]:
     """The fixes to apply and notes on issues left out: the named ids (or, when none is named, every issue whose
-    follow-up has ended) and, with `quick`, every quick fix. A smart fix needs its follow-up answered."""
+    follow-up has ended) and, with `quick`, every quick fix. A smart fix needs its follow-up answered.
+
+    `answered(issue_id)` is (the action its follow-up ended with or None, the answers given, whether a
+    conversation exists); `hint(issue_id)` says how to answer it (a command, or an API route)."""
     by_id = {i.id: i for i in issues}
     unknown = [i for i in ids if i not in by_id]
     if unknown:
         listed = ", ".join(i.id for i in issues[:20]) or "none"
-        raise FixError(f"no issue {unknown[0]!r} in {run_dir / 'analysis.json'} (issues: {listed})")
+        raise FixError(f"no issue {unknown[0]!r} in the run (issues: {listed})")
     wanted = list(dict.fromkeys(ids))
     if not ids:
-        wanted = [i.id for i in issues if _answered(run_dir, i.id)[0] is not None]
+        wanted = [i.id for i in issues if answered(i.id)[0] is not None]
     if quick:
         wanted += [i.id for i in issues if i.category == "quick_fixes" and i.id not in wanted]
     if not wanted:
         raise FixError(
-            f"nothing to fix: name issues, give --quick, or answer a follow-up first "
-            f"(iterate followup {run_dir} ISSUE_ID)"
+            f"nothing to fix: name issues, ask for the quick fixes, or answer a follow-up first ({hint('ISSUE_ID')})"
         )
     chosen: list[Chosen] = []
     notes: list[str] = []
@@ -115,23 +125,24 @@ def choose(run_dir: Path, issues: list[Issue], ids: list[str], quick: bool) -> t
         if issue.type in READ_LEVEL_TYPES:
             notes.append(f"{issue_id}: a problem of the file's layout; export the file again to fix it")
             continue
-        action, answers, talked = _answered(run_dir, issue_id)
+        action, answers, talked = answered(issue_id)
         if action is not None:
             chosen.append(Chosen(issue, action, answers, "followup"))
             continue
         named = issue_id in ids
-        hint = f"iterate followup {run_dir} {issue_id}"
         if issue.category != "quick_fixes":
-            message = f"{issue_id} is a smart fix: choose how with `{hint}` first"
+            message = f"{issue_id} is a smart fix: choose how with {hint(issue_id)} first"
             if named:
                 raise FixError(message)
             notes.append(message)
             continue
         if talked and named:
-            raise FixError(f"{issue_id}: its follow-up is not finished — answer it (`{hint}`) or --reset it")
+            raise FixError(
+                f"{issue_id}: its follow-up is not finished — answer it ({hint(issue_id)}) or reset it"
+            )
         default = quick_default(issue)
         if default is None:
-            notes.append(f"{issue_id}: no fix without a choice: `{hint}`")
+            notes.append(f"{issue_id}: no fix without a choice: {hint(issue_id)}")
             continue
         chosen.append(Chosen(issue, default, [], "quick default"))
     return chosen, notes
@@ -151,20 +162,33 @@ class Prepared:
 
 def prepare(run_dir: Path, ids: list[str], *, quick: bool) -> Prepared:
     """Read the run's input (checked to be what the run read) and apply the chosen fixes in memory."""
+    source = run_input(run_dir)
+    chosen, notes = choose(
+        source.analysis.issues,
+        ids,
+        quick,
+        lambda issue_id: _answered(run_dir, issue_id),
+        lambda issue_id: f"`iterate followup {run_dir} {issue_id}`",
+    )
+    return fix_input(source, chosen, notes, run_dir / "flags.csv")
+
+
+def fix_input(source: RunInput, chosen: list[Chosen], notes: list[str], flags_csv: Path) -> Prepared:
+    """Apply the chosen fixes to the run's input in memory (the local command and the AWS route alike)."""
     from iterate.io import DatasetReadError, read_table
 
-    source = run_input(run_dir)
-    chosen, notes = choose(run_dir, source.analysis.issues, ids, quick)
     active = [c for c in chosen if c.action.action != "keep"]
     try:
         table = read_table(source.path)
     except DatasetReadError as exc:
         raise FixError(str(exc)) from exc
+    if table.source.content_hash != source.sha256:
+        raise FixError(f"{source.path} is not the file the run read (its sha256 differs): analyse it again")
     if len(set(table.column_names)) != len(table.column_names):
         raise FixError(
             f"{source.path} repeats a column name; rename the columns so each fix knows its column"
         )
-    flags = flagged_cells(run_dir, table.column_names)
+    flags = flagged_cells(flags_csv, table.column_names)
     steps = plan([(c.issue, c.action) for c in active], table, flags)
     result = apply_fixes(table.to_arrow(), steps)
     return Prepared(source=source, chosen=chosen, steps=steps, result=result, notes=notes, table=table)
@@ -176,20 +200,19 @@ def next_version_dir(run_dir: Path) -> Path:
     return root / f"v{max(taken, default=0) + 1}"
 
 
-def write(run_dir: Path, prepared: Prepared) -> Path:
-    """Write the version directory (the new file, changes.csv, version.json); returns the new file's path."""
+def write_version_dir(target_dir: Path, prepared: Prepared, version_id: str) -> tuple[Path, dict[str, Any]]:
+    """Write the fixed file, changes.csv and version.json into `target_dir`; returns the file and version.json."""
     source, result = prepared.source, prepared.result
-    target_dir = next_version_dir(run_dir)
-    target_dir.mkdir(parents=True)
-    name = source.path.name
+    target_dir.mkdir(parents=True, exist_ok=True)
+    name = source.name
     if prepared.table.source.format == "xlsx":
-        name = source.path.with_suffix(".csv").name
+        name = Path(name).with_suffix(".csv").name
     target = target_dir / name
     written_format = write_version(prepared.table, result, source.path, target)
     write_changes(result.changes, target_dir / "changes.csv")
     run = source.analysis.run
     body = {
-        "versionId": target_dir.name,
+        "versionId": version_id,
         "createdAt": datetime.now(UTC).isoformat(timespec="seconds"),
         "file": name,
         "format": written_format,
@@ -197,7 +220,7 @@ def write(run_dir: Path, prepared: Prepared) -> Path:
         "rows": result.table.num_rows,
         "columns": result.table.num_columns,
         "parent": {
-            "path": str(source.path),
+            "path": source.label,
             "sha256": source.sha256,
             "runId": run.runId if run is not None else None,
             "format": prepared.table.source.format,
@@ -216,6 +239,14 @@ def write(run_dir: Path, prepared: Prepared) -> Path:
     (target_dir / "version.json").write_text(
         json.dumps(body, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
+    return target, body
+
+
+def write(run_dir: Path, prepared: Prepared) -> Path:
+    """Write RUN_DIR/versions/vN/ (the new file, changes.csv, version.json); returns the new file's path."""
+    target_dir = next_version_dir(run_dir)
+    target_dir.mkdir(parents=True)
+    target, _ = write_version_dir(target_dir, prepared, target_dir.name)
     for c in prepared.chosen:  # an applied fix's answers are final: followup refuses to change them
         path = _followup_file(run_dir, c.issue.id)
         if path.is_file():

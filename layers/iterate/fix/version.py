@@ -29,11 +29,17 @@ CHANGES_HEADER = ("row", "column", "old", "new", "issue_id", "action")
 
 @dataclass(frozen=True)
 class RunInput:
-    """The analysed file of a run directory, checked to be the very bytes the run read."""
+    """The analysed file of a run, checked to be the very bytes the run read."""
 
-    path: Path
+    path: Path  # where it is read from (locally the input itself; on AWS a downloaded copy)
     sha256: str
     analysis: AnalysisResult
+    name: str = ""  # the input's file name ("" : path's)
+    label: str = ""  # how version.json names the parent ("" : path)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", self.name or self.path.name)
+        object.__setattr__(self, "label", self.label or str(self.path))
 
 
 def sha256_of(path: Path) -> str:
@@ -81,12 +87,11 @@ def run_input(run_dir: Path) -> RunInput:
     return RunInput(path=path, sha256=digest, analysis=analysis)
 
 
-def flagged_cells(run_dir: Path, columns: Sequence[str]) -> dict[tuple[str, str], np.ndarray]:
+def flagged_cells(path: Path, columns: Sequence[str]) -> dict[tuple[str, str], np.ndarray]:
     """flags.csv as (issue id, column name) → its 0-based rows; names are matched back from how flags.csv
     writes them (a formula-like name with its `'`, control characters escaped)."""
     import pyarrow.csv as pacsv
 
-    path = run_dir / "flags.csv"
     if not path.is_file():
         return {}
     table = pacsv.read_csv(
