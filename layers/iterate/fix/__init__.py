@@ -210,7 +210,6 @@ def write_version_dir(target_dir: Path, prepared: Prepared, version_id: str) -> 
     target = target_dir / name
     written_format = write_version(prepared.table, result, source.path, target)
     write_changes(result.changes, target_dir / "changes.csv")
-    run = source.analysis.run
     body = {
         "versionId": version_id,
         "createdAt": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -222,7 +221,7 @@ def write_version_dir(target_dir: Path, prepared: Prepared, version_id: str) -> 
         "parent": {
             "path": source.label,
             "sha256": source.sha256,
-            "runId": run.runId if run is not None else None,
+            "runId": source.run_id or None,
             "format": prepared.table.source.format,
         },
         "issuesApplied": [

@@ -36,10 +36,13 @@ class RunInput:
     analysis: AnalysisResult
     name: str = ""  # the input's file name ("" : path's)
     label: str = ""  # how version.json names the parent ("" : path)
+    run_id: str = ""  # the run whose evidence is used ("" : analysis.json's run id)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", self.name or self.path.name)
         object.__setattr__(self, "label", self.label or str(self.path))
+        if not self.run_id and self.analysis.run is not None:
+            object.__setattr__(self, "run_id", self.analysis.run.runId)
 
 
 def sha256_of(path: Path) -> str:
