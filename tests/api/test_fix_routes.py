@@ -7,11 +7,12 @@ import csv
 import hashlib
 import io
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from awsenv import BUCKET
+from awsenv import BUCKET, as_function, route_lambdas
 
 from iterate.pipeline import run_local
 from iterate.settings import Settings
@@ -19,7 +20,11 @@ from iterate.storage.dynamo import DynamoRunRepository
 
 pytestmark = [pytest.mark.handler, pytest.mark.filterwarnings("ignore:No application metrics")]
 
-SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "orders.csv"
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "samples" / "orders.csv"
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+from infra.runtime import TABLE_ACCESS  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +35,9 @@ def analysed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _finished_run(call: Any, world: dict[str, Any], analysed: Path, owner: str = "alice") -> tuple[str, str, str]:
+def _finished_run(
+    call: Any, world: dict[str, Any], analysed: Path, owner: str = "alice"
+) -> tuple[str, str, str]:
     """A dataset whose upload is the sample, and a SUCCEEDED run of it with its analysis.json and flags.csv."""
     status, body = call("POST", "/datasets", owner=owner, body={"name": "Orders", "fileName": "orders.csv"})
     assert status == 201, body
@@ -75,8 +82,12 @@ def test_fixes_write_a_version_record_its_lineage_and_start_a_run_on_it(
     assert status == 409 and "send confirm" in refused["message"] and "duplicates-exact" in refused["message"]
     assert "Contents" not in world["s3"].list_objects_v2(Bucket=BUCKET, Prefix="versions/")
     # When she confirms them
-    status, fixed = call("POST", f"/runs/{run_id}/fixes", body={**body, "confirm": ["drop", "clear"]})
+    with route_lambdas(size_check=False) as calls, as_function("fix"):
+        status, fixed = call("POST", f"/runs/{run_id}/fixes", body={**body, "confirm": ["drop", "clear"]})
     assert status == 201, fixed
+    # (with only the DynamoDB actions the fix function's role holds)
+    used = calls.table_actions()["fix"]
+    assert used and used <= TABLE_ACCESS["fix"], sorted(used - TABLE_ACCESS["fix"])
     version, run = fixed["version"], fixed["run"]
     # Then the version is under her prefix, with its changes and version.json, and the upload is untouched
     assert version["key"] == f"versions/alice/{dataset_id}/{version['versionId']}/orders.csv"
@@ -87,7 +98,12 @@ def test_fixes_write_a_version_record_its_lineage_and_start_a_run_on_it(
     assert meta["answers"] == {"typos-city": ["standardize"]} and meta["parent"]["runId"] == run_id
     changes = list(csv.DictReader(io.StringIO(_object(world, version["changesKey"]).decode())))
     cities = [c for c in changes if c["issue_id"] == "typos-city"]
-    assert len(cities) == 8 and {c["new"] for c in cities} <= {"Cambridge", "Chicago", "Seattle", "San Francisco"}
+    assert len(cities) == 8 and {c["new"] for c in cities} <= {
+        "Cambridge",
+        "Chicago",
+        "Seattle",
+        "San Francisco",
+    }
     assert version["parentRunId"] == run_id and "typos-city" in version["issuesApplied"]
     assert version["counts"]["duplicates-exact"] == {"drop_rows": 3}
     # And a run was started on the version's exact object

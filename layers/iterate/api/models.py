@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from iterate.contracts import FixAction, Issue, SmartFixFollowup
 from iterate.contracts.base import Contract
@@ -157,11 +157,19 @@ class FixRequest(Contract):
     )
     answers: dict[str, Annotated[str, Field(min_length=1, max_length=64)]] = Field(
         default_factory=dict,
-        max_length=200,
         description="issue id → the key of the option chosen for its follow-up's pending question (its first "
         "question when none was asked; a new answer replaces an ended conversation's last one)",
     )
     quick: bool = Field(default=False, description="also apply every quick fix")
+
+    @field_validator("answers")
+    @classmethod
+    def _few_answers(cls, answers: dict[str, str]) -> dict[str, str]:
+        # not `max_length` on the field: API Gateway's draft-04 models have no maxProperties
+        if len(answers) > 200:
+            raise ValueError("at most 200 answers")
+        return answers
+
     confirm: list[Literal["drop", "clear"]] = Field(
         default_factory=list,
         description="destructive fixes allowed: drop (rows or columns), clear (values set to empty); without "
