@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from iterate.aws.deps import AwsDeps
-from iterate.aws.payloads import S3ObjectRef
+from iterate.aws.payloads import S3ObjectRef, artifacts_prefix
 from iterate.contracts import AnalysisResult, FixAction, FollowupTurn, SmartFixFollowup
 from iterate.fix import FixError, Prepared, choose, fix_input, needs_confirmation, write_version_dir
 from iterate.fix.version import RunInput, sha256_of
@@ -84,7 +84,10 @@ def apply_fixes_to_run(
     unknown = [k for k in answers if k not in issues and issues]
     if unknown:
         raise FixError(f"an answer is given for {unknown[0]!r}, which is not among the issues to fix")
-    prefix = str(run.get("artifactsPrefix") or "")
+    # A run the API queued has no artifactsPrefix on its record: its artifacts are where every run's are.
+    prefix = str(
+        run.get("artifactsPrefix") or artifacts_prefix(repo.owner, str(run["datasetId"]), str(run["runId"]))
+    )
     source = S3ObjectRef.model_validate(run["source"])
     s3 = deps.s3_client()
     work = Path(tempfile.mkdtemp(prefix="iterate-fix-", dir=deps.work_dir))
