@@ -192,12 +192,11 @@ def _edit(
     changes: list[Change],
     why: Counter[str],
     fn: Callable[[str], str | None],
-    rows: Any = None,
 ) -> None:
     """Set each touched cell to fn(value); fn returns the value unchanged when it cannot fix it."""
     col = _column_of(step)
     values = work.col(col)
-    for r in (step.rows if rows is None else rows).tolist():
+    for r in step.rows.tolist():
         if r in work.drop_rows:
             continue
         old = values[r]
