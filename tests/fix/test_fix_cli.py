@@ -189,3 +189,26 @@ def test_bad_run_directories_say_what_to_do(tmp_path, capsys):
     assert main(["fix", str(run), "--quick", "--yes"]) == 2
     assert "changed since the run" in capsys.readouterr().err
     assert not (run / "versions").exists()
+
+
+def test_a_json_lines_input_stays_json_lines_with_its_numbers(tmp_path, capsys):
+    # Given JSON Lines with numbers and a city with stray spaces in a few records
+    cities = ["Köln", "München", "Zürich", "Genève"]
+    records = [
+        {"id": k, "amount": 10.5 + k, "city": cities[k % 4] + (" " if k % 50 == 7 else "")}
+        for k in range(300)
+    ]
+    data = tmp_path / "orders.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    run = tmp_path / "run"
+    assert main(["analyze", str(data), "--out", str(run), "--quiet"]) == 0
+    ws = next(i["id"] for i in analysis(run)["issues"] if i["type"] == "stray_whitespace")
+    assert main(["fix", str(run), ws]) == 0
+    capsys.readouterr()
+    # Then every record is there, numbers are still numbers, and only the padded cities changed
+    fixed = [
+        json.loads(line)
+        for line in (run / "versions" / "v1" / "orders.jsonl").read_text("utf-8").splitlines()
+    ]
+    assert [r["id"] for r in fixed] == list(range(300)) and all(isinstance(r["amount"], float) for r in fixed)
+    assert [r["city"] for r in fixed] == [cities[k % 4] for k in range(300)]
