@@ -27,6 +27,9 @@ TABLE_ACCESS: dict[str, frozenset[str]] = {
     "report": frozenset({"GetItem", "PutItem", "UpdateItem", "BatchWriteItem"}),
     "record_failure": frozenset({"GetItem", "PutItem", "UpdateItem"}),
     "followup": frozenset({"GetItem", "PutItem", "UpdateItem", "Query"}),
+    # The run and its follow-ups (Query), the version and the run started on it; a run refused by the owner's
+    # limit is deleted.
+    "fix": frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query"}),
     # Schedules, idempotency keys and runs refused before they started are deleted.
     "api": frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Query:GSI1"}),
 }

@@ -139,7 +139,7 @@ class IterateStack(Stack):
         self.api = ApiConstruct(
             self,
             "Api",
-            functions={"api": fns["api"], "followup": fns["followup"]},
+            functions={"api": fns["api"], "followup": fns["followup"], "fix": fns["fix"]},
             openapi_path=config.openapi_path,
             log_retention=retention,
             removal_policy=removal,
@@ -173,7 +173,12 @@ class IterateStack(Stack):
             CfnOutput(self, name, value=value)
 
     def _wire_api_function(self) -> None:
-        """The API starts/cancels runs and manages per-dataset schedules."""
+        """The API starts/cancels runs and manages per-dataset schedules; the fix route starts runs too."""
+        fix_fn = self.functions.functions["fix"]
+        fix_fn.add_environment(
+            "ITERATE_STATE_MACHINE_ARN", self.orchestration.state_machine.state_machine_arn
+        )
+        self.orchestration.state_machine.grant_start_execution(self.functions.roles["fix"])
         api_fn = self.functions.functions["api"]
         api_role = self.functions.roles["api"]
         sm = self.orchestration.state_machine

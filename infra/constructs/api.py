@@ -27,7 +27,7 @@ class Route:
 
     path: str
     method: str
-    function: str  # "api" or "followup"
+    function: str  # "api", "followup" or "fix"
     path_params: tuple[str, ...]
     query_params: tuple[tuple[str, bool], ...]
     header_params: tuple[tuple[str, bool], ...]
@@ -36,8 +36,11 @@ class Route:
 
 
 def _function_for(path: str) -> str:
-    # The follow-up conversation has its own function (it needs the LLM layer); everything else is "api".
-    return "followup" if path.endswith("/followup") else "api"
+    # The follow-up conversation has its own function (it needs the LLM layer), so has the fix route (the data
+    # layer, and the only right to write versions/); everything else is "api".
+    if path.endswith("/followup"):
+        return "followup"
+    return "fix" if path.endswith("/fixes") else "api"
 
 
 def load_routes(openapi_path: Path) -> tuple[Route, ...]:

@@ -16,7 +16,7 @@ from constructs import Construct
 
 from infra.constructs.layers import ARCHITECTURE, RUNTIME, LayersConstruct
 from infra.constructs.network import SandboxNetworkConstruct
-from infra.constructs.storage import ARTIFACTS, LIBRARY, UPLOADS, StorageConstruct
+from infra.constructs.storage import ARTIFACTS, LIBRARY, UPLOADS, VERSIONS, StorageConstruct
 from infra.nag import acknowledge, acknowledge_wildcard
 from infra.runtime import SANDBOX_INLINE_RESULT_BYTES, SANDBOX_MAX_OUTPUT_BYTES, TABLE_ACCESS
 from iterate.storage.dynamo import GSI1
@@ -81,7 +81,7 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         ("data", *PIPELINE),
         memory_mb=4096,
         timeout_s=600,
-        s3_read=(UPLOADS, ARTIFACTS),
+        s3_read=(UPLOADS, ARTIFACTS, VERSIONS),  # versions/: a run started on a fixed version
         s3_write=(ARTIFACTS,),
         ephemeral_mb=4096,  # the source file is downloaded to /tmp before pyarrow reads it
     ),
@@ -147,8 +147,7 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         events=True,
     ),
     # Only the conversation (DynamoDB and the LLM): it returns the fix action an answer decides and writes no
-    # data, so it holds no S3 right. Writing the fixed dataset under versions/ is the fix step's, with its own
-    # role, when that step exists.
+    # data, so it holds no S3 right. Writing the fixed dataset under versions/ is the fix function's.
     FunctionSpec(
         "followup",
         "Follow-up conversation on a smart-fix issue (API route): one question at a time, the fix it decides",
@@ -156,6 +155,19 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         memory_mb=1024,
         timeout_s=API_TIMEOUT_S,
         llm=True,
+        in_state_machine=False,
+    ),
+    # POST /runs/{id}/fixes: reads a finished run's input (an upload or an earlier version) and its evidence,
+    # writes the new version: the only writer of versions/. No LLM: answers are mapped by the offline agent.
+    FunctionSpec(
+        "fix",
+        "Applies a run's chosen fixes to its input as a new dataset version (API route) and starts a run on it",
+        ("data", *PIPELINE),
+        memory_mb=2048,
+        timeout_s=API_TIMEOUT_S,
+        s3_read=(UPLOADS, ARTIFACTS, VERSIONS),
+        s3_write=(VERSIONS,),
+        ephemeral_mb=2048,  # the input and the version are written to /tmp
         in_state_machine=False,
     ),
     FunctionSpec(
@@ -232,7 +244,7 @@ class FunctionsConstruct(Construct):
                 env["ITERATE_ANTHROPIC_SECRET_ARN"] = anthropic_secret.secret_arn
             if spec.events:
                 env["ITERATE_EVENT_BUS"] = "default"
-            if spec.name in ("api", "profile"):  # the two that start runs count them per owner
+            if spec.name in ("api", "profile", "fix"):  # the ones that start runs count them per owner
                 env["ITERATE_MAX_CONCURRENT_RUNS"] = str(max_concurrent_runs)
             if spec.sandbox or spec.name == "investigate":
                 env["ITERATE_SANDBOX_TIMEOUT_S"] = str(sandbox_code_timeout_s)

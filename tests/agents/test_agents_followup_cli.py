@@ -60,7 +60,7 @@ def test_json_output_for_programs(run_dir, capsys):
     ("argv", "message"),
     [
         (["nope"], "no issue 'nope'"),
-        (["cat-state", "--answer", "standardize"], "no question waiting"),
+        (["cat-state", "--answer", "burn"], "answer must be one of: standardize, review, keep"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(run_dir, capsys, argv, message):

@@ -183,5 +183,34 @@ def test_an_answer_that_is_not_an_option_is_refused():
     step = followup(agent, i, [])
     with pytest.raises(FollowupError, match="one of: review, null, drop, keep"):
         followup(agent, i, step.history, "burn_it")
-    with pytest.raises(FollowupError, match="no question waiting"):
-        followup(agent, i, [], "review")
+    with pytest.raises(FollowupError, match="one of: review, null, drop, keep"):
+        followup(agent, i, [], "burn_it")  # from a cold start too
+
+
+def test_an_answer_from_a_cold_start_and_a_changed_answer():
+    agent = OfflineFollowupAgent()
+    i = issue("i4", "numeric_outlier", "amount", 3, 1000, stats={"column": "amount", "low": 0, "high": 500})
+    # Given no question asked yet, When the user answers the first question straight away
+    step = followup(agent, i, [], "null")
+    # Then it is answered and the action follows
+    assert [t.answer for t in step.history] == ["null"]
+    assert step.action is not None and step.action.action == "set_null"
+    # When they change their mind after the conversation ended, Then the new answer replaces the old one
+    step = followup(agent, i, step.history, "review")
+    assert [t.answer for t in step.history] == ["review"] and step.action is not None
+    assert step.action.action == "flag_for_review"
+
+
+def test_a_changed_answer_on_a_two_level_conversation_restarts_from_the_first_question():
+    agent = OfflineFollowupAgent()
+    i = issue("i5", "missing_values", "zip", 3, 1000, stats={"column": "zip", "markers": ["N/A"]})
+    step = followup(agent, i, [], "fill")
+    step = followup(agent, i, step.history, "unknown")
+    assert step.action is not None and step.action.action == "fill_value"
+    # "most_frequent" is an option of the last question: it replaces "unknown"
+    step = followup(agent, i, step.history, "most_frequent")
+    assert [t.answer for t in step.history] == ["fill", "most_frequent"]
+    # "drop" is only an option of the first question: the conversation starts again with it
+    step = followup(agent, i, step.history, "drop")
+    assert [t.answer for t in step.history] == ["drop"] and step.action is not None
+    assert step.action.action == "drop_rows"

@@ -113,7 +113,7 @@ def test_state_machine_role_can_invoke_exactly_the_pipeline_functions(synth: Syn
     for s in synth.statements_of_role(role):
         if "lambda:InvokeFunction" in actions_of(s):
             invoked |= _refs(s["Resource"])
-    pipeline = {synth.function_id(n) for n in _function_names() if n not in {"api", "followup"}}
+    pipeline = {synth.function_id(n) for n in _function_names() if n not in {"api", "followup", "fix"}}
     assert invoked == pipeline
 
 
@@ -229,6 +229,7 @@ def test_api_has_every_route_of_the_issue_with_body_models(synth: Synth) -> None
         ("GET", "/runs/{run_id}/issues"), ("GET", "/runs/{run_id}/report"),
         ("POST", "/issues/{issue_ref}/followup"), ("PUT", "/datasets/{dataset_id}/schedule"),
         ("DELETE", "/datasets/{dataset_id}/schedule"), ("GET", "/datasets/{dataset_id}/runs"),
+        ("POST", "/runs/{run_id}/fixes"), ("GET", "/datasets/{dataset_id}/versions"),
     }  # fmt: skip
     paths = _api_paths(synth)
     methods = {
@@ -242,7 +243,12 @@ def test_api_has_every_route_of_the_issue_with_body_models(synth: Synth) -> None
             if v == verb:
                 assert props.get("RequestModels", {}).get("application/json"), (v, path)
     # and the list routes take their page parameters, the run start its Idempotency-Key, none required
-    for path in ("/datasets", "/datasets/{dataset_id}/runs", "/runs/{run_id}/issues"):
+    for path in (
+        "/datasets",
+        "/datasets/{dataset_id}/runs",
+        "/runs/{run_id}/issues",
+        "/datasets/{dataset_id}/versions",
+    ):
         params = methods[("GET", path)]["RequestParameters"]
         assert params["method.request.querystring.limit"] is False, path
         assert params["method.request.querystring.nextToken"] is False, path
@@ -251,6 +257,8 @@ def test_api_has_every_route_of_the_issue_with_body_models(synth: Synth) -> None
     followup = methods[("POST", "/issues/{issue_ref}/followup")]["Integration"]["Uri"]
     assert synth.function_id("followup") in _refs(followup)
     assert synth.function_id("api") in _refs(methods[("GET", "/runs/{run_id}")]["Integration"]["Uri"])
+    fixes = methods[("POST", "/runs/{run_id}/fixes")]["Integration"]["Uri"]
+    assert synth.function_id("fix") in _refs(fixes)
 
 
 def test_bucket_is_encrypted_versioned_private_tls_only_and_has_lifecycle_rules(synth: Synth) -> None:
@@ -603,22 +611,30 @@ def test_each_function_holds_exactly_the_table_actions_its_code_makes(synth: Syn
                     granted.add(action.removeprefix("dynamodb:") + suffix)
         # Then each role holds what infra/runtime.py lists (checked against real calls in tests/statemachine)
         assert granted == TABLE_ACCESS[name], name
-        # and nothing reads the whole table, and only the API deletes (schedules, idempotency keys)
-        assert "Scan" not in granted and ("DeleteItem" in granted) == (name == "api"), name
+        # and nothing reads the whole table, and only the API deletes (schedules, idempotency keys) and the fix
+        # route (a run the owner's limit refused before it started)
+        assert "Scan" not in granted and ("DeleteItem" in granted) == (name in {"api", "fix"}), name
         assert not {"BatchGetItem", "TransactWriteItems", "PartiQLSelect"} & granted, name
     # And the index is queried by exactly the functions that list a dataset's runs
     readers = {n for n in _function_names() if "Query:GSI1" in TABLE_ACCESS[n]}
     assert readers == {"api", "analyze"}
 
 
-def test_followup_holds_no_s3_right_and_only_the_api_writes_under_uploads(synth: Synth) -> None:
-    # The follow-up conversation writes no data; a versions/ write belongs to the step that applies fixes
+def test_followup_holds_no_s3_right_and_only_the_fix_function_writes_under_versions(synth: Synth) -> None:
+    # The follow-up conversation writes no data; a versions/ write belongs to the function that applies fixes
     statements = synth.statements_of_role(synth.role_of(synth.function_id("followup")))
     assert not [a for s in statements for a in actions_of(s) if a.startswith("s3:")]
+    writers = set()
     for name in _function_names():
         for s in synth.statements_of_role(synth.role_of(synth.function_id(name))):
-            if "s3:PutObject" in actions_of(s):
-                assert "/versions/" not in json.dumps(s["Resource"]), name
+            if "s3:PutObject" in actions_of(s) and "/versions/" in json.dumps(s["Resource"]):
+                writers.add(name)
+    assert writers == {"fix"}
+    # And the fix function writes nowhere else, nor reads the script library
+    for s in synth.statements_of_role(synth.role_of(synth.function_id("fix"))):
+        if "s3:PutObject" in actions_of(s):
+            assert "/versions/" in json.dumps(s["Resource"])
+        assert "/library/" not in json.dumps(s.get("Resource", ""))
 
 
 def test_the_user_pool_client_has_no_oauth_flow_or_callback_url(synth: Synth) -> None:

@@ -314,7 +314,10 @@ def followup(
 
     Without `answer`: the pending question (asked now if there is none), or the action the conversation
     ended with. With `answer`: records it for the pending question and returns the next question, or the
-    resulting fix action. Raises FollowupError for an answer that is not one of the pending options.
+    resulting fix action. From a cold start the first question is asked and answered at once; once the
+    conversation has ended, an answer replaces the last one (or, when it is not one of the last question's
+    options but one of the first's, starts the conversation again with it). Raises FollowupError for an
+    answer that is not one of the options.
     """
     turns = list(history)
     if answer is None:
@@ -325,8 +328,15 @@ def followup(
             return FollowupStep(turns, question=turns[-1].question)
         question = agent.next_question(issue, turns)
         return FollowupStep([*turns, FollowupTurn(question=question)], question=question)
-    if not turns or turns[-1].answer is not None:
-        raise FollowupError("there is no question waiting for an answer")
+    if not turns:
+        turns = [FollowupTurn(question=agent.next_question(issue, []))]
+    elif turns[-1].answer is not None:  # ended: change the last answer, or start again from the first
+        last_keys = {o.key for o in turns[-1].question.options}
+        first_keys = {o.key for o in turns[0].question.options}
+        if answer in last_keys or answer not in first_keys:
+            turns[-1] = FollowupTurn(question=turns[-1].question)
+        else:
+            turns = [FollowupTurn(question=turns[0].question)]
     pending = turns[-1].question
     keys = [o.key for o in pending.options]
     if answer not in keys:

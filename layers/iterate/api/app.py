@@ -20,7 +20,10 @@ from iterate.api.models import (
     Dataset,
     DatasetDetail,
     DatasetList,
+    DatasetVersion,
     ErrorBody,
+    FixRequest,
+    FixResponse,
     FollowupRequest,
     FollowupResponse,
     IssueItem,
@@ -32,6 +35,7 @@ from iterate.api.models import (
     ScheduleRequest,
     StartRunBody,
     UploadTarget,
+    VersionList,
 )
 from iterate.aws.deps import AwsDeps
 from iterate.aws.payloads import S3ObjectRef, StartRunRequest
@@ -113,6 +117,11 @@ def _run_view(record: dict[str, Any]) -> Run:
     return Run.model_validate(data)
 
 
+def _version_view(record: dict[str, Any]) -> DatasetVersion:
+    keep = set(DatasetVersion.model_fields)
+    return DatasetVersion.model_validate({k: v for k, v in record.items() if k in keep and v is not None})
+
+
 def _dataset_view(record: dict[str, Any], schedule: dict[str, Any] | None = None) -> Dataset:
     keep = set(Dataset.model_fields)
     data = {k: v for k, v in record.items() if k in keep and v is not None}
@@ -142,10 +151,68 @@ def _clear_validation_errors(exc: RequestValidationError) -> Response[Any]:
     )
 
 
+def start_run_on(
+    deps: AwsDeps,
+    r: DynamoRunRepository,
+    owner: str,
+    dataset_id: str,
+    run_id: str,
+    source: S3ObjectRef,
+    instructions: str | None,
+) -> Run:
+    """Queue run `run_id` of `source` (counted among the owner's runs in progress) and start its execution."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deps.clock()))
+    r.create_run(
+        {
+            "runId": run_id,
+            "datasetId": dataset_id,
+            "status": "QUEUED",
+            "trigger": "api",
+            "startedAt": now,
+            "instructions": instructions,
+            "source": source.model_dump(mode="json"),
+            "progress": {"step": "queued", "percent": 0, "message": "waiting to start"},
+        }
+    )
+    try:
+        r.acquire_run_slot(run_id, deps.config.max_concurrent_runs)
+    except RunLimitReachedError:
+        r.delete_run(run_id)  # refused before it started: it is no run of the caller's
+        raise
+    request = StartRunRequest(
+        trigger="api",
+        owner=owner,
+        datasetId=dataset_id,
+        runId=run_id,
+        source=source,
+        instructions=instructions,
+    )
+    try:
+        execution = deps.sfn_client().start_execution(
+            stateMachineArn=deps.config.need("state_machine_arn"),
+            name=run_id,
+            input=request.model_dump_json(),
+        )
+    except Exception as exc:
+        # A run that never started must not sit QUEUED forever; the caller gets the 500 and can retry.
+        r.transition(
+            run_id,
+            from_status="QUEUED",
+            to_status="FAILED",
+            error=type(exc).__name__,
+            reason="not started",
+        )
+        r.release_run_slot(run_id)
+        raise
+    r.set_run_fields(run_id, executionArn=execution["executionArn"])
+    return _run_view(r.require_run(run_id))
+
+
 def create_app(
-    get_deps: DepsProvider, *, core: bool = True, followup: bool = False
+    get_deps: DepsProvider, *, core: bool = True, followup: bool = False, fixes: bool = False
 ) -> APIGatewayRestResolver:
-    """The resolver with the core routes (functions/api) and/or the follow-up route (functions/followup)."""
+    """The resolver with the core routes (functions/api), the follow-up route (functions/followup) and/or the
+    fix route (functions/fix)."""
     app = APIGatewayRestResolver(enable_validation=True)
     app.exception_handler(RequestValidationError)(_clear_validation_errors)
 
@@ -190,6 +257,8 @@ def create_app(
         _register_core(app, get_deps, repo, require_run, require_dataset)
     if followup:
         _register_followup(app, get_deps, repo)
+    if fixes:
+        _register_fixes(app, get_deps, repo, require_run)
     return app
 
 
@@ -255,6 +324,18 @@ def _register_core(
         runs, token = repo().page_runs(dataset_id, limit=limit, token=next_token)
         return RunList(datasetId=dataset_id, runs=[_run_view(run) for run in runs], nextToken=token)
 
+    @app.get(
+        "/datasets/<dataset_id>/versions",
+        summary="The dataset's versions written by fixes, newest first, a page at a time",
+        responses=responses(200, VersionList, 400, 404),
+    )
+    def list_versions(
+        dataset_id: str, limit: Limit = PAGE_LIMIT, next_token: PageToken = None
+    ) -> VersionList:
+        require_dataset(dataset_id)
+        found, token = repo().page_versions(dataset_id, limit=limit, token=next_token)
+        return VersionList(datasetId=dataset_id, versions=[_version_view(v) for v in found], nextToken=token)
+
     @app.post(
         "/datasets/<dataset_id>/runs",
         summary="Re-analyse the dataset's latest upload",
@@ -291,69 +372,14 @@ def _register_core(
                     )
                 return _run_view(existing), 202
         try:
-            return _start(deps, r, owner, dataset_id, run_id, record, body), 202
+            source = S3ObjectRef.model_validate(record["latestUpload"])
+            return start_run_on(deps, r, owner, dataset_id, run_id, source, body.instructions), 202
         except Exception:
             if key:
                 r.release_idempotency_key(
                     key
                 )  # nothing started: the caller's retry with this key may start it
             raise
-
-    def _start(
-        deps: AwsDeps,
-        r: DynamoRunRepository,
-        owner: str,
-        dataset_id: str,
-        run_id: str,
-        record: dict[str, Any],
-        body: StartRunBody,
-    ) -> Run:
-        source = S3ObjectRef.model_validate(record["latestUpload"])
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deps.clock()))
-        r.create_run(
-            {
-                "runId": run_id,
-                "datasetId": dataset_id,
-                "status": "QUEUED",
-                "trigger": "api",
-                "startedAt": now,
-                "instructions": body.instructions,
-                "source": source.model_dump(mode="json"),
-                "progress": {"step": "queued", "percent": 0, "message": "waiting to start"},
-            }
-        )
-        try:
-            r.acquire_run_slot(run_id, deps.config.max_concurrent_runs)
-        except RunLimitReachedError:
-            r.delete_run(run_id)  # refused before it started: it is no run of the caller's
-            raise
-        request = StartRunRequest(
-            trigger="api",
-            owner=owner,
-            datasetId=dataset_id,
-            runId=run_id,
-            source=source,
-            instructions=body.instructions,
-        )
-        try:
-            execution = deps.sfn_client().start_execution(
-                stateMachineArn=deps.config.need("state_machine_arn"),
-                name=run_id,
-                input=request.model_dump_json(),
-            )
-        except Exception as exc:
-            # A run that never started must not sit QUEUED forever; the caller gets the 500 and can retry.
-            r.transition(
-                run_id,
-                from_status="QUEUED",
-                to_status="FAILED",
-                error=type(exc).__name__,
-                reason="not started",
-            )
-            r.release_run_slot(run_id)
-            raise
-        r.set_run_fields(run_id, executionArn=execution["executionArn"])
-        return _run_view(r.require_run(run_id))
 
     @app.get("/runs/<run_id>", summary="A run's status and progress", responses=responses(200, Run, 404))
     def get_run(run_id: str) -> Run:
@@ -535,3 +561,48 @@ def _register_followup(
         except RunTransitionError as exc:
             raise ConflictError("another answer moved this conversation on; fetch it again") from exc
         return FollowupResponse(issueRef=issue_ref, turn=turn, question=question, done=False)
+
+
+def _register_fixes(
+    app: APIGatewayRestResolver,
+    get_deps: DepsProvider,
+    repo: Callable[[], DynamoRunRepository],
+    require_run: Callable[[str], dict[str, Any]],
+) -> None:
+    @app.post(
+        "/runs/<run_id>/fixes",
+        summary="Apply fixes to a finished run's input as a new dataset version, and start a run on it",
+        responses=responses(201, FixResponse, 400, 404, 409, 429),
+    )
+    def apply_fixes(run_id: str, body: FixRequest) -> tuple[FixResponse, int]:
+        from iterate.aws.fixes import UnconfirmedFixError, apply_fixes_to_run
+        from iterate.fix import FixError
+
+        deps = get_deps()
+        owner = owner_of(app)
+        record = require_run(run_id)
+        if record["status"] != "SUCCEEDED":
+            raise ConflictError(
+                f"run {run_id} has not succeeded ({record['status']}): only a finished run's issues can be fixed"
+            )
+        r = repo()
+        try:
+            written = apply_fixes_to_run(
+                deps,
+                r,
+                record,
+                issues=body.issues,
+                answers=body.answers,
+                quick=body.quick,
+                confirm=set(body.confirm),
+            )
+        except UnconfirmedFixError as exc:
+            raise ConflictError(str(exc)) from exc
+        except FixError as exc:
+            raise ConflictError(str(exc)) from exc
+        new_run = f"r{uuid.uuid4().hex[:24]}"
+        dataset_id = str(record["datasetId"])
+        run = start_run_on(deps, r, owner, dataset_id, new_run, written.source, record.get("instructions"))
+        r.set_version_run(dataset_id, written.record["versionId"], new_run)
+        version = _version_view({**written.record, "runId": new_run})
+        return FixResponse(version=version, run=run), 201

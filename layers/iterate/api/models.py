@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from iterate.contracts import FixAction, Issue, SmartFixFollowup
 from iterate.contracts.base import Contract
@@ -145,3 +145,66 @@ class ErrorBody(Contract):
     statusCode: int | None = None
     message: str
     errors: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class FixRequest(Contract):
+    """POST /runs/{id}/fixes: which issues to fix and how; the run's input is never changed."""
+
+    issues: list[str] = Field(
+        default_factory=list,
+        max_length=200,
+        description="issue ids of the run to fix (none: every issue whose follow-up has ended)",
+    )
+    answers: dict[str, Annotated[str, Field(min_length=1, max_length=64)]] = Field(
+        default_factory=dict,
+        description="issue id → the key of the option chosen for its follow-up's pending question (its first "
+        "question when none was asked; a new answer replaces an ended conversation's last one)",
+    )
+    quick: bool = Field(default=False, description="also apply every quick fix")
+
+    @field_validator("answers")
+    @classmethod
+    def _few_answers(cls, answers: dict[str, str]) -> dict[str, str]:
+        # not `max_length` on the field: API Gateway's draft-04 models have no maxProperties
+        if len(answers) > 200:
+            raise ValueError("at most 200 answers")
+        return answers
+
+    confirm: list[Literal["drop", "clear"]] = Field(
+        default_factory=list,
+        description="destructive fixes allowed: drop (rows or columns), clear (values set to empty); without "
+        "them such a fix is a 409 naming its impact",
+    )
+
+
+class DatasetVersion(Contract):
+    """A version of a dataset written by a fix, with its lineage."""
+
+    versionId: str
+    datasetId: str
+    createdAt: str
+    parentRunId: str
+    parentSha256: str
+    parentKey: str
+    key: str = Field(
+        description="the fixed file in the data bucket: versions/<owner>/<dataset>/<version>/<file>"
+    )
+    changesKey: str
+    sha256: str
+    format: str
+    rows: int
+    columns: int
+    issuesApplied: list[str]
+    counts: dict[str, dict[str, int]]
+    runId: str | None = Field(default=None, description="the run started on this version")
+
+
+class FixResponse(Contract):
+    version: DatasetVersion
+    run: Run
+
+
+class VersionList(Contract):
+    datasetId: str
+    versions: list[DatasetVersion]
+    nextToken: str | None = None

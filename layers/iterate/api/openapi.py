@@ -20,7 +20,7 @@ def openapi_document() -> dict[str, object]:
         SecuritySchemeType,  # type: ignore[attr-defined]
     )
 
-    app = create_app(_no_deps, core=True, followup=True)  # type: ignore[arg-type]
+    app = create_app(_no_deps, core=True, followup=True, fixes=True)  # type: ignore[arg-type]
     raw = app.get_openapi_json_schema(
         title="Iterate API",
         version=__version__,

@@ -439,7 +439,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             out = default_out(path)
         try:
-            claimed = claim(out, path.name)
+            claimed = claim(out, path.name, None if args.file == STDIN else path.resolve())
         except RunDirError as exc:
             return _error(visible(exc))
         except OSError as exc:

@@ -26,8 +26,10 @@ def register(subparsers: Any) -> None:
         help="guide the fix of one issue, one multiple-choice question at a time",
         description=(
             "Shows the next question about how to fix ISSUE_ID of the run in RUN_DIR (a directory written by "
-            "`iterate analyze --out`). Answer with --answer KEY; the conversation is kept in "
-            "RUN_DIR/followups/ISSUE_ID.json and ends with a concrete fix action. Works on quick and smart "
+            "`iterate analyze --out`). Answer with --answer KEY (the first question can be "
+            "answered without printing it first; --answer again changes an answer, --reset starts over); the "
+            "conversation is kept in RUN_DIR/followups/ISSUE_ID.json and ends with a concrete fix action, which "
+            "`iterate fix RUN_DIR` applies. Answers are final once the fix is applied. Works on quick and smart "
             "fixes alike; a new run into RUN_DIR starts every conversation afresh."
         ),
     )
@@ -35,6 +37,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("issue_id", metavar="ISSUE_ID")
     p.add_argument(
         "--answer", metavar="KEY", help="the key of the option you choose for the pending question"
+    )
+    p.add_argument(
+        "--reset",
+        action="store_true",
+        help="forget this issue's answers and start its conversation again (until its fix is applied)",
     )
     p.add_argument(
         "--json",
@@ -76,6 +83,16 @@ def load_history(path: Path) -> list[FollowupTurn]:
         return [FollowupTurn.model_validate(t) for t in data.get("turns", [])]
     except (ValueError, ValidationError) as exc:
         raise _InputError(f"{path} is damaged; delete it to start the conversation again") from exc
+
+
+def applied_in(path: Path) -> str | None:
+    """The version a conversation's fix was applied in (`iterate fix` marks it), or None."""
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    version = body.get("appliedIn") if isinstance(body, dict) else None
+    return str(version) if version else None
 
 
 def save_history(path: Path, issue_id: str, turns: list[FollowupTurn], action: FixAction | None) -> None:
@@ -124,6 +141,15 @@ def run(
     try:
         issue = load_issue(args.run_dir, args.issue_id)
         path = history_path(args.run_dir, args.issue_id)
+        version = applied_in(path)
+        reset = getattr(args, "reset", False)
+        if version is not None and (args.answer is not None or reset):
+            raise _InputError(
+                f"the fix of {issue.id} was applied in {args.run_dir / 'versions' / version}; its answers are "
+                "final — analyse that version to go on"
+            )
+        if reset and path.exists():
+            path.unlink()
         history = load_history(path)
         chosen = agent or followup_agent(settings or Settings.from_env())
         try:
@@ -133,7 +159,8 @@ def run(
     except _InputError as exc:
         print(f"iterate followup: {visible(exc)}", file=sys.stderr)
         return 2
-    save_history(path, issue.id, step.history, step.action)
+    if version is None:  # an applied conversation keeps its mark
+        save_history(path, issue.id, step.history, step.action)
     if args.json:
         print(
             json.dumps(

@@ -67,11 +67,12 @@ def _previous(out: Path) -> AnalysisResult | None:
         return None
 
 
-def claim(out: Path, source_name: str) -> Claimed:
+def claim(out: Path, source_name: str, source_path: Path | None = None) -> Claimed:
     """Make `out` ready for a run of the file named `source_name`, or raise RunDirError.
 
     A missing or empty directory is created; a run of the same file is cleared (its issues returned, for
-    the comparison); anything else is refused, and nothing in it is touched.
+    the comparison); anything else is refused, and nothing in it is touched. `source_path` (the input's
+    absolute path; None for stdin, which is gone after the run) is recorded for `iterate fix`.
     """
     if out.exists() and not out.is_dir():
         raise RunDirError(f"{out} is a file, not a directory — give a directory with --out")
@@ -94,7 +95,10 @@ def claim(out: Path, source_name: str) -> Claimed:
         _clear(out)
         replaced = found
     out.mkdir(parents=True, exist_ok=True)
-    (out / MARKER).write_text(json.dumps({"sourceFile": source_name}) + "\n", encoding="utf-8")
+    marker: dict[str, str] = {"sourceFile": source_name}
+    if source_path is not None:
+        marker["sourcePath"] = str(source_path)
+    (out / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
     return Claimed(previous_issues=previous_issues, replaced=replaced)
 
 

@@ -302,6 +302,35 @@ class DynamoRunRepository:
         items, next_token = self._page(self._prefix_query(prefix), limit, token, {}, sk_prefix=prefix)
         return [json.loads(i["issueJson"]) for i in items], next_token
 
+    def put_version(self, dataset_id: str, version: dict[str, Any]) -> None:
+        """A dataset version written by a fix, with its lineage; version ids sort by creation time."""
+        self._table.put_item(
+            Item={
+                **to_item(version),
+                "PK": self._pk,
+                "SK": f"VERSION#{dataset_id}#{version['versionId']}",
+                "entity": "version",
+            },
+            ConditionExpression="attribute_not_exists(PK)",
+        )
+
+    def set_version_run(self, dataset_id: str, version_id: str, run_id: str) -> None:
+        """The run started on a version (lineage: the version's parent run, and its own first run)."""
+        self._table.update_item(
+            Key={"PK": self._pk, "SK": f"VERSION#{dataset_id}#{version_id}"},
+            UpdateExpression="SET runId = :r",
+            ExpressionAttributeValues={":r": run_id},
+            ConditionExpression="attribute_exists(PK)",
+        )
+
+    def page_versions(
+        self, dataset_id: str, *, limit: int, token: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """A page of one dataset's versions, newest first."""
+        prefix = f"VERSION#{dataset_id}#"
+        kwargs = {**self._prefix_query(prefix), "ScanIndexForward": False}
+        return self._page(kwargs, limit, token, {}, sk_prefix=prefix)
+
     # --- concurrent runs per owner ----------------------------------------------------------------
     def acquire_run_slot(self, run_id: str, limit: int) -> None:
         """Count `run_id` among the owner's runs in progress, unless `limit` are already (RunLimitReachedError).

@@ -15,6 +15,7 @@ FIX_ACTIONS = frozenset(
         "drop_column",
         "keep",
         "convert_unit",
+        "convert_dates",
         "split_column",
         "fill_value",
         "trim_whitespace",
@@ -143,12 +144,28 @@ def main_question(issue: Issue) -> SmartFixFollowup:
             ex,
         )
     if t in {"format_violation", "mixed_types", "out_of_domain"}:
+        main_format, formats = stats.get("main_format"), [str(f) for f in stats.get("other_formats", [])]
+        convert: list[Option] = []
+        if main_format and formats:  # dates written in several formats: one format is a conversion away
+            convert = [
+                (
+                    "convert",
+                    f"Convert them to the column's main format ({main_format})",
+                    _act("convert_dates", column=col, to=str(main_format), formats=formats),
+                )
+            ]
         return _q(
             f"{_rows(issue)} have '{col}' values that do not fit the column's format. What should happen?",
             [
+                *convert,
                 review,
                 ("null", "Clear the invalid values", _act("set_null", column=col, condition="invalid")),
-                ("drop", "Remove those rows", _act("drop_rows", column=col, condition="invalid")),
+                # four options at most: a convertible column offers conversion instead of removing rows
+                *(
+                    []
+                    if convert
+                    else [("drop", "Remove those rows", _act("drop_rows", column=col, condition="invalid"))]
+                ),
                 keep,
             ],
             ex,
