@@ -23,6 +23,7 @@ SUBCOMMANDS = (
     "iterate.cli.sandbox_cmd",
     "iterate.cli.followup_cmd",
     "iterate.cli.export_cmd",
+    "iterate.cli.accept_cmd",
 )
 
 

@@ -67,8 +67,19 @@ def _previous(out: Path) -> AnalysisResult | None:
         return None
 
 
-def claim(out: Path, source_name: str) -> Claimed:
-    """Make `out` ready for a run of the file named `source_name`, or raise RunDirError.
+def source_dir(out: Path) -> Path | None:
+    """The directory of the input file whose run `out` holds (None for stdin or a run written before it was
+    recorded): where `iterate accept` looks for the accepted-issues file."""
+    try:
+        marker = json.loads((out / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    found = marker.get("sourceDir") if isinstance(marker, dict) else None
+    return Path(found) if isinstance(found, str) else None
+
+
+def claim(out: Path, source_name: str, source_dir: Path | None = None) -> Claimed:
+    """Make `out` ready for a run of the file named `source_name` (in `source_dir`), or raise RunDirError.
 
     A missing or empty directory is created; a run of the same file is cleared (its issues returned, for
     the comparison); anything else is refused, and nothing in it is touched.
@@ -94,7 +105,8 @@ def claim(out: Path, source_name: str) -> Claimed:
         _clear(out)
         replaced = found
     out.mkdir(parents=True, exist_ok=True)
-    (out / MARKER).write_text(json.dumps({"sourceFile": source_name}) + "\n", encoding="utf-8")
+    marker = {"sourceFile": source_name} | ({"sourceDir": str(source_dir)} if source_dir is not None else {})
+    (out / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
     return Claimed(previous_issues=previous_issues, replaced=replaced)
 
 

@@ -1,5 +1,6 @@
 """Versioned pydantic contracts: the shapes every step, file, API body and LLM answer must have."""
 
+from iterate.contracts.accepted import Acceptance, AcceptedFile, AcceptedMark
 from iterate.contracts.analysis import (
     ISSUE_TYPES,
     READ_LEVEL_TYPES,
@@ -37,6 +38,9 @@ __all__ = [
     "READ_LEVEL_TYPES",
     "SCHEMA_VERSION",
     "SEVERITIES",
+    "Acceptance",
+    "AcceptedFile",
+    "AcceptedMark",
     "AnalysisResult",
     "Category",
     "CodeInvestigation",
