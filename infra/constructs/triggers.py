@@ -102,6 +102,20 @@ class TriggersConstruct(Construct):
             description="EventBridge Scheduler: start Iterate re-analysis runs",
         )
         state_machine.grant_start_execution(self.scheduler_role)
+        # A scheduled re-analysis the scheduler could not start (after its retries) lands here, not nowhere.
+        self.schedule_dlq = sqs.Queue(
+            self,
+            "ScheduleDlq",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        acknowledge(
+            self.schedule_dlq,
+            "AwsSolutions-SQS3",
+            "This queue is itself the dead-letter queue of the per-dataset schedules.",
+        )
+        self.schedule_dlq.grant_send_messages(self.scheduler_role)
 
     def schedule_arn_pattern(self) -> str:
         """Every schedule in the group (schedules are named per dataset at run time)."""
