@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from awsenv import (
     BUCKET,
-    REGION,
     UPLOAD_KEY,
     FakeContext,
     api_event,
+    capture_events,
     load_handler,
     object_created_event,
     orders_csv,
@@ -24,22 +24,6 @@ from awsenv import (
 )
 
 pytestmark = [pytest.mark.statemachine, pytest.mark.filterwarnings("ignore:No application metrics")]
-
-
-def _regressions_queue() -> tuple[Any, str]:
-    """What a user would route: a rule for Iterate.IssueRegressed sending to a queue."""
-    import boto3
-
-    sqs = boto3.client("sqs", region_name=REGION)
-    url = sqs.create_queue(QueueName="iterate-regressions")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    events = boto3.client("events", region_name=REGION)
-    events.put_rule(
-        Name="iterate-regressed",
-        EventPattern=json.dumps({"source": ["iterate"], "detail-type": ["Iterate.IssueRegressed"]}),
-    )
-    events.put_targets(Rule="iterate-regressed", Targets=[{"Id": "q", "Arn": arn}])
-    return sqs, url
 
 
 def _api(method: str, path: str, owner: str = "alice", body: Any = None, **kw: Any) -> tuple[int, Any]:
@@ -76,7 +60,7 @@ def _run(machine: dict[str, Any], body: bytes) -> str:
 def test_a_worse_second_run_emits_one_regression_and_both_runs_are_in_the_history(
     machine: dict[str, Any],
 ) -> None:
-    sqs, queue = _regressions_queue()
+    sqs, queue = capture_events("Iterate.IssueRegressed", "iterate-regressed")
     # Given a first run of the orders file: nothing to compare with, so no regression event
     first = _run(machine, orders_csv())
     assert received_events(sqs, queue) == []
