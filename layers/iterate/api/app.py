@@ -472,7 +472,9 @@ def _register_core(
         summary="Each issue's timeline across the dataset's runs (a page of runs at a time, newest first)",
         responses=responses(200, DatasetHistory, 400, 404),
     )
-    def dataset_history(dataset_id: str, limit: Limit = 20, next_token: PageToken = None) -> DatasetHistory:
+    def dataset_history(
+        dataset_id: str, limit: Limit = PAGE_LIMIT, next_token: PageToken = None
+    ) -> DatasetHistory:
         require_dataset(dataset_id)
         r = repo()
         runs, token = r.page_runs(dataset_id, limit=limit, token=next_token)
