@@ -23,8 +23,8 @@ TABLE_ACCESS: dict[str, frozenset[str]] = {
     "analyze": frozenset({"GetItem", "UpdateItem", "Query:GSI1"}),  # the previous run, for the comparison
     "investigate": frozenset({"GetItem", "UpdateItem", "Query"}),  # the script library's index
     "sandbox": frozenset(),
-    # The issues, in batches; the run's new proofs into the script library's index.
-    "report": frozenset({"GetItem", "PutItem", "UpdateItem", "BatchWriteItem"}),
+    # The issues, in batches; the run's new proofs into the script library's index; the accepted issues.
+    "report": frozenset({"GetItem", "PutItem", "UpdateItem", "BatchWriteItem", "Query"}),
     "record_failure": frozenset({"GetItem", "PutItem", "UpdateItem"}),
     "followup": frozenset({"GetItem", "PutItem", "UpdateItem", "Query"}),
     # The run and its follow-ups (Query), the version and the run started on it; a run refused by the owner's

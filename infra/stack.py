@@ -12,6 +12,7 @@ from constructs import Construct
 from pydantic import BaseModel, ConfigDict, Field
 
 from infra.assets import REPO, BuiltLayer
+from infra.constructs.alerts import RegressionAlertsConstruct
 from infra.constructs.api import ApiConstruct
 from infra.constructs.functions import FUNCTION_SPECS, FunctionsConstruct
 from infra.constructs.layers import LayersConstruct
@@ -21,6 +22,7 @@ from infra.constructs.orchestration import OrchestrationConstruct
 from infra.constructs.storage import ARTIFACTS, StorageConstruct
 from infra.constructs.triggers import TriggersConstruct
 from infra.nag import acknowledge, acknowledge_wildcard
+from iterate.aws.schedules import DEFAULT_MIN_SCHEDULE_MINUTES, SCHEDULE_FLOOR_MINUTES
 from iterate.aws.secrets import SECRET_PLACEHOLDER
 
 
@@ -46,6 +48,10 @@ class StackConfig(BaseModel):
     sandbox_code_timeout_s: int = Field(default=30, ge=1, le=55)  # < the sandbox Lambda's 60 s
     # Every alarm goes to one SNS topic; with an address, the topic also e-mails it (confirm the subscription).
     alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+    # Iterate.IssueRegressed events go to an SNS topic; with an address, the topic also e-mails it.
+    regression_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+    # The shortest interval a dataset's schedule may have (the API refuses shorter ones); never below 5.
+    min_schedule_minutes: int = Field(default=DEFAULT_MIN_SCHEDULE_MINUTES, ge=SCHEDULE_FLOOR_MINUTES)
     # Template tests only: functions whose handler.py is missing are packaged from this placeholder dir.
     placeholder_code: Path | None = None
 
@@ -135,7 +141,7 @@ class IterateStack(Stack):
         self.triggers = TriggersConstruct(
             self, "Triggers", bucket=self.storage.bucket, state_machine=state_machine
         )
-        self._wire_api_function()
+        self._wire_api_function(config)
         self.api = ApiConstruct(
             self,
             "Api",
@@ -160,6 +166,9 @@ class IterateStack(Stack):
             alarm_email=config.alarm_email,
             removal_policy=removal,
         )
+        self.alerts = RegressionAlertsConstruct(
+            self, "RegressionAlerts", email=config.regression_email, removal_policy=removal
+        )
         for name, value in {
             "BucketName": self.storage.bucket.bucket_name,
             "TableName": self.storage.table.table_name,
@@ -169,10 +178,12 @@ class IterateStack(Stack):
             "UserPoolClientId": self.api.client.user_pool_client_id,
             "AnthropicSecretArn": self.anthropic_secret.secret_arn,
             "AlarmTopicArn": self.monitoring.topic.topic_arn,
+            "RegressionTopicArn": self.alerts.topic.topic_arn,
+            "ScheduleDlqUrl": self.triggers.schedule_dlq.queue_url,
         }.items():
             CfnOutput(self, name, value=value)
 
-    def _wire_api_function(self) -> None:
+    def _wire_api_function(self, config: StackConfig) -> None:
         """The API starts/cancels runs and manages per-dataset schedules; the fix route starts runs too."""
         fix_fn = self.functions.functions["fix"]
         fix_fn.add_environment(
@@ -186,6 +197,8 @@ class IterateStack(Stack):
         api_fn.add_environment("ITERATE_STATE_MACHINE_ARN", sm.state_machine_arn)
         api_fn.add_environment("ITERATE_SCHEDULER_ROLE_ARN", triggers.scheduler_role.role_arn)
         api_fn.add_environment("ITERATE_SCHEDULE_GROUP", triggers.schedule_group.schedule_group_name)
+        api_fn.add_environment("ITERATE_SCHEDULE_DLQ_ARN", triggers.schedule_dlq.queue_arn)
+        api_fn.add_environment("ITERATE_MIN_SCHEDULE_MINUTES", str(config.min_schedule_minutes))
         sm.grant_start_execution(api_role)
         executions = self.orchestration.execution_arn_pattern()
         api_role.add_to_policy(

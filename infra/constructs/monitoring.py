@@ -30,6 +30,28 @@ TABLE_OPERATIONS = (
 SANDBOX_THROTTLES_PER_5_MIN = 25
 
 
+def encrypted_topic(
+    scope: Construct, name: str, *, display_name: str, publisher: str, removal_policy: RemovalPolicy
+) -> sns.Topic:
+    """An SNS topic `name`, TLS only, encrypted with a rotated key of its own (`<name>Key`) that the AWS
+    service `publisher` may use: a service cannot publish to a topic encrypted with the AWS-managed key."""
+    key = kms.Key(
+        scope,
+        f"{name}Key",
+        description=f"{display_name}: topic encryption",
+        enable_key_rotation=True,
+        removal_policy=removal_policy,
+    )
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            principals=[iam.ServicePrincipal(publisher)],
+            actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+            resources=["*"],  # in a key policy, "*" is this key
+        )
+    )
+    return sns.Topic(scope, name, display_name=display_name, master_key=key, enforce_ssl=True)
+
+
 class MonitoringConstruct(Construct):
     """Every alarm notifies `self.topic` (alarm and back to OK); an e-mail subscription when one is given."""
 
@@ -49,23 +71,12 @@ class MonitoringConstruct(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         period = Duration.minutes(5)
-        # A key of our own: CloudWatch can publish to a topic encrypted with it (not with the AWS-managed one).
-        key = kms.Key(
+        self.topic = encrypted_topic(
             self,
-            "AlarmsKey",
-            description="Iterate alarm topic encryption",
-            enable_key_rotation=True,
+            "Alarms",
+            display_name="Iterate alarms",
+            publisher="cloudwatch.amazonaws.com",
             removal_policy=removal_policy,
-        )
-        key.add_to_resource_policy(
-            iam.PolicyStatement(
-                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                resources=["*"],  # in a key policy, "*" is this key
-            )
-        )
-        self.topic = sns.Topic(
-            self, "Alarms", display_name="Iterate alarms", master_key=key, enforce_ssl=True
         )
         if alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))

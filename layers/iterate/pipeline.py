@@ -21,6 +21,7 @@ from pydantic import Field
 
 from iterate import __version__
 from iterate.contracts import (
+    Acceptance,
     AnalysisResult,
     CodeInvestigation,
     Contract,
@@ -74,6 +75,8 @@ class RunContext:
     library: ScriptLibrary | None = None
     owner: str = "local"
     dataset_id: str | None = None
+    # Issues the user accepted (iterate accept / the API): marked in the report, never failing a gate.
+    accepted: list[Acceptance] = field(default_factory=list)
 
     def report(self, step: str, done: int, total: int, message: str = "") -> None:
         if self.progress is not None:
@@ -433,6 +436,7 @@ def _mode(records: list[StepRecord]) -> tuple[str, list[str]]:
 
 def report_step(ctx: RunContext, *, started_at: str, started_clock: float | None = None) -> AnalysisResult:
     """Assemble analysis.json (issues with their investigations), report.html and the scripts that worked."""
+    from iterate.accepted import apply_accepted
     from iterate.investigate import confirm, save_scripts
     from iterate.issues import sort_issues
     from iterate.report import render_html
@@ -450,7 +454,7 @@ def report_step(ctx: RunContext, *, started_at: str, started_clock: float | None
         key = INVESTIGATION.format(issue_id=issue.id)
         investigation = get_model(ctx.store, key, CodeInvestigation) if ctx.store.exists(key) else None
         issues.append(confirm(issue, investigation) if investigation is not None else issue)
-    issues = sort_issues(issues)
+    issues = apply_accepted(sort_issues(issues), ctx.accepted, ctx.store)
     save_scripts(issues, ctx.store)
     if ctx.library is not None and ctx.dataset_id:
         from iterate.library import store_proofs
@@ -527,6 +531,7 @@ def run_local(
     owner: str = "local",
     dataset_id: str | None = None,
     started_clock: float | None = None,
+    accepted: list[Acceptance] | None = None,
 ) -> AnalysisResult:
     """The whole pipeline in-process: what `iterate analyze` runs, with the same steps as the state machine.
 
@@ -535,6 +540,7 @@ def run_local(
     the input's resolved path, so the next run of the same file reuses this run's proofs).
     started_clock: a `time.perf_counter()` reading taken when the caller started (the command line's), so
     the run's `durationMs` counts from there; this call's own start when None.
+    accepted: the user's accepted issues (see iterate.accepted), marked in the report.
     """
     settings = settings or Settings.from_env()
     if library is None and settings.script_library and library_enabled(settings):
@@ -567,6 +573,7 @@ def run_local(
             previous_issues,
             scope,
             started_clock,
+            accepted or [],
         )
     finally:
         if owned is not None:  # its processes (and the dataset they hold) go with the run
@@ -584,6 +591,7 @@ def _run_steps(
     previous_issues: list[Issue] | None,
     scope: tuple[ScriptLibrary | None, str, str],
     started_clock: float | None = None,
+    accepted: list[Acceptance] | None = None,
 ) -> AnalysisResult:
     from iterate.storage.local import LocalArtifactStore
 
@@ -602,6 +610,7 @@ def _run_steps(
         library=library,
         owner=owner,
         dataset_id=dataset_id,
+        accepted=accepted or [],
     )
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.perf_counter() if started_clock is None else started_clock

@@ -15,6 +15,7 @@ from awsenv import (
     MOTO_CONFIG,
     REGION,
     FakeContext,
+    api_event,
     base_env,
     create_resources,
     load_handler,
@@ -23,42 +24,6 @@ from awsenv import (
 from moto import mock_aws
 
 SCHEDULE_GROUP = "iterate-schedules"
-
-
-def api_event(
-    method: str,
-    path: str,
-    *,
-    owner: str | None,
-    body: Any = None,
-    raw_body: str | None = None,
-    query: dict[str, str] | None = None,
-    headers: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """A REST API proxy event as API Gateway sends it after the Cognito user pool authorizer."""
-    claims = {"sub": owner, "email": f"{owner}@example.com"} if owner else {}
-    all_headers = {"Content-Type": "application/json", **(headers or {})}
-    return {
-        "resource": path,
-        "path": path,
-        "httpMethod": method,
-        "headers": all_headers,
-        "multiValueHeaders": {k: [v] for k, v in all_headers.items()},
-        "queryStringParameters": query or None,
-        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
-        "pathParameters": None,
-        "requestContext": {
-            "resourcePath": path,
-            "httpMethod": method,
-            "path": f"/prod{path}",
-            "stage": "prod",
-            "requestId": "req",
-            "accountId": "123456789012",
-            "authorizer": {"claims": claims},
-        },
-        "body": raw_body if raw_body is not None else (json.dumps(body) if body is not None else None),
-        "isBase64Encoded": False,
-    }
 
 
 Call = Callable[..., tuple[int, Any]]

@@ -377,3 +377,38 @@ def test_an_owner_cannot_run_more_than_the_limit_at_once(
     assert call("DELETE", f"/runs/{first[1]['runId']}")[0] == 200
     status, third = call("POST", f"/datasets/{dataset_id}/runs", body={}, headers={"Idempotency-Key": "k"})
     assert status == 202 and third["status"] == "QUEUED"
+
+
+def test_schedules_have_a_dead_letter_queue_and_a_minimum_interval(
+    call: Any, world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+    from awsenv import reset_caches
+
+    from iterate.api.app import schedule_name
+
+    # Given a deployment with a schedule DLQ and a minimum of 30 minutes between runs
+    dlq = boto3.client("sqs", region_name=REGION).create_queue(QueueName="schedule-dlq")["QueueUrl"]
+    dlq_arn = boto3.client("sqs", region_name=REGION).get_queue_attributes(
+        QueueUrl=dlq, AttributeNames=["QueueArn"]
+    )["Attributes"]["QueueArn"]
+    monkeypatch.setenv("ITERATE_SCHEDULE_DLQ_ARN", dlq_arn)
+    monkeypatch.setenv("ITERATE_MIN_SCHEDULE_MINUTES", "30")
+    reset_caches()
+    dataset_id = _uploaded_dataset(call, world)
+    # When a schedule fires more often than that (every minute, every 10 minutes, a cron twice an hour)
+    for expression in ("rate(1 minute)", "rate(10 minutes)", "cron(0,15 * * * ? *)"):
+        status, answer = call("PUT", f"/datasets/{dataset_id}/schedule", body={"expression": expression})
+        # Then it is refused with 422 naming the field, the allowed minimum and what to use instead
+        assert status == 422, expression
+        assert answer["errors"][0]["field"] == "body.expression"
+        assert (
+            "at most one run every 30 minutes" in answer["message"]
+            and "rate(30 minutes)" in answer["message"]
+        )
+    # And an allowed one is created with the dead-letter queue on its target
+    assert call("PUT", f"/datasets/{dataset_id}/schedule", body={"expression": "rate(1 hour)"})[0] == 200
+    created = boto3.client("scheduler", region_name=REGION).get_schedule(
+        Name=schedule_name("alice", dataset_id), GroupName="iterate-schedules"
+    )
+    assert created["Target"]["DeadLetterConfig"] == {"Arn": dlq_arn}

@@ -133,21 +133,21 @@ def create_resources(*, versioned: bool = True) -> dict[str, Any]:
     return {"s3": s3, "ddb": ddb, "table": table}
 
 
-def capture_events() -> tuple[Any, str]:
-    """A rule on the default bus sending every Iterate completion event to an SQS queue tests can read."""
+def capture_events(
+    detail_type: str = "Iterate Run Completed", name: str = "iterate-completed"
+) -> tuple[Any, str]:
+    """A rule on the default bus sending Iterate's events of one detail-type (default: run completions) to an
+    SQS queue tests can read, as a user would route them."""
     import boto3
 
     sqs = boto3.client("sqs", region_name=REGION)
-    queue_url = sqs.create_queue(QueueName="iterate-completions")["QueueUrl"]
+    queue_url = sqs.create_queue(QueueName=name)["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]
     events = boto3.client("events", region_name=REGION)
-    events.put_rule(
-        Name="iterate-completed",
-        EventPattern=json.dumps({"source": ["iterate"], "detail-type": ["Iterate Run Completed"]}),
-    )
-    events.put_targets(Rule="iterate-completed", Targets=[{"Id": "q", "Arn": queue_arn}])
+    events.put_rule(Name=name, EventPattern=json.dumps({"source": ["iterate"], "detail-type": [detail_type]}))
+    events.put_targets(Rule=name, Targets=[{"Id": "q", "Arn": queue_arn}])
     return sqs, queue_url
 
 
@@ -453,3 +453,39 @@ def orders_csv() -> bytes:
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerows(rows)
     return out.getvalue().encode()
+
+
+def api_event(
+    method: str,
+    path: str,
+    *,
+    owner: str | None,
+    body: Any = None,
+    raw_body: str | None = None,
+    query: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A REST API proxy event as API Gateway sends it after the Cognito user pool authorizer."""
+    claims = {"sub": owner, "email": f"{owner}@example.com"} if owner else {}
+    all_headers = {"Content-Type": "application/json", **(headers or {})}
+    return {
+        "resource": path,
+        "path": path,
+        "httpMethod": method,
+        "headers": all_headers,
+        "multiValueHeaders": {k: [v] for k, v in all_headers.items()},
+        "queryStringParameters": query or None,
+        "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
+        "pathParameters": None,
+        "requestContext": {
+            "resourcePath": path,
+            "httpMethod": method,
+            "path": f"/prod{path}",
+            "stage": "prod",
+            "requestId": "req",
+            "accountId": "123456789012",
+            "authorizer": {"claims": claims},
+        },
+        "body": raw_body if raw_body is not None else (json.dumps(body) if body is not None else None),
+        "isBase64Encoded": False,
+    }

@@ -17,6 +17,33 @@ pytestmark = pytest.mark.infra
 LLM_FUNCTIONS = {"understand", "analyze", "investigate", "followup"}
 
 
+def _topic(synth: Synth, display_name: str) -> tuple[str, dict[str, Any]]:
+    (found,) = [
+        (k, t)
+        for k, t in synth.of_type("AWS::SNS::Topic").items()
+        if t["Properties"]["DisplayName"] == display_name
+    ]
+    return found
+
+
+def _topic_policy(synth: Synth, topic_id: str) -> dict[str, Any]:
+    (policy,) = [
+        p
+        for p in synth.of_type("AWS::SNS::TopicPolicy").values()
+        if {"Ref": topic_id} in p["Properties"]["Topics"]
+    ]
+    return policy
+
+
+def _upload_rule(synth: Synth) -> dict[str, Any]:
+    (rule,) = [
+        r
+        for r in synth.of_type("AWS::Events::Rule").values()
+        if r["Properties"]["EventPattern"]["source"] == ["aws.s3"]
+    ]
+    return rule
+
+
 def _function_names() -> list[str]:
     from infra.constructs.functions import FUNCTION_SPECS
 
@@ -118,8 +145,12 @@ def test_state_machine_role_can_invoke_exactly_the_pipeline_functions(synth: Syn
 
 
 def test_upload_rule_starts_the_state_machine_directly_for_uploads_only(synth: Synth) -> None:
-    # Given the one EventBridge rule
-    (rule,) = synth.of_type("AWS::Events::Rule").values()
+    # Given the rule on S3 events (the other rule routes Iterate's own regression events)
+    (rule,) = [
+        r
+        for r in synth.of_type("AWS::Events::Rule").values()
+        if r["Properties"]["EventPattern"]["source"] == ["aws.s3"]
+    ]
     props = rule["Properties"]
     (bucket_id,) = [
         k
@@ -150,7 +181,7 @@ def test_upload_rule_starts_the_state_machine_directly_for_uploads_only(synth: S
 
 def test_upload_event_input_parses_with_the_runtime_model(synth: Synth) -> None:
     # Given the rule's input transformer and a real S3 Object Created event
-    (rule,) = synth.of_type("AWS::Events::Rule").values()
+    rule = _upload_rule(synth)
     transformer = rule["Properties"]["Targets"][0]["InputTransformer"]
     event = {
         "id": "e-1",
@@ -230,6 +261,8 @@ def test_api_has_every_route_of_the_issue_with_body_models(synth: Synth) -> None
         ("POST", "/issues/{issue_ref}/followup"), ("PUT", "/datasets/{dataset_id}/schedule"),
         ("DELETE", "/datasets/{dataset_id}/schedule"), ("GET", "/datasets/{dataset_id}/runs"),
         ("POST", "/runs/{run_id}/fixes"), ("GET", "/datasets/{dataset_id}/versions"),
+        ("GET", "/datasets/{dataset_id}/history"), ("POST", "/datasets/{dataset_id}/accepted"),
+        ("GET", "/datasets/{dataset_id}/accepted"), ("DELETE", "/datasets/{dataset_id}/accepted/{acceptance_id}"),
     }  # fmt: skip
     paths = _api_paths(synth)
     methods = {
@@ -244,11 +277,9 @@ def test_api_has_every_route_of_the_issue_with_body_models(synth: Synth) -> None
                 assert props.get("RequestModels", {}).get("application/json"), (v, path)
     # and the list routes take their page parameters, the run start its Idempotency-Key, none required
     for path in (
-        "/datasets",
-        "/datasets/{dataset_id}/runs",
-        "/runs/{run_id}/issues",
-        "/datasets/{dataset_id}/versions",
-    ):
+        "/datasets", "/datasets/{dataset_id}/runs", "/runs/{run_id}/issues", "/datasets/{dataset_id}/history",
+        "/datasets/{dataset_id}/accepted", "/datasets/{dataset_id}/versions",
+    ):  # fmt: skip
         params = methods[("GET", path)]["RequestParameters"]
         assert params["method.request.querystring.limit"] is False, path
         assert params["method.request.querystring.nextToken"] is False, path
@@ -502,8 +533,8 @@ def _alarm_metrics(alarm: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 def test_every_alarm_notifies_the_encrypted_alarm_topic(synth: Synth) -> None:
-    # Given the one SNS topic and every alarm
-    (topic_id, topic) = next(iter(synth.of_type("AWS::SNS::Topic").items()))
+    # Given the alarm topic and every alarm
+    (topic_id, topic) = _topic(synth, "Iterate alarms")
     alarms = synth.of_type("AWS::CloudWatch::Alarm")
     assert alarms
     # Then each alarm and its recovery go to the topic
@@ -519,7 +550,7 @@ def test_every_alarm_notifies_the_encrypted_alarm_topic(synth: Synth) -> None:
         and "kms:GenerateDataKey*" in actions_of(s)
         for s in key["KeyPolicy"]["Statement"]
     )
-    (policy,) = synth.of_type("AWS::SNS::TopicPolicy").values()
+    policy = _topic_policy(synth, topic_id)
     assert any(
         s["Effect"] == "Deny" and s.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}
         for s in policy["Properties"]["PolicyDocument"]["Statement"]
@@ -568,7 +599,12 @@ def configured(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     from infra.app import STACK_NAME, build_app
 
     outdir = tmp_path_factory.mktemp("cdk.out.configured")
-    context = {"iterate:alarm_email": "ops@example.com", "iterate:sandbox_reserved_concurrency": 4}
+    context = {
+        "iterate:alarm_email": "ops@example.com",
+        "iterate:sandbox_reserved_concurrency": 4,
+        "iterate:regression_email": "data-team@example.com",
+        "iterate:min_schedule_minutes": 15,
+    }
     app, _stack = build_app(outdir=outdir, placeholder_assets=True, context=context)
     app.synth()
     return Synth(outdir=outdir, template=json.loads((outdir / f"{STACK_NAME}.template.json").read_text()))
@@ -576,8 +612,12 @@ def configured(tmp_path_factory: pytest.TempPathFactory) -> Synth:
 
 def test_context_sets_the_alarm_address_and_the_sandbox_concurrency(configured: Synth) -> None:
     # Given an alarm address and a sandbox concurrency of 4 in the context
-    (topic_id,) = configured.of_type("AWS::SNS::Topic")
-    (subscription,) = configured.of_type("AWS::SNS::Subscription").values()
+    topic_id, _ = _topic(configured, "Iterate alarms")
+    (subscription,) = [
+        s
+        for s in configured.of_type("AWS::SNS::Subscription").values()
+        if s["Properties"]["TopicArn"] == {"Ref": topic_id}
+    ]
     # Then the topic e-mails that address
     assert subscription["Properties"]["Protocol"] == "email"
     assert subscription["Properties"]["Endpoint"] == "ops@example.com"
@@ -645,3 +685,70 @@ def test_the_user_pool_client_has_no_oauth_flow_or_callback_url(synth: Synth) ->
     assert not {"AllowedOAuthFlows", "CallbackURLs", "LogoutURLs", "AllowedOAuthScopes"} & props.keys()
     assert props["SupportedIdentityProviders"] == ["COGNITO"]
     assert "ALLOW_USER_SRP_AUTH" in props["ExplicitAuthFlows"] and props["GenerateSecret"] is False
+
+
+def test_regression_events_reach_an_encrypted_topic_and_schedules_have_a_dlq(synth: Synth) -> None:
+    from iterate.aws.payloads import EVENT_SOURCE, REGRESSION_DETAIL_TYPE
+
+    # Given the regression topic
+    topic_id, topic = _topic(synth, "Iterate regressions")
+    # Then a rule sends exactly the Iterate.IssueRegressed events to it
+    (rule,) = [
+        r["Properties"]
+        for r in synth.of_type("AWS::Events::Rule").values()
+        if r["Properties"].get("EventPattern", {}).get("detail-type") == [REGRESSION_DETAIL_TYPE]
+    ]
+    assert rule["EventPattern"]["source"] == [EVENT_SOURCE]
+    assert [t["Arn"] for t in rule["Targets"]] == [{"Ref": topic_id}]
+    # And EventBridge may publish to it, encrypted with a key it may use, over TLS only
+    policy = _topic_policy(synth, topic_id)["Properties"]["PolicyDocument"]["Statement"]
+    assert any(
+        s.get("Principal") == {"Service": "events.amazonaws.com"} and "sns:Publish" in actions_of(s)
+        for s in policy
+    )
+    key = synth.resources[topic["Properties"]["KmsMasterKeyId"]["Fn::GetAtt"][0]]["Properties"]
+    assert any(
+        s.get("Principal") == {"Service": "events.amazonaws.com"} and "kms:GenerateDataKey*" in actions_of(s)
+        for s in key["KeyPolicy"]["Statement"]
+    )
+    # And the API gives every schedule a dead-letter queue the scheduler role may send to, and the minimum
+    env = synth.resources[synth.function_id("api")]["Properties"]["Environment"]["Variables"]
+    dlq_id = env["ITERATE_SCHEDULE_DLQ_ARN"]["Fn::GetAtt"][0]
+    assert synth.resources[dlq_id]["Type"] == "AWS::SQS::Queue"
+    assert synth.resources[dlq_id]["Properties"]["SqsManagedSseEnabled"] is True
+    assert env["ITERATE_MIN_SCHEDULE_MINUTES"] == "60"
+    role_policies = [
+        p["Properties"]["PolicyDocument"]["Statement"]
+        for p in synth.of_type("AWS::IAM::Policy").values()
+        if any("SchedulerRole" in str(r) for r in p["Properties"]["Roles"])
+    ]
+    assert any(
+        "sqs:SendMessage" in actions_of(s) and {"Fn::GetAtt": [dlq_id, "Arn"]} == s["Resource"]
+        for statements in role_policies
+        for s in statements
+    )
+
+
+def test_context_sets_the_regression_address_and_the_minimum_schedule_interval(configured: Synth) -> None:
+    topic_id, _ = _topic(configured, "Iterate regressions")
+    (subscription,) = [
+        s
+        for s in configured.of_type("AWS::SNS::Subscription").values()
+        if s["Properties"]["TopicArn"] == {"Ref": topic_id}
+    ]
+    assert subscription["Properties"]["Protocol"] == "email"
+    assert subscription["Properties"]["Endpoint"] == "data-team@example.com"
+    env = configured.resources[configured.function_id("api")]["Properties"]["Environment"]["Variables"]
+    assert env["ITERATE_MIN_SCHEDULE_MINUTES"] == "15"
+
+
+@pytest.mark.parametrize("minutes", [1, 4])
+def test_a_minimum_schedule_interval_below_five_minutes_is_refused_at_synth(
+    tmp_path: Path, minutes: int
+) -> None:
+    from pydantic import ValidationError
+
+    from infra.app import build_app
+
+    with pytest.raises(ValidationError, match="min_schedule_minutes"):
+        build_app(outdir=tmp_path, placeholder_assets=True, context={"iterate:min_schedule_minutes": minutes})

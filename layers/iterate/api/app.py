@@ -15,10 +15,13 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 
 from iterate.api.models import (
+    AcceptedList,
+    AcceptRequest,
     CreateDatasetRequest,
     CreateDatasetResponse,
     Dataset,
     DatasetDetail,
+    DatasetHistory,
     DatasetList,
     DatasetVersion,
     ErrorBody,
@@ -26,8 +29,10 @@ from iterate.api.models import (
     FixResponse,
     FollowupRequest,
     FollowupResponse,
+    HistoryPoint,
     IssueItem,
     IssueList,
+    IssueTimeline,
     ReportLink,
     Run,
     RunList,
@@ -39,7 +44,7 @@ from iterate.api.models import (
 )
 from iterate.aws.deps import AwsDeps
 from iterate.aws.payloads import S3ObjectRef, StartRunRequest
-from iterate.contracts import FollowupTurn, Issue, SmartFixFollowup
+from iterate.contracts import Acceptance, FollowupTurn, Issue, SmartFixFollowup
 from iterate.storage.dynamo import (
     TERMINAL,
     DynamoRunRepository,
@@ -90,6 +95,14 @@ def responses(success: int, model: Any, *errors: int) -> dict[int, Any]:
     return documented
 
 
+class UnprocessableError(Exception):
+    """A body that matches its model but that this deployment refuses (422, naming the field)."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class ConflictError(Exception):
     """The resource exists but is not in a state that allows the request (e.g. cancelling a finished run)."""
 
@@ -120,6 +133,38 @@ def _run_view(record: dict[str, Any]) -> Run:
 def _version_view(record: dict[str, Any]) -> DatasetVersion:
     keep = set(DatasetVersion.model_fields)
     return DatasetVersion.model_validate({k: v for k, v in record.items() if k in keep and v is not None})
+
+
+def _history(
+    runs: list[dict[str, Any]], issues_of: Callable[[str], list[dict[str, Any]]]
+) -> list[IssueTimeline]:
+    """Each issue's points over `runs` (newest first): its status against the run before, its counts."""
+    timelines: dict[str, IssueTimeline] = {}
+    for run in runs:
+        run_id = str(run["runId"])
+        for raw in issues_of(run_id):
+            issue = Issue.model_validate(raw)
+            line = timelines.setdefault(
+                issue.id,
+                IssueTimeline(issueId=issue.id, type=issue.type, columns=issue.affectedColumns, points=[]),
+            )
+            line.points.append(
+                HistoryPoint(
+                    runId=run_id,
+                    at=run.get("startedAt"),
+                    status=issue.change or "new",
+                    severity=issue.severity,
+                    affectedRows=issue.evidence.affectedRows if issue.evidence else issue.affectedRows,
+                    affectedCells=issue.evidence.affectedCells if issue.evidence else None,
+                    accepted=issue.accepted is not None,
+                )
+            )
+        for gone in (run.get("comparison") or {}).get("resolved", []):
+            line = timelines.setdefault(gone, IssueTimeline(issueId=gone, type=None, columns=[], points=[]))
+            line.points.append(HistoryPoint(runId=run_id, at=run.get("startedAt"), status="resolved"))
+    for line in timelines.values():
+        line.points.sort(key=lambda p: p.at or "", reverse=True)
+    return sorted(timelines.values(), key=lambda t: t.issueId)
 
 
 def _dataset_view(record: dict[str, Any], schedule: dict[str, Any] | None = None) -> Dataset:
@@ -220,6 +265,14 @@ def create_app(
     def _conflict(exc: ConflictError) -> Response[Any]:
         return Response(
             status_code=409, content_type=content_types.APPLICATION_JSON, body={"message": str(exc)}
+        )
+
+    @app.exception_handler(UnprocessableError)
+    def _unprocessable(exc: UnprocessableError) -> Response[Any]:
+        return Response(
+            status_code=422,
+            content_type=content_types.APPLICATION_JSON,
+            body={"message": str(exc), "errors": [{"field": exc.field, "problem": str(exc)}]},
         )
 
     @app.exception_handler(InvalidPageTokenError)
@@ -440,15 +493,100 @@ def _register_core(
         )
         return ReportLink(runId=run_id, url=url, expiresIn=expires)
 
+    @app.get(
+        "/datasets/<dataset_id>/history",
+        summary="Each issue's timeline across the dataset's runs (a page of runs at a time, newest first)",
+        responses=responses(200, DatasetHistory, 400, 404),
+    )
+    def dataset_history(
+        dataset_id: str, limit: Limit = PAGE_LIMIT, next_token: PageToken = None
+    ) -> DatasetHistory:
+        require_dataset(dataset_id)
+        r = repo()
+        runs, token = r.page_runs(dataset_id, limit=limit, token=next_token)
+        done = [run for run in runs if run.get("status") == "SUCCEEDED"]
+        return DatasetHistory(
+            datasetId=dataset_id,
+            runs=[_run_view(run) for run in done],
+            issues=_history(done, r.list_issues),
+            nextToken=token,
+        )
+
+    @app.post(
+        "/datasets/<dataset_id>/accepted",
+        summary="Accept an issue of one of the dataset's runs: later runs mark it, and it never fails a gate",
+        responses=responses(201, Acceptance, 404, 409),
+    )
+    def accept_issue(dataset_id: str, body: AcceptRequest) -> tuple[Acceptance, int]:
+        from iterate.accepted import AcceptError, accept, issue_values
+        from iterate.storage.s3 import S3ArtifactStore
+
+        deps = get_deps()
+        require_dataset(dataset_id)
+        record = require_run(body.runId)
+        if record.get("datasetId") != dataset_id:
+            raise NotFoundError(f"run {body.runId} not found for dataset {dataset_id}")
+        if record["status"] != "SUCCEEDED" or not record.get("analysisKey"):
+            raise ConflictError(f"run {body.runId} has no issues yet ({record['status']})")
+        r = repo()
+        raw = r.get_issue(body.runId, body.issueId)
+        if raw is None:
+            raise NotFoundError(f"issue {body.issueId} not found in run {body.runId}")
+        issue = Issue.model_validate(raw)
+        prefix = str(record["analysisKey"]).removesuffix("analysis.json")
+        store = S3ArtifactStore(deps.s3_client(), deps.config.need("bucket"), prefix)
+        try:
+            acceptance = accept(
+                issue, issue_values(store, [issue.id])[issue.id], reason=body.reason, by=owner_of(app)
+            )
+        except AcceptError as exc:
+            raise ConflictError(str(exc)) from exc
+        for old in r.list_acceptances(dataset_id):  # accepting the same issue again replaces its entry
+            if (old.get("type"), old.get("columns")) == (acceptance.type, acceptance.columns):
+                r.delete_acceptance(dataset_id, str(old["id"]))
+        r.put_acceptance(dataset_id, acceptance.model_dump(mode="json"))
+        return acceptance, 201
+
+    @app.get(
+        "/datasets/<dataset_id>/accepted",
+        summary="The dataset's accepted issues, a page at a time",
+        responses=responses(200, AcceptedList, 400, 404),
+    )
+    def list_accepted(
+        dataset_id: str, limit: Limit = PAGE_LIMIT, next_token: PageToken = None
+    ) -> AcceptedList:
+        require_dataset(dataset_id)
+        items, token = repo().page_acceptances(dataset_id, limit=limit, token=next_token)
+        return AcceptedList(
+            datasetId=dataset_id, accepted=[Acceptance.model_validate(i) for i in items], nextToken=token
+        )
+
+    @app.delete(
+        "/datasets/<dataset_id>/accepted/<acceptance_id>",
+        summary="Withdraw an acceptance: later runs gate the issue again",
+        responses=responses(204, None, 404),
+    )
+    def delete_accepted(dataset_id: str, acceptance_id: str) -> Response[Any]:
+        require_dataset(dataset_id)
+        if not repo().delete_acceptance(dataset_id, acceptance_id):
+            raise NotFoundError(f"acceptance {acceptance_id} not found for dataset {dataset_id}")
+        return Response(status_code=204, body="")
+
     @app.put(
         "/datasets/<dataset_id>/schedule",
         summary="Re-analyse the dataset on a schedule",
         responses=responses(200, Schedule, 400, 404),
     )
     def put_schedule(dataset_id: str, body: ScheduleRequest) -> Schedule:
+        from iterate.aws.schedules import ScheduleTooFrequentError, check_interval
+
         deps = get_deps()
         owner = owner_of(app)
         require_dataset(dataset_id)
+        try:
+            check_interval(body.expression, deps.config.min_schedule_minutes)
+        except ScheduleTooFrequentError as exc:
+            raise UnprocessableError(str(exc), field="body.expression") from exc
         name = schedule_name(owner, dataset_id)
         # No source: each scheduled run analyses the dataset's latest upload at the time it fires.
         request = StartRunRequest(
@@ -465,6 +603,12 @@ def _register_core(
                 "RoleArn": deps.config.need("scheduler_role_arn"),
                 "Input": request.model_dump_json(exclude_none=True),
                 "RetryPolicy": {"MaximumRetryAttempts": 3, "MaximumEventAgeInSeconds": 3600},
+                # A run the scheduler could not start after its retries lands here instead of vanishing.
+                **(
+                    {"DeadLetterConfig": {"Arn": deps.config.schedule_dlq_arn}}
+                    if deps.config.schedule_dlq_arn
+                    else {}
+                ),
             },
             "State": "ENABLED",
         }

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from iterate.contracts import FixAction, Issue, SmartFixFollowup
+from iterate.contracts import Acceptance, FixAction, Issue, RunComparison, SmartFixFollowup
 from iterate.contracts.base import Contract
 
 RunStatus = Literal["QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
@@ -73,6 +73,11 @@ class Run(Contract):
     costUsd: float | None = None
     timingsMs: dict[str, float] = Field(default_factory=dict)
     degradedReasons: list[str] = Field(default_factory=list)
+    comparison: RunComparison | None = Field(
+        default=None,
+        description="against the dataset's previous successful run: issues new, persisting, regressed (more "
+        "rows), improved (fewer rows), and the ids resolved; absent on a first run",
+    )
 
 
 class DatasetDetail(Contract):
@@ -139,6 +144,44 @@ class Schedule(Contract):
     timezone: str
     scheduleName: str
     instructions: str | None = None
+
+
+class AcceptRequest(Contract):
+    runId: str = Field(min_length=1, max_length=64, description="a succeeded run of this dataset")
+    issueId: str = Field(min_length=1, max_length=200, description="the issue's id in that run")
+    reason: str = Field(min_length=1, max_length=2000, description="why it is accepted (shown beside it)")
+
+
+class AcceptedList(Contract):
+    datasetId: str
+    accepted: list[Acceptance]
+    nextToken: str | None = Field(default=None, description=PAGE_TOKEN)
+
+
+class HistoryPoint(Contract):
+    runId: str
+    at: str | None = Field(default=None, description="when the run started")
+    status: Literal["new", "persisting", "regressed", "improved", "resolved"] = Field(
+        description="against the run before it (the dataset's first run: new)"
+    )
+    severity: str | None = Field(default=None, description="absent when resolved")
+    affectedRows: int | None = None
+    affectedCells: int | None = None
+    accepted: bool = False
+
+
+class IssueTimeline(Contract):
+    issueId: str
+    type: str | None = Field(default=None, description="absent when this page only holds its resolution")
+    columns: list[str]
+    points: list[HistoryPoint] = Field(description="newest run first, one point per run that reports it")
+
+
+class DatasetHistory(Contract):
+    datasetId: str
+    runs: list[Run] = Field(description="the succeeded runs this page covers, newest first")
+    issues: list[IssueTimeline]
+    nextToken: str | None = Field(default=None, description=PAGE_TOKEN + " (older runs)")
 
 
 class ErrorBody(Contract):

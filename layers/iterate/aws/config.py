@@ -7,6 +7,8 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from iterate.aws.schedules import DEFAULT_MIN_SCHEDULE_MINUTES, SCHEDULE_FLOOR_MINUTES
+
 
 class MissingConfigError(RuntimeError):
     """A function was deployed without an environment variable it needs."""
@@ -21,6 +23,8 @@ class AwsConfig(BaseModel):
     state_machine_arn: str | None = None
     scheduler_role_arn: str | None = None
     schedule_group: str = "default"
+    schedule_dlq_arn: str | None = None  # where EventBridge Scheduler puts a re-analysis it could not start
+    min_schedule_minutes: int = Field(default=DEFAULT_MIN_SCHEDULE_MINUTES, ge=SCHEDULE_FLOOR_MINUTES)
     anthropic_secret_arn: str | None = None
     presign_expiry_s: int = 900
     # Runs of one owner in progress at once (API-started, scheduled and uploaded alike): the API answers 429
@@ -37,6 +41,8 @@ class AwsConfig(BaseModel):
             "state_machine_arn": e.get("ITERATE_STATE_MACHINE_ARN"),
             "scheduler_role_arn": e.get("ITERATE_SCHEDULER_ROLE_ARN"),
             "schedule_group": e.get("ITERATE_SCHEDULE_GROUP"),
+            "schedule_dlq_arn": e.get("ITERATE_SCHEDULE_DLQ_ARN"),
+            "min_schedule_minutes": e.get("ITERATE_MIN_SCHEDULE_MINUTES"),
             "anthropic_secret_arn": e.get("ITERATE_ANTHROPIC_SECRET_ARN"),
             "presign_expiry_s": e.get("ITERATE_PRESIGN_EXPIRY_S"),
             "max_concurrent_runs": e.get("ITERATE_MAX_CONCURRENT_RUNS"),

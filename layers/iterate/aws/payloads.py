@@ -10,6 +10,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from iterate.contracts import CodeInvestigation, StopReason
 from iterate.contracts.base import Contract
 
+# The events the run publishes on its bus (users route them with rules; the CDK app routes regressions to SNS).
+EVENT_SOURCE = "iterate"
+COMPLETION_DETAIL_TYPE = "Iterate Run Completed"
+# One event per run whose issues got worse than the previous run's (new, or more rows).
+REGRESSION_DETAIL_TYPE = "Iterate.IssueRegressed"
+
 Trigger = Literal["s3", "api", "schedule"]
 UPLOADS_PREFIX = "uploads/"
 # Step Functions fails an execution whose state (input or output of any state) reaches 256 KiB of UTF-8, and

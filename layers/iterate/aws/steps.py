@@ -20,7 +20,10 @@ from pydantic import BaseModel, ValidationError
 from iterate.aws.deps import AwsDeps
 from iterate.aws.observability import logger, metrics, tracer
 from iterate.aws.payloads import (
+    COMPLETION_DETAIL_TYPE,
+    EVENT_SOURCE,
     MAX_SANDBOX_CODE_BYTES,
+    REGRESSION_DETAIL_TYPE,
     AnalyzeOutput,
     FailureInput,
     FailureOutput,
@@ -47,7 +50,7 @@ from iterate.aws.payloads import (
     run_id_for_object,
 )
 from iterate.aws.secrets import settings_with_secret
-from iterate.contracts import CodeInvestigation, ReusedScript
+from iterate.contracts import Acceptance, AnalysisResult, CodeInvestigation, ReusedScript
 from iterate.investigate import GenerationFailed, code_source
 from iterate.settings import Settings
 from iterate.storage.dynamo import TERMINAL, DynamoRunRepository, RunLimitReachedError, RunTransitionError
@@ -61,8 +64,6 @@ STEP_SPANS: dict[str, tuple[int, int]] = {
     "investigate": (45, 90),
     "report": (90, 100),
 }
-COMPLETION_DETAIL_TYPE = "Iterate Run Completed"
-EVENT_SOURCE = "iterate"
 
 
 class DatasetNotFoundError(LookupError):
@@ -344,7 +345,6 @@ def understand(payload: StepInput, deps: AwsDeps) -> StepOutput:
 
 def previous_issues(deps: AwsDeps, run: RunState) -> list[Any] | None:
     """The issues of the dataset's last successful run, so a re-analysis can say new / persisting / resolved."""
-    from iterate.contracts import AnalysisResult
 
     for earlier in repository(deps, run.owner).list_runs(run.datasetId):
         if (
@@ -609,12 +609,55 @@ def record_attempt(payload: RecordAttemptInput, deps: AwsDeps) -> RecordAttemptO
 # --- ReportRun / RecordFailure --------------------------------------------------------------------
 
 
+def regression_detail(result: AnalysisResult, run: RunState) -> dict[str, Any] | None:
+    """The IssueRegressed event of a re-analysis whose issues are new or affect more rows than in the previous
+    run (None on a first run or when nothing got worse). Ids, types, severities and counts only: no data value.
+    An accepted issue counts only when it grew since it was accepted."""
+    if result.comparison is None:
+        return None
+    worse = [
+        i
+        for i in result.issues
+        if i.change in ("new", "regressed") and (i.accepted is None or i.accepted.grown)
+    ]
+    if not worse:
+        return None
+    return {
+        "runId": run.runId,
+        "owner": run.owner,
+        "datasetId": run.datasetId,
+        "trigger": run.trigger,
+        "new": sum(1 for i in worse if i.change == "new"),
+        "regressed": sum(1 for i in worse if i.change == "regressed"),
+        "issues": [
+            {
+                "issueId": i.id,
+                "type": i.type,
+                "change": i.change,
+                "severity": i.severity,
+                "affectedRows": i.evidence.affectedRows if i.evidence else i.affectedRows,
+                "affectedCells": i.evidence.affectedCells if i.evidence else None,
+            }
+            for i in worse[:MAX_EVENT_ISSUES]
+        ],
+        "issuesOmitted": max(0, len(worse) - MAX_EVENT_ISSUES),
+    }
+
+
+# EventBridge takes 256 KB per entry: a run with more worsened issues lists the first ones and counts the rest.
+MAX_EVENT_ISSUES = 100
+
+
 def publish_completion(deps: AwsDeps, detail: dict[str, Any]) -> None:
+    publish_event(deps, COMPLETION_DETAIL_TYPE, detail)
+
+
+def publish_event(deps: AwsDeps, detail_type: str, detail: dict[str, Any]) -> None:
     response = deps.events_client().put_events(
         Entries=[
             {
                 "Source": EVENT_SOURCE,
-                "DetailType": COMPLETION_DETAIL_TYPE,
+                "DetailType": detail_type,
                 "Detail": json.dumps(detail, default=str),
                 "EventBusName": deps.config.event_bus,
             }
@@ -665,6 +708,7 @@ def report(payload: StepInput, deps: AwsDeps) -> ReportOutput:
     repo = repository(deps, run.owner)
     with running_step(deps, run, "report") as ctx:
         _record_investigations(ctx, repo.require_run(run.runId))
+        ctx.accepted = [Acceptance.model_validate(a) for a in repo.list_acceptances(run.datasetId)]
         result = pipeline.report_step(ctx, started_at=run.startedAt)
     record = repo.require_run(run.runId)
     mode = result.mode
@@ -686,8 +730,12 @@ def report(payload: StepInput, deps: AwsDeps) -> ReportOutput:
             reportKey=f"{run.prefix}report.html",
             analysisKey=f"{run.prefix}analysis.json",
             progress={"step": "report", "percent": 100, "message": "done"},
+            **({"comparison": result.comparison.model_dump(mode="json")} if result.comparison else {}),
         )
     repo.release_run_slot(run.runId)
+    regression = regression_detail(result, run)
+    if regression is not None:
+        publish_event(deps, REGRESSION_DETAIL_TYPE, regression)
     publish_completion(
         deps,
         {

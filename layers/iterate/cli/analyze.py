@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, TextIO
 
-from iterate.contracts import SEVERITIES, SEVERITY_RANK, AnalysisResult, Issue
+from iterate.contracts import SEVERITIES, SEVERITY_RANK, Acceptance, AnalysisResult, Issue
 from iterate.visible import json_visible, visible
 
 if TYPE_CHECKING:
@@ -155,18 +155,41 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
             "(high, medium or low); the files are written and the summary printed as usual"
         ),
     )
+    parser.add_argument(
+        "--accepted",
+        metavar="PATH",
+        type=Path,
+        help=(
+            "the accepted-issues file (see iterate accept); default: the nearest .iterate/accepted.json in the "
+            "input's directory or one above it. Accepted issues are still reported, marked, and never fail "
+            "--fail-on"
+        ),
+    )
     parser.set_defaults(func=run)
 
 
 EXIT_GATE = 3  # --fail-on: an issue at or above the severity was found
 
 
-def gate_failures(issues: list[Issue], fail_on: str | None) -> list[Issue]:
-    """The issues that fail a `--fail-on` gate: those at `fail_on` or a more severe level (none without one)."""
+def gate_failures(issues: list[Issue], fail_on: str | None, *, accepted: bool = False) -> list[Issue]:
+    """The issues that fail a `--fail-on` gate: those at `fail_on` or a more severe level that no one accepted
+    (none without a gate); accepted=True: the accepted ones the gate lets pass instead."""
     if fail_on is None:
         return []
     worst = SEVERITIES.index(fail_on)
-    return [i for i in issues if SEVERITIES.index(i.severity) <= worst]
+    return [
+        i for i in issues if SEVERITIES.index(i.severity) <= worst and (i.accepted is not None) == accepted
+    ]
+
+
+def _acceptances(given: Path | None, input_dir: Path | None) -> list[Acceptance]:
+    """The accepted issues for a run: from `given`, or the nearest .iterate/accepted.json above the input."""
+    from iterate.accepted import AcceptError, find_accepted, load_accepted
+
+    if given is not None and not given.is_file():
+        raise AcceptError(f"--accepted {given}: file not found — check the path (iterate accept creates it)")
+    path = given if given is not None else (find_accepted(input_dir) if input_dir is not None else None)
+    return load_accepted(path).accepted if path is not None else []
 
 
 def _duration(seconds: float) -> str:
@@ -349,10 +372,19 @@ def summary_text(result: AnalysisResult, out: Path, *, width: int = 100, seconds
         kind = visible(issue.type)
         # the column names last: on a narrow terminal they are what gets cut, never the proof status
         status = visible(proof(issue))
+        if issue.accepted is not None:  # still listed, so a reader sees what the gate lets pass
+            status = "accepted, grew" if issue.accepted.grown else "accepted"
         line = f"  {issue.severity:<6} {kind[:22]:<22} {rows:>12} {share:>6}  {status:<16}  {cols}"
         lines.append(line.rstrip()[:width])
     if len(result.issues) > 10:
         lines.append(f"  … and {len(result.issues) - 10} more in the report")
+    accepted = [i for i in result.issues if i.accepted is not None]
+    if accepted:
+        grown = sum(1 for i in accepted if i.accepted is not None and i.accepted.grown)
+        lines.append(
+            f"accepted: {len(accepted)} issue{'s' if len(accepted) != 1 else ''} (iterate accept)"
+            + (f", {grown} grew since accepted" if grown else "")
+        )
     lines.append(f"report:   {visible(out / 'report.html')}")
     lines.append(f"analysis: {visible(out / 'analysis.json')}")
     lines.append(f"flags:    {visible(out / 'flags.csv')}")
@@ -396,6 +428,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the analysis; 0 when it ran (whatever it found), 2 on unreadable input or settings, 1 otherwise."""
     from pydantic import ValidationError
 
+    from iterate.accepted import AcceptError
     from iterate.cli.rundir import RunDirError, claim
     from iterate.io import DatasetReadError, ReadLimits, check_source
     from iterate.pipeline import run_local
@@ -439,6 +472,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             out = default_out(path)
         try:
+            acceptances = _acceptances(args.accepted, None if args.file == STDIN else path.parent)
+        except AcceptError as exc:
+            return _error(visible(exc))
+        try:
             claimed = claim(out, path.name, None if args.file == STDIN else path.resolve())
         except RunDirError as exc:
             return _error(visible(exc))
@@ -468,6 +505,7 @@ def run(args: argparse.Namespace) -> int:
                 progress=progress,
                 previous_issues=claimed.previous_issues,
                 started_clock=progress.started,
+                accepted=acceptances,
             )
         except DatasetReadError as exc:
             progress.end_line()
@@ -500,6 +538,14 @@ def run(args: argparse.Namespace) -> int:
             width = max(shutil.get_terminal_size((100, 24)).columns, 60)
             print(summary_text(result, out, width=width, seconds=seconds))
     failing = gate_failures(result.issues, args.fail_on)
+    waived = len(gate_failures(result.issues, args.fail_on, accepted=True))
+    if waived and not args.quiet:
+        n = waived
+        print(
+            f"iterate: gate: {n:,} accepted issue{'s' if n != 1 else ''} at {args.fail_on} severity or above "
+            "not counted (see iterate accept)",
+            file=sys.stderr,
+        )
     if failing:
         print(
             f"iterate: gate: {len(failing):,} issue{'s' if len(failing) != 1 else ''} at {args.fail_on} "

@@ -24,6 +24,7 @@ SUBCOMMANDS = (
     "iterate.cli.followup_cmd",
     "iterate.cli.export_cmd",
     "iterate.cli.fix_cmd",
+    "iterate.cli.accept_cmd",
 )
 
 

@@ -67,8 +67,19 @@ def _previous(out: Path) -> AnalysisResult | None:
         return None
 
 
+def source_dir(out: Path) -> Path | None:
+    """The directory of the input file whose run `out` holds (None for stdin or a run written before it was
+    recorded): where `iterate accept` looks for the accepted-issues file."""
+    try:
+        marker = json.loads((out / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    found = marker.get("sourcePath") if isinstance(marker, dict) else None
+    return Path(found).parent if isinstance(found, str) else None
+
+
 def claim(out: Path, source_name: str, source_path: Path | None = None) -> Claimed:
-    """Make `out` ready for a run of the file named `source_name`, or raise RunDirError.
+    """Make `out` ready for a run of the file named `source_name` (at `source_path`), or raise RunDirError.
 
     A missing or empty directory is created; a run of the same file is cleared (its issues returned, for
     the comparison); anything else is refused, and nothing in it is touched. `source_path` (the input's

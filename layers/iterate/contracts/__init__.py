@@ -1,5 +1,6 @@
 """Versioned pydantic contracts: the shapes every step, file, API body and LLM answer must have."""
 
+from iterate.contracts.accepted import Acceptance, AcceptedFile, AcceptedMark
 from iterate.contracts.analysis import (
     ISSUE_TYPES,
     READ_LEVEL_TYPES,
@@ -39,6 +40,9 @@ __all__ = [
     "SCHEMA_VERSION",
     "SEVERITIES",
     "SEVERITY_RANK",
+    "Acceptance",
+    "AcceptedFile",
+    "AcceptedMark",
     "AnalysisResult",
     "Category",
     "CodeInvestigation",

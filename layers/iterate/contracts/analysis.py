@@ -4,6 +4,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from iterate.contracts.accepted import AcceptedMark
 from iterate.contracts.base import SCHEMA_VERSION, Contract
 from iterate.contracts.investigation import CodeInvestigation
 
@@ -96,6 +97,10 @@ class Issue(Contract):
     source: Literal["detector", "llm"] = "detector"
     detector: str | None = None
     businessImpact: str | None = None
+    accepted: AcceptedMark | None = Field(
+        default=None,
+        description="accepted by a user (see iterate accept): still shown, never fails --fail-on",
+    )
 
 
 class TokenUsage(Contract):

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from iterate.contracts import (
+    AcceptedFile,
     AnalysisResult,
     CodeInvestigation,
     DatasetProfile,
@@ -13,7 +14,15 @@ from iterate.contracts import (
     SmartFixFollowup,
 )
 
-EXPORTED = (AnalysisResult, CodeInvestigation, DatasetProfile, DatasetUnderstanding, Issue, SmartFixFollowup)
+EXPORTED = (
+    AcceptedFile,
+    AnalysisResult,
+    CodeInvestigation,
+    DatasetProfile,
+    DatasetUnderstanding,
+    Issue,
+    SmartFixFollowup,
+)
 
 
 def schemas() -> dict[str, dict]:

@@ -15,6 +15,7 @@ from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import MAX_LISTED, Finding, cells, value_finding
 from iterate.profile._bytes import fast_shapes
 from iterate.profile.parse import decimal_convention, strftime_to_regex
+from iterate.profile.shapes import shape_regex
 from iterate.wording import agree, plural
 
 # A number, optionally with a currency sign before it and a unit or percent sign after it.
@@ -37,31 +38,6 @@ WORDS_ONLY = re.compile(r"^a(?: a)*$")
 _WORD_RUN = re.compile(r"a(?: a)+")  # word shapes: categories and names, whose rare shapes are legitimate
 UNIT_SPELLING_SHARE = 0.02  # a unit spelling used by at least this share is a real representation
 QUANTITY_SHARE = 0.9  # at least this share of values parse as number (+ unit) for a quantity column
-
-
-def _regex_from_shapes(shapes: list[str], *, engine: str = "python", extra: tuple[str, ...] = ()) -> str:
-    r"""A regex that a value fully matches when its coarse shape is one of `shapes` (or it matches `extra`).
-
-    engine "python" (Unicode classes of `re`, for investigation code), "re2" (pyarrow's regex engine) or
-    "re2-ascii" (the same regex for values known to be ASCII: RE2 compiles \p{L} into an automaton that costs
-    up to 25 ms per call, and on ASCII text it means [A-Za-z]); `extra` regexes must mean the same in all.
-    """
-    letters = {"python": r"[^\W\d_]", "re2-ascii": "[A-Za-z]"}.get(engine, r"\p{L}")
-    digits = {"python": r"\d", "re2-ascii": "[0-9]"}.get(engine, r"\p{Nd}")
-    parts = []
-    for s in shapes:
-        out = []
-        for ch in s:
-            if ch == "a":  # a run of words (coarse shapes merge `a a a` into `a`)
-                out.append(rf"{letters}+(?:\s+{letters}+)*")
-            elif ch == "9":
-                out.append(rf"{digits}+")
-            elif ch == " ":
-                out.append(r"\s+")
-            else:
-                out.append(re.escape(ch))
-        parts.append("".join(out))
-    return "^(?:" + "|".join(parts + list(extra)) + ")$"
 
 
 def _legend(shapes: list[str]) -> str:
@@ -171,7 +147,7 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
         accepted = sorted(set(accepted) | plain)
     engine = "re2-ascii" if f.ascii else "re2"
     matches = pc.match_substring_regex(
-        f.column.dictionary, pattern=_regex_from_shapes(accepted, engine=engine, extra=extra)
+        f.column.dictionary, pattern=shape_regex(accepted, words=True, engine=engine, extra=extra)
     )
     bad = ~np.asarray(matches.to_numpy(zero_copy_only=False), dtype=bool) & f.present & (f.counts > 0)
     if not bad.any():
@@ -206,7 +182,7 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
         detector="shape",
         stats={
             "column": f.name,
-            "expected_regex": _regex_from_shapes(accepted, extra=extra),
+            "expected_regex": shape_regex(accepted, words=True, extra=extra),
             "missing_markers": sorted(set(f.column.texts(np.flatnonzero(f.is_missing & (f.counts > 0))))),
             "dominant_shapes": dominant,
         },
@@ -290,10 +266,7 @@ DATE_FORMATS = (
     "%m/%d/%Y %I:%M %p", "%d/%m/%Y %I:%M %p", "%Y-%m-%d %I:%M %p", "%I:%M %p", "%H:%M",
 )  # fmt: skip
 # The layout of each format, as a regex a value must match before it is parsed with the format.
-_LAYOUTS = [
-    strftime_to_regex(fmt).replace("%I", "[0-9]{1,2}").replace("%p", "[AaPp]\\.?[Mm]\\.?")
-    for fmt in DATE_FORMATS
-]
+_LAYOUTS = [str(strftime_to_regex(fmt)) for fmt in DATE_FORMATS]
 DATE_SHAPE = re.compile(
     r"^(?:9[-/. ]9[-/. ]9|9 a 9|a 9, 9|9|9-9-9a9:9:9|9-9-9 9:9(?::9)?|9/9/9 9:9"
     r"|(?:9[-/]9[-/]9 )?9:9(?::9)? ?a(?:\.a\.)?|9:9)$"

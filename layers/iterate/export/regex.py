@@ -4,61 +4,13 @@ from __future__ import annotations
 
 import re
 
-# Python's `re` has no \p{..}: letters are "word characters that are neither digits nor underscore".
-PY_LETTER = r"[^\W\d_]"
+from iterate.profile.shapes import PY_LETTER
+
 # A number as pandas' to_numeric and DuckDB's TRY_CAST both read it (no thousands separators, no units).
 INTEGER = r"^[+-]?\d+$"
 DECIMAL = r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$"
 # No space, tab or newline at either end.
 TRIMMED = r"^\S(?:[\s\S]*\S)?$"
-
-_STRFTIME = {
-    "%Y": r"\d{4}",
-    "%y": r"\d{2}",
-    "%m": r"\d{2}",
-    "%d": r"\d{2}",
-    "%H": r"\d{2}",
-    "%I": r"\d{2}",
-    "%M": r"\d{2}",
-    "%S": r"\d{2}",
-    "%f": r"\d{1,6}",
-    "%p": r"(?:AM|PM|am|pm)",
-    "%b": r"[A-Za-z]{3}",
-    "%B": r"[A-Za-z]+",
-    "%j": r"\d{3}",
-}
-
-
-def from_shape(shape: str) -> str:
-    """The values of one profile shape (`a-9`: letters → `a`, digits → `9`, runs collapsed, spaces → one space)."""
-    out = []
-    for ch in shape:
-        if ch == "a":
-            out.append(PY_LETTER + "+")
-        elif ch == "9":
-            out.append(r"\d+")
-        elif ch == " ":
-            out.append(r"\s+")
-        else:
-            out.append(re.escape(ch))
-    return "^" + "".join(out) + "$"
-
-
-def from_strftime(fmt: str) -> str | None:
-    """The shape of the dates a strftime format writes (`%Y-%m-%d` → `^\\d{4}-\\d{2}-\\d{2}$`); None if unknown."""
-    out = []
-    i = 0
-    while i < len(fmt):
-        if fmt[i] == "%":
-            part = _STRFTIME.get(fmt[i : i + 2])
-            if part is None:
-                return None
-            out.append(part)
-            i += 2
-        else:
-            out.append(re.escape(fmt[i]))
-            i += 1
-    return "^" + "".join(out) + "$"
 
 
 def _tokens(regex: str) -> list[str]:

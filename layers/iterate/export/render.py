@@ -10,6 +10,7 @@ from typing import Any
 from iterate.export import regex as rx
 from iterate.export.quote import dqdl_str, number, spark_ident, spark_str, sql_ident, sql_str, yaml_str
 from iterate.export.rules import Check, RuleSet
+from iterate.profile.parse import strftime_to_regex
 from iterate.visible import visible
 
 FORMATS = ("gx", "soda", "dqdl")
@@ -166,7 +167,7 @@ def _soda_sql(rules: RuleSet, table: str, c: Check) -> tuple[str, str] | None:
     if c.kind == "not_regex":
         return "fail condition", f"{present} AND regexp_matches({q}, {_re2(c.params['regex'])})"
     if c.kind == "date":
-        shape = rx.from_strftime(c.params["format"]) or ".*"
+        shape = strftime_to_regex(c.params["format"]) or ".*"
         parsed = f"TRY_STRPTIME({q}, {sql_str(c.params['format'])})"
         return (
             "fail condition",
@@ -258,7 +259,9 @@ def _dqdl_rule(rules: RuleSet, c: Check, has_missing: bool) -> str | None:
     if c.kind == "not_in_set":
         return f"ColumnValues {col} not in [ {', '.join(dqdl_str(v) for v in c.params['values'])} ]"
     if c.kind in ("regex", "date"):
-        pattern: str | None = c.params["regex"] if c.kind == "regex" else rx.from_strftime(c.params["format"])
+        pattern: str | None = (
+            c.params["regex"] if c.kind == "regex" else strftime_to_regex(c.params["format"])
+        )
         if pattern is None:
             return None
         return f"ColumnValues {col} matches {dqdl_str(rx.flavour(pattern, 'java'))}{where}"

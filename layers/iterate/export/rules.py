@@ -17,6 +17,8 @@ from typing import Any, Literal
 
 from iterate.contracts import AnalysisResult, ColumnProfile, DatasetProfile, Issue
 from iterate.export import regex as rx
+from iterate.profile.parse import strftime_to_regex
+from iterate.profile.shapes import shape_regex
 
 Kind = Literal[
     "columns",  # the table has exactly these columns, in this order
@@ -303,7 +305,7 @@ def _column_checks(b: _Builder, col: ColumnProfile, dup_issues: list[Issue]) -> 
         fmt = main
         if fmt is None and len(col.dates.formats) == 1 and col.dates.formats[0].count == col.count:
             fmt = col.dates.formats[0].value
-        if isinstance(fmt, str) and rx.from_strftime(fmt) is not None:
+        if isinstance(fmt, str) and strftime_to_regex(fmt) is not None:
             date_issues = [i for i in dates if _stats(i).get("main_format")]
             impossible = [i for i in b.of(name, "out_of_domain") if _stats(i).get("rule") == "date"]
             b.add(
@@ -330,7 +332,12 @@ def _column_checks(b: _Builder, col: ColumnProfile, dup_issues: list[Issue]) -> 
     if not shape_issues and not width and col.semanticType not in ("date", "datetime"):
         shape = _single_shape(col)
         if shape is not None and any(ch not in "a " for ch in shape):
-            b.add("regex", [name], f"every value has the shape {shape!r}", regex=rx.from_shape(shape))
+            b.add(
+                "regex",
+                [name],
+                f"every value has the shape {shape!r}",
+                regex=shape_regex([shape], words=False),
+            )
 
     for i in b.of(name, "stray_whitespace"):
         b.add("regex", [name], "no spaces at either end", [i], regex=rx.TRIMMED)

@@ -402,18 +402,40 @@ def guess_date_format(values: pa.Array, weights: np.ndarray) -> DateFormatGuess:
     return DateFormatGuess(best[1], best[0] / total, rows)
 
 
-def strftime_to_regex(fmt: str) -> str:
-    """A strict regex for one strftime format (used to check conformity without parsing)."""
-    table = {
-        "%Y": r"\d{4}",
-        "%m": r"\d{1,2}",
-        "%d": r"\d{1,2}",
-        "%H": r"\d{1,2}",
-        "%M": r"\d{2}",
-        "%S": r"\d{2}",
-    }
-    table |= {"%y": r"\d{2}", "%b": "[A-Za-z]{3}", "%B": "[A-Za-z]{3,9}"}
-    out = re.escape(fmt)
-    for k, v in table.items():
-        out = out.replace(re.escape(k), v)
-    return "^" + out + "$"
+# What each strftime directive matches in a value, as the profile reads dates: day, month and 24-hour fields
+# take one or two digits like strptime (`5/11/2026` is %d/%m/%Y), minutes and seconds two, the 12-hour marker
+# `PM`, `pm` or `p.m.` (parse_dates normalises those). The one table for every regex built from a format.
+STRFTIME_FIELDS = {
+    "%Y": r"\d{4}",
+    "%y": r"\d{2}",
+    "%m": r"\d{1,2}",
+    "%d": r"\d{1,2}",
+    "%H": r"\d{1,2}",
+    "%I": r"\d{1,2}",
+    "%M": r"\d{2}",
+    "%S": r"\d{2}",
+    "%f": r"\d{1,6}",
+    "%j": r"\d{1,3}",
+    "%p": r"[AaPp]\.?[Mm]\.?",
+    "%b": "[A-Za-z]{3}",
+    "%B": "[A-Za-z]{3,9}",
+}
+
+
+def strftime_to_regex(fmt: str) -> str | None:
+    """The regex of the values written in a strftime format, as the profile reads them (one or two digits for
+    day, month and hour), used to check conformity without parsing and by exported date checks; None when the
+    format holds a directive outside STRFTIME_FIELDS."""
+    out = []
+    i = 0
+    while i < len(fmt):
+        if fmt[i] == "%":
+            part = STRFTIME_FIELDS.get(fmt[i : i + 2])
+            if part is None:
+                return None
+            out.append(part)
+            i += 2
+        else:
+            out.append(re.escape(fmt[i]))
+            i += 1
+    return "^" + "".join(out) + "$"

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from iterate.accepted import cell_count
 from iterate.contracts import (
     SEVERITIES,
     SEVERITY_RANK,
@@ -150,6 +151,12 @@ class _Renderer:
     def share(self, rows: int) -> str:
         """`rows` as a share of the table's rows: every share on the page comes from here (or fmt_share)."""
         return fmt_share(rows, self.p.rowCount)
+
+    @staticmethod
+    def accepted_badge(issue: Issue) -> str:
+        a = issue.accepted
+        grew = " (grew since accepted)" if a is not None and a.grown else ""
+        return f'<span class="badge cat" title="still shown; never fails --fail-on">accepted{grew}</span>'
 
     @staticmethod
     def count(n: int, word: str) -> str:
@@ -407,9 +414,23 @@ class _Renderer:
             f"{esc(issue.status)}</span>"
             f'<span class="badge cat">{esc(CATEGORY_LABEL.get(issue.category, issue.category))}</span>'
             + (f'<span class="badge cat">{esc(issue.change)} since last run</span>' if issue.change else "")
+            + (self.accepted_badge(issue) if issue.accepted is not None else "")
             + f'<span class="muted small mono">{self.text(issue.type, 60)}</span>'
         )
         parts = []
+        if issue.accepted is not None:
+            a = issue.accepted
+            grew = (
+                f" It grew since: {self.count(cell_count(issue), 'cell')} now, "
+                f"{self.count(a.cellsWhenAccepted, 'cell')} when accepted — look again."
+                if a.grown
+                else ""
+            )
+            parts.append(
+                f"<h4>Accepted</h4><p>{self.text(a.reason)} — {self.text(a.by, 80)}, {self.text(a.at, 40)}."
+                + grew
+                + "</p>"
+            )
         if len(issue.description) > 220:  # the summary line already shows a short description in full
             parts.append(f"<h4>Description</h4><p>{self.prose(issue.description, self.issue_text)}</p>")
         if issue.businessImpact:

@@ -565,6 +565,39 @@ class DynamoRunRepository:
     def delete_schedule(self, dataset_id: str) -> None:
         self._table.delete_item(Key={"PK": self._pk, "SK": f"SCHEDULE#{dataset_id}"})
 
+    # --- accepted issues (iterate.accepted: matched by type, columns and value hashes) -------------
+    def put_acceptance(self, dataset_id: str, acceptance: dict[str, Any]) -> None:
+        self._table.put_item(
+            Item={
+                **to_item(acceptance),
+                "PK": self._pk,
+                "SK": f"ACCEPTED#{dataset_id}#{acceptance['id']}",
+                "entity": "accepted",
+            }
+        )
+
+    def list_acceptances(self, dataset_id: str) -> list[dict[str, Any]]:
+        return self._query_prefix(f"ACCEPTED#{dataset_id}#")
+
+    def page_acceptances(
+        self, dataset_id: str, *, limit: int, token: str | None = None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        prefix = f"ACCEPTED#{dataset_id}#"
+        return self._page(self._prefix_query(prefix), limit, token, {}, sk_prefix=prefix)
+
+    def delete_acceptance(self, dataset_id: str, acceptance_id: str) -> bool:
+        """Delete one acceptance; False when the owner has none with that id for the dataset."""
+        try:
+            self._table.delete_item(
+                Key={"PK": self._pk, "SK": f"ACCEPTED#{dataset_id}#{acceptance_id}"},
+                ConditionExpression="attribute_exists(PK)",
+            )
+        except Exception as exc:
+            if self._conditional_failed(exc):
+                return False
+            raise
+        return True
+
     # --- helpers ----------------------------------------------------------------------------------
     def _prefix_query(self, prefix: str) -> dict[str, Any]:
         return {"KeyConditionExpression": Key("PK").eq(self._pk) & Key("SK").begins_with(prefix)}
