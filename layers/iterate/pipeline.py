@@ -163,6 +163,7 @@ def profile_step(
 
     from iterate.detect import detect
     from iterate.io import ReadLimits, read_table, write_parquet_text
+    from iterate.io.chunked import Chunking
     from iterate.issues import flags_of, issues_from_findings
     from iterate.profile import profile_table
     from iterate.report import write_flags_csv
@@ -170,7 +171,12 @@ def profile_step(
     started = time.perf_counter()
     source_path = Path(source_path)
     ctx.report("read", 0, 1, source_path.name)
-    table = read_table(source_path, name=dataset_name, limits=ReadLimits.from_settings(ctx.settings))
+    table = read_table(
+        source_path,
+        name=dataset_name,
+        limits=ReadLimits.from_settings(ctx.settings),
+        chunking=Chunking.from_settings(ctx.settings),
+    )
     ctx.timings_ms["read"] = round((time.perf_counter() - started) * 1000, 1)
     ctx.report("read", 1, 1, f"{table.n_rows:,} rows × {len(table.columns)} columns")
 
