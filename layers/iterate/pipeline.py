@@ -617,6 +617,11 @@ def _run_steps(
         except (ValueError, OSError):
             ctx.previous_issues = None
     profile_step(ctx, path)
+    # The table and the detectors' arrays are gone now, but the allocator would keep their pages through the
+    # investigations, whose sandbox processes hold the data too: hand them back.
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
     understand_step(ctx)
     analyze_step(ctx)
     investigate_step(ctx)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -125,8 +125,16 @@ def parse_range(
     if table.num_rows != lines:
         # A value spanning lines, a blank line or a lone CR line break: only a single pass reads it right.
         return ChunkParse(None, table.num_rows, f"{table.num_rows} records on {lines} lines")
-    columns = [pc.dictionary_encode(column.combine_chunks()) for column in table.columns]
+    columns = list(_map(lambda column: pc.dictionary_encode(column.combine_chunks()), table.columns, threads))
     return ChunkParse(columns, table.num_rows)
+
+
+def _map(fn: Callable[[Any], Any], items: list[Any], threads: bool) -> Iterator[Any]:
+    """fn over items, on a thread per core when `threads` (pyarrow's kernels release the GIL)."""
+    if not threads or len(items) < 2:
+        return map(fn, items)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        return iter(list(pool.map(fn, items)))
 
 
 def _parse_all(
@@ -164,15 +172,15 @@ def merge_columns(chunks: list[list[pa.DictionaryArray]]) -> list[pa.DictionaryA
     the codes remapped to it; the same dictionary and codes as encoding the whole column at once."""
     if len(chunks) == 1:
         return chunks[0]
-    width = len(chunks[0])
-    merged = []
-    for index in range(width):
+
+    def merge(index: int) -> pa.DictionaryArray:
         column = pa.chunked_array([chunk[index] for chunk in chunks])
-        unified = pa.table({"c": column}).unify_dictionaries().column(0)
+        unified = pa.table({"c": column}).unify_dictionaries().column(0).combine_chunks()
         for chunk in chunks:  # the per-chunk arrays are no longer needed: let them go as we go
             chunk[index] = None  # type: ignore[call-overload]
-        merged.append(unified.combine_chunks())
-    return merged
+        return unified
+
+    return list(_map(merge, list(range(len(chunks[0]))), True))
 
 
 def read_chunked(
