@@ -241,3 +241,33 @@ def test_workers_and_chunk_size_are_settings() -> None:
     default = Chunking.from_settings(Settings.from_env({}))
     assert default.workers == resolve_workers(None) >= 1
     assert default.chunk_bytes == 64 * 1024 * 1024
+
+
+def test_where_processes_cannot_start_the_ranges_are_parsed_in_process(
+    bench_file: Path, monkeypatch: pytest.MonkeyPatch, paths_taken: list[str]
+) -> None:
+    import iterate.io.chunked as chunked
+
+    # Given a host without /dev/shm (AWS Lambda): multiprocessing's semaphores fail with ENOSYS
+    def no_semaphores(*args: object, **kwargs: object) -> None:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(chunked, "ProcessPoolExecutor", no_semaphores)
+    # When the file is read with two workers, Then the ranges are read in-process, to the same table
+    assert_same_table(read_table(bench_file), read_table(bench_file, chunking=Chunking(200_000, 2)))
+    assert paths_taken == ["chunked"]
+
+
+def test_a_worker_that_dies_sends_the_file_to_the_single_pass(
+    bench_file: Path, monkeypatch: pytest.MonkeyPatch, paths_taken: list[str]
+) -> None:
+    import iterate.io.chunked as chunked
+
+    # Given worker processes that are killed while parsing
+    def killed(*args: object, **kwargs: object) -> chunked.ChunkParse:
+        raise chunked.BrokenProcessPool("A process in the process pool was terminated abruptly")
+
+    monkeypatch.setattr(chunked, "_parse_all", lambda *a, **k: iter([killed()]))
+    # When the file is read in ranges, Then the single pass reads it
+    assert_same_table(read_table(bench_file), read_table(bench_file, chunking=Chunking(200_000, 2)))
+    assert paths_taken == ["a worker process stopped"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -151,13 +152,12 @@ def _parse_all(
         }
         for k, (s, e) in enumerate(ranges)
     ]
-    if workers <= 1:
+    pool = _process_pool(min(workers, len(jobs))) if workers > 1 else None
+    if pool is None:
         for job in jobs:
             yield parse_range(str(path), **job, threads=True)
         return
-    # spawn, not fork: the reader runs threads (the hash of the file, pyarrow's pools) a fork would copy
-    # mid-flight. Each worker parses on one thread: the processes are the parallelism.
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=get_context("spawn")) as pool:
+    with pool:
         futures = [pool.submit(parse_range, str(path), **job, threads=False) for job in jobs]
         try:
             for future in futures:
@@ -165,6 +165,19 @@ def _parse_all(
         finally:
             for future in futures:
                 future.cancel()
+
+
+def _process_pool(workers: int) -> ProcessPoolExecutor | None:
+    """A pool of `workers` spawned processes, or None where processes cannot share a queue (AWS Lambda has no
+    /dev/shm: multiprocessing's semaphores fail there with ENOSYS), and the ranges are parsed in-process.
+
+    spawn, not fork: the reader runs threads (the hash of the file, pyarrow's pools) a fork would copy
+    mid-flight. Each worker parses on one thread: the processes are the parallelism.
+    """
+    try:
+        return ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
+    except (OSError, NotImplementedError, ImportError):
+        return None
 
 
 def merge_columns(chunks: list[list[pa.DictionaryArray]]) -> list[pa.DictionaryArray]:
@@ -197,9 +210,12 @@ def read_chunked(
     if len(ranges) < 2:
         return None, "one range"
     parsed: list[list[pa.DictionaryArray]] = []
-    for part in _parse_all(path, ranges, skip, options, chunking.workers):
-        if part.columns is None:
-            return None, part.reason
-        parsed.append(part.columns)
+    try:
+        for part in _parse_all(path, ranges, skip, options, chunking.workers):
+            if part.columns is None:
+                return None, part.reason
+            parsed.append(part.columns)
+    except BrokenProcessPool:  # a worker was killed (out of memory, a signal): the single pass decides
+        return None, "a worker process stopped"
     columns = merge_columns(parsed)
     return pa.Table.from_arrays(columns, names=names), ""
