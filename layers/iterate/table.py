@@ -98,6 +98,10 @@ class Column:
         """The column's text row by row, rebuilt from the dictionary (a new array on each call)."""
         return self.dictionary.take(pa.array(self.codes, pa.int64()))
 
+    def values_at(self, rows: np.ndarray) -> pa.Array:
+        """The text of these 0-based rows, without rebuilding the whole column."""
+        return self.dictionary.take(pa.array(self.codes[np.asarray(rows, dtype=np.int64)], pa.int64()))
+
     @cached_property
     def uniques(self) -> list[str]:
         """Distinct values in first-seen order; position i has count counts[i]."""

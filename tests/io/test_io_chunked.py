@@ -271,3 +271,22 @@ def test_a_worker_that_dies_sends_the_file_to_the_single_pass(
     # When the file is read in ranges, Then the single pass reads it
     assert_same_table(read_table(bench_file), read_table(bench_file, chunking=Chunking(200_000, 2)))
     assert paths_taken == ["a worker process stopped"]
+
+
+def test_a_column_keeps_codes_and_rebuilds_its_text_on_demand() -> None:
+    import pyarrow as pa
+
+    from iterate.table import Column
+
+    # Given a column read as plain text, and the same text already dictionary-encoded (as a chunked read gives)
+    text = pa.array(["b", "a", "b", None, "c", "a"], pa.string())
+    plain = Column("x", 0, text)
+    encoded = Column("x", 0, pa.array(["b", "a", "b", "", "c", "a"]).dictionary_encode())
+    # Then both hold the same dictionary (first-seen order; a null is a blank), codes and counts
+    assert plain.dictionary.to_pylist() == encoded.dictionary.to_pylist() == ["b", "a", "", "c"]
+    assert plain.codes.tolist() == encoded.codes.tolist() == [0, 1, 0, 2, 3, 1]
+    assert plain.counts.tolist() == [2, 2, 1, 1] and len(plain) == 6
+    # And the text comes back whole or for a few rows, without being stored
+    assert plain.values.to_pylist() == ["b", "a", "b", "", "c", "a"]
+    assert plain.values_at(np.array([4, 0])).to_pylist() == ["c", "b"]
+    assert "values" not in vars(plain)
