@@ -21,6 +21,8 @@ DEFAULT_FILE = REPO / "bench" / "data" / "bench_1m.csv"
 WIDE_FILE = REPO / "bench" / "data" / "wide.csv"
 DEFAULT_OUT = REPO / "bench" / "out"
 TARGET_RATIO = 5.0
+# Issue 14: the whole `iterate analyze` process within 8x a whole process that only reads the file with pyarrow.
+TARGET_PROCESS_RATIO = 8.0
 TARGET_PEAK_MB = 4096.0
 
 # Each measurement runs in a fresh child so its peak memory is its own. The child prints one JSON line.
@@ -120,6 +122,21 @@ def bare_read(path: Path, repeats: int) -> dict[str, Any]:
     return out
 
 
+_BARE_PROCESS = "import sys, pyarrow.csv as c; c.read_csv(sys.argv[1])"
+
+
+def bare_process(path: Path) -> dict[str, Any]:
+    """Wall time and peak of a whole process that imports pyarrow and reads the file (what `iterate analyze`,
+    a whole process too, is compared with)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _WRAP, sys.executable, "-c", _BARE_PROCESS, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
 def read_and_profile(path: Path) -> dict[str, Any]:
     """`iterate.io.read_table` + `iterate.profile.profile_table` alone, in one child process."""
     return _child(_PROFILE, str(path))
@@ -138,10 +155,12 @@ def _analyze_command() -> tuple[list[str], str] | None:
     return None
 
 
-def analyze(path: Path, out: Path, env: dict[str, str] | None = None) -> dict[str, Any] | None:
+def analyze(
+    path: Path, out: Path, env: dict[str, str] | None = None, extra: list[str] | None = None
+) -> dict[str, Any] | None:
     """Wall time and peak RSS of `iterate analyze FILE --out DIR` as a subprocess (None if unavailable).
 
-    env: variables set for that run (e.g. ITERATE_INVESTIGATION_BATCH)."""
+    env: variables set for that run (e.g. ITERATE_INVESTIGATION_BATCH); extra: more arguments (--workers 2)."""
     found = _analyze_command()
     if found is None:
         return None
@@ -150,7 +169,11 @@ def analyze(path: Path, out: Path, env: dict[str, str] | None = None) -> dict[st
     env_free["PYTHONPATH"] = str(REPO / "layers") + os.pathsep + os.environ.get("PYTHONPATH", "")
     env_free.update(env or {})
     out.mkdir(parents=True, exist_ok=True)
-    args = [str(path), "--out", str(out)] if label == "iterate analyze" else [str(path), str(out)]
+    args = (
+        [str(path), "--out", str(out), *(extra or [])]
+        if label == "iterate analyze"
+        else [str(path), str(out)]
+    )
     proc = subprocess.run(
         [sys.executable, "-c", _WRAP, *cmd, *args], capture_output=True, text=True, env=env_free, timeout=3600
     )
@@ -258,6 +281,23 @@ def wide_table(out: Path, path: Path = WIDE_FILE, runs: int = 1) -> dict[str, An
     return summary
 
 
+def _workers_compared(path: Path, out: Path) -> dict[str, Any]:
+    """`iterate analyze --workers 1` against `--workers 2` (ranges of ITERATE_CHUNK_BYTES, 64 MiB by default),
+    run one after the other; whether both wrote the same flags.csv and issues."""
+    found: dict[str, Any] = {}
+    for n in (1, 2):
+        folder = out / f"analyze-workers-{n}"
+        shutil.rmtree(folder, ignore_errors=True)
+        found[f"workers {n}"] = analyze(path, folder, extra=["--workers", str(n)]) or {"rc": "n/a"}
+    ones, twos = out / "analyze-workers-1", out / "analyze-workers-2"
+    found["identical"] = (
+        all(found[f"workers {n}"].get("rc") == 0 for n in (1, 2))
+        and (ones / "flags.csv").read_bytes() == (twos / "flags.csv").read_bytes()
+        and _outcomes(ones) == _outcomes(twos)
+    )
+    return found
+
+
 def sandbox_numbers(path: Path) -> dict[str, Any] | None:
     """Numbers from `scripts/bench_sandbox.py` (sandbox engineer's), when that script exists, on `path`."""
     script = REPO / "scripts" / "bench_sandbox.py"
@@ -307,7 +347,13 @@ def _load() -> str:
 
 
 def run(
-    path: Path, out: Path, *, repeats: int = 3, with_analyze: bool = True, with_sandbox: bool = True
+    path: Path,
+    out: Path,
+    *,
+    repeats: int = 3,
+    with_analyze: bool = True,
+    with_sandbox: bool = True,
+    with_workers: bool = True,
 ) -> dict:
     """Measure everything and print the table; returns the numbers (also written to out/bench.json)."""
     size_mb = path.stat().st_size / 1e6
@@ -315,7 +361,10 @@ def run(
     results["load_before"] = load_before = _load()
     results["bare"] = bare = bare_read(path, repeats)
     results["profile"] = prof = read_and_profile(path)
+    results["bare_process"] = bare_proc = bare_process(path)
     results["analyze"] = ana = analyze(path, out / "analyze") if with_analyze else None
+    workers = _workers_compared(path, out) if with_analyze and with_workers else None
+    results["workers"] = workers
     b, bc = bare["best_s"], bare["best_cpu_s"]
     results["load_after"] = load_after = _load()
     print(f"\nfile {path.name}: {size_mb:.0f} MB, {bare['rows']:,} rows; {os.cpu_count()} CPUs")
@@ -346,6 +395,22 @@ def run(
                 for part in ("read", "detect", "profile_table"):
                     if part in timings:
                         print(_row(f"    of which {part}", timings[part] / 1000, None, b))
+    if workers is not None:
+        for n in (1, 2):
+            run_n = workers[f"workers {n}"]
+            if run_n.get("rc") != 0:
+                print(f"  iterate analyze --workers {n} FAILED: {run_n.get('stderr', '').strip()[-300:]}")
+                continue
+            print(
+                _row(
+                    f"iterate analyze --workers {n}", run_n["wall_s"], run_n["peak_mb"], b, run_n["cpu_s"], bc
+                )
+            )
+            if run_n.get("tree_pss_mb"):
+                print(_row("  all its processes together (peak PSS)", None, run_n["tree_pss_mb"], b))
+        print(
+            f"  --workers 1 and 2: flags.csv and every issue identical: {'yes' if workers['identical'] else 'NO'}"
+        )
     print(
         _row(
             "read_table + profile_table (one process)",
@@ -364,6 +429,16 @@ def run(
         ok = ana["wall_s"] <= TARGET_RATIO * b and peak < TARGET_PEAK_MB
         results["meets_targets"] = ok
         print(f"  -> {'MET' if ok else 'NOT MET'}: {ana['wall_s'] / b:.2f}x, {peak:.0f} MB ({ana['label']})")
+    if ana is not None and ana["rc"] == 0 and bare_proc.get("rc") == 0:
+        whole = bare_proc["wall_s"]
+        ratio = ana["wall_s"] / whole
+        results["process_ratio"] = round(ratio, 2)
+        print(
+            f"  whole process against whole process: a bare pyarrow read takes {whole:.2f} s "
+            f"({bare_proc.get('tree_pss_mb') or bare_proc['peak_mb']:.0f} MB), iterate analyze {ana['wall_s']:.2f} s"
+            f" = {ratio:.2f}x -> {'MET' if ratio <= TARGET_PROCESS_RATIO else 'NOT MET'}"
+            f" (issue 14: <= {TARGET_PROCESS_RATIO:.0f}x)"
+        )
     if with_sandbox:
         print("\nsandbox (scripts/bench_sandbox.py):", flush=True)
         printed = io.StringIO()
@@ -422,6 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-analyze", action="store_true", help="skip `iterate analyze`")
     parser.add_argument("--no-sandbox", action="store_true", help="skip scripts/bench_sandbox.py")
+    parser.add_argument("--no-workers", action="store_true", help="skip `iterate analyze --workers 1` vs 2")
     parser.add_argument("--no-wide", action="store_true", help="skip the wide table (batch on vs off)")
     parser.add_argument("--wide-only", action="store_true", help="only the wide table (batch on vs off)")
     parser.add_argument("--wide-runs", type=int, default=1, help="runs of each mode on the wide table")
@@ -444,6 +520,7 @@ def main(argv: list[str] | None = None) -> int:
             repeats=args.repeats,
             with_analyze=not args.no_analyze,
             with_sandbox=not args.no_sandbox,
+            with_workers=not args.no_workers,
         )
     bench = args.out / "bench.json"
     saved = json.loads(bench.read_text(encoding="utf-8")) if bench.exists() else {}

@@ -167,6 +167,7 @@ def profile_step(
     from iterate.detect import detect
     from iterate.detect.context import dataset_null_marker
     from iterate.io import ReadLimits, read_table, write_parquet_text
+    from iterate.io.chunked import Chunking
     from iterate.issues import flags_of, issues_from_findings
     from iterate.profile.background import BackgroundProfile
     from iterate.report import write_flags_csv
@@ -174,7 +175,12 @@ def profile_step(
     started = time.perf_counter()
     source_path = Path(source_path)
     ctx.report("read", 0, 1, source_path.name)
-    table = read_table(source_path, name=dataset_name, limits=ReadLimits.from_settings(ctx.settings))
+    table = read_table(
+        source_path,
+        name=dataset_name,
+        limits=ReadLimits.from_settings(ctx.settings),
+        chunking=Chunking.from_settings(ctx.settings),
+    )
     ctx.timings_ms["read"] = round((time.perf_counter() - started) * 1000, 1)
     ctx.report("read", 1, 1, f"{table.n_rows:,} rows × {len(table.columns)} columns")
 
@@ -623,6 +629,11 @@ def _run_steps(
         except (ValueError, OSError):
             ctx.previous_issues = None
     profile_step(ctx, path)
+    # The table and the detectors' arrays are gone now, but the allocator would keep their pages through the
+    # investigations, whose sandbox processes hold the data too: hand them back.
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
     understand_step(ctx)
     analyze_step(ctx)
     investigate_step(ctx)

@@ -60,6 +60,10 @@ class Settings(BaseModel):
     max_cell_bytes: int = Field(default=16_000_000, gt=0)
     max_json_depth: int = Field(default=100, gt=0)
     max_xlsx_cells: int = Field(default=5_000_000, gt=0)  # cells present in the first sheet's XML
+    # Reading a large delimited file: byte ranges of about this size, parsed by this many worker processes
+    # (None: one per core). A file of one range or less is read in one pass.
+    workers: int | None = Field(default=None, ge=1)
+    chunk_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
     # AWS
     bucket: str | None = None
     table: str | None = None
@@ -98,6 +102,8 @@ class Settings(BaseModel):
             "max_cell_bytes": e.get("ITERATE_MAX_CELL_BYTES"),
             "max_json_depth": e.get("ITERATE_MAX_JSON_DEPTH"),
             "max_xlsx_cells": e.get("ITERATE_MAX_XLSX_CELLS"),
+            "workers": e.get("ITERATE_WORKERS") or None,
+            "chunk_bytes": e.get("ITERATE_CHUNK_BYTES"),
             "bucket": e.get("ITERATE_BUCKET"),
             "table": e.get("ITERATE_TABLE"),
             "event_bus": e.get("ITERATE_EVENT_BUS"),

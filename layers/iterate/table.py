@@ -66,21 +66,41 @@ def row_places(unit: str, places: Any) -> dict[str, Any]:
 
 
 class Column:
-    """One column: its text values as a pyarrow array and a dictionary encoding (codes → uniques, counts)."""
+    """One column as a dictionary encoding: its distinct text values (first-seen order), each row's code, and
+    each value's count. The row-by-row text is not kept (`values` rebuilds it when asked): a 10M-row file
+    costs its codes and its distinct values, not its raw text."""
 
-    def __init__(self, name: str, index: int, values: pa.Array) -> None:
+    def __init__(self, name: str, index: int, values: pa.Array | pa.ChunkedArray) -> None:
         self.name = name
         self.index = index
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()
-        if values.type != pa.string() and values.type != pa.large_string():
-            values = pc.cast(values, pa.string())
-        # Nulls only come from readers of typed formats (Parquet, JSON); as text they are blanks.
-        self.values: pa.Array = pc.fill_null(values, "") if values.null_count else values
-        encoded = pc.dictionary_encode(self.values)
-        self.codes: np.ndarray = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-        self.dictionary: pa.Array = encoded.dictionary
+        if pa.types.is_dictionary(values.type) and (values.null_count or values.dictionary.null_count):
+            values = values.dictionary_decode()
+        if pa.types.is_dictionary(values.type):  # already encoded (a file read in chunks)
+            dictionary, indices = values.dictionary, values.indices
+            if dictionary.type != pa.string() and dictionary.type != pa.large_string():
+                dictionary = pc.cast(dictionary, pa.string())
+        else:
+            if values.type != pa.string() and values.type != pa.large_string():
+                values = pc.cast(values, pa.string())
+            # Nulls only come from readers of typed formats (Parquet, JSON); as text they are blanks.
+            if values.null_count:
+                values = pc.fill_null(values, "")
+            encoded = pc.dictionary_encode(values)
+            dictionary, indices = encoded.dictionary, encoded.indices
+        self.codes: np.ndarray = indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        self.dictionary: pa.Array = dictionary
         self.counts: np.ndarray = np.bincount(self.codes, minlength=len(self.dictionary))
+
+    @property
+    def values(self) -> pa.Array:
+        """The column's text row by row, rebuilt from the dictionary (a new array on each call)."""
+        return self.dictionary.take(pa.array(self.codes, pa.int64()))
+
+    def values_at(self, rows: np.ndarray) -> pa.Array:
+        """The text of these 0-based rows, without rebuilding the whole column."""
+        return self.dictionary.take(pa.array(self.codes[np.asarray(rows, dtype=np.int64)], pa.int64()))
 
     @cached_property
     def uniques(self) -> list[str]:
@@ -92,7 +112,7 @@ class Column:
         return len(self.dictionary)
 
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self.codes)
 
     def rows_of(self, unique_ids: np.ndarray | list[int]) -> np.ndarray:
         """0-based rows whose value is one of the given dictionary positions."""

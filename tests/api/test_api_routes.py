@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -48,11 +49,17 @@ def _uploaded_dataset(call: Any, world: dict[str, Any], owner: str = "alice") ->
 def test_create_dataset_returns_a_presigned_upload_under_the_callers_prefix(call: Any) -> None:
     # When alice creates a dataset
     status, body = call("POST", "/datasets", body={"name": "Orders", "fileName": "orders.csv"})
-    # Then she gets a PUT URL for uploads/<her sub>/<dataset>/orders.csv, and the dataset is listed for her only
+    # Then she gets a presigned POST for uploads/<her sub>/<dataset>/orders.csv, and the dataset is listed for
+    # her only
     assert status == 201
     key = body["upload"]["key"]
     assert key == f"uploads/alice/{body['dataset']['datasetId']}/orders.csv"
-    assert key in body["upload"]["url"] and body["upload"]["method"] == "PUT"
+    assert body["upload"]["method"] == "POST" and body["upload"]["fields"]["key"] == key
+    # whose policy holds the key and a size range up to ITERATE_MAX_FILE_BYTES (S3 refuses a larger file)
+    policy = json.loads(base64.b64decode(body["upload"]["fields"]["policy"]))
+    assert {"key": key} in policy["conditions"]
+    assert ["content-length-range", 1, 5_000_000_000] in policy["conditions"]
+    assert body["upload"]["maxBytes"] == 5_000_000_000
     assert [d["datasetId"] for d in call("GET", "/datasets")[1]["datasets"]] == [body["dataset"]["datasetId"]]
     assert call("GET", "/datasets", owner="bob")[1]["datasets"] == []
 

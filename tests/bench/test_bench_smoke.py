@@ -49,3 +49,17 @@ def test_given_a_small_file_when_benchmarked_then_numbers_and_json_are_written(
     assert results["profile"]["peak_mb"] > 0
     saved = json.loads((tmp_path / "out" / "bench.json").read_text())
     assert saved["profile"]["rows"] == 2000
+
+
+def test_given_chunks_when_benchmarked_then_workers_1_and_2_agree_and_the_process_ratio_is_printed(
+    small_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    monkeypatch.setenv("ITERATE_CHUNK_BYTES", "20000")  # the 2,000-row file in ~9 ranges
+    results = bench.run(small_csv, tmp_path / "out", repeats=1, with_sandbox=False)
+    assert results["workers"]["workers 1"]["rc"] == 0 and results["workers"]["workers 2"]["rc"] == 0
+    assert results["workers"]["identical"] is True
+    assert results["process_ratio"] == round(
+        results["analyze"]["wall_s"] / results["bare_process"]["wall_s"], 2
+    )
+    printed = capsys.readouterr().out
+    assert "iterate analyze --workers 2" in printed and "whole process against whole process" in printed

@@ -137,3 +137,41 @@ def test_fail_on_gates_a_pipeline_by_the_worst_severity_found(tmp_path):
     assert (tmp_path / "a" / "report.html").is_file()
     # and a severity that is not one is refused as bad usage
     assert iterate("analyze", str(SAMPLE), "--fail-on", "urgent").returncode == 2
+
+
+def _run_outputs(out: Path) -> tuple[str, list[tuple[object, ...]]]:
+    """flags.csv as written, and each issue's id, status, counts and investigation output."""
+    found = AnalysisResult.model_validate_json((out / "analysis.json").read_text())
+    issues = [
+        (i.id, i.status, i.severity, i.affectedRows, i.evidence.model_dump_json() if i.evidence else None)
+        for i in found.issues
+    ]
+    return (out / "flags.csv").read_text(), issues
+
+
+def test_workers_read_a_large_csv_in_chunks_with_the_same_results(tmp_path, monkeypatch):
+    # Given the benchmark generator's file at 6,000 rows (about 480 KB)
+    sys.path.insert(0, str(REPO / "scripts"))
+    from gen_bench import write
+
+    data = tmp_path / "bench_6k.csv"
+    write(data, 6_000)
+    # When it is analyzed in one pass, then in 40 KB ranges by one worker and by two
+    monkeypatch.setenv("ITERATE_CHUNK_BYTES", str(10**9))
+    single = iterate("analyze", str(data), "--out", str(tmp_path / "single"), "--quiet", "--workers", "2")
+    monkeypatch.setenv("ITERATE_CHUNK_BYTES", "40000")
+    one = iterate("analyze", str(data), "--out", str(tmp_path / "one"), "--quiet", "--workers", "1")
+    two = iterate("analyze", str(data), "--out", str(tmp_path / "two"), "--quiet", "--workers", "2")
+    # Then the three runs write the same flags.csv and the same issues, proofs included
+    assert single.returncode == one.returncode == two.returncode == 0, (single.stderr, one.stderr, two.stderr)
+    expected = _run_outputs(tmp_path / "single")
+    assert expected[0].count("\n") > 100 and expected[1]
+    assert _run_outputs(tmp_path / "one") == expected
+    assert _run_outputs(tmp_path / "two") == expected
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "two"])
+def test_workers_must_be_a_positive_whole_number(bad):
+    done = iterate("analyze", str(SAMPLE), "--workers", bad)
+    assert done.returncode == 2
+    assert "--workers" in done.stderr and "whole number of processes" in done.stderr

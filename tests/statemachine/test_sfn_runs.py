@@ -284,3 +284,38 @@ def test_a_failing_code_generator_fails_its_investigation_not_the_run(
     failed = next(i for i in analysis["issues"] if i["id"] == doomed[0])["investigation"]
     assert failed["success"] is False and "code generator failed" in failed["error"]
     assert any(i["investigation"] and i["investigation"]["success"] for i in analysis["issues"])
+
+
+def test_an_upload_over_the_size_limit_fails_naming_the_limit_before_it_is_downloaded(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from awsenv import reset_caches
+
+    # Given a deployment that takes files up to 1,000 bytes, and a 4 KB upload
+    monkeypatch.setenv("ITERATE_MAX_FILE_BYTES", "1000")
+    reset_caches()
+    body = b"id,name\n" + b"".join(b"%d,name %d\n" % (i, i) for i in range(400))
+    version = _upload(machine, body, key="uploads/alice/big/big.csv")
+    from boto3.s3.transfer import S3Transfer
+
+    downloads: list[str] = []
+    real = S3Transfer.download_file
+    monkeypatch.setattr(
+        S3Transfer, "download_file", lambda self, *a, **k: downloads.append("called") or real(self, *a, **k)
+    )
+    # When its event runs
+    with route_lambdas({"sandbox": _sandbox_handler()}) as calls:
+        done = run_execution(
+            machine["sfn"], machine["arn"], object_created_event(BUCKET, "uploads/alice/big/big.csv", version)
+        )
+    # Then the run FAILED through RecordFailure, with a reason naming the limit, its value and how to raise it
+    assert done["status"] == "FAILED"
+    assert [name for name, _ in calls] == ["profile", "record_failure"]
+    (run,) = DynamoRunRepository(machine["table"], "alice").list_runs()
+    assert run["status"] == "FAILED" and run["error"] == "DatasetReadError"
+    assert "ITERATE_MAX_FILE_BYTES" in run["reason"] and "1000" in run["reason"]
+    assert f"{len(body) / 1000:.1f} KB" in run["reason"]
+    # And nothing was downloaded; the upload is untouched
+    assert downloads == []
+    upload = machine["s3"].get_object(Bucket=BUCKET, Key="uploads/alice/big/big.csv")
+    assert upload["VersionId"] == version and upload["Body"].read() == body

@@ -324,7 +324,7 @@ def _register_core(
 ) -> None:
     @app.post(
         "/datasets",
-        summary="Create a dataset and get a presigned URL to upload its file",
+        summary="Create a dataset and get a presigned POST (size-limited) to upload its file",
         responses=responses(201, CreateDatasetResponse, 400),
     )
     def create_dataset(body: CreateDatasetRequest) -> tuple[CreateDatasetResponse, int]:
@@ -335,12 +335,18 @@ def _register_core(
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deps.clock()))
         record = {"datasetId": dataset_id, "name": body.name, "createdAt": now, "uploadKey": key}
         repo().put_dataset(record)
-        url = deps.s3_client().generate_presigned_url(
-            "put_object",
-            Params={"Bucket": deps.config.need("bucket"), "Key": key},
+        # A POST policy, unlike a presigned PUT, can bound the size: S3 itself refuses a file over the limit
+        # (the profile step checks it again for files dropped into the bucket directly).
+        max_bytes = deps.settings.max_file_bytes
+        post = deps.s3_client().generate_presigned_post(
+            Bucket=deps.config.need("bucket"),
+            Key=key,
+            Conditions=[["content-length-range", 1, max_bytes]],
             ExpiresIn=PRESIGN_UPLOAD_S,
         )
-        upload = UploadTarget(url=url, key=key, expiresIn=PRESIGN_UPLOAD_S)
+        upload = UploadTarget(
+            url=post["url"], fields=post["fields"], key=key, expiresIn=PRESIGN_UPLOAD_S, maxBytes=max_bytes
+        )
         return CreateDatasetResponse(dataset=_dataset_view(record), upload=upload), 201
 
     @app.get(

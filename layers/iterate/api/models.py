@@ -20,10 +20,16 @@ class CreateDatasetRequest(Contract):
 
 
 class UploadTarget(Contract):
-    url: str = Field(description="presigned PUT URL; upload the file body with this exact URL")
-    method: Literal["PUT"] = "PUT"
+    url: str = Field(
+        description="presigned POST URL: send a multipart form with `fields`, then the file as `file`"
+    )
+    method: Literal["POST"] = "POST"
+    fields: dict[str, str] = Field(description="form fields to send as they are, before the file")
     key: str
     expiresIn: int
+    maxBytes: int = Field(
+        description="the largest file S3 accepts on this URL (ITERATE_MAX_FILE_BYTES); a larger one is refused"
+    )
 
 
 class Dataset(Contract):

@@ -279,17 +279,36 @@ def _start_run(repo: DynamoRunRepository, run: RunState, execution_id: str) -> N
 
 
 def _download(deps: AwsDeps, source: S3ObjectRef, local: Path) -> None:
-    """The exact object version to local disk; keys with spaces may arrive URL-encoded, so try decoded too."""
+    """The exact object version to local disk; keys with spaces may arrive URL-encoded, so try decoded too.
+
+    Its size is asked first: an object over ITERATE_MAX_FILE_BYTES is refused (DatasetReadError naming the
+    limit and how to raise it, which RecordFailure keeps as the run's reason) before a byte is downloaded.
+    """
     from botocore.exceptions import ClientError
 
-    extra = {"VersionId": source.versionId} if source.versionId else None
+    from iterate.io.limits import refuse, size_text
+
+    extra = {"VersionId": source.versionId} if source.versionId else {}
+    key = source.key
     try:
-        deps.s3_client().download_file(source.bucket, source.key, str(local), ExtraArgs=extra)
+        head = deps.s3_client().head_object(Bucket=source.bucket, Key=key, **extra)
     except ClientError as exc:
         decoded = unquote_plus(source.key)
         if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey") or decoded == source.key:
             raise
-        deps.s3_client().download_file(source.bucket, decoded, str(local), ExtraArgs=extra)
+        key = decoded
+        head = deps.s3_client().head_object(Bucket=source.bucket, Key=key, **extra)
+    size, allowed = int(head["ContentLength"]), deps.settings.max_file_bytes
+    if size > allowed:
+        raise refuse(
+            local.name,
+            "max_file_bytes",
+            allowed,
+            size,
+            f"the uploaded file is {size_text(size)}, more than the {size_text(allowed)} allowed",
+            advice="split it into smaller files",
+        )
+    deps.s3_client().download_file(source.bucket, key, str(local), ExtraArgs=extra or None)
 
 
 @tracer.capture_method(capture_response=False)

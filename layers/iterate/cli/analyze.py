@@ -165,7 +165,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
             "--fail-on"
         ),
     )
+    parser.add_argument(
+        "--workers",
+        type=_positive,
+        metavar="N",
+        help=(
+            "processes that read a large CSV in parallel, in byte ranges of ITERATE_CHUNK_BYTES "
+            "(default: ITERATE_WORKERS, else the number of cores); the results are the same for any N"
+        ),
+    )
     parser.set_defaults(func=run)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of processes (1 or more)")
+    return value
 
 
 EXIT_GATE = 3  # --fail-on: an issue at or above the severity was found
@@ -440,6 +459,8 @@ def run(args: argparse.Namespace) -> int:
     except ValidationError as exc:
         bad = ", ".join(str(e["loc"][0]) for e in exc.errors())
         return _error(f"invalid setting in the environment: {bad} — fix or unset it")
+    if getattr(args, "workers", None) is not None:
+        settings = settings.model_copy(update={"workers": args.workers})
     weights = LLM_WEIGHTS if settings.anthropic_api_key else OFFLINE_WEIGHTS
     progress = Progress(sys.stderr, quiet=args.quiet, started=started, weights=weights)
     limits = ReadLimits.from_settings(settings)

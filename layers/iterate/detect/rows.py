@@ -115,8 +115,7 @@ def detect_duplicates(table: Table, facts: list[ColumnFacts]) -> list[Finding]:
     repeats = np.bincount(small_keys - small_keys.min())[small_keys - small_keys.min()] > 1
     candidates = np.flatnonzero(repeats)
     if big and candidates.size:
-        take = pa.array(candidates)
-        big_codes = [codes_of(normalise(f.column.values.take(take))) for f in big]
+        big_codes = [codes_of(normalise(f.column.values_at(candidates))) for f in big]
         keys_c = _row_keys([small_keys[candidates], *big_codes], candidates.size)
         near_keys = np.arange(n, dtype=np.int64) + n  # rows that are not candidates: their own ids
         near_keys[candidates] = keys_c

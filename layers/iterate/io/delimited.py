@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import _csv
 import csv
+import functools
 import io
 import re
 from collections.abc import Callable, Iterator
@@ -15,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from iterate.io.chunked import Chunking, read_chunked
 from iterate.io.detect import legacy_encoding
 from iterate.io.errors import DatasetReadError
 from iterate.io.header import internal_names, normalize_header
@@ -227,11 +229,20 @@ def read_header(head: str, dialect: Dialect, *, skip_records: int = 0) -> Header
 
 
 def read_delimited(
-    source: TextSource, head: str, *, complete: bool, prefer_tab: bool, limits: ReadLimits | None = None
+    source: TextSource,
+    head: str,
+    *,
+    complete: bool,
+    prefer_tab: bool,
+    limits: ReadLimits | None = None,
+    chunking: Chunking | None = None,
 ) -> DelimitedResult:
     """Read every value as text; pad or fold ragged rows and record them; refuse what cannot be a table.
 
-    The header's width is held to `limits.max_columns` before a single data row is read.
+    The header's width is held to `limits.max_columns` before a single data row is read. With `chunking`,
+    a large plain UTF-8 file is read in byte ranges (iterate.io.chunked) into dictionary-encoded columns;
+    a file that does not fit that path (ragged or blank lines, values spanning lines, another encoding)
+    is read in one pass, so both give the same table.
     """
     limits = limits or ReadLimits()
     path = source.path
@@ -268,7 +279,15 @@ def read_delimited(
         problems.insert(0, _preamble_problem(head, header.preamble_lines))
 
     try:
-        table, invalid = _read(source, dialect, width, header.lines, source.encoding, limits)
+        table, invalid = _read(
+            source,
+            dialect,
+            width,
+            header.lines,
+            source.encoding,
+            limits,
+            chunking=None if trailing else chunking,
+        )
     except _WrongEncoding:
         # The head decoded but a later byte did not: UTF-8 falls back to cp1252 (or latin-1, which
         # decodes anything); a cp1252 guess falls back to latin-1.
@@ -388,9 +407,44 @@ def _options(
     }
 
 
+def chunk_options(
+    dialect: Dialect,
+    width: int,
+    encoding: str,
+    skip: int,
+    handler: Callable[[pacsv.InvalidRow], str],
+    threads: bool,
+) -> dict[str, object]:
+    """The single pass's parse options for one byte range (a module function: it goes to worker processes)."""
+    return _options(dialect, width, skip, encoding, threads=threads, handler=handler)
+
+
 def _read(
-    source: TextSource, dialect: Dialect, width: int, skip: int, encoding: str, limits: ReadLimits
+    source: TextSource,
+    dialect: Dialect,
+    width: int,
+    skip: int,
+    encoding: str,
+    limits: ReadLimits,
+    *,
+    chunking: Chunking | None = None,
 ) -> tuple[pa.Table, list[tuple[int, str]]]:
+    if (
+        chunking is not None
+        and source.data is None
+        and source.block_size is None
+        and encoding in ("utf-8", "utf-8-sig")
+        and source.path.stat().st_size > chunking.chunk_bytes
+    ):
+        table, _ = read_chunked(
+            source.path,
+            skip=skip,
+            names=internal_names(width),
+            options=functools.partial(chunk_options, dialect, width, encoding),
+            chunking=chunking,
+        )
+        if table is not None:
+            return table, []
     invalid: list[tuple[int, str]] = []
 
     def collect(row: pacsv.InvalidRow) -> str:
@@ -407,7 +461,7 @@ def _read(
             raise _WrongEncoding from exc
         if source.block_size is None and _fit_block_size(source, width, limits):
             # rows longer than a block: once more, with blocks that hold them
-            return _read(source, dialect, width, skip, encoding, limits)
+            return _read(source, dialect, width, skip, encoding, limits, chunking=chunking)
         raise DatasetReadError(
             source.path,
             f"could not be parsed as delimited text ({_first_line(exc)})",
