@@ -94,19 +94,24 @@ def issue_values(store: ArtifactStore, issue_ids: Iterable[str]) -> dict[str, se
     out: dict[str, set[str]] = {i: set() for i in wanted}
     if not wanted or not store.exists(FLAGS) or not store.exists(DATA):
         return out
+    import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    table = pq.read_table(io.BytesIO(store.get_bytes(DATA)))
-    columns = {name: table.column(k) for k, name in enumerate(table.column_names)}
-    cells: dict[str, list[tuple[int, str]]] = {}
+    data = io.BytesIO(store.get_bytes(DATA))
+    stored = set(pq.read_schema(data).names)
+    cells: dict[tuple[str, str], list[int]] = {}
     reader = csv.DictReader(io.StringIO(store.get_bytes(FLAGS).decode("utf-8")))
     for line in reader:
-        if line["issue_id"] in wanted and line["column"] in columns:
-            cells.setdefault(line["issue_id"], []).append((int(line["row"]), line["column"]))
-    for issue_id, where in cells.items():
-        for row, column in where:
-            value = columns[column][row].as_py()
-            out[issue_id].add("" if value is None else str(value))
+        if line["issue_id"] in wanted and line["column"] in stored:
+            cells.setdefault((line["issue_id"], line["column"]), []).append(int(line["row"]))
+    if not cells:
+        return out
+    # Only the flagged columns are read, and each issue's values are taken and deduplicated by pyarrow.
+    table = pq.read_table(data, columns=sorted({column for _, column in cells}))
+    for (issue_id, column), rows in cells.items():
+        values = pc.unique(table.column(column).take(pa.array(rows, pa.int64())))
+        out[issue_id].update("" if v is None else str(v) for v in values.to_pylist())
     return out
 
 
