@@ -43,14 +43,17 @@ def text_arrow(table: Table) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def write_parquet_text(table: Table, path: str | Path) -> Path:
-    """Write every column as a non-null string column; the names as written are kept in the file metadata."""
+def write_parquet_text(table: Table | pa.Table, path: str | Path) -> Path:
+    """Write every column as a non-null string column; the names as written are kept in the file metadata.
+
+    `table`: a Table, or its `text_arrow` when the caller has built that already."""
     path = Path(path)
     # LZ4: on 1M rows × 20 text columns, reading back takes 0.44 s against 1.55 s for zstd (every sandbox
     # run reads this file) for a file half as big again (63 MB against 42 MB); writing costs the same.
     # No min/max statistics: nothing filters this file, and leaving them out writes it in 0.50 s instead
     # of 0.64 s and reads it in 0.34 s instead of 0.47 s (CPU, same file size).
-    pq.write_table(text_arrow(table), path, compression="lz4", write_statistics=False)
+    arrow = table if isinstance(table, pa.Table) else text_arrow(table)
+    pq.write_table(arrow, path, compression="lz4", write_statistics=False)
     return path
 
 
