@@ -52,3 +52,19 @@ def test_long_tables_are_profiled_in_the_caller(monkeypatch: pytest.MonkeyPatch)
     pending = BackgroundProfile(table, "")
     assert pending._process is None
     assert pending.result() == profile_table(table, null_marker="")
+
+
+def test_a_child_that_never_answers_is_stopped_and_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a child stuck forever (as on a lock another thread held when it was forked)
+    def stuck(*_: object) -> None:
+        import time
+
+        time.sleep(3600)
+
+    monkeypatch.setattr(background, "_child", stuck)
+    table = _table()
+    pending = BackgroundProfile(table, "")
+    assert pending._process is not None
+    # Then the caller stops waiting, kills it, and computes the same profile itself
+    assert pending.result(wait_s=0.5) == profile_table(table, null_marker="")
+    assert pending._process.exitcode is not None and pending._process.exitcode < 0

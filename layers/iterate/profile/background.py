@@ -12,6 +12,7 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
 from multiprocessing.connection import Connection
 
 from iterate.contracts.profile import DatasetProfile
@@ -24,6 +25,10 @@ logger = logging.getLogger(__name__)
 # holding the detectors' and the profile's working memory at once would raise the run's peak. The child
 # pays where the cost is per column, not per cell: tables of at most this many rows.
 MAX_ROWS = 100_000
+# The child was forked while other threads ran (the sandbox loading its data): one of them may have held a
+# lock the child then waits on forever. A child not done this long after the caller asks, and at least as long
+# again as the caller worked meanwhile, is stopped and the profile computed in-process.
+MIN_WAIT_S = 60.0
 
 
 class BackgroundProfile:
@@ -35,6 +40,7 @@ class BackgroundProfile:
         self._received: list[DatasetProfile] = []
         self._process: multiprocessing.process.BaseProcess | None = None
         self._reader: threading.Thread | None = None
+        self._started = time.perf_counter()
         if not _can_fork(table):
             return
         context = multiprocessing.get_context("fork")
@@ -63,9 +69,17 @@ class BackgroundProfile:
         finally:
             receive.close()
 
-    def result(self) -> DatasetProfile:
+    def result(self, wait_s: float | None = None) -> DatasetProfile:
+        """The profile; `wait_s`: how long to wait for the child (default: see MIN_WAIT_S)."""
         if self._process is not None and self._reader is not None:
-            self._reader.join()
+            if wait_s is None:
+                wait_s = max(MIN_WAIT_S, time.perf_counter() - self._started)
+            self._reader.join(wait_s)
+            if self._reader.is_alive():
+                logger.warning(
+                    "profile child gave no answer in %.0f s: stopped, computing in-process", wait_s
+                )
+                self._process.kill()
             self._process.join()
             if self._received and self._process.exitcode == 0:
                 return self._received[0]
