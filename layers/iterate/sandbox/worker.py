@@ -28,6 +28,7 @@ import signal
 import sys
 import time
 import traceback
+import weakref
 
 
 def _load_oslayers():  # type: ignore[no-untyped-def]
@@ -868,7 +869,8 @@ def select_columns(frame, narrowable: bool, wanted: list[str] | None):  # type: 
     return frame.iloc[:, picked].copy(deep=False)
 
 
-# [(frame, its columns Index, {name: [positions]})]: the last frame's, reused by every item of a batch.
+# [(frame, its columns Index, {name: [positions]})], both held weakly: the last frame's, reused by every
+# item of a batch, and never what keeps a frame alive.
 _POSITIONS: list = []
 
 
@@ -876,11 +878,11 @@ def _column_positions(frame) -> dict:  # type: ignore[no-untyped-def]
     """Each column name's positions in `frame` (a name can repeat), computed once per frame and names: reading
     a wide frame's names costs more than narrowing it, and a batch narrows the same frame for every item.
     (An Index is immutable: renaming the columns gives the frame a new one, and the positions are recomputed.)"""
-    if not _POSITIONS or _POSITIONS[0][0] is not frame or _POSITIONS[0][1] is not frame.columns:
+    if not _POSITIONS or _POSITIONS[0][0]() is not frame or _POSITIONS[0][1]() is not frame.columns:
         positions: dict = {}
         for i, name in enumerate(frame.columns.tolist()):
             positions.setdefault(name, []).append(i)
-        _POSITIONS[:] = [(frame, frame.columns, positions)]
+        _POSITIONS[:] = [(weakref.ref(frame), weakref.ref(frame.columns), positions)]
     return _POSITIONS[0][2]
 
 
