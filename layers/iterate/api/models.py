@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
-from iterate.contracts import Acceptance, FixAction, Issue, RunComparison, SmartFixFollowup
+from iterate.contracts import Acceptance, FixAction, InfraCost, Issue, RunComparison, SmartFixFollowup
 from iterate.contracts.base import Contract
 
 RunStatus = Literal["QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
@@ -76,7 +76,12 @@ class Run(Contract):
     issueCount: int | None = None
     severityCounts: dict[str, int] = Field(default_factory=dict)
     usage: dict[str, int] = Field(default_factory=dict)
-    costUsd: float | None = None
+    costUsd: float | None = Field(default=None, description="the run's LLM tokens at list prices (usage)")
+    infra: InfraCost | None = Field(
+        default=None,
+        description="the run's AWS infrastructure, measured per step and priced at list prices (an estimate: "
+        "docs/cost-model.md); beside costUsd, the tokens",
+    )
     timingsMs: dict[str, float] = Field(default_factory=dict)
     degradedReasons: list[str] = Field(default_factory=list)
     comparison: RunComparison | None = Field(

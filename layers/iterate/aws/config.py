@@ -30,6 +30,10 @@ class AwsConfig(BaseModel):
     # Runs of one owner in progress at once (API-started, scheduled and uploaded alike): the API answers 429
     # past it, ProfileDataset waits (the ASL retries RunLimitReachedError with backoff).
     max_concurrent_runs: int = Field(default=5, ge=1)
+    # For each run's infrastructure estimate (iterate.aws.cost): this function's memory, as Lambda sets it
+    # (None off Lambda: its time is then not priced), and the sandbox function's (RecordAttempt books it).
+    function_memory_mb: int | None = Field(default=None, ge=128)
+    sandbox_memory_mb: int | None = Field(default=None, ge=128)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> AwsConfig:
@@ -46,6 +50,8 @@ class AwsConfig(BaseModel):
             "anthropic_secret_arn": e.get("ITERATE_ANTHROPIC_SECRET_ARN"),
             "presign_expiry_s": e.get("ITERATE_PRESIGN_EXPIRY_S"),
             "max_concurrent_runs": e.get("ITERATE_MAX_CONCURRENT_RUNS"),
+            "function_memory_mb": e.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"),
+            "sandbox_memory_mb": e.get("ITERATE_SANDBOX_FUNCTION_MEMORY_MB"),
         }
         return cls.model_validate({k: v for k, v in raw.items() if v})
 

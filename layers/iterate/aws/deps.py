@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from iterate.aws import clients
+from iterate.aws import clients, cost
 from iterate.aws.config import AwsConfig, get_aws_config
 from iterate.settings import Settings, get_settings
 
@@ -28,20 +28,29 @@ class AwsDeps:
     work_dir: str = "/tmp"  # Lambda's only writable place
     clock: Callable[[], float] = field(default=time.time)
 
+    _watched: set[int] = field(default_factory=set, repr=False, init=False)
+
+    def _metered(self, client: Any) -> Any:
+        """Count the client's calls for the run's infrastructure estimate (iterate.aws.cost), once per client."""
+        if id(client) not in self._watched:
+            cost.watch(client)
+            self._watched.add(id(client))
+        return client
+
     def s3_client(self) -> Any:
         if self.s3 is None:
             self.s3 = clients.client("s3")
-        return self.s3
+        return self._metered(self.s3)
 
     def dynamo_table(self) -> Any:
         if self.table is None:
             self.table = clients.dynamodb_table(self.config.need("table"))
-        return self.table
+        return self._metered(self.table)
 
     def events_client(self) -> Any:
         if self.events is None:
             self.events = clients.client("events")
-        return self.events
+        return self._metered(self.events)
 
     def sfn_client(self) -> Any:
         if self.stepfunctions is None:

@@ -17,6 +17,7 @@ from urllib.parse import unquote_plus
 
 from pydantic import BaseModel, ValidationError
 
+from iterate.aws import cost as cost_model
 from iterate.aws.deps import AwsDeps
 from iterate.aws.observability import logger, metrics, tracer
 from iterate.aws.payloads import (
@@ -50,7 +51,7 @@ from iterate.aws.payloads import (
     run_id_for_object,
 )
 from iterate.aws.secrets import settings_with_secret
-from iterate.contracts import Acceptance, AnalysisResult, CodeInvestigation, ReusedScript
+from iterate.contracts import Acceptance, AnalysisResult, CodeInvestigation, InfraCost, ReusedScript
 from iterate.investigate import GenerationFailed, code_source
 from iterate.settings import Settings
 from iterate.storage.dynamo import TERMINAL, DynamoRunRepository, RunLimitReachedError, RunTransitionError
@@ -170,13 +171,39 @@ def _usage_of(agents: Any) -> tuple[dict[str, Any], list[str]]:
     return total, list(getattr(agents, "degraded_reasons", []) or [])
 
 
+def book_infra(repo: DynamoRunRepository, run_id: str, step: str, cost: InfraCost) -> None:
+    """Add one invocation's infrastructure estimate to the run; an estimate never fails the step it measures."""
+    try:
+        repo.add_infra(run_id, step, cost)
+    except Exception as exc:  # a run created before estimates existed has no maps to add to
+        logger.warning("infrastructure estimate not recorded", step=step, error=type(exc).__name__)
+
+
+def book_sandbox(deps: AwsDeps, run: RunState, result: CodeInvestigation, *, offloaded: bool) -> None:
+    """RunInSandbox's share, booked by RecordAttempt: the sandbox has no DynamoDB right. Its time is the
+    attempt's own execution_time_ms; it made one GET of data.parquet, and a PUT when its result was offloaded."""
+    calls = {"s3_read_request": 1, "s3_write_request": 1 if offloaded else 0}
+    ms = float(result.execution_time_ms or 0.0)
+    cost = cost_model.priced(
+        lambda_gb_s=cost_model.gb_seconds(ms, deps.config.sandbox_memory_mb),
+        lambda_invocations=1,
+        transitions=1,
+        calls=calls,
+    )
+    book_infra(repository(deps, run.owner), run.runId, "investigate", cost)
+
+
 @contextmanager
-def running_step(deps: AwsDeps, run: RunState, step: str, *, llm: bool = False) -> Iterator[Any]:
-    """The engine's RunContext for one step; records progress, timing, token usage and log keys around it."""
+def running_step(
+    deps: AwsDeps, run: RunState, step: str, *, llm: bool = False, task: str | None = None
+) -> Iterator[Any]:
+    """The engine's RunContext for one step; records progress, timing, token usage, the infrastructure
+    estimate and log keys around it. `task`: the Task's key in cost.TRANSITIONS (default: the step)."""
     from iterate.pipeline import RunContext  # the engine; imported here so payload parsing stays light
 
     logger.append_keys(run_id=run.runId, dataset_id=run.datasetId, owner=run.owner, step=step)
     repo = repository(deps, run.owner)
+    meter = cost_model.StepMeter.start(cost_model.TRANSITIONS[task or step])
     current = repo.get_run(run.runId)
     if current is not None and current.get("status") == "CANCELLED":
         # StopExecution may land after this step started; the record is what the owner decided.
@@ -204,6 +231,7 @@ def running_step(deps: AwsDeps, run: RunState, step: str, *, llm: bool = False) 
     elapsed_ms = (time.perf_counter() - started) * 1000
     repo.record_timing(run.runId, step, elapsed_ms)
     metrics.add_metric(name=f"{step.title()}DurationMs", unit="Milliseconds", value=elapsed_ms)
+    book_infra(repo, run.runId, step, meter.finish(elapsed_ms, deps.config.function_memory_mb))
     if llm:
         usage, degraded = _usage_of(agents)
         if usage.get("calls") or degraded:  # offline steps have nothing to add
@@ -456,7 +484,7 @@ def generate_code(payload: GenerateCodeInput, deps: AwsDeps) -> GenerateCodeOutp
 
     run = payload.run
     logger.append_keys(issue_id=payload.issueId)
-    with running_step(deps, run, "investigate", llm=True) as ctx:
+    with running_step(deps, run, "investigate", llm=True, task="generate") as ctx:
         store: S3ArtifactStore = ctx.store
         state = _load_attempts(store, payload.issueId)
         attempts = [CodeInvestigation.model_validate(a) for a in state["attempts"]]
@@ -573,7 +601,7 @@ def record_attempt(payload: RecordAttemptInput, deps: AwsDeps) -> RecordAttemptO
 
     run = payload.run
     logger.append_keys(issue_id=payload.issueId)
-    with running_step(deps, run, "investigate") as ctx:
+    with running_step(deps, run, "investigate", task="record") as ctx:
         store: S3ArtifactStore = ctx.store
         state = _load_attempts(store, payload.issueId)
         attempts = [CodeInvestigation.model_validate(a) for a in state["attempts"]]
@@ -584,8 +612,11 @@ def record_attempt(payload: RecordAttemptInput, deps: AwsDeps) -> RecordAttemptO
         pending = state.get("pending") or {}
         code = str(pending.get("code", "")) if pending.get("attempt") == payload.attempt else ""
         result = payload.sandboxResult
+        offloaded = isinstance(result, SandboxResultRef)
         if isinstance(result, SandboxResultRef):
             result = _offloaded_result(deps, run, payload.issueId, payload.attempt, result)
+        if isinstance(result, CodeInvestigation):
+            book_sandbox(deps, run, result, offloaded=offloaded)
         if isinstance(result, SandboxFailure):
             outcome = CodeInvestigation(
                 code=code,
@@ -729,6 +760,8 @@ def report(payload: StepInput, deps: AwsDeps) -> ReportOutput:
         _record_investigations(ctx, repo.require_run(run.runId))
         ctx.accepted = [Acceptance.model_validate(a) for a in repo.list_acceptances(run.datasetId)]
         result = pipeline.report_step(ctx, started_at=run.startedAt)
+    # The rest of this invocation (issues, status, events) is booked too, without counting it twice.
+    tail_started, tail = time.perf_counter(), cost_model.StepMeter.start(transitions=0)
     record = repo.require_run(run.runId)
     mode = result.mode
     counts = {k: int(v) for k, v in (result.severityCounts or {}).items()}
@@ -770,6 +803,8 @@ def report(payload: StepInput, deps: AwsDeps) -> ReportOutput:
         },
     )
     metrics.add_metric(name="RunsSucceeded", unit="Count", value=1)
+    tail_ms = (time.perf_counter() - tail_started) * 1000
+    book_infra(repo, run.runId, "report", tail.finish(tail_ms, deps.config.function_memory_mb, invocations=0))
     return ReportOutput(
         runId=run.runId, status="SUCCEEDED", mode=mode, issueCount=len(issues), severityCounts=counts
     )
@@ -782,6 +817,8 @@ def _reason(error: StateError) -> str:
 @tracer.capture_method(capture_response=False)
 def record_failure(payload: FailureInput, deps: AwsDeps, *, execution_id: str) -> FailureOutput:
     """Mark the run FAILED with the caught error's class and message, and announce it. Uploads are untouched."""
+    started = time.perf_counter()
+    meter = cost_model.StepMeter.start(cost_model.TRANSITIONS["failure"])
     state = dict(payload.state)
     error = StateError.model_validate(state.pop("error", None) or {"Error": "Unknown", "Cause": None})
     reason = _reason(error)
@@ -833,4 +870,6 @@ def record_failure(payload: FailureInput, deps: AwsDeps, *, execution_id: str) -
             "severityCounts": {},
         },
     )
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    book_infra(repo, run.runId, "failure", meter.finish(elapsed_ms, deps.config.function_memory_mb))
     return FailureOutput(runId=run.runId, status=status, error=error.Error, reason=reason)

@@ -112,6 +112,20 @@ class TokenUsage(Contract):
     costUsd: float = 0.0
 
 
+class InfraCost(Contract):
+    """A run's AWS infrastructure, measured step by step and priced at list prices (iterate.aws.cost)."""
+
+    lambdaGbSeconds: float = Field(default=0.0, ge=0, description="function time × configured memory")
+    lambdaInvocations: int = Field(default=0, ge=0)
+    stateTransitions: int = Field(default=0, ge=0)
+    s3WriteRequests: int = Field(default=0, ge=0, description="PUT, COPY, POST, LIST")
+    s3ReadRequests: int = Field(default=0, ge=0, description="GET, HEAD and the rest")
+    dynamoWriteRequests: int = Field(default=0, ge=0)
+    dynamoReadRequests: int = Field(default=0, ge=0)
+    events: int = Field(default=0, ge=0, description="EventBridge events published")
+    costUsd: float = Field(default=0.0, ge=0, description="estimate in USD, list prices (docs/cost-model.md)")
+
+
 class RunMetadata(Contract):
     runId: str
     datasetName: str

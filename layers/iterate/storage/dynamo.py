@@ -13,6 +13,7 @@ from typing import Any
 
 from boto3.dynamodb.conditions import Key
 
+from iterate.contracts import InfraCost
 from iterate.storage import StatusConflictError
 
 # Status changes a run may make; anything else is refused before it reaches DynamoDB.
@@ -29,6 +30,8 @@ IDEMPOTENCY_TTL_S = 24 * 3600
 # GSI1SK RUN#<startedAt>#<run id>). Only run items carry GSI1 keys (a sparse index).
 GSI1 = "GSI1"
 RUN_SLOTS_SK = "LIMIT#runs"
+# The steps whose infrastructure is booked on the run (iterate.aws.cost); their maps exist from creation.
+INFRA_STEPS = ("profile", "understand", "analyze", "investigate", "report", "failure")
 
 
 class RunNotFoundError(LookupError):
@@ -127,6 +130,8 @@ class DynamoRunRepository:
         # Nested counters are updated in place later, so their maps must exist from the start.
         item.setdefault("usage", {})
         item.setdefault("timingsMs", {})
+        item.setdefault("infra", {})
+        item.setdefault("stepInfra", {step: {} for step in INFRA_STEPS})
         item.setdefault("stepUsage", {step: {} for step in ("understand", "analyze", "investigate")})
         item.setdefault("stepDegraded", {})
         try:
@@ -236,6 +241,25 @@ class DynamoRunRepository:
         self._table.update_item(
             Key={"PK": self._pk, "SK": f"RUN#{run_id}"},
             UpdateExpression=expression,
+            ConditionExpression="attribute_exists(PK)",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+
+    def add_infra(self, run_id: str, step: str, cost: InfraCost) -> None:
+        """Add one step invocation's infrastructure estimate to the run's and the step's totals (atomic ADD:
+        the investigation Map's children add theirs at once)."""
+        names = {"#i": "infra", "#si": "stepInfra", "#step": step}
+        values: dict[str, Any] = {}
+        adds = []
+        for i, (field, value) in enumerate(cost.model_dump().items()):
+            names[f"#a{i}"] = field
+            values[f":a{i}"] = to_item(value)
+            adds.append(f"#i.#a{i} :a{i}")
+            adds.append(f"#si.#step.#a{i} :a{i}")
+        self._table.update_item(
+            Key={"PK": self._pk, "SK": f"RUN#{run_id}"},
+            UpdateExpression="ADD " + ", ".join(adds),
             ConditionExpression="attribute_exists(PK)",
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
