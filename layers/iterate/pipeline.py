@@ -168,10 +168,14 @@ def profile_step(
     from iterate.io.chunked import Chunking
     from iterate.io.parquet_text import text_arrow
     from iterate.issues import flags_of, issues_from_findings
+    from iterate.memory import map_large_blocks
     from iterate.profile.background import BackgroundProfile
     from iterate.report import write_flags_csv
 
     started = time.perf_counter()
+    # Per-row arrays (and the background profile's, forked from here) are mapped one by one, so each one
+    # freed gives its pages back instead of leaving them in a heap (iterate.memory).
+    map_large_blocks()
     source_path = Path(source_path)
     ctx.report("read", 0, 1, source_path.name)
     table = read_table(
@@ -632,11 +636,12 @@ def _run_steps(
         except (ValueError, OSError):
             ctx.previous_issues = None
     profile_step(ctx, path)
-    # The table and the detectors' arrays are gone now, but the allocator would keep their pages through the
-    # investigations, whose sandbox processes hold the data too: hand them back.
-    import pyarrow as pa
+    # The table and the detectors' arrays are gone now, but the allocators would keep their pages through the
+    # investigations, whose sandbox processes hold the data too: hand them back (1.8 GB -> see
+    # docs/large-files.md for the 3M-row run).
+    from iterate.memory import hand_back
 
-    pa.default_memory_pool().release_unused()
+    hand_back()
     understand_step(ctx)
     analyze_step(ctx)
     investigate_step(ctx)
