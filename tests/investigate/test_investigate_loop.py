@@ -75,6 +75,15 @@ class ScriptedAgent:
         return self.codes[min(len(self.seen) - 1, len(self.codes) - 1)]
 
 
+class NamedProofs:
+    """A template agent whose code names its issue (`ok:N#id`), so a sandbox can tell which proof it runs."""
+
+    source = "template"
+
+    def write_code(self, issue: Issue, *, profile: DatasetProfile, attempts: list[CodeInvestigation]) -> str:
+        return f"ok:{len(issue.id)}#{issue.id}"
+
+
 class ScriptedSandbox:
     """Answers each code with a canned verdict: `ok:N` succeeds with N affected rows, `fail:MSG` fails."""
 
@@ -323,16 +332,8 @@ def test_investigate_all_starts_the_biggest_first_and_answers_in_order() -> None
 
     issues = [on("small", "s"), on("mid", "m"), on("big", "b"), on("small", "d", "duplicate_rows")]
 
-    class ByColumn:
-        source = "template"
-
-        def write_code(
-            self, issue: Issue, *, profile: DatasetProfile, attempts: list[CodeInvestigation]
-        ) -> str:
-            return f"ok:{len(issue.id)}#{issue.id}"
-
     sandbox = ScriptedSandbox()
-    out = investigate_all(issues, agent=ByColumn(), sandbox=sandbox, data=DATA, profile=profile, workers=1)
+    out = investigate_all(issues, agent=NamedProofs(), sandbox=sandbox, data=DATA, profile=profile, workers=1)
     # Whole-row issues, then the columns with the most distinct values; the answers keep the given order
     assert [code.split("#")[1] for code in sandbox.runs] == ["d", "b", "m", "s"]
     assert [i.id for i in out] == ["s", "m", "b", "d"]
@@ -372,20 +373,12 @@ def test_whole_row_proofs_of_a_long_table_run_one_at_a_time(monkeypatch, long_ta
     issues = [make_issue(f"col{k}") for k in range(3)]
     issues += [make_issue("dup1", type_="duplicate_rows"), make_issue("dup2", type_="near_duplicate_rows")]
 
-    class Named:
-        source = "template"
-
-        def write_code(
-            self, issue: Issue, *, profile: DatasetProfile, attempts: list[CodeInvestigation]
-        ) -> str:
-            return f"ok:3#{issue.id}"
-
     from iterate.contracts.profile import ColumnProfile
 
     columns = [ColumnProfile.model_construct(name=n, distinct=5) for n in "ab"]
     profile = PROFILE.model_copy(update={"columns": columns})  # whole rows first: 10 values against 5
     sandbox = WholeRowsSandbox(delay_s=0.2)
-    out = investigate_all(issues, agent=Named(), sandbox=sandbox, data=DATA, profile=profile, workers=2)
+    out = investigate_all(issues, agent=NamedProofs(), sandbox=sandbox, data=DATA, profile=profile, workers=2)
     # Then every issue is answered in order; on the long table the whole-row proofs never overlap, and the
     # other worker went on with column issues meanwhile
     assert [i.id for i in out] == ["col0", "col1", "col2", "dup1", "dup2"]
