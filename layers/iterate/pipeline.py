@@ -141,19 +141,11 @@ def _put_file(store: ArtifactStore, key: str, path: Path) -> None:
         store.put_bytes(key, path.read_bytes())
 
 
-def _prepare(sandbox: Sandbox | None, data: DatasetRef | None, arrow: Any = None) -> None:
-    """Let a sandbox that can (LocalSandbox.prepare) start its processes and load the data in the background.
-
-    `arrow`: what was just written to `data` (`text_arrow` of the table): the sandbox can take it from memory
-    instead of the file.
-    """
+def _prepare(sandbox: Sandbox | None, data: DatasetRef | None) -> None:
+    """Let a sandbox that can (LocalSandbox.prepare) start its processes and load the data in the background."""
     prepare = getattr(sandbox, "prepare", None)
-    if not callable(prepare):
-        return
-    if arrow is None:
+    if callable(prepare):
         prepare(data)
-        return
-    prepare(data, arrow=arrow)
 
 
 def profile_step(
@@ -166,12 +158,15 @@ def profile_step(
     from iterate.detect.context import dataset_null_marker
     from iterate.io import ReadLimits, read_table, write_parquet_text
     from iterate.io.chunked import Chunking
-    from iterate.io.parquet_text import text_arrow
     from iterate.issues import flags_of, issues_from_findings
+    from iterate.memory import map_large_blocks
     from iterate.profile.background import BackgroundProfile
     from iterate.report import write_flags_csv
 
     started = time.perf_counter()
+    # Per-row arrays (and the background profile's, forked from here) are mapped one by one, so each one
+    # freed gives its pages back instead of leaving them in a heap (iterate.memory).
+    map_large_blocks()
     source_path = Path(source_path)
     ctx.report("read", 0, 1, source_path.name)
     table = read_table(
@@ -185,16 +180,11 @@ def profile_step(
 
     with tempfile.TemporaryDirectory(prefix="iterate-") as tmp:
         data_path = Path(tmp) / DATA
-        # The text columns are built once from the codes (0.17 s on the 1M-row bench), for the file and the
-        # sandbox both.
-        arrow = text_arrow(table)
-        write_parquet_text(arrow, data_path)
+        # (Writing the file in a background thread saved no wall time on two cores: measured side by side on
+        # the 1M-row bench, 8.9-9.6 s either way.) The sandbox loads it once this step's memory is handed
+        # back (_run_steps), not alongside the detectors (docs/large-files.md).
+        write_parquet_text(table, data_path)
         _put_file(ctx.store, DATA, data_path)
-        # Investigations run on this file: a sandbox that can load it ahead of them starts now, while
-        # the detectors run. (Writing the file itself in a background thread saved no wall time on two
-        # cores: measured side by side on the 1M-row bench, 8.9-9.6 s either way.)
-        _prepare(ctx.sandbox, DatasetRef(path=ctx.store.uri(DATA), format="parquet"), arrow)
-        del arrow  # the sandbox holds it only until it has loaded it
         ctx.report("detect", 0, 1, "looking for problems")
         t = time.perf_counter()
         null_marker = dataset_null_marker(table)
@@ -632,11 +622,16 @@ def _run_steps(
         except (ValueError, OSError):
             ctx.previous_issues = None
     profile_step(ctx, path)
-    # The table and the detectors' arrays are gone now, but the allocator would keep their pages through the
-    # investigations, whose sandbox processes hold the data too: hand them back.
-    import pyarrow as pa
+    # The table and the detectors' arrays are gone now, but the allocators would keep their pages through the
+    # investigations, whose sandbox processes hold the data too: hand them back (the main process held 1.8 GB
+    # through a 3M-row run's investigations without this).
+    from iterate.memory import hand_back
 
-    pa.default_memory_pool().release_unused()
+    hand_back()
+    # Investigations run on data.parquet: a sandbox that can load it ahead of them starts now, while the
+    # understanding and analysis steps run. Not earlier: its frame (about 1 GB on 3M rows x 20 columns) and
+    # the detectors' arrays together were the run's peak.
+    _prepare(sandbox, DatasetRef(path=ctx.store.uri(DATA), format="parquet"))
     understand_step(ctx)
     analyze_step(ctx)
     investigate_step(ctx)

@@ -65,6 +65,18 @@ def row_places(unit: str, places: Any) -> dict[str, Any]:
     return {"row_place": unit, "places": arr}
 
 
+def code_dtype(n_unique: int) -> type[np.signedinteger[Any]]:
+    """The narrowest code type for a dictionary of `n_unique` values (and -1 for "none"): int32 up to 2**31 - 1
+    values, int64 past that."""
+    return np.int32 if n_unique <= np.iinfo(np.int32).max else np.int64
+
+
+def wide(codes: np.ndarray) -> np.ndarray:
+    """Codes as int64 (a copy only when narrower): what `codes * n + other` needs so the key cannot wrap
+    (two int32 columns of 50,000 distinct values each already make keys past 2**31)."""
+    return codes.astype(np.int64, copy=False)
+
+
 class Column:
     """One column as a dictionary encoding: its distinct text values (first-seen order), each row's code, and
     each value's count. The row-by-row text is not kept (`values` rebuilds it when asked): a 10M-row file
@@ -89,18 +101,23 @@ class Column:
                 values = pc.fill_null(values, "")
             encoded = pc.dictionary_encode(values)
             dictionary, indices = encoded.dictionary, encoded.indices
-        self.codes: np.ndarray = indices.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        # int32 codes wherever the dictionary fits (every column short of 2**31 distinct values): half the
+        # memory of int64 on a long file (3M rows x 20 columns: 229 MB instead of 457). Code that combines
+        # codes into wider keys (x * n_y + y) widens to int64 itself (`wide`).
+        self.codes: np.ndarray = indices.to_numpy(zero_copy_only=False).astype(
+            code_dtype(len(dictionary)), copy=False
+        )
         self.dictionary: pa.Array = dictionary
         self.counts: np.ndarray = np.bincount(self.codes, minlength=len(self.dictionary))
 
     @property
     def values(self) -> pa.Array:
         """The column's text row by row, rebuilt from the dictionary (a new array on each call)."""
-        return self.dictionary.take(pa.array(self.codes, pa.int64()))
+        return self.dictionary.take(pa.array(self.codes))
 
     def values_at(self, rows: np.ndarray) -> pa.Array:
         """The text of these 0-based rows, without rebuilding the whole column."""
-        return self.dictionary.take(pa.array(self.codes[np.asarray(rows, dtype=np.int64)], pa.int64()))
+        return self.dictionary.take(pa.array(self.codes[np.asarray(rows, dtype=np.int64)]))
 
     @cached_property
     def uniques(self) -> list[str]:

@@ -75,6 +75,15 @@ class ScriptedAgent:
         return self.codes[min(len(self.seen) - 1, len(self.codes) - 1)]
 
 
+class NamedProofs:
+    """A template agent whose code names its issue (`ok:N#id`), so a sandbox can tell which proof it runs."""
+
+    source = "template"
+
+    def write_code(self, issue: Issue, *, profile: DatasetProfile, attempts: list[CodeInvestigation]) -> str:
+        return f"ok:{len(issue.id)}#{issue.id}"
+
+
 class ScriptedSandbox:
     """Answers each code with a canned verdict: `ok:N` succeeds with N affected rows, `fail:MSG` fails."""
 
@@ -323,16 +332,58 @@ def test_investigate_all_starts_the_biggest_first_and_answers_in_order() -> None
 
     issues = [on("small", "s"), on("mid", "m"), on("big", "b"), on("small", "d", "duplicate_rows")]
 
-    class ByColumn:
-        source = "template"
-
-        def write_code(
-            self, issue: Issue, *, profile: DatasetProfile, attempts: list[CodeInvestigation]
-        ) -> str:
-            return f"ok:{len(issue.id)}#{issue.id}"
-
     sandbox = ScriptedSandbox()
-    out = investigate_all(issues, agent=ByColumn(), sandbox=sandbox, data=DATA, profile=profile, workers=1)
+    out = investigate_all(issues, agent=NamedProofs(), sandbox=sandbox, data=DATA, profile=profile, workers=1)
     # Whole-row issues, then the columns with the most distinct values; the answers keep the given order
     assert [code.split("#")[1] for code in sandbox.runs] == ["d", "b", "m", "s"]
     assert [i.id for i in out] == ["s", "m", "b", "d"]
+
+
+class WholeRowsSandbox(ScriptedSandbox):
+    """Also records how many proofs of whole-row issues (`#dup...`) ran at once, and what ran beside one."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__(delay_s)
+        self.whole = 0
+        self.max_whole = 0
+        self.beside_whole: set[str] = set()
+
+    def run(self, code: str, data: DatasetRef, *, timeout_s: float | None = None) -> CodeInvestigation:
+        name = code.split("#")[1]
+        with self.lock:
+            if name.startswith("dup"):
+                self.whole += 1
+                self.max_whole = max(self.max_whole, self.whole)
+            elif self.whole:
+                self.beside_whole.add(name)
+        try:
+            return super().run(code, data, timeout_s=timeout_s)
+        finally:
+            with self.lock:
+                self.whole -= name.startswith("dup")
+
+
+@pytest.mark.parametrize("long_table", [True, False])
+def test_whole_row_proofs_of_a_long_table_run_one_at_a_time(monkeypatch, long_table: bool) -> None:
+    import iterate.investigate.loop as loop
+
+    # Given two whole-row issues and three column issues, on a table past (or short of) the size at which
+    # whole-row proofs take turns
+    monkeypatch.setattr(loop, "WHOLE_ROWS_ALONE", 10 if long_table else 10**9)
+    issues = [make_issue(f"col{k}") for k in range(3)]
+    issues += [make_issue("dup1", type_="duplicate_rows"), make_issue("dup2", type_="near_duplicate_rows")]
+
+    from iterate.contracts.profile import ColumnProfile
+
+    columns = [ColumnProfile.model_construct(name=n, distinct=5) for n in "ab"]
+    profile = PROFILE.model_copy(update={"columns": columns})  # whole rows first: 10 values against 5
+    sandbox = WholeRowsSandbox(delay_s=0.2)
+    out = investigate_all(issues, agent=NamedProofs(), sandbox=sandbox, data=DATA, profile=profile, workers=2)
+    # Then every issue is answered in order; on the long table the whole-row proofs never overlap, and the
+    # other worker went on with column issues meanwhile
+    assert [i.id for i in out] == ["col0", "col1", "col2", "dup1", "dup2"]
+    assert len(sandbox.runs) == 5 and sandbox.max_active == 2
+    if long_table:
+        assert sandbox.max_whole == 1 and sandbox.beside_whole
+    else:
+        assert sandbox.max_whole == 2  # both whole-row proofs start first, side by side

@@ -243,6 +243,12 @@ def test_workers_and_chunk_size_are_settings() -> None:
     assert default.chunk_bytes == 64 * 1024 * 1024
 
 
+def test_by_default_two_cores_or_fewer_parse_in_process_and_more_use_every_core() -> None:
+    assert [resolve_workers(None, cores) for cores in (1, 2, 3, 8)] == [1, 1, 3, 8]
+    assert resolve_workers(2, cores=2) == 2  # asked for: as given
+    assert resolve_workers(0, cores=8) == 1
+
+
 def test_where_processes_cannot_start_the_ranges_are_parsed_in_process(
     bench_file: Path, monkeypatch: pytest.MonkeyPatch, paths_taken: list[str]
 ) -> None:

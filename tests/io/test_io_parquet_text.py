@@ -86,3 +86,27 @@ def test_pandas_sees_plain_strings(tmp_path: Path) -> None:
     # Then string operations behave as on str values
     assert frame["x"].str.len().tolist() == [1, 1]
     assert pd.api.types.is_string_dtype(frame["x"])
+
+
+def test_a_table_is_written_a_row_group_at_a_time_with_the_same_content(tmp_path: Path, monkeypatch) -> None:
+    import iterate.io.parquet_text as parquet_text
+    from iterate.io.parquet_text import text_arrow
+
+    # Given a table of 2,500 rows, with repeated names, and row groups of 1,000 rows
+    source = tmp_path / "long.csv"
+    rows = "\n".join(f"{k},{k % 7},x{k % 3},{'' if k % 5 else 'gap'}" for k in range(2500))
+    source.write_text("id,v,v,note\n" + rows + "\n", encoding="utf-8")
+    table = read_table(source)
+    monkeypatch.setattr(parquet_text, "ROW_GROUP", 1000)
+
+    # When it is written
+    path = write_parquet_text(table, tmp_path / "data.parquet")
+
+    # Then the file holds three row groups, the whole table's text and its names, as a single write gives
+    with pq.ParquetFile(path) as parquet:
+        assert [parquet.metadata.row_group(i).num_rows for i in range(3)] == [1000, 1000, 500]
+        assert parquet.read().equals(text_arrow(table))
+    assert text_arrow(table, 1000, 2000).equals(text_arrow(table).slice(1000, 1000))
+    single = pq.read_table(write_parquet_text(text_arrow(table), tmp_path / "single.parquet"))
+    assert pq.read_table(path).equals(single)
+    assert list(read_parquet_text(path).columns) == ["id", "v", "v", "note"]

@@ -61,7 +61,7 @@ SHOW = "result = {'affected_rows': 0, 'columns': list(df.columns), 'rows': df.va
 
 
 def named(path: Path) -> tuple[Path, pa.Table]:
-    """A dataset with a repeated column name, and the in-memory copy the pipeline hands to prepare()."""
+    """A dataset with a repeated column name, and the in-memory copy a caller can hand to prepare()."""
     from iterate.io.parquet_text import text_arrow
 
     arrow = pa.table({"c0": ["x", "", "z"], "c1": ["1", "2", "3"], "c2": ["a", "b", "c"]})

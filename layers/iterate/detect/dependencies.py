@@ -24,6 +24,7 @@ from iterate.detect.calibration import DEFAULT, Calibration, logit
 from iterate.detect.context import ColumnFacts, missing_markers
 from iterate.detect.findings import Finding
 from iterate.detect.stats import poisson_tail
+from iterate.table import wide
 
 MIN_GROUP = 3  # rows a group needs before its consensus judges anyone
 SAMPLE_ROWS = 50_000
@@ -49,7 +50,7 @@ class GroupMajority:
 def group_majority(x: np.ndarray, y: np.ndarray, n_x: int, n_y: int) -> GroupMajority:
     """Majority of y within each x group (x, y: per-row dictionary codes; x may hold -1 for excluded rows)."""
     keep = x >= 0
-    x, y = x[keep], y[keep]
+    x, y = wide(x[keep]), y[keep]  # int64 before `x * n_y`: int32 codes of two big columns would wrap
     if n_x * n_y <= max(DENSE_LIMIT, 2 * x.size):
         table = np.bincount(x * n_y + y, minlength=n_x * n_y).reshape(n_x, n_y)
         major = table.argmax(axis=1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -405,6 +406,10 @@ def investigate_batch(
     return found
 
 
+# Cells (rows x columns) from which investigations reading every row of every column run one at a time.
+WHOLE_ROWS_ALONE = 40_000_000
+
+
 def investigate_all(
     issues: list[Issue],
     *,
@@ -430,9 +435,16 @@ def investigate_all(
     """
     finished = [0]
     lock = threading.Lock()
+    # Issues whose proofs go through every column's every row (duplicate rows) on a long table take one at a
+    # time: two at once were two sandbox processes of 1-1.5 GB each on 3M rows x 20 columns, the run's peak.
+    alone = threading.Lock() if profile.rowCount * max(len(profile.columns), 1) >= WHOLE_ROWS_ALONE else None
+
+    def heavy(members: list[Issue]) -> bool:
+        return alone is not None and any(needed_columns(i) is None for i in members)
 
     def one(issue: Issue) -> Issue:
-        result = _one(issue)
+        with alone if alone is not None and heavy([issue]) else contextlib.nullcontext():
+            result = _one(issue)
         return _done(result)
 
     def _done(result: Issue) -> Issue:
@@ -505,8 +517,35 @@ def investigate_all(
     in_batch = {i for b in batches for i in b}
     units = [[i] for i in range(len(issues)) if i not in in_batch] + batches
     units.sort(key=lambda u: -sum(_expected_work(issues[i], profile) for i in u))
+    # Each worker takes the next unit in that order, passing over one that must run alone while another such
+    # runs (the other workers go on with the narrower ones meanwhile).
+    pending, running_alone = list(units), [False]
+    turn = threading.Condition()
+
+    def must_wait(members: list[int]) -> bool:
+        return running_alone[0] and heavy([issues[i] for i in members])
+
+    def drain() -> None:
+        while True:
+            with turn:
+                while pending and all(must_wait(u) for u in pending):
+                    turn.wait()
+                if not pending:
+                    return
+                members = pending.pop(next(k for k, u in enumerate(pending) if not must_wait(u)))
+                big = heavy([issues[i] for i in members])
+                running_alone[0] = running_alone[0] or big
+            try:
+                unit(members)
+            finally:
+                if big:
+                    with turn:
+                        running_alone[0] = False
+                        turn.notify_all()
+
     with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="investigate") as pool:
-        list(pool.map(unit, units))
+        for drained in [pool.submit(drain) for _ in range(max(1, workers))]:
+            drained.result()
         rest = [i for i in range(len(issues)) if i not in done]
         order = sorted(rest, key=lambda i: -_expected_work(issues[i], profile))
         done.update(zip(order, pool.map(one, [issues[i] for i in order]), strict=True))

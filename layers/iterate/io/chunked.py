@@ -41,13 +41,24 @@ class Chunking:
 
     @classmethod
     def from_settings(cls, settings: Any) -> Chunking:
-        """From an `iterate.settings.Settings` (its `chunk_bytes` and `workers`; workers None: the cores)."""
+        """From an `iterate.settings.Settings` (its `chunk_bytes` and `workers`; None: see resolve_workers)."""
         return cls(chunk_bytes=settings.chunk_bytes, workers=resolve_workers(settings.workers))
 
 
-def resolve_workers(workers: int | None) -> int:
-    """The number of worker processes: as given, or the machine's cores when None."""
-    return max(1, workers if workers is not None else (os.cpu_count() or 1))
+# Up to this many cores, a file is parsed in the main process by default: pyarrow's reader already uses both
+# cores of a 2-core machine, and worker processes only add their start, pickling each range's columns back
+# and the merge (1M-row bench, 2 cores: 15.0 s of CPU for the whole run with one worker against 16.7 s with
+# two, the same wall time; docs/large-files.md).
+PARSE_IN_PROCESS_CORES = 2
+
+
+def resolve_workers(workers: int | None, cores: int | None = None) -> int:
+    """The number of worker processes: as given; when None, the machine's cores, or 1 on a machine of
+    PARSE_IN_PROCESS_CORES cores or fewer."""
+    if workers is not None:
+        return max(1, workers)
+    cores = cores if cores is not None else (os.cpu_count() or 1)
+    return cores if cores > PARSE_IN_PROCESS_CORES else 1
 
 
 def line_ranges(path: Path, chunk_bytes: int) -> list[tuple[int, int]]:

@@ -31,12 +31,21 @@ def unique_names(names: list[str]) -> list[str]:
     return result
 
 
-def text_arrow(table: Table) -> pa.Table:
-    """The table as written to data.parquet: non-null string columns under unique names, the names as
-    written (repeats included) in the schema metadata. The sandbox's frame is built from exactly this."""
+# Rows per row group: pyarrow's own default, written one group at a time (see write_parquet_text).
+ROW_GROUP = 1024 * 1024
+
+
+def text_arrow(table: Table, start: int = 0, stop: int | None = None) -> pa.Table:
+    """The table (rows start:stop) as written to data.parquet: non-null string columns under unique names,
+    the names as written (repeats included) in the schema metadata. The sandbox's frame is built from
+    exactly this."""
     names = table.column_names
     stored = unique_names(names)
-    arrays = [c.values.cast(pa.string()) for c in table.columns]
+    whole = start == 0 and (stop is None or stop >= table.n_rows)
+    arrays = [
+        (c.values if whole else c.dictionary.take(pa.array(c.codes[start:stop]))).cast(pa.string())
+        for c in table.columns
+    ]
     schema = pa.schema([pa.field(n, pa.string(), nullable=False) for n in stored]).with_metadata(
         {NAMES_KEY: json.dumps(names, ensure_ascii=False).encode()}
     )
@@ -52,8 +61,17 @@ def write_parquet_text(table: Table | pa.Table, path: str | Path) -> Path:
     # run reads this file) for a file half as big again (63 MB against 42 MB); writing costs the same.
     # No min/max statistics: nothing filters this file, and leaving them out writes it in 0.50 s instead
     # of 0.64 s and reads it in 0.34 s instead of 0.47 s (CPU, same file size).
-    arrow = table if isinstance(table, pa.Table) else text_arrow(table)
-    pq.write_table(arrow, path, compression="lz4", write_statistics=False)
+    if isinstance(table, pa.Table):
+        pq.write_table(table, path, compression="lz4", write_statistics=False)
+        return path
+    # A Table's text is built one row group at a time: all of it at once was 771 MB on 3M rows x 20 columns,
+    # on top of the codes, at the read's peak. The row groups are those pyarrow makes of the whole table.
+    first = text_arrow(table, 0, ROW_GROUP)
+    with pq.ParquetWriter(path, first.schema, compression="lz4", write_statistics=False) as writer:
+        writer.write_table(first, row_group_size=ROW_GROUP)
+        del first
+        for start in range(ROW_GROUP, table.n_rows, ROW_GROUP):
+            writer.write_table(text_arrow(table, start, start + ROW_GROUP), row_group_size=ROW_GROUP)
     return path
 
 

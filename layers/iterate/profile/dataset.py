@@ -24,7 +24,7 @@ from iterate.profile.fd import CodedColumn, find_dependencies
 from iterate.profile.missing import choose_null_marker
 from iterate.profile.sketch import ColumnSketch
 from iterate.profile.types import TypeInference
-from iterate.table import Table
+from iterate.table import Table, wide
 
 # Columns with more distinct values than this get their near-duplicate hashes only for candidate rows.
 NEAR_DUP_FULL_UNIQUES = 50_000
@@ -202,7 +202,7 @@ def candidate_keys(
 
 
 def _unique_pairs(a: np.ndarray, b: np.ndarray, nb: int) -> bool:
-    combined = np.sort(a * nb + b)
+    combined = np.sort(wide(a) * nb + b)  # int64: int32 codes times nb would wrap past 2**31
     return not bool((combined[1:] == combined[:-1]).any())
 
 

@@ -537,11 +537,13 @@ class LocalSandbox:
     def prepare(self, data: DatasetRef | None = None, *, arrow: Any = None) -> threading.Thread | None:
         """Start the zygote, and load `data`'s frame into a dataset zygote, in the background, now.
 
-        A hint for the pipeline, which knows minutes ahead which dataset its investigations will run on:
-        the work overlaps the detectors instead of delaying the first investigation. `arrow`: the caller's
-        own copy of exactly what `data.path` holds (`iterate.io.parquet_text.text_arrow` of the table it
-        wrote there): handed over in a sealed memfd, it spares the dataset zygote parsing the file (1.3 s
-        of CPU on 1M rows × 20 columns; 0.1 s this way). Nothing is decided
+        A hint for the pipeline, which knows ahead which dataset its investigations will run on: the work
+        overlaps the steps before them instead of delaying the first investigation (the pipeline asks once
+        the profile step has handed its memory back, so the frame is never held beside the detectors'
+        arrays). `arrow`: the caller's own copy of exactly what `data.path` holds
+        (`iterate.io.parquet_text.text_arrow` of the table it wrote there): handed over in a sealed memfd, it
+        spares the dataset zygote parsing the file (1.3 s of CPU on 1M rows × 20 columns; 0.1 s this way);
+        the pipeline no longer keeps such a copy (docs/large-files.md). Nothing is decided
         here; whatever fails is met again (and reported) by `run`. Returns the thread, for tests.
         """
         if not self.limits.prefork or self._zygote_failed:
