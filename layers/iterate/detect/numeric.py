@@ -142,20 +142,25 @@ def numeric_model(f: ColumnFacts) -> NumericModel:
                 pc.cast(source.take(pa.array(where)), pa.float64()).to_numpy(zero_copy_only=False)
             )
     numbers[~np.isfinite(numbers)] = np.nan
-    parts = pc.extract_regex(pc.replace_substring(text, ",", ""), _PARTS)
-    frac = pc.fill_null(pc.struct_field(parts, "frac"), "")
-    whole = pc.fill_null(pc.struct_field(parts, "int"), "")
-    zeros = pc.fill_null(pc.struct_field(parts, "zeros"), "")
-    has_point = _bools(pc.match_substring(text, "."))
-    decimals = np.asarray(pc.utf8_length(frac).to_numpy(zero_copy_only=False), dtype=np.int64)
-    # Significant digits: leading zeros never count; trailing zeros of an integer do not either (1000 is
-    # one digit of precision), those after a decimal point do (0.50 is written to two).
-    sig = pc.utf8_length(pc.utf8_ltrim(pc.binary_join_element_wise(whole, zeros, frac, ""), characters="0"))
-    digits = np.asarray(sig.to_numpy(zero_copy_only=False), dtype=np.int64)
-    bare = np.asarray(pc.utf8_length(pc.utf8_ltrim(whole, characters="0")).to_numpy(zero_copy_only=False))
-    digits = np.where(has_point, digits, bare)
-    digits[np.isnan(numbers)] = 0
-    decimals[np.isnan(numbers)] = 0
+    # How each number is written, read only where there is one (a value that is not one counts 0 digits):
+    # the extraction is the costliest regex here, and a column of e-mails or dates with digits has few.
+    decimals = np.zeros(ids.size, dtype=np.int64)
+    digits = np.zeros(ids.size, dtype=np.int64)
+    where = np.flatnonzero(~np.isnan(numbers))
+    if where.size:
+        written = text.take(pa.array(where))
+        parts = pc.extract_regex(pc.replace_substring(written, ",", ""), _PARTS)
+        frac = pc.fill_null(pc.struct_field(parts, "frac"), "")
+        whole = pc.fill_null(pc.struct_field(parts, "int"), "")
+        zeros = pc.fill_null(pc.struct_field(parts, "zeros"), "")
+        has_point = _bools(pc.match_substring(written, "."))
+        decimals[where] = np.asarray(pc.utf8_length(frac).to_numpy(zero_copy_only=False), dtype=np.int64)
+        # Significant digits: leading zeros never count; trailing zeros of an integer do not either (1000 is
+        # one digit of precision), those after a decimal point do (0.50 is written to two).
+        joined = pc.binary_join_element_wise(whole, zeros, frac, "")
+        sig = np.asarray(pc.utf8_length(pc.utf8_ltrim(joined, characters="0")).to_numpy(zero_copy_only=False))
+        bare = np.asarray(pc.utf8_length(pc.utf8_ltrim(whole, characters="0")).to_numpy(zero_copy_only=False))
+        digits[where] = np.where(has_point, sig, bare)
     # Counts of digits fit 32 bits: half the memory on a million-value column.
     return NumericModel(
         f,

@@ -1,0 +1,80 @@
+"""The per-column detectors' short cuts (shapes reused, bare numbers skipped) change no answer: each is compared
+with the full computation it replaces, which a big column (more than BIG_COLUMN distinct values) still runs."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from iterate.detect import formats
+from iterate.detect.context import ColumnFacts
+from iterate.table import Column
+
+pytestmark = pytest.mark.unit
+
+
+def _facts(values: list[str]) -> ColumnFacts:
+    return ColumnFacts(Column("x", 0, pa.array(values, pa.string())), "")
+
+
+def _columns() -> list[list[str]]:
+    rng = random.Random(3)
+    out = []
+    for rate in (0.0, 0.01, 0.019, 0.021, 0.05, 0.3):
+        for kind in ("number", "price", "code", "word"):
+            values = []
+            for _ in range(400):
+                if kind == "number":
+                    v = f"{rng.uniform(-50, 900):.{rng.choice([0, 1, 2])}f}"
+                elif kind == "price":
+                    v = f"${rng.randint(1, 99)}.{rng.randint(0, 99):02d}"
+                elif kind == "code":
+                    v = f"AB-{rng.randint(0, 9999):04d}"
+                else:
+                    v = rng.choice(["red", "green", "blue", "dark red"])
+                if rng.random() < rate:
+                    v = rng.choice([f"{v} kg", f"{v}%", f" {v} ", f"{v}.", f"+{v}", "n/a", "", f"{v}x", "٣4"])
+                values.append(v)
+            out.append(values)
+    return out
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    return (
+        np.array_equal(a.rows, b.rows)
+        and np.array_equal(a.cols, b.cols)
+        and a.stats == b.stats
+        and a.type == b.type
+        and a.expected == b.expected
+        and (a.llr is None) == (b.llr is None)
+        and (a.llr is None or np.array_equal(a.llr, b.llr))
+    )
+
+
+@pytest.mark.parametrize("detector", [formats.detect_units, formats.detect_shape_violations])
+def test_given_columns_of_many_kinds_when_detected_with_and_without_short_cuts_then_the_findings_are_equal(
+    detector, monkeypatch
+):
+    columns = _columns()
+    fast = [detector(_facts(v)) for v in columns]
+    # A BIG_COLUMN below every column's size sends each through the full computation.
+    monkeypatch.setattr(formats, "BIG_COLUMN", 0)
+    monkeypatch.setattr(formats, "SAMPLE_ROWS", 10**9)  # ... on every row: the same values as the short cut
+    full = [detector(_facts(v)) for v in columns]
+    assert [f is not None for f in fast] == [f is not None for f in full]
+    assert any(f is not None for f in fast)  # the comparison covers columns where the detector fires
+    assert all(_same(a, b) for a, b in zip(fast, full, strict=True))
+
+
+def test_a_second_unit_spelling_on_just_over_two_percent_of_rows_is_still_found():
+    # 2.5% of rows carry ` kg` beside bare numbers: the short cut must not skip the column.
+    values = [str(i % 97) for i in range(390)] + [f"{i} kg" for i in range(10)]
+    found = formats.detect_units(_facts(values))
+    assert found is not None and sorted(found.rows.tolist()) == list(range(390, 400))
+    # Under two percent it is not a second way to write the column (the shape detector judges it).
+    assert formats.detect_units(_facts(values[:-3] + [str(i) for i in range(3)])) is None
