@@ -78,3 +78,25 @@ def test_a_second_unit_spelling_on_just_over_two_percent_of_rows_is_still_found(
     assert found is not None and sorted(found.rows.tolist()) == list(range(390, 400))
     # Under two percent it is not a second way to write the column (the shape detector judges it).
     assert formats.detect_units(_facts(values[:-3] + [str(i) for i in range(3)])) is None
+
+
+def test_a_column_built_from_two_others_is_found_among_many_that_start_or_end_alike():
+    from iterate.detect.context import facts_for
+    from iterate.detect.derived import find_derivations
+    from iterate.table import SourceInfo, Table
+
+    rng = random.Random(5)
+    n = 300
+    state = [rng.choice(["AL", "AK", "AZ"]) for _ in range(n)]
+    code = [rng.choice(["M1", "M22", "M333"]) for _ in range(n)]
+    columns = {"state": state, "code": code, "joined": [f"{s}_{c}" for s, c in zip(state, code, strict=True)]}
+    # Distractors: longer and shorter columns starting with the same letter and ending with the same digit.
+    for k in range(20):
+        columns[f"d{k}"] = [f"A{'x' * rng.randint(0, 9)}{rng.choice('123')}" for _ in range(n)]
+    arrow = pa.table({f"c{i}": pa.array(v, pa.string()) for i, v in enumerate(columns.values())})
+    table = Table.from_arrow(
+        arrow, name="t", source=SourceInfo(path="t.csv", format="csv"), names=list(columns)
+    )
+    found = find_derivations(facts_for(table, ""), n)
+    assert [(d.target, d.left, d.sep, d.right) for d in found] == [(2, 0, "_", 1)]
+    assert found[0].holds.all()
