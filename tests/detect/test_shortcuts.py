@@ -100,3 +100,38 @@ def test_a_column_built_from_two_others_is_found_among_many_that_start_or_end_al
     found = find_derivations(facts_for(table, ""), n)
     assert [(d.target, d.left, d.sep, d.right) for d in found] == [(2, 0, "_", 1)]
     assert found[0].holds.all()
+
+
+def test_columns_missing_together_are_the_pairs_a_pair_by_pair_binomial_test_finds():
+    import math
+
+    from iterate.detect.calibration import DEFAULT
+    from iterate.detect.missing import _partners
+
+    rng = np.random.default_rng(9)
+    n = 500
+    base = rng.random(n) < 0.1
+    rows = {}
+    for c in range(40):
+        if c % 4 == 0:
+            rows[c] = base | (rng.random(n) < 0.01)  # travels with the others of its kind
+        else:
+            rows[c] = rng.random(n) < rng.choice([0.005, 0.05, 0.3])
+    expected: dict[int, set[int]] = {c: set() for c in rows}
+    counts = {c: float(v.sum()) for c, v in rows.items()}
+    for a in rows:
+        for b in rows:
+            if a >= b:
+                continue
+            together = float((rows[a] & rows[b]).sum())
+            rarer, other = sorted((counts[a], counts[b]))
+            if together < 2 or together < DEFAULT.comissing_share * rarer:
+                continue
+            p = other / n
+            z = (together - rarer * p) / math.sqrt(max(rarer * p * (1 - p), 1e-9))
+            if z >= DEFAULT.comissing_z:
+                expected[a].add(b)
+                expected[b].add(a)
+    found = _partners(rows, n, DEFAULT)
+    assert found == expected
+    assert found[0] >= {4, 8, 12}  # the columns of one pattern are each other's partners
