@@ -135,3 +135,31 @@ def test_columns_missing_together_are_the_pairs_a_pair_by_pair_binomial_test_fin
     found = _partners(rows, n, DEFAULT)
     assert found == expected
     assert found[0] >= {4, 8, 12}  # the columns of one pattern are each other's partners
+
+
+def test_how_well_label_columns_sort_a_columns_ranks_is_the_same_as_on_the_rows_taken_out():
+    from iterate.detect.numeric import Contexts, _rank_eta2_all
+
+    rng = np.random.default_rng(4)
+    n, sizes = 600, [3, 7, 2, 12]
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    codes = np.stack([rng.integers(0, k, n) + s for k, s in zip(sizes, starts, strict=True)])
+    contexts = Contexts([], np.arange(n), codes, starts)
+    for share in (0.0, 0.01, 0.3):
+        ok = rng.random(n) >= share
+        values = rng.normal(size=n) + codes[1] % 7  # the second column sorts the values
+        ranks = np.empty(int(ok.sum()))
+        ranks[np.argsort(values[ok], kind="stable")] = np.arange(ranks.size)
+        # The reference: the matrix of the rows kept, as the columns x rows computation reads it.
+        flat = codes[:, ok].ravel()
+        total = int(codes.max()) + 1
+        group_sizes = np.bincount(flat, minlength=total).astype(np.float64)
+        sums = np.bincount(flat, weights=np.tile(ranks, codes.shape[0]), minlength=total)
+        contrib = np.where(group_sizes > 0, sums**2 / np.maximum(group_sizes, 1), 0.0)
+        between = np.add.reduceat(contrib, starts) - ranks.size * ranks.mean() ** 2
+        held = np.add.reduceat((group_sizes > 0).astype(np.float64), starts)
+        chance = np.clip((held - 1) / (ranks.size - 1), 0.0, 1.0 - 1e-9)
+        expected = (between / float(((ranks - ranks.mean()) ** 2).sum()) - chance) / (1.0 - chance)
+        found = _rank_eta2_all(contexts, ok, ranks)
+        assert found.tobytes() == expected.tobytes()  # bit for bit
+        assert int(np.argmax(found)) == 1

@@ -649,6 +649,11 @@ class Contexts:
     codes: np.ndarray  # (columns, sample): each column's group codes, offset so every group has its own id
     starts: np.ndarray  # per column: its first group id
 
+    @cached_property
+    def sizes(self) -> np.ndarray:
+        """Rows of the sample in each group (over every column's groups)."""
+        return np.bincount(self.codes.ravel(), minlength=int(self.codes.max()) + 1 if self.codes.size else 0)
+
 
 def context_columns(facts: list[ColumnFacts], n_rows: int) -> Contexts:
     """Label columns (not numbers) of 2..MAX_CONTEXT_GROUPS values, each holding five rows per value or more."""
@@ -669,16 +674,24 @@ def context_columns(facts: list[ColumnFacts], n_rows: int) -> Contexts:
     return Contexts(chosen, sample, codes, starts)
 
 
-def _rank_eta2_all(codes: np.ndarray, starts: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-    """Per grouping column (rows of `codes`): the share of the ranks' variance between its groups beyond
-    what as many groups explain by chance ((k - 1) / (n - 1) for k groups of n rows), as a share of what
-    chance leaves (0 for a random grouping, 1 for groups that sort the ranks)."""
+def _rank_eta2_all(contexts: Contexts, ok: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Per grouping column (rows of `contexts.codes`), on the sample's rows where `ok` (whose ranks `ranks`
+    holds, in order): the share of the ranks' variance between its groups beyond what as many groups explain
+    by chance ((k - 1) / (n - 1) for k groups of n rows), as a share of what chance leaves (0 for a random
+    grouping, 1 for groups that sort the ranks)."""
+    codes, starts = contexts.codes, contexts.starts
     if codes.shape[0] == 0:
         return np.zeros(0)
     total_groups = int(codes.max()) + 1
-    flat = codes.ravel()
-    sizes = np.bincount(flat, minlength=total_groups).astype(np.float64)
-    sums = np.bincount(flat, weights=np.tile(ranks, codes.shape[0]), minlength=total_groups)
+    # Every row is counted, the rows left out adding rank 0.0 (which leaves each group's float sum exactly
+    # as without them) and then taken off the sizes: no copy of the column x row matrix per column judged.
+    sizes = contexts.sizes
+    if not ok.all():
+        sizes = sizes - np.bincount(codes[:, ~ok].ravel(), minlength=total_groups)
+    sizes = sizes.astype(np.float64)
+    spread = np.zeros(codes.shape[1])
+    spread[ok] = ranks
+    sums = np.bincount(codes.ravel(), weights=np.tile(spread, codes.shape[0]), minlength=total_groups)
     with np.errstate(divide="ignore", invalid="ignore"):
         contrib = np.where(sizes > 0, sums**2 / np.maximum(sizes, 1), 0.0)
     between = np.add.reduceat(contrib, starts) - ranks.size * ranks.mean() ** 2
@@ -727,7 +740,7 @@ def discount_explained_outliers(
     ranks = np.empty(judged.size)
     ranks[np.argsort(judged, kind="stable")] = np.arange(judged.size)
     # Groups that barely separate the numbers' ranks cannot hold them much tighter: passed over unsorted.
-    eta2 = _rank_eta2_all(contexts.codes[:, ok], contexts.starts, ranks)
+    eta2 = _rank_eta2_all(contexts, ok, ranks)
     for k in np.flatnonzero(eta2 >= CONTEXT_MIN_ETA2).tolist():
         g = contexts.columns[k]
         if g.index == fy.index or (g.index, fy.index) in determines:
