@@ -2,10 +2,11 @@
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from iterate.profile import parse_dates, parse_numbers
-from iterate.profile._bytes import char_lengths, fast_shapes, normalized_hashes
+from iterate.profile._bytes import char_lengths, fast_shapes, normalized_hashes, word_counts
 from iterate.profile.missing import missing_like
 from iterate.profile.shapes import shapes
 
@@ -60,6 +61,17 @@ def test_fast_shapes_equal_the_regex_shapes_on_random_text():
     arr = pa.array(values, pa.string())
     assert fast_shapes(arr).to_pylist() == shapes(arr).to_pylist()
     assert fast_shapes(arr.slice(100, 50)).to_pylist() == shapes(arr.slice(100, 50)).to_pylist()
+
+
+def test_word_counts_equal_the_regex_count_of_non_space_runs_on_random_text():
+    # RE2's \s is space, \t, \n, \r and \f: a vertical tab, a no-break space or an em space is part of a word.
+    rng = np.random.default_rng(1)
+    alphabet = [*list("aZ9 -.,\t\v\f\r\n\x00"), "\u00a0", "\u2003", "é", "漢", "  "]
+    values = ["".join(rng.choice(alphabet, rng.integers(0, 14))) for _ in range(5000)]
+    arr = pa.array(values, pa.string())
+    for part in (arr, arr.slice(123, 400), pa.array([], pa.string()), pa.array(["", " "])):
+        expected = np.asarray(pc.count_substring_regex(part, r"\S+").to_numpy(zero_copy_only=False))
+        assert word_counts(part).tolist() == expected.tolist()
 
 
 def test_char_lengths_count_characters_not_bytes():

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from iterate.profile._bytes import fast_shapes
+from iterate.profile._bytes import fast_shapes, word_counts
 from iterate.profile.shapes import MISSING_TOKENS, digit_masked
 from iterate.table import Column, Table
 
@@ -126,14 +126,22 @@ class ColumnFacts:
         )
 
     @cached_property
+    def _head_words(self) -> tuple[np.ndarray, np.ndarray]:
+        """The first 2,000 present values that occur (dictionary positions) and the words each holds: what
+        free_text and prose judge the column on."""
+        present = np.flatnonzero(self.present & (self.counts > 0))[:2000]
+        if present.size == 0:
+            return present, np.zeros(0, dtype=np.int64)
+        return present, word_counts(self.column.dictionary.take(pa.array(present)))
+
+    @cached_property
     def free_text(self) -> bool:
         """Notes, comments, descriptions: most rows hold three words or more, and values rarely repeat (an
         address or a measure's long name repeats across its records; a comment does not)."""
-        present = np.flatnonzero(self.present & (self.counts > 0))[:2000]
+        present, words = self._head_words
         if present.size == 0 or self.typical_count > 2:
             return False
-        words = pc.count_substring_regex(self.column.dictionary.take(pa.array(present)), pattern=r"\S+")
-        many = np.asarray(words.to_numpy(zero_copy_only=False)) >= 3
+        many = words >= 3
         return bool(self.counts[present][many].sum() > 0.5 * self.counts[present].sum())
 
     @cached_property
@@ -141,11 +149,9 @@ class ColumnFacts:
         """Sentences and long names: most rows hold three words or more and no digit ('Nest never observed
         with full clutch.'), whether or not they repeat. A digit inside one word of a sentence breaks no
         pattern; an address (digits) is not prose."""
-        present = np.flatnonzero(self.present & (self.counts > 0))[:2000]
+        present, words = self._head_words
         if present.size == 0:
             return False
-        text = self.column.dictionary.take(pa.array(present))
-        words = np.asarray(pc.count_substring_regex(text, pattern=r"\S+").to_numpy(zero_copy_only=False))
         sentence = (words >= 3) & ~self.has_digit[present]
         return bool(self.counts[present][sentence].sum() > 0.5 * self.counts[present].sum())
 

@@ -65,16 +65,23 @@ def find_derivations(facts: list[ColumnFacts], n_rows: int) -> list[Derivation]:
             text[f.index] = _values(f, sample)
         return text[f.index]
 
+    def like(bytes_: np.ndarray, t_pos: int, among: np.ndarray) -> np.ndarray:
+        """Columns (of `among`) whose byte is the target's on MIN_HOLDS of the rows: the share computed as
+        `.mean(axis=1)` computes it (the same count over the same size), without a matrix of floats."""
+        found = np.zeros(len(cols), dtype=bool)
+        found[among] = np.count_nonzero(bytes_[among] == bytes_[t_pos], axis=1) / sample.size >= MIN_HOLDS
+        return found
+
     out = []
     for t_pos, target in enumerate(cols):
-        starts_like = (first == first[t_pos]).mean(axis=1) >= MIN_HOLDS
-        ends_like = (last == last[t_pos]).mean(axis=1) >= MIN_HOLDS
+        # Only a shorter column can be a source: the others are not compared at all.
         shorter = mean_len < mean_len[t_pos]
-        right_ok = {cols[p].index for p in np.flatnonzero(ends_like & shorter) if p != t_pos}
+        right_ok = {cols[p].index for p in np.flatnonzero(like(last, t_pos, shorter)) if p != t_pos}
         if not right_ok:
             continue
+        starts_like = like(first, t_pos, shorter)
         tv = values_of(target)
-        for l_pos in np.flatnonzero(starts_like & shorter):
+        for l_pos in np.flatnonzero(starts_like):
             left = cols[int(l_pos)]
             if left.index == target.index:
                 continue

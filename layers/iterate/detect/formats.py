@@ -36,6 +36,8 @@ STRUCTURED_MAX_SHAPES = 4  # ... with at most this many shapes
 RARE_SHAPE_SHARE = 0.03  # a shape used by at most this share of the values breaks the pattern
 WORDS_ONLY = re.compile(r"^a(?: a)*$")
 _WORD_RUN = re.compile(r"a(?: a)+")  # word shapes: categories and names, whose rare shapes are legitimate
+# Shapes (iterate.profile._bytes.fast_shapes) of values NUM_UNIT reads as a bare number, no sign nor unit.
+_BARE_SHAPE = re.compile(r"^ ?[-+]?9(?:\.9)? ?$")
 UNIT_SPELLING_SHARE = 0.02  # a unit spelling used by at least this share is a real representation
 QUANTITY_SHARE = 0.9  # at least this share of values parse as number (+ unit) for a quantity column
 
@@ -86,6 +88,23 @@ def sample_uniques(f: ColumnFacts, *, seed: int = 5) -> tuple[np.ndarray, np.nda
     return ids, counts
 
 
+def _fine_shapes(f: ColumnFacts, ids: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """The shapes of these dictionary positions in the order they are first seen, and each one's shape code:
+    what `pc.dictionary_encode(fast_shapes(dictionary.take(ids)))` gives. Taken from the shapes of the whole
+    dictionary (ColumnFacts.shape_codes, which the date check works out first) when the column is not big
+    (see sample_uniques), rather than computed a second time."""
+    if f.column.n_unique > BIG_COLUMN:
+        fine = pc.dictionary_encode(fast_shapes(f.column.dictionary.take(ids)))
+        return fine.dictionary.to_pylist(), fine.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    all_codes, all_text = f.shape_codes
+    codes = all_codes[ids]
+    seen, first = np.unique(codes, return_index=True)
+    in_order = seen[np.argsort(first, kind="stable")]
+    renumber = np.zeros(len(all_text), dtype=np.int64)
+    renumber[in_order] = np.arange(in_order.size)
+    return [all_text[int(k)] for k in in_order], renumber[codes]
+
+
 def detect_shape_violations(f: ColumnFacts) -> Finding | None:
     """Values whose shape is rare in a column where a few shapes cover nearly everything.
 
@@ -98,13 +117,11 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
     keep = f.present[ids]
     ids, weights_u = ids[keep], weights_u[keep]
     # Coarse shapes (`a a a` → `a`): worked out once per distinct shape, of which there are few.
-    fine = pc.dictionary_encode(fast_shapes(f.column.dictionary.take(ids)))
-    merged = [_WORD_RUN.sub("a", str(t)) for t in fine.dictionary.to_pylist()]
+    fine_text, fine_codes = _fine_shapes(f, ids)
+    merged = [_WORD_RUN.sub("a", str(t)) for t in fine_text]
     shape_text = list(dict.fromkeys(merged))
     position = {t: k for k, t in enumerate(shape_text)}
-    codes = np.array([position[t] for t in merged], dtype=np.int64)[
-        fine.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    ]
+    codes = np.array([position[t] for t in merged], dtype=np.int64)[fine_codes]
     weights = np.bincount(codes, weights=weights_u, minlength=len(shape_text))
     distinct = np.bincount(codes, minlength=len(shape_text))  # distinct values per shape
     n = float(weights.sum())
@@ -201,6 +218,14 @@ def detect_units(f: ColumnFacts) -> Finding | None:
     n = f.n_present
     if n < 20:
         return None
+    if f.ascii and f.column.n_unique <= BIG_COLUMN:
+        # Two spellings must each hold UNIT_SPELLING_SHARE of the rows, and at most one of them is the bare
+        # number: when the values that are surely bare numbers (shape `9`, `-9.9`, ... : RE2's \d is ASCII,
+        # as these shapes are here) leave less than that share, no regex needs to run.
+        codes, shape_text = f.shape_codes
+        bare = np.array([_BARE_SHAPE.match(t) is not None for t in shape_text], dtype=bool)
+        if f.counts[present & ~bare[codes]].sum() < UNIT_SPELLING_SHARE * n:
+            return None
     ids, weights_u = sample_uniques(f)
     quick = pc.match_substring_regex(f.column.dictionary.take(ids), pattern=NUM_UNIT)
     ok = np.asarray(quick.to_numpy(zero_copy_only=False), dtype=bool) & f.present[ids]
@@ -303,20 +328,28 @@ def date_parse(f: ColumnFacts) -> DateParse | None:
     values = pd.Series(text.to_pylist())
     fmt_of = np.full(present.size, -1)
     laid_out = np.zeros(present.size, dtype=bool)
+    open_ = np.arange(present.size)  # values no format has read yet: only they can change below
     for k, fmt in enumerate(DATE_FORMATS):
-        # Only values laid out like the format (a cheap regex) are parsed with it.
-        laid = np.asarray(
-            pc.match_substring_regex(text, pattern=_LAYOUTS[k], ignore_case=True).to_numpy(
+        if open_.size == 0:
+            break
+        # Only values laid out like the format (a cheap regex) are parsed with it. A value read by an earlier
+        # format is laid out already and keeps its format: the regex looks at the others only.
+        candidates = text if open_.size == present.size else text.take(pa.array(open_))
+        laid_open = np.asarray(
+            pc.match_substring_regex(candidates, pattern=_LAYOUTS[k], ignore_case=True).to_numpy(
                 zero_copy_only=False
             ),
             dtype=bool,
         )
+        laid = np.zeros(present.size, dtype=bool)
+        laid[open_[laid_open]] = True
         laid_out |= laid
         todo = laid & (fmt_of < 0)
         if not todo.any():
             continue
         ok = pd.to_datetime(values[todo], format=fmt, errors="coerce").notna().to_numpy()
         fmt_of[np.flatnonzero(todo)[ok]] = k
+        open_ = open_[fmt_of[open_] < 0]
     return DateParse(present, values, fmt_of, laid_out)
 
 

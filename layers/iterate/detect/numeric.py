@@ -142,20 +142,25 @@ def numeric_model(f: ColumnFacts) -> NumericModel:
                 pc.cast(source.take(pa.array(where)), pa.float64()).to_numpy(zero_copy_only=False)
             )
     numbers[~np.isfinite(numbers)] = np.nan
-    parts = pc.extract_regex(pc.replace_substring(text, ",", ""), _PARTS)
-    frac = pc.fill_null(pc.struct_field(parts, "frac"), "")
-    whole = pc.fill_null(pc.struct_field(parts, "int"), "")
-    zeros = pc.fill_null(pc.struct_field(parts, "zeros"), "")
-    has_point = _bools(pc.match_substring(text, "."))
-    decimals = np.asarray(pc.utf8_length(frac).to_numpy(zero_copy_only=False), dtype=np.int64)
-    # Significant digits: leading zeros never count; trailing zeros of an integer do not either (1000 is
-    # one digit of precision), those after a decimal point do (0.50 is written to two).
-    sig = pc.utf8_length(pc.utf8_ltrim(pc.binary_join_element_wise(whole, zeros, frac, ""), characters="0"))
-    digits = np.asarray(sig.to_numpy(zero_copy_only=False), dtype=np.int64)
-    bare = np.asarray(pc.utf8_length(pc.utf8_ltrim(whole, characters="0")).to_numpy(zero_copy_only=False))
-    digits = np.where(has_point, digits, bare)
-    digits[np.isnan(numbers)] = 0
-    decimals[np.isnan(numbers)] = 0
+    # How each number is written, read only where there is one (a value that is not one counts 0 digits):
+    # the extraction is the costliest regex here, and a column of e-mails or dates with digits has few.
+    decimals = np.zeros(ids.size, dtype=np.int64)
+    digits = np.zeros(ids.size, dtype=np.int64)
+    where = np.flatnonzero(~np.isnan(numbers))
+    if where.size:
+        written = text.take(pa.array(where))
+        parts = pc.extract_regex(pc.replace_substring(written, ",", ""), _PARTS)
+        frac = pc.fill_null(pc.struct_field(parts, "frac"), "")
+        whole = pc.fill_null(pc.struct_field(parts, "int"), "")
+        zeros = pc.fill_null(pc.struct_field(parts, "zeros"), "")
+        has_point = _bools(pc.match_substring(written, "."))
+        decimals[where] = np.asarray(pc.utf8_length(frac).to_numpy(zero_copy_only=False), dtype=np.int64)
+        # Significant digits: leading zeros never count; trailing zeros of an integer do not either (1000 is
+        # one digit of precision), those after a decimal point do (0.50 is written to two).
+        joined = pc.binary_join_element_wise(whole, zeros, frac, "")
+        sig = np.asarray(pc.utf8_length(pc.utf8_ltrim(joined, characters="0")).to_numpy(zero_copy_only=False))
+        bare = np.asarray(pc.utf8_length(pc.utf8_ltrim(whole, characters="0")).to_numpy(zero_copy_only=False))
+        digits[where] = np.where(has_point, sig, bare)
     # Counts of digits fit 32 bits: half the memory on a million-value column.
     return NumericModel(
         f,
@@ -644,6 +649,11 @@ class Contexts:
     codes: np.ndarray  # (columns, sample): each column's group codes, offset so every group has its own id
     starts: np.ndarray  # per column: its first group id
 
+    @cached_property
+    def sizes(self) -> np.ndarray:
+        """Rows of the sample in each group (over every column's groups)."""
+        return np.bincount(self.codes.ravel(), minlength=int(self.codes.max()) + 1 if self.codes.size else 0)
+
 
 def context_columns(facts: list[ColumnFacts], n_rows: int) -> Contexts:
     """Label columns (not numbers) of 2..MAX_CONTEXT_GROUPS values, each holding five rows per value or more."""
@@ -664,16 +674,24 @@ def context_columns(facts: list[ColumnFacts], n_rows: int) -> Contexts:
     return Contexts(chosen, sample, codes, starts)
 
 
-def _rank_eta2_all(codes: np.ndarray, starts: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-    """Per grouping column (rows of `codes`): the share of the ranks' variance between its groups beyond
-    what as many groups explain by chance ((k - 1) / (n - 1) for k groups of n rows), as a share of what
-    chance leaves (0 for a random grouping, 1 for groups that sort the ranks)."""
+def _rank_eta2_all(contexts: Contexts, ok: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Per grouping column (rows of `contexts.codes`), on the sample's rows where `ok` (whose ranks `ranks`
+    holds, in order): the share of the ranks' variance between its groups beyond what as many groups explain
+    by chance ((k - 1) / (n - 1) for k groups of n rows), as a share of what chance leaves (0 for a random
+    grouping, 1 for groups that sort the ranks)."""
+    codes, starts = contexts.codes, contexts.starts
     if codes.shape[0] == 0:
         return np.zeros(0)
     total_groups = int(codes.max()) + 1
-    flat = codes.ravel()
-    sizes = np.bincount(flat, minlength=total_groups).astype(np.float64)
-    sums = np.bincount(flat, weights=np.tile(ranks, codes.shape[0]), minlength=total_groups)
+    # Every row is counted, the rows left out adding rank 0.0 (which leaves each group's float sum exactly
+    # as without them) and then taken off the sizes: no copy of the column x row matrix per column judged.
+    sizes = contexts.sizes
+    if not ok.all():
+        sizes = sizes - np.bincount(codes[:, ~ok].ravel(), minlength=total_groups)
+    sizes = sizes.astype(np.float64)
+    spread = np.zeros(codes.shape[1])
+    spread[ok] = ranks
+    sums = np.bincount(codes.ravel(), weights=np.tile(spread, codes.shape[0]), minlength=total_groups)
     with np.errstate(divide="ignore", invalid="ignore"):
         contrib = np.where(sizes > 0, sums**2 / np.maximum(sizes, 1), 0.0)
     between = np.add.reduceat(contrib, starts) - ranks.size * ranks.mean() ** 2
@@ -722,7 +740,7 @@ def discount_explained_outliers(
     ranks = np.empty(judged.size)
     ranks[np.argsort(judged, kind="stable")] = np.arange(judged.size)
     # Groups that barely separate the numbers' ranks cannot hold them much tighter: passed over unsorted.
-    eta2 = _rank_eta2_all(contexts.codes[:, ok], contexts.starts, ranks)
+    eta2 = _rank_eta2_all(contexts, ok, ranks)
     for k in np.flatnonzero(eta2 >= CONTEXT_MIN_ETA2).tolist():
         g = contexts.columns[k]
         if g.index == fy.index or (g.index, fy.index) in determines:

@@ -117,6 +117,28 @@ def fast_shapes(values: pa.Array) -> pa.Array:
     return result
 
 
+_SPACE = np.zeros(256, dtype=bool)
+_SPACE[list(b" \t\n\r\x0c")] = True  # RE2's \s: no vertical tab
+
+
+def word_counts(values: pa.Array) -> np.ndarray:
+    r"""How many runs of non-space characters each string holds: `pc.count_substring_regex(values, r"\S+")`
+    from one look at the bytes (the regex costs ~0.3 us a value, compiled anew on every call). A multi-byte
+    character is never a space, so its continuation bytes never start a word."""
+    offsets, data = string_buffers(values)
+    n = len(offsets) - 1
+    if len(data) == 0:
+        return np.zeros(n, dtype=np.int64)
+    word = ~_SPACE[data]
+    # A word starts at a non-space byte that opens its string or follows a space.
+    starts = word.copy()
+    starts[1:] &= ~word[:-1]
+    opening = offsets[:-1][np.diff(offsets) > 0]
+    starts[opening] = word[opening]
+    cum = np.concatenate([[0], np.cumsum(starts)])
+    return cum[offsets[1:]] - cum[offsets[:-1]]
+
+
 def _norm_lut() -> tuple[np.ndarray, np.ndarray]:
     lower = np.arange(256, dtype=np.uint8)
     for c in range(ord("A"), ord("Z") + 1):

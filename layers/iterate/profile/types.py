@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from iterate.profile._bytes import word_counts
 from iterate.profile.missing import missing_like
 from iterate.profile.parse import (
     COMMA_NUMBER,
@@ -372,9 +373,7 @@ def _string_result(
     present = ~missing
     n_distinct = int(present.sum())
     n_rows = int(counts[present].sum())
-    words = np.asarray(
-        pc.count_substring_regex(s_vals, r"\S+").to_numpy(zero_copy_only=False), dtype=np.float64
-    )
+    words = word_counts(s_vals).astype(np.float64)
     lengths = np.asarray(pc.utf8_length(s_vals).to_numpy(zero_copy_only=False), dtype=np.float64)
     mean_words = float((words * s_w).sum() / s_w.sum())
     mean_len = float((lengths * s_w).sum() / s_w.sum())
