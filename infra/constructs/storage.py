@@ -14,6 +14,8 @@ ARTIFACTS = "artifacts/"
 VERSIONS = "versions/"
 # The script library's code (its index is in the table): read by the investigate function, written by report.
 LIBRARY = "library/"
+# A run's chunk partials (artifacts/<owner>/<dataset>/<run>/chunks/): all the chunk function may write.
+CHUNKS = "artifacts/*/*/*/chunks/"
 TTL_ATTRIBUTE = "expiresAt"
 
 
