@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     from moto import mock_aws
 
     from gen_bench import write
-    from infra.constructs.orchestration import CHUNK_MAP, load_asl, with_map_concurrency
+    from infra.asl import CHUNK_MAP, with_map_concurrency
 
     work = Path(tempfile.mkdtemp(prefix="iterate-aws-chunked-"))
     source = work / "orders.csv"
@@ -109,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     # The deployed definition: the real ASL with the Maps' concurrency set as the CDK stack sets it.
     asl = work / "analysis.asl.json"
     doc = with_map_concurrency(
-        load_asl(REPO / "statemachine" / "analysis.asl.json"), 10, {CHUNK_MAP: args.concurrency}
+        json.loads((REPO / "statemachine" / "analysis.asl.json").read_text()),
+        10,
+        {CHUNK_MAP: args.concurrency},
     )
     asl.write_text(json.dumps(doc))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,17 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from infra.asl import CHUNK_MAP, iter_states, with_map_concurrency
 from infra.nag import acknowledge, acknowledge_wildcard
+
+__all__ = [
+    "CHUNK_MAP",
+    "AslError",
+    "OrchestrationConstruct",
+    "iter_states",
+    "load_asl",
+    "with_map_concurrency",
+]
 
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
 
@@ -41,17 +51,6 @@ def placeholders(text: str) -> set[str]:
     return set(PLACEHOLDER.findall(text))
 
 
-def iter_states(states: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every state, including those nested in Map item processors and Parallel branches."""
-    for name, state in states.items():
-        yield name, state
-        processor = state.get("ItemProcessor") or state.get("Iterator")
-        if processor:
-            yield from iter_states(processor["States"])
-        for branch in state.get("Branches", []):
-            yield from iter_states(branch["States"])
-
-
 def uses_distributed_map(doc: Mapping[str, Any]) -> bool:
     return any(
         (s.get("ItemProcessor") or {}).get("ProcessorConfig", {}).get("Mode") == "DISTRIBUTED"
@@ -70,24 +69,6 @@ def service_integrations(doc: Mapping[str, Any]) -> set[str]:
             if resource.startswith("arn:aws:states:::"):
                 found.add(resource.removeprefix("arn:aws:states:::").split(".")[0])
     return found
-
-
-# The Map that parses a large upload's byte ranges (its concurrency is the chunk setting, not the sandbox's).
-CHUNK_MAP = "ProfileChunks"
-
-
-def with_map_concurrency(
-    doc: dict[str, Any], concurrency: int, named: Mapping[str, int] | None = None
-) -> dict[str, Any]:
-    """The definition with every Map's MaxConcurrency set to `concurrency` (a deployment setting: the
-    sandbox's reserved concurrency is shared by every run, so one run must not take it all), but for the
-    Maps `named` by state name, which get their own."""
-    named = named or {}
-    copy: dict[str, Any] = json.loads(json.dumps(doc))
-    for name, state in iter_states(copy["States"]):
-        if state.get("Type") == "Map":
-            state["MaxConcurrency"] = named.get(name, concurrency)
-    return copy
 
 
 class OrchestrationConstruct(Construct):
