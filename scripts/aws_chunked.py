@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
             manifest = json.loads(
                 resources["s3"].get_object(Bucket=BUCKET, Key=prefix + "chunks/manifest.json")["Body"].read()
             )
-            biggest = max((size for _, size in calls.state_sizes), default=0)
+            biggest_state, biggest = max(calls.state_sizes, key=lambda named: named[1], default=("-", 0))
             spans = _state_spans(history(sfn, done["executionArn"]))
     finally:
         monkeypatch.undo()
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     peak = _peak_rss_mb()
     print(
         f"state machine under moto: {wall:.1f} s wall, {len(manifest)} chunks of {args.chunk_mb:g} MiB, "
-        f"concurrency {args.concurrency}, peak RSS of this process {peak:,.0f} MB, largest state {biggest:,} bytes"
+        f"concurrency {args.concurrency}, peak RSS of this process {peak:,.0f} MB, largest state {biggest:,} bytes ({biggest_state})"
     )
 
     print(

@@ -166,13 +166,17 @@ def read_merged(s3: Any, store: Any, chunked: ChunkedRead, settings: Settings) -
     stop = threading.Event()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="iterate-hash") as hasher:
         digest = hasher.submit(stream_digest, ranges.pieces(), find_nul=True, stop=stop)
+        pool = ThreadPoolExecutor(max_workers=_FETCHERS, thread_name_prefix="iterate-part")
         parsed = []
-        with ThreadPoolExecutor(max_workers=_FETCHERS, thread_name_prefix="iterate-part") as pool:
+        try:
             for item, part in zip(items, pool.map(fetch, items), strict=True):
                 if part.columns is None:
-                    stop.set()
-                    return None, f"range {item.index} (bytes {item.start}-{item.end}): {part.reason}"
+                    return None, f"range {item.index} (bytes {item.start:,}-{item.end:,}): {part.reason}"
                 parsed.append(part.columns)
+        finally:
+            if len(parsed) < len(items):  # untrusted or failed: the single pass hashes, or nobody needs it
+                stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)  # no partial fetched past the first untrusted one
         columns = merge_columns(parsed)
         del parsed
         hashed = digest.result()
