@@ -836,7 +836,22 @@ def report(payload: StepInput, deps: AwsDeps) -> ReportOutput:
     )
 
 
-def _reason(error: StateError) -> str:
+# A distributed Map fails with this error, whose cause names no item: which Map it was is read off the state.
+MAP_FAILED = "States.ExceedToleratedFailureThreshold"
+
+
+def _reason(error: StateError, state: dict[str, Any] | None = None) -> str:
+    if error.Error == MAP_FAILED and state is not None:
+        if state.get("analysis"):
+            what = "more than half of the investigations failed (InvestigateEach)"
+        elif state.get("chunked"):
+            what = (
+                "a chunk of the file could not be parsed: its chunk function failed after its retries"
+                " (ProfileChunks; start the run again, or raise the chunk function's memory if it ran out)"
+            )
+        else:
+            what = "more of a Map's items failed than it tolerates"
+        return f"{MAP_FAILED}: {what}; the Map run in the Step Functions console lists the failed items"
     return _failure_text(SandboxFailure(Error=error.Error, Cause=error.Cause))
 
 
@@ -845,7 +860,7 @@ def record_failure(payload: FailureInput, deps: AwsDeps, *, execution_id: str) -
     """Mark the run FAILED with the caught error's class and message, and announce it. Uploads are untouched."""
     state = dict(payload.state)
     error = StateError.model_validate(state.pop("error", None) or {"Error": "Unknown", "Cause": None})
-    reason = _reason(error)
+    reason = _reason(error, state)
     try:
         run = RunState.model_validate(state["run"]) if state.get("run") else run_for_trigger(deps, state)[0]
     except (ValidationError, ValueError, DatasetNotFoundError) as exc:
