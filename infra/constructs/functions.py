@@ -42,6 +42,7 @@ class FunctionSpec:
     timeout_s: int
     s3_read: tuple[str, ...] = ()
     s3_write: tuple[str, ...] = ()
+    tagged_writes: bool = False  # its PUTs carry object tags (a lifecycle rule expires them by tag)
     llm: bool = False  # may read the Anthropic key secret
     events: bool = False  # puts the run-completion event on the default bus
     sandbox: bool = False  # isolated VPC, no AWS permissions, no table/bucket settings
@@ -96,6 +97,7 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         timeout_s=120,
         s3_read=(UPLOADS, VERSIONS),  # the upload itself (versions/: a run started on a fixed version)
         s3_write=(CHUNKS,),  # it reads nothing back: no GetObject there
+        tagged_writes=True,  # partials are tagged: the bucket's lifecycle expires them after a day or two
     ),
     FunctionSpec(
         "understand",
@@ -361,9 +363,8 @@ class FunctionsConstruct(Construct):
                 )
             )
         for prefix in spec.s3_write:
-            role.add_to_policy(
-                iam.PolicyStatement(actions=["s3:PutObject"], resources=[storage.objects(prefix)])
-            )
+            actions = ["s3:PutObject", "s3:PutObjectTagging"] if spec.tagged_writes else ["s3:PutObject"]
+            role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[storage.objects(prefix)]))
         item_actions = sorted(a for a in spec.table_access if not a.startswith("Query"))
         if item_actions:
             role.add_to_policy(

@@ -674,7 +674,18 @@ def test_the_chunk_function_reads_only_uploads_and_writes_only_run_chunk_partial
     writes = {resource for action, resource in s3 if action == "s3:PutObject"}
     # Then it reads the uploads (and fixed versions) only, never the run's artifacts
     assert reads and all(("/uploads/*" in r or "/versions/*" in r) for r in reads), reads
-    # And writes only under a run's chunks/ prefix; it holds no table, secret or event right
+    # And writes only under a run's chunks/ prefix (tagged: the bucket's lifecycle expires the partials);
+    # it holds no table, secret or event right
+    tagging = {r for a, r in s3 if a == "s3:PutObjectTagging"}
+    assert tagging == writes
+    rules = [
+        rule
+        for b in synth.of_type("AWS::S3::Bucket").values()
+        for rule in b["Properties"].get("LifecycleConfiguration", {}).get("Rules", [])
+    ]
+    (expiry,) = [r for r in rules if r["Id"] == "chunk-partials-expire"]
+    assert expiry["TagFilters"] == [{"Key": "iterate-chunk-partial", "Value": "true"}]
+    assert expiry["ExpirationInDays"] <= 7 and expiry["Status"] == "Enabled"
     assert writes and all("/artifacts/*/*/*/chunks/*" in r for r in writes), writes
     assert not [
         a

@@ -100,6 +100,9 @@ def test_a_large_upload_through_the_chunk_map_equals_the_single_pass(
     parts = _parts(machine, prefix)
     assert len(parts) == len(chunk_events) and all(p.columns is not None for p in parts)
     assert sum(p.rows for p in parts) == 3_000
+    # (each partial tagged, so the bucket's lifecycle rule expires it)
+    tags = machine["s3"].get_object_tagging(Bucket=BUCKET, Key=prefix + "chunks/part-00000.arrow")["TagSet"]
+    assert tags == [{"Key": "iterate-chunk-partial", "Value": "true"}]
     # And the profile, the candidate issues, the flags and the data are the single pass's, byte for byte
     assert _artifacts(machine, chunked) == _artifacts(machine, single)
     # And the state machine's output has the single pass's shape: no chunk left in it

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from iterate.aws.payloads import (
+    PARTIAL_TAG_KEY,
+    PARTIAL_TAG_VALUE,
     ChunkedRead,
     ChunkInput,
     ChunkItem,
@@ -131,7 +133,11 @@ def parse_chunk(payload: ChunkInput, s3: Any) -> ChunkOutput:
     del data
     key = run.prefix + part_key(item.index)
     s3.put_object(
-        Bucket=run.bucket, Key=key, Body=write_partial(part), ContentType="application/vnd.apache.arrow.file"
+        Bucket=run.bucket,
+        Key=key,
+        Body=write_partial(part),
+        ContentType="application/vnd.apache.arrow.file",
+        Tagging=f"{PARTIAL_TAG_KEY}={PARTIAL_TAG_VALUE}",
     )
     return ChunkOutput(
         index=item.index, rows=part.rows, partKey=key, trusted=part.columns is not None, reason=part.reason

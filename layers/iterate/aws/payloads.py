@@ -130,6 +130,10 @@ class ProfileInput(Contract):
     )
 
 
+# Every chunk partial is PUT with this tag: the bucket's lifecycle rule expires objects carrying it.
+PARTIAL_TAG_KEY, PARTIAL_TAG_VALUE = "iterate-chunk-partial", "true"
+
+
 class ChunkItem(Contract):
     """One entry of the chunk manifest (a JSON array in S3 the ProfileChunks Map reads): a byte range."""
 
