@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
 
-.PHONY: install demo test lint format typecheck bench bench-library cost-model score score-stress realdata realdata-stage synth deploy schemas clean
+.PHONY: install demo test lint format typecheck bench bench-aws bench-library cost-model score score-stress realdata realdata-stage synth deploy schemas clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -42,6 +42,9 @@ format: $(DEV)
 
 bench: $(DEV) ## 1M-row benchmark: iterate analyze vs a bare pyarrow read; sandbox overhead
 	$(BIN)/python scripts/bench.py
+
+bench-aws: $(DEV) ## a large bench CSV through the real state machine under moto, chunked (ROWS=200000)
+	$(BIN)/python scripts/aws_chunked.py --rows $(or $(ROWS),200000)
 
 bench-library: $(DEV) ## investigation tokens in LLM mode (fake server): first run, unchanged rerun, new rows
 	$(BIN)/python scripts/bench_library.py

@@ -8,6 +8,8 @@ from iterate.aws.payloads import MAX_SANDBOX_CODE_BYTES, STATE_LIMIT_BYTES
 # limit, and any result JSON over the inline cap is PUT to S3 and passed on as a key; what a state in the
 # investigation loop can hold at most (code + inline result + run and URLs) stays under the limit.
 SANDBOX_MAX_OUTPUT_BYTES = 200_000
+# The chunk Map's MaxConcurrency by default: chunk functions at once, per run (each holds one range).
+CHUNK_CONCURRENCY = 40
 SANDBOX_INLINE_RESULT_BYTES = 64 * 1024
 STATE_OVERHEAD_BYTES = 16 * 1024  # the run, two presigned URLs, attempt counters (measured: ~4 KB)
 assert SANDBOX_MAX_OUTPUT_BYTES < STATE_LIMIT_BYTES
@@ -19,6 +21,7 @@ assert MAX_SANDBOX_CODE_BYTES + SANDBOX_INLINE_RESULT_BYTES + STATE_OVERHEAD_BYT
 # and the API make and checks it against this.
 TABLE_ACCESS: dict[str, frozenset[str]] = {
     "profile": frozenset({"GetItem", "PutItem", "UpdateItem"}),  # claim, run, upload, run slot
+    "chunk": frozenset(),  # one byte range of the upload in, its partial out: no table at all
     "understand": frozenset({"GetItem", "UpdateItem"}),
     "analyze": frozenset({"GetItem", "UpdateItem", "Query:GSI1"}),  # the previous run, for the comparison
     "investigate": frozenset({"GetItem", "UpdateItem", "Query"}),  # the script library's index

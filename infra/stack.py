@@ -22,6 +22,7 @@ from infra.constructs.orchestration import OrchestrationConstruct
 from infra.constructs.storage import ARTIFACTS, StorageConstruct
 from infra.constructs.triggers import TriggersConstruct
 from infra.nag import acknowledge, acknowledge_wildcard
+from infra.runtime import CHUNK_CONCURRENCY
 from iterate.aws.schedules import DEFAULT_MIN_SCHEDULE_MINUTES, SCHEDULE_FLOOR_MINUTES
 from iterate.aws.secrets import SECRET_PLACEHOLDER
 
@@ -46,6 +47,9 @@ class StackConfig(BaseModel):
     # Investigations of one run at once (the Map's MaxConcurrency); None: the sandbox concurrency, at most 10.
     investigation_concurrency: int | None = Field(default=None, ge=1, le=1000)
     sandbox_code_timeout_s: int = Field(default=30, ge=1, le=55)  # < the sandbox Lambda's 60 s
+    # Chunk functions of one run at once (the ProfileChunks Map's MaxConcurrency): a large upload's byte ranges
+    # parsed in parallel; each takes one of the account's Lambda concurrency while it runs.
+    chunk_concurrency: int = Field(default=CHUNK_CONCURRENCY, ge=1, le=1000)
     # Every alarm goes to one SNS topic; with an address, the topic also e-mails it (confirm the subscription).
     alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
     # Iterate.IssueRegressed events go to an SNS topic; with an address, the topic also e-mails it.
@@ -134,6 +138,7 @@ class IterateStack(Stack):
             bucket_name=self.storage.bucket.bucket_name,
             readable_objects=self.storage.objects(ARTIFACTS),
             map_concurrency=config.map_concurrency(),
+            chunk_concurrency=config.chunk_concurrency,
             log_retention=retention,
             removal_policy=removal,
         )

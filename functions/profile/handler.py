@@ -1,4 +1,5 @@
-"""ProfileDataset: claim the upload (one run per object version), create the run, profile the file."""
+"""ProfileDataset / MergeChunks: claim the upload, create the run, profile the file (or cut it into chunks);
+merge the chunks the ProfileChunks Map parsed and profile the result."""
 
 from __future__ import annotations
 
@@ -6,11 +7,16 @@ from functools import lru_cache
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import TypeAdapter
 
 from iterate.aws import steps
 from iterate.aws.deps import AwsDeps, build_deps
 from iterate.aws.observability import logger, metrics, tracer
-from iterate.aws.payloads import ProfileInput
+from iterate.aws.payloads import MergeChunksInput, ProfileInput
+
+# Both states call this one function; only MergeChunks' input has an "action" (and a run), so the models
+# (extra fields forbidden) tell them apart.
+ProfileEvent = TypeAdapter(ProfileInput | MergeChunksInput)
 
 
 @lru_cache(maxsize=1)
@@ -22,5 +28,7 @@ def _deps() -> AwsDeps:
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    payload = ProfileInput.model_validate(event)
+    payload = ProfileEvent.validate_python(event)
+    if isinstance(payload, MergeChunksInput):
+        return steps.merge_chunks(payload, _deps()).model_dump(mode="json")
     return steps.profile(payload, _deps(), execution_id=payload.executionId).model_dump(mode="json")

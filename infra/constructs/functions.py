@@ -16,7 +16,7 @@ from constructs import Construct
 
 from infra.constructs.layers import ARCHITECTURE, RUNTIME, LayersConstruct
 from infra.constructs.network import SandboxNetworkConstruct
-from infra.constructs.storage import ARTIFACTS, LIBRARY, UPLOADS, VERSIONS, StorageConstruct
+from infra.constructs.storage import ARTIFACTS, CHUNKS, LIBRARY, UPLOADS, VERSIONS, StorageConstruct
 from infra.nag import acknowledge, acknowledge_wildcard
 from infra.runtime import SANDBOX_INLINE_RESULT_BYTES, SANDBOX_MAX_OUTPUT_BYTES, TABLE_ACCESS
 from iterate.storage.dynamo import GSI1
@@ -42,6 +42,7 @@ class FunctionSpec:
     timeout_s: int
     s3_read: tuple[str, ...] = ()
     s3_write: tuple[str, ...] = ()
+    tagged_writes: bool = False  # its PUTs carry object tags (a lifecycle rule expires them by tag)
     llm: bool = False  # may read the Anthropic key secret
     events: bool = False  # puts the run-completion event on the default bus
     sandbox: bool = False  # isolated VPC, no AWS permissions, no table/bucket settings
@@ -84,6 +85,19 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         s3_read=(UPLOADS, ARTIFACTS, VERSIONS),  # versions/: a run started on a fixed version
         s3_write=(ARTIFACTS,),
         ephemeral_mb=4096,  # the source file is downloaded to /tmp before pyarrow reads it
+    ),
+    # One byte range of a large upload per invocation (the ProfileChunks Map): a ranged GET of the upload,
+    # its encoded columns PUT under the run's chunks/. Measured per range (scripts/aws_chunked.py,
+    # docs/large-files.md): peak memory ~3-4x the range, so 64 MiB ranges fit 1 GB with room.
+    FunctionSpec(
+        "chunk",
+        "Parses one byte range of a large upload into its encoded columns, stored under the run's chunks/",
+        ("data", *PIPELINE),
+        memory_mb=1024,
+        timeout_s=120,
+        s3_read=(UPLOADS, VERSIONS),  # the upload itself (versions/: a run started on a fixed version)
+        s3_write=(CHUNKS,),  # it reads nothing back: no GetObject there
+        tagged_writes=True,  # partials are tagged: the bucket's lifecycle expires them after a day or two
     ),
     FunctionSpec(
         "understand",
@@ -353,9 +367,8 @@ class FunctionsConstruct(Construct):
                 )
             )
         for prefix in spec.s3_write:
-            role.add_to_policy(
-                iam.PolicyStatement(actions=["s3:PutObject"], resources=[storage.objects(prefix)])
-            )
+            actions = ["s3:PutObject", "s3:PutObjectTagging"] if spec.tagged_writes else ["s3:PutObject"]
+            role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[storage.objects(prefix)]))
         item_actions = sorted(a for a in spec.table_access if not a.startswith("Query"))
         if item_actions:
             role.add_to_policy(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,17 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from infra.asl import CHUNK_MAP, iter_states, with_map_concurrency
 from infra.nag import acknowledge, acknowledge_wildcard
+
+__all__ = [
+    "CHUNK_MAP",
+    "AslError",
+    "OrchestrationConstruct",
+    "iter_states",
+    "load_asl",
+    "with_map_concurrency",
+]
 
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
 
@@ -41,17 +51,6 @@ def placeholders(text: str) -> set[str]:
     return set(PLACEHOLDER.findall(text))
 
 
-def iter_states(states: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every state, including those nested in Map item processors and Parallel branches."""
-    for name, state in states.items():
-        yield name, state
-        processor = state.get("ItemProcessor") or state.get("Iterator")
-        if processor:
-            yield from iter_states(processor["States"])
-        for branch in state.get("Branches", []):
-            yield from iter_states(branch["States"])
-
-
 def uses_distributed_map(doc: Mapping[str, Any]) -> bool:
     return any(
         (s.get("ItemProcessor") or {}).get("ProcessorConfig", {}).get("Mode") == "DISTRIBUTED"
@@ -72,16 +71,6 @@ def service_integrations(doc: Mapping[str, Any]) -> set[str]:
     return found
 
 
-def with_map_concurrency(doc: dict[str, Any], concurrency: int) -> dict[str, Any]:
-    """The definition with every Map's MaxConcurrency set to `concurrency` (a deployment setting: the
-    sandbox's reserved concurrency is shared by every run, so one run must not take it all)."""
-    copy: dict[str, Any] = json.loads(json.dumps(doc))
-    for _, state in iter_states(copy["States"]):
-        if state.get("Type") == "Map":
-            state["MaxConcurrency"] = concurrency
-    return copy
-
-
 class OrchestrationConstruct(Construct):
     """The Standard state machine; every `${…}` in the ASL must map to a value here or synth fails.
 
@@ -99,11 +88,13 @@ class OrchestrationConstruct(Construct):
         bucket_name: str,
         readable_objects: str,
         map_concurrency: int,
+        chunk_concurrency: int | None = None,
         log_retention: logs.RetentionDays,
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
-        doc = with_map_concurrency(load_asl(asl_path), map_concurrency)
+        chunks = {CHUNK_MAP: chunk_concurrency} if chunk_concurrency is not None else {}
+        doc = with_map_concurrency(load_asl(asl_path), map_concurrency, chunks)
         text = asl_path.read_text()
         stack = Stack.of(self)
         # A fixed name lets the role grant the distributed Map's child executions without a dependency cycle
@@ -159,15 +150,16 @@ class OrchestrationConstruct(Construct):
         if any(i.startswith("dynamodb:") for i in integrations):
             table.grant_read_write_data(role)
         if "s3:getObject" in integrations:
-            # The investigation Map reads its items (the issue ids AnalyzeDataset wrote) from the run's prefix.
+            # The Maps read their items (the chunk manifest ProfileDataset wrote, the issue ids AnalyzeDataset
+            # wrote) from the run's prefix.
             role.add_to_principal_policy(
                 iam.PolicyStatement(actions=["s3:GetObject"], resources=[readable_objects])
             )
             acknowledge_wildcard(
                 role,
                 readable_objects,
-                "The Map's ItemReader reads the issue list AnalyzeDataset wrote under the run's artifacts "
-                "prefix, keyed by owner/dataset/run at run time; read-only, object level.",
+                "The Maps' ItemReaders read the chunk manifest and the issue list the steps wrote under the "
+                "run's artifacts prefix, keyed by owner/dataset/run at run time; read-only, object level.",
             )
         if any(i.startswith("events:") for i in integrations):
             role.add_to_principal_policy(
@@ -181,7 +173,9 @@ class OrchestrationConstruct(Construct):
         self.distributed_map = uses_distributed_map(doc)
         # Child executions of a distributed Map publish their metrics under "<machine>/<the Map's Label>".
         labels = [
-            s["Label"] for _, s in iter_states(doc["States"]) if s.get("Type") == "Map" and s.get("Label")
+            s["Label"]
+            for name, s in iter_states(doc["States"])
+            if s.get("Type") == "Map" and s.get("Label") and name != CHUNK_MAP
         ]
         self.investigations_arn = (
             f"arn:{Aws.PARTITION}:states:{Aws.REGION}:{Aws.ACCOUNT_ID}:stateMachine:"

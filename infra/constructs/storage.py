@@ -8,12 +8,16 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra.nag import acknowledge
+from iterate.aws.payloads import PARTIAL_TAG_KEY, PARTIAL_TAG_VALUE
 
 UPLOADS = "uploads/"
 ARTIFACTS = "artifacts/"
 VERSIONS = "versions/"
 # The script library's code (its index is in the table): read by the investigate function, written by report.
 LIBRARY = "library/"
+# A run's chunk partials (artifacts/<owner>/<dataset>/<run>/chunks/): all the chunk function may write.
+CHUNKS = "artifacts/*/*/*/chunks/"
+CHUNK_TAG = (PARTIAL_TAG_KEY, PARTIAL_TAG_VALUE)
 TTL_ATTRIBUTE = "expiresAt"
 
 
@@ -65,6 +69,14 @@ class StorageConstruct(Construct):
                     id="artifacts-noncurrent",
                     prefix=ARTIFACTS,
                     noncurrent_version_expiration=Duration.days(30),
+                ),
+                # A large upload's chunk partials are only read by the run's MergeChunks: gone after two days.
+                s3.LifecycleRule(
+                    id="chunk-partials-expire",
+                    prefix=ARTIFACTS,
+                    tag_filters={CHUNK_TAG[0]: CHUNK_TAG[1]},
+                    expiration=Duration.days(2),
+                    noncurrent_version_expiration=Duration.days(1),
                 ),
                 # A stored script is overwritten when a later run proves its issue with new code.
                 s3.LifecycleRule(

@@ -39,6 +39,7 @@ from iterate.storage import get_model, get_models, put_model, put_models
 if TYPE_CHECKING:
     from iterate.contracts import ReusedScript
     from iterate.library import Shelf
+    from iterate.table import Table
 
 Progress = Callable[[str, int, int, str], None]
 
@@ -152,16 +153,9 @@ def profile_step(
     ctx: RunContext, source_path: str | Path, *, dataset_name: str | None = None
 ) -> ProfileSummary:
     """Read the file once, profile it, run the detectors; write data, profile, candidate issues and flags."""
-    import numpy as np
-
-    from iterate.detect import detect
-    from iterate.detect.context import dataset_null_marker
-    from iterate.io import ReadLimits, read_table, write_parquet_text
+    from iterate.io import ReadLimits, read_table
     from iterate.io.chunked import Chunking
-    from iterate.issues import flags_of, issues_from_findings
     from iterate.memory import map_large_blocks
-    from iterate.profile.background import BackgroundProfile
-    from iterate.report import write_flags_csv
 
     started = time.perf_counter()
     # Per-row arrays (and the background profile's, forked from here) are mapped one by one, so each one
@@ -175,6 +169,21 @@ def profile_step(
         limits=ReadLimits.from_settings(ctx.settings),
         chunking=Chunking.from_settings(ctx.settings),
     )
+    return profile_read_step(ctx, table, source_name=source_path.name, started=started)
+
+
+def profile_read_step(ctx: RunContext, table: Table, *, source_name: str, started: float) -> ProfileSummary:
+    """profile_step once the file is read (here, or in chunks by the AWS Map): data, profile, candidate
+    issues and flags of `table`. `started`: when the read began (perf_counter), for the step's timings."""
+    import numpy as np
+
+    from iterate.detect import detect
+    from iterate.detect.context import dataset_null_marker
+    from iterate.io import write_parquet_text
+    from iterate.issues import flags_of, issues_from_findings
+    from iterate.profile.background import BackgroundProfile
+    from iterate.report import write_flags_csv
+
     ctx.timings_ms["read"] = round((time.perf_counter() - started) * 1000, 1)
     ctx.report("read", 1, 1, f"{table.n_rows:,} rows × {len(table.columns)} columns")
 
@@ -215,7 +224,7 @@ def profile_step(
         candidateIssues=len(candidates),
         flaggedCells=n_flags,
         flaggedRows=flagged_rows,
-        sourceFile=source_path.name,
+        sourceFile=source_name,
         datasetName=table.name,
     )
     decision = detection.decision.summary() if detection.decision is not None else {}

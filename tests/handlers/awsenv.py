@@ -23,9 +23,19 @@ REGION = "us-east-1"
 ACCOUNT = "123456789012"
 BUCKET = "iterate-test-artifacts"
 TABLE = "iterate-test"
-FUNCTIONS = ("profile", "understand", "analyze", "investigate", "sandbox", "report", "record_failure")
+FUNCTIONS = (
+    "profile",
+    "chunk",
+    "understand",
+    "analyze",
+    "investigate",
+    "sandbox",
+    "report",
+    "record_failure",
+)
 PLACEHOLDER = {
     "profile": "ProfileFunctionArn",
+    "chunk": "ChunkFunctionArn",
     "understand": "UnderstandFunctionArn",
     "analyze": "AnalyzeFunctionArn",
     "investigate": "InvestigateFunctionArn",

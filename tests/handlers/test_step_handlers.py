@@ -117,6 +117,43 @@ def test_record_failure_keeps_a_cancelled_run_cancelled(aws: dict[str, Any]) -> 
     assert event["detail"]["status"] == "CANCELLED" and event["detail"]["outcome"] == "failed"
 
 
+@pytest.mark.parametrize(
+    ("at", "says"),
+    [
+        ("chunked", "a chunk of the file could not be parsed"),
+        ("analysis", "more than half of the investigations"),
+    ],
+)
+def test_a_failed_map_is_recorded_with_which_map_failed(aws: dict[str, Any], at: str, says: str) -> None:
+    # Given a run whose distributed Map failed (AWS names no item in the error), with the chunked read or the
+    # analysis in its state
+    repo = DynamoRunRepository(aws["table"], "alice")
+    repo.create_run({"runId": "r2", "datasetId": "d1", "status": "RUNNING", "trigger": "api"})
+    run_state = {
+        "runId": "r2",
+        "owner": "alice",
+        "datasetId": "d1",
+        "trigger": "api",
+        "bucket": BUCKET,
+        "prefix": "artifacts/alice/d1/r2/",
+        "source": {"bucket": BUCKET, "key": "uploads/alice/d1/f.csv", "versionId": "v"},
+        "startedAt": "2026-11-22T00:00:00Z",
+    }
+    error = {
+        "Error": "States.ExceedToleratedFailureThreshold",
+        "Cause": "The specified tolerated failure threshold was exceeded",
+    }
+    # When RecordFailure runs
+    out = invoke(
+        "record_failure",
+        {"state": {"run": run_state, at: {"count": 3}, "error": error}, "executionId": "x"},
+    )
+    # Then the run is FAILED with a reason saying which Map failed and where to look
+    assert out["status"] == "FAILED" and says in out["reason"], out["reason"]
+    assert "lists the failed items" in out["reason"]
+    assert repo.require_run("r2")["reason"] == out["reason"]
+
+
 def test_step_inputs_refuse_unknown_fields(aws: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         invoke("understand", {"run": {"runId": "r1"}, "extra": 1})

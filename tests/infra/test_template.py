@@ -431,6 +431,8 @@ def test_anthropic_secret_starts_as_a_placeholder_the_functions_read_as_no_key(s
 
 
 def test_function_environment_follows_the_runtime_contract(synth: Synth) -> None:
+    from infra.runtime import TABLE_ACCESS
+
     env = {
         n: synth.resources[synth.function_id(n)]["Properties"]["Environment"]["Variables"]
         for n in _function_names()
@@ -439,7 +441,9 @@ def test_function_environment_follows_the_runtime_contract(synth: Synth) -> None
         assert variables["POWERTOOLS_SERVICE_NAME"] == "iterate"
         assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "Iterate"
         if name != "sandbox":
-            assert {"ITERATE_BUCKET", "ITERATE_TABLE"} <= variables.keys(), name
+            assert "ITERATE_BUCKET" in variables, name
+            # The table's name only where the function uses the table (the chunk function does not)
+            assert ("ITERATE_TABLE" in variables) == bool(TABLE_ACCESS[name]), name
         assert ("ITERATE_EVENT_BUS" in variables) == (name in {"report", "record_failure"}), name
     assert {"ITERATE_STATE_MACHINE_ARN", "ITERATE_SCHEDULER_ROLE_ARN", "ITERATE_SCHEDULE_GROUP"} <= env[
         "api"
@@ -658,6 +662,42 @@ def test_each_function_holds_exactly_the_table_actions_its_code_makes(synth: Syn
     # And the index is queried by exactly the functions that list a dataset's runs
     readers = {n for n in _function_names() if "Query:GSI1" in TABLE_ACCESS[n]}
     assert readers == {"api", "analyze"}
+
+
+def test_the_chunk_function_reads_only_uploads_and_writes_only_run_chunk_partials(synth: Synth) -> None:
+    from infra.runtime import CHUNK_CONCURRENCY
+
+    # Given the chunk function's role (one byte range of an upload in, its partial out)
+    statements = synth.statements_of_role(synth.role_of(synth.function_id("chunk")))
+    s3 = [(a, json.dumps(s["Resource"])) for s in statements for a in actions_of(s) if a.startswith("s3:")]
+    reads = {resource for action, resource in s3 if action in ("s3:GetObject", "s3:GetObjectVersion")}
+    writes = {resource for action, resource in s3 if action == "s3:PutObject"}
+    # Then it reads the uploads (and fixed versions) only, never the run's artifacts
+    assert reads and all(("/uploads/*" in r or "/versions/*" in r) for r in reads), reads
+    # And writes only under a run's chunks/ prefix (tagged: the bucket's lifecycle expires the partials);
+    # it holds no table, secret or event right
+    tagging = {r for a, r in s3 if a == "s3:PutObjectTagging"}
+    assert tagging == writes
+    rules = [
+        rule
+        for b in synth.of_type("AWS::S3::Bucket").values()
+        for rule in b["Properties"].get("LifecycleConfiguration", {}).get("Rules", [])
+    ]
+    (expiry,) = [r for r in rules if r["Id"] == "chunk-partials-expire"]
+    assert expiry["TagFilters"] == [{"Key": "iterate-chunk-partial", "Value": "true"}]
+    assert expiry["ExpirationInDays"] <= 7 and expiry["Status"] == "Enabled"
+    assert writes and all("/artifacts/*/*/*/chunks/*" in r for r in writes), writes
+    assert not [
+        a
+        for s in statements
+        for a in actions_of(s)
+        if a.split(":")[0] in ("dynamodb", "secretsmanager", "events")
+    ]
+    # And its Map runs at the chunk concurrency, not the sandbox's
+    (sm,) = synth.of_type("AWS::StepFunctions::StateMachine").values()
+    states = json.loads(sm["Properties"]["DefinitionString"])["States"]
+    assert states["ProfileChunks"]["MaxConcurrency"] == CHUNK_CONCURRENCY
+    assert states["InvestigateEach"]["MaxConcurrency"] == 10
 
 
 def test_followup_holds_no_s3_right_and_only_the_fix_function_writes_under_versions(synth: Synth) -> None:

@@ -14,6 +14,7 @@ pytestmark = pytest.mark.statemachine
 ASL = Path(__file__).resolve().parents[2] / "statemachine" / "analysis.asl.json"
 CONTRACT_PLACEHOLDERS = {
     "ProfileFunctionArn",
+    "ChunkFunctionArn",
     "UnderstandFunctionArn",
     "AnalyzeFunctionArn",
     "InvestigateFunctionArn",
@@ -114,6 +115,33 @@ def test_map_fans_out_with_bounds_and_passes_run_and_issue(asl: dict[str, Any]) 
     # Every child's result is gathered into the Map's output: each one is an empty object
     assert loop["InvestigationDone"]["Result"] == {} and loop["InvestigationDone"]["End"]
     assert fan_out["ResultPath"] is None
+
+
+def test_a_large_upload_fans_out_over_its_chunk_manifest_and_merges(asl: dict[str, Any]) -> None:
+    states = asl["States"]
+    # Given a ProfileDataset that cut the file (`chunked` set), the Map runs; otherwise the run goes on as before
+    assert states["IsDuplicateUpload"]["Default"] == "IsChunked"
+    assert states["IsChunked"]["Choices"] == [
+        {"Variable": "$.chunked", "IsNull": False, "Next": "ProfileChunks"}
+    ]
+    assert states["IsChunked"]["Default"] == "UnderstandDataset"
+    fan_out = states["ProfileChunks"]
+    # The ranges come from the manifest in S3, never from the state; one failed range fails the Map
+    assert fan_out["ItemReader"]["Parameters"] == {
+        "Bucket.$": "$.run.bucket",
+        "Key.$": "$.chunked.manifestKey",
+    }
+    assert fan_out["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"
+    assert fan_out["ToleratedFailurePercentage"] == 0 and fan_out["ResultPath"] is None
+    assert fan_out["ItemSelector"]["chunk.$"] == "$$.Map.Item.Value"
+    parse = fan_out["ItemProcessor"]["States"]["ParseChunk"]
+    # Each child's output is empty ({}): the Map gathers them all, and state is capped at 256 KiB
+    assert parse["Resource"] == "${ChunkFunctionArn}" and parse["OutputPath"] is None and parse["End"]
+    assert fan_out["Catch"][0]["Next"] == "RecordFailure" and fan_out["Next"] == "MergeChunks"
+    # And the merge is the profile function's, with the run and the chunked read; it ends where profiling ends
+    merge = states["MergeChunks"]
+    assert merge["Resource"] == "${ProfileFunctionArn}" and merge["Parameters"]["action"] == "merge"
+    assert merge["ResultPath"] == "$" and merge["Next"] == "UnderstandDataset"
 
 
 def test_sandbox_throttles_wait_with_long_backoff_before_counting_as_a_failed_attempt(

@@ -130,11 +130,77 @@ class ProfileInput(Contract):
     )
 
 
+# Every chunk partial is PUT with this tag: the bucket's lifecycle rule expires objects carrying it.
+PARTIAL_TAG_KEY, PARTIAL_TAG_VALUE = "iterate-chunk-partial", "true"
+
+
+class ChunkItem(Contract):
+    """One entry of the chunk manifest (a JSON array in S3 the ProfileChunks Map reads): a byte range."""
+
+    index: int = Field(ge=0, description="the range's place in the file; its partial is chunks/part-<index>")
+    start: int = Field(ge=0)
+    end: int = Field(gt=0, description="exclusive; just after a line feed, or the end of the file")
+    last: bool
+    skip: int = Field(ge=0, description="lines the range starts with that are not data (the header)")
+
+
+class ChunkParseSettings(Contract):
+    """The single pass's parse settings for every range of the file (decided once, from its head)."""
+
+    delimiter: str = Field(min_length=1, max_length=1)
+    quotechar: str | None = Field(default=None, max_length=1)
+    width: int = Field(ge=1)
+    encoding: Literal["utf-8", "utf-8-sig"]
+
+
+class ChunkedRead(Contract):
+    """ProfileDataset's answer for a large plain CSV/TSV: it is read in `count` byte ranges by the
+    ProfileChunks Map (items from `manifestKey`), then merged by MergeChunks."""
+
+    source: S3ObjectRef = Field(description="the upload's exact object version, its key as stored")
+    fileName: str = Field(
+        min_length=1, description="the name the single pass gives the file (its dataset name)"
+    )
+    size: int = Field(gt=0)
+    manifestKey: str = Field(description="the full key of the manifest (a JSON array of ChunkItem)")
+    count: int = Field(ge=2)
+    parse: ChunkParseSettings
+
+
 class ProfileOutput(Contract):
     duplicate: bool = False
     duplicateOf: str | None = None
     run: RunState | None = None
     summary: dict[str, Any] = Field(default_factory=dict)
+    chunked: ChunkedRead | None = Field(
+        default=None, description="set when the file is read in chunks: the profile is MergeChunks' to write"
+    )
+
+
+class ChunkInput(Contract):
+    """The chunk function's event: one range of the upload to parse into the run's chunks/ prefix."""
+
+    run: RunState
+    source: S3ObjectRef
+    parse: ChunkParseSettings
+    chunk: ChunkItem
+
+
+class ChunkOutput(Contract):
+    """What one range gave: its row count, and the reason when it cannot be trusted (the merge then reads
+    the whole file in one pass). The encoded columns themselves are in S3, never in the state."""
+
+    index: int
+    rows: int
+    partKey: str
+    trusted: bool
+    reason: str = ""
+
+
+class MergeChunksInput(Contract):
+    action: Literal["merge"]
+    run: RunState
+    chunked: ChunkedRead
 
 
 class StepInput(Contract):

@@ -26,10 +26,13 @@ from iterate.aws.payloads import (
     MAX_SANDBOX_CODE_BYTES,
     REGRESSION_DETAIL_TYPE,
     AnalyzeOutput,
+    ChunkInput,
+    ChunkOutput,
     FailureInput,
     FailureOutput,
     GenerateCodeInput,
     GenerateCodeOutput,
+    MergeChunksInput,
     ObjectCreatedEvent,
     ProfileInput,
     ProfileOutput,
@@ -306,12 +309,11 @@ def _start_run(repo: DynamoRunRepository, run: RunState, execution_id: str) -> N
         raise RunTransitionError(f"run {run.runId} is {existing['status']}; it cannot start")
 
 
-def _download(deps: AwsDeps, source: S3ObjectRef, local: Path) -> None:
-    """The exact object version to local disk; keys with spaces may arrive URL-encoded, so try decoded too.
-
-    Its size is asked first: an object over ITERATE_MAX_FILE_BYTES is refused (DatasetReadError naming the
-    limit and how to raise it, which RecordFailure keeps as the run's reason) before a byte is downloaded.
-    """
+def _sized_upload(deps: AwsDeps, source: S3ObjectRef, name: str) -> tuple[S3ObjectRef, int]:
+    """The exact object version as stored (keys with spaces may arrive URL-encoded: tried decoded too) and
+    its size, asked with HeadObject: an object over ITERATE_MAX_FILE_BYTES is refused (DatasetReadError
+    naming the limit and how to raise it, which RecordFailure keeps as the run's reason) before a byte of it
+    is read."""
     from botocore.exceptions import ClientError
 
     from iterate.io.limits import refuse, size_text
@@ -329,20 +331,29 @@ def _download(deps: AwsDeps, source: S3ObjectRef, local: Path) -> None:
     size, allowed = int(head["ContentLength"]), deps.settings.max_file_bytes
     if size > allowed:
         raise refuse(
-            local.name,
+            name,
             "max_file_bytes",
             allowed,
             size,
             f"the uploaded file is {size_text(size)}, more than the {size_text(allowed)} allowed",
             advice="split it into smaller files",
         )
-    deps.s3_client().download_file(source.bucket, key, str(local), ExtraArgs=extra or None)
+    return S3ObjectRef(bucket=source.bucket, key=key, versionId=source.versionId), size
+
+
+def _download(deps: AwsDeps, source: S3ObjectRef, local: Path) -> None:
+    """The exact object version to local disk, once its size is allowed (`_sized_upload`)."""
+    stored, _ = _sized_upload(deps, source, local.name)
+    extra = {"VersionId": stored.versionId} if stored.versionId else None
+    deps.s3_client().download_file(stored.bucket, stored.key, str(local), ExtraArgs=extra)
 
 
 @tracer.capture_method(capture_response=False)
 def profile(payload: ProfileInput, deps: AwsDeps, *, execution_id: str) -> ProfileOutput:
-    """Claim the upload (one run per object version), create the run, download and profile the file."""
+    """Claim the upload (one run per object version), create the run, and profile the file; a plain CSV/TSV
+    over ITERATE_CHUNK_BYTES is cut into byte ranges instead (a manifest for the ProfileChunks Map)."""
     from iterate import pipeline
+    from iterate.aws.chunks import plan_upload
 
     run, file_name = run_for_trigger(deps, payload.trigger)
     repo = repository(deps, run.owner)
@@ -364,15 +375,65 @@ def profile(payload: ProfileInput, deps: AwsDeps, *, execution_id: str) -> Profi
         with contextlib.suppress(RunTransitionError):
             repo.update_progress(run.runId, step="profile", percent=0, message="waiting for a free run slot")
         raise  # the ASL retries this with backoff; after that, RecordFailure records why
+    name = file_name or "upload"
+    stored, size = _sized_upload(deps, run.source, name)
+    chunked = plan_upload(deps.s3_client(), artifact_store(deps, run), run, stored, size, name, deps.settings)
+    if chunked is not None:
+        logger.info("read in chunks", chunks=chunked.count, size=size)
+        with contextlib.suppress(RunTransitionError):
+            repo.update_progress(
+                run.runId, step="profile", percent=1, message=f"reading in {chunked.count} chunks"
+            )
+        return ProfileOutput(run=run, chunked=chunked)
     work = Path(tempfile.mkdtemp(prefix="iterate-", dir=deps.work_dir))
     try:
-        local = work / (file_name or "upload")
-        _download(deps, run.source, local)
+        local = work / name
+        _download(deps, stored, local)
         with running_step(deps, run, "profile") as ctx:
             # The file keeps its uploaded name, so the dataset is named exactly as `iterate analyze` names it.
             summary = pipeline.profile_step(ctx, local)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return ProfileOutput(run=run, summary=_jsonable(summary))
+
+
+@tracer.capture_method(capture_response=False)
+def parse_chunk(payload: ChunkInput, deps: AwsDeps) -> ChunkOutput:
+    """ParseChunk (one item of the ProfileChunks Map): one byte range of the upload into a partial in S3."""
+    from iterate.aws.chunks import parse_chunk as parse
+
+    logger.append_keys(run_id=payload.run.runId, chunk=payload.chunk.index)
+    result = parse(payload, deps.s3_client())
+    if not result.trusted:
+        logger.info("range not trusted: the merge reads the file in one pass", reason=result.reason)
+    return result
+
+
+@tracer.capture_method(capture_response=False)
+def merge_chunks(payload: MergeChunksInput, deps: AwsDeps) -> ProfileOutput:
+    """MergeChunks: the partials merged in file order into the single pass's Table, then profiled as
+    ProfileDataset profiles a file; when a range was not trusted, the whole file is read in one pass."""
+    from iterate import pipeline
+    from iterate.aws.chunks import read_merged
+
+    run, chunked = payload.run, payload.chunked
+    name = chunked.fileName
+    with running_step(deps, run, "profile") as ctx:
+        started = time.perf_counter()
+        ctx.report("read", 0, 1, f"merging {chunked.count} chunks")
+        table, why = read_merged(deps.s3_client(), ctx.store, chunked, deps.settings)
+        if table is not None:
+            summary = pipeline.profile_read_step(ctx, table, source_name=name, started=started)
+        else:
+            logger.info("chunks not merged: reading the file in one pass", reason=why)
+            metrics.add_metric(name="ChunkedReadFallbacks", unit="Count", value=1)
+            work = Path(tempfile.mkdtemp(prefix="iterate-", dir=deps.work_dir))
+            try:
+                local = work / name
+                _download(deps, chunked.source, local)
+                summary = pipeline.profile_step(ctx, local)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
     return ProfileOutput(run=run, summary=_jsonable(summary))
 
 
@@ -810,7 +871,22 @@ def report(payload: StepInput, deps: AwsDeps) -> ReportOutput:
     )
 
 
-def _reason(error: StateError) -> str:
+# A distributed Map fails with this error, whose cause names no item: which Map it was is read off the state.
+MAP_FAILED = "States.ExceedToleratedFailureThreshold"
+
+
+def _reason(error: StateError, state: dict[str, Any] | None = None) -> str:
+    if error.Error == MAP_FAILED and state is not None:
+        if state.get("analysis"):
+            what = "more than half of the investigations failed (InvestigateEach)"
+        elif state.get("chunked"):
+            what = (
+                "a chunk of the file could not be parsed: its chunk function failed after its retries"
+                " (ProfileChunks; start the run again, or raise the chunk function's memory if it ran out)"
+            )
+        else:
+            what = "more of a Map's items failed than it tolerates"
+        return f"{MAP_FAILED}: {what}; the Map run in the Step Functions console lists the failed items"
     return _failure_text(SandboxFailure(Error=error.Error, Cause=error.Cause))
 
 
@@ -821,7 +897,7 @@ def record_failure(payload: FailureInput, deps: AwsDeps, *, execution_id: str) -
     meter = cost_model.StepMeter.start(cost_model.TRANSITIONS["failure"])
     state = dict(payload.state)
     error = StateError.model_validate(state.pop("error", None) or {"Error": "Unknown", "Cause": None})
-    reason = _reason(error)
+    reason = _reason(error, state)
     try:
         run = RunState.model_validate(state["run"]) if state.get("run") else run_for_trigger(deps, state)[0]
     except (ValidationError, ValueError, DatasetNotFoundError) as exc:

@@ -66,22 +66,35 @@ def line_ranges(path: Path, chunk_bytes: int) -> list[tuple[int, int]]:
     of the file), each at least `chunk_bytes` long except the last. One range when the file has no line feed
     past the first `chunk_bytes`."""
     size = path.stat().st_size
-    starts = [0]
     with path.open("rb") as fh:
-        target = chunk_bytes
-        while target < size:
-            fh.seek(target)
-            found = -1
-            offset = target
-            while found < 0 and (piece := fh.read(_SCAN)):
-                at = piece.find(b"\n")
-                if at >= 0:
-                    found = offset + at
-                offset += len(piece)
-            if found < 0 or found + 1 >= size:
-                break
-            starts.append(found + 1)
-            target = found + 1 + chunk_bytes
+
+        def read_at(offset: int, length: int) -> bytes:
+            fh.seek(offset)
+            return fh.read(length)
+
+        return cut_ranges(read_at, size, chunk_bytes)
+
+
+def cut_ranges(
+    read_at: Callable[[int, int], bytes], size: int, chunk_bytes: int, *, window: int = _SCAN
+) -> list[tuple[int, int]]:
+    """`line_ranges` over any byte source: `read_at(offset, length)` gives up to `length` bytes from `offset`
+    (fewer at the end, b"" past it). The cut is the first line feed at or after each target, whatever the
+    window, so a local file and an S3 object read in ranged GETs are cut at the same bytes."""
+    starts = [0]
+    target = chunk_bytes
+    while target < size:
+        found = -1
+        offset = target
+        while found < 0 and offset < size and (piece := read_at(offset, min(window, size - offset))):
+            at = piece.find(b"\n")
+            if at >= 0:
+                found = offset + at
+            offset += len(piece)
+        if found < 0 or found + 1 >= size:
+            break
+        starts.append(found + 1)
+        target = found + 1 + chunk_bytes
     ends = [*starts[1:], size]
     return list(zip(starts, ends, strict=True))
 
@@ -105,6 +118,9 @@ def _physical_lines(data: bytes, *, last: bool) -> int:
     return data.count(b"\n")
 
 
+ParseOptions = Callable[[int, Callable[[pacsv.InvalidRow], str], bool], dict[str, object]]
+
+
 def parse_range(
     path: str,
     start: int,
@@ -112,13 +128,19 @@ def parse_range(
     *,
     last: bool,
     skip: int,
-    options: Callable[[int, Callable[[pacsv.InvalidRow], str], bool], dict[str, object]],
+    options: ParseOptions,
     threads: bool,
 ) -> ChunkParse:
     """Parse bytes [start, end) of the file with the reader's options; each column dictionary-encoded."""
     with open(path, "rb") as fh:
         fh.seek(start)
         data = fh.read(end - start)
+    return parse_bytes(data, last=last, skip=skip, options=options, threads=threads)
+
+
+def parse_bytes(data: bytes, *, last: bool, skip: int, options: ParseOptions, threads: bool) -> ChunkParse:
+    """One range's bytes (read from a file, or from S3 by the AWS chunk function) parsed with the reader's
+    options: each column dictionary-encoded, or None with the reason the range cannot be trusted."""
     invalid = 0
 
     def count(_: pacsv.InvalidRow) -> str:
@@ -139,6 +161,35 @@ def parse_range(
         return ChunkParse(None, table.num_rows, f"{table.num_rows} records on {lines} lines")
     columns = list(_map(lambda column: pc.dictionary_encode(column.combine_chunks()), table.columns, threads))
     return ChunkParse(columns, table.num_rows)
+
+
+_REASON = b"iterate.reason"
+_ROWS = b"iterate.rows"
+
+
+def write_partial(part: ChunkParse) -> bytes:
+    """One range's parse as an Arrow IPC file: each column's dictionary and int32 codes (lz4), or no column
+    and the reason the range was not trusted; what an AWS chunk function stores for the merge step."""
+    columns = part.columns or []
+    table = pa.Table.from_arrays(columns, names=[f"c{i}" for i in range(len(columns))])
+    meta = {_ROWS: str(part.rows).encode()}
+    if part.columns is None:
+        meta[_REASON] = part.reason.encode()
+    table = table.replace_schema_metadata(meta)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="lz4")) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def read_partial(data: bytes) -> ChunkParse:
+    """The parse `write_partial` stored, as it was (dictionaries and codes unchanged)."""
+    table = pa.ipc.open_file(pa.BufferReader(data)).read_all()
+    meta = table.schema.metadata or {}
+    rows = int(meta.get(_ROWS, b"0"))
+    if _REASON in meta:
+        return ChunkParse(None, rows, meta[_REASON].decode())
+    return ChunkParse([column.combine_chunks() for column in table.columns], rows)
 
 
 def _map(fn: Callable[[Any], Any], items: list[Any], threads: bool) -> Iterator[Any]:
@@ -212,7 +263,7 @@ def read_chunked(
     *,
     skip: int,
     names: list[str],
-    options: Callable[[int, Callable[[pacsv.InvalidRow], str], bool], dict[str, object]],
+    options: ParseOptions,
     chunking: Chunking,
 ) -> tuple[pa.Table | None, str]:
     """The file as a table of dictionary-encoded text columns, read in ranges; (None, why) when it does

@@ -228,24 +228,20 @@ def read_header(head: str, dialect: Dialect, *, skip_records: int = 0) -> Header
     return None
 
 
-def read_delimited(
-    source: TextSource,
-    head: str,
-    *,
-    complete: bool,
-    prefer_tab: bool,
-    limits: ReadLimits | None = None,
-    chunking: Chunking | None = None,
-) -> DelimitedResult:
-    """Read every value as text; pad or fold ragged rows and record them; refuse what cannot be a table.
+@dataclass(frozen=True)
+class Layout:
+    """What the head of a delimited file decides before any data row is read: dialect, header, names."""
 
-    The header's width is held to `limits.max_columns` before a single data row is read. With `chunking`,
-    a large plain UTF-8 file is read in byte ranges (iterate.io.chunked) into dictionary-encoded columns;
-    a file that does not fit that path (ragged or blank lines, values spanning lines, another encoding)
-    is read in one pass, so both give the same table.
-    """
-    limits = limits or ReadLimits()
-    path = source.path
+    dialect: Dialect
+    header: Header
+    names: list[str]
+    problems: list[ReadProblem]
+    trailing: bool  # every row ends in one more, empty field: read it too, drop it after
+
+
+def read_layout(path: Path, head: str, *, complete: bool, prefer_tab: bool, limits: ReadLimits) -> Layout:
+    """The dialect, header and column names the head gives; refuses a file with no header or too many
+    columns. Shared by the single pass, the local chunked read and the AWS chunked read."""
     sep_line = _SEP_LINE.match(head.split("\n", 1)[0].rstrip("\r"))
     if sep_line:  # Excel's "sep=;" first line names the delimiter
         dialect, preamble = Dialect(sep_line.group(1), '"'), 0
@@ -274,9 +270,32 @@ def read_delimited(
     if trailing:  # read the extra field too, so no row counts as ragged; dropped below if always empty
         fields = [*fields, ""]
     names, problems = normalize_header(fields, line=header.lines)
-    width = len(names)
     if header.preamble_lines and not sep_line:
         problems.insert(0, _preamble_problem(head, header.preamble_lines))
+    return Layout(dialect, header, names, problems, trailing)
+
+
+def read_delimited(
+    source: TextSource,
+    head: str,
+    *,
+    complete: bool,
+    prefer_tab: bool,
+    limits: ReadLimits | None = None,
+    chunking: Chunking | None = None,
+) -> DelimitedResult:
+    """Read every value as text; pad or fold ragged rows and record them; refuse what cannot be a table.
+
+    The header's width is held to `limits.max_columns` before a single data row is read. With `chunking`,
+    a large plain UTF-8 file is read in byte ranges (iterate.io.chunked) into dictionary-encoded columns;
+    a file that does not fit that path (ragged or blank lines, values spanning lines, another encoding)
+    is read in one pass, so both give the same table.
+    """
+    limits = limits or ReadLimits()
+    path = source.path
+    layout = read_layout(path, head, complete=complete, prefer_tab=prefer_tab, limits=limits)
+    dialect, header, names, problems = layout.dialect, layout.header, layout.names, layout.problems
+    trailing, width = layout.trailing, len(names)
 
     try:
         table, invalid = _read(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import stat
 import threading
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from iterate.io.chunked import Chunking
-from iterate.io.delimited import TextSource, read_delimited
+from iterate.io.chunked import Chunking, ParseOptions, cut_ranges
+from iterate.io.delimited import Layout, TextSource, chunk_options, read_delimited, read_layout
 from iterate.io.detect import (
     HEAD_BYTES,
     SUPPORTED,
@@ -29,7 +31,7 @@ from iterate.io.detect import (
     unsupported_extension,
 )
 from iterate.io.errors import DatasetReadError
-from iterate.io.header import normalize_header
+from iterate.io.header import internal_names, normalize_header
 from iterate.io.inflate import inflate
 from iterate.io.jsonl import read_json_records
 from iterate.io.limits import ReadLimits, refuse, size_text
@@ -111,23 +113,30 @@ def _digest(path: Path, *, find_nul: bool, stop: threading.Event) -> _Digest:
     With `find_nul` (a plain text file) it also finds the first NUL byte and counts the line breaks, which
     tell whether every data row is one line of the file (bytes.count runs at memory speed).
     """
+    with path.open("rb") as fh:
+        return stream_digest(iter(lambda: fh.read(_CHUNK), b""), find_nul=find_nul, stop=stop)
+
+
+def stream_digest(pieces: Iterable[bytes], *, find_nul: bool, stop: threading.Event | None = None) -> _Digest:
+    """`_digest` of a file given as its consecutive pieces (a local file, or an S3 object's body)."""
     sha = hashlib.sha256()
     nul: int | None = None
     offset = 0
     lf = cr = 0
     tail = b""
-    with path.open("rb") as fh:
-        while not stop.is_set() and (chunk := fh.read(_CHUNK)):
-            sha.update(chunk)
-            if find_nul:
-                if nul is None:
-                    at = chunk.find(b"\x00")
-                    if at >= 0:
-                        nul = offset + at
-                lf += chunk.count(b"\n")
-                cr += chunk.count(b"\r")
-                tail = (tail + chunk[-_TAIL:])[-_TAIL:]
-            offset += len(chunk)
+    for chunk in pieces:
+        if stop is not None and stop.is_set():
+            break
+        sha.update(chunk)
+        if find_nul:
+            if nul is None:
+                at = chunk.find(b"\x00")
+                if at >= 0:
+                    nul = offset + at
+            lf += chunk.count(b"\n")
+            cr += chunk.count(b"\r")
+            tail = (tail + chunk[-_TAIL:])[-_TAIL:]
+        offset += len(chunk)
     ends = _LineEnds(lf, cr, _trailing_breaks(tail, offset > _TAIL)) if find_nul else None
     return _Digest(sha.hexdigest(), nul, ends)
 
@@ -184,6 +193,21 @@ def read_table(
             stop.set()  # a refused file needs no hash: do not make the error wait for it
             raise
         hashed = digest.result()
+    return _finish(path, table, info, problems, names, size=size, digest=hashed, name=name)
+
+
+def _finish(
+    path: Path,
+    table: pa.Table,
+    info: _Info,
+    problems: list[ReadProblem],
+    names: list[str],
+    *,
+    size: int,
+    digest: _Digest,
+    name: str | None,
+) -> Table:
+    """The read arrow table as a Table, with where it came from (format, size, hash, row places)."""
     source = SourceInfo(
         path=str(path),
         format=info.format,
@@ -191,8 +215,8 @@ def read_table(
         delimiter=info.delimiter,
         compression=info.compression,
         size_bytes=size,
-        content_hash=hashed.sha256,
-        **_places(info, hashed, table.num_rows),
+        content_hash=digest.sha256,
+        **_places(info, digest, table.num_rows),
     )
     result = Table.from_arrow(
         table, name=name or _default_name(path), source=source, problems=problems, names=names
@@ -202,6 +226,114 @@ def read_table(
     # or they stay in the process's footprint through detection.
     pa.default_memory_pool().release_unused()
     return result
+
+
+@dataclass(frozen=True)
+class TextLayout:
+    """What the head of a plain UTF-8 CSV/TSV decides, for a read in byte ranges elsewhere (the AWS chunk
+    functions): the single pass's layout, its encoding, and so the parse options of every range."""
+
+    layout: Layout
+    encoding: str
+
+    def parse_options(self) -> ParseOptions:
+        """What `parse_bytes` is given for every range: the single pass's parse options for this file."""
+        return functools.partial(chunk_options, self.layout.dialect, len(self.layout.names), self.encoding)
+
+
+def text_layout(
+    path: Path, size: int, read_at: Callable[[int, int], bytes], *, limits: ReadLimits
+) -> TextLayout | None:
+    """The layout of a file `read_table` would read in chunks (a plain UTF-8 CSV/TSV, no trailing delimiter),
+    decided from its head exactly as `read_table` decides it; None for every other file, which is read in one
+    pass (its errors included). `path` names the file (its suffix, messages); its bytes come from
+    `read_at(offset, length)` (ranged S3 GETs)."""
+    head = read_at(0, min(HEAD_BYTES, size))
+    if head.strip() == b"" or sniff_compression(head):
+        return None
+    try:
+        if sniff_container(path, head) is not None:
+            return None
+    except (DatasetReadError, OSError):  # a binary file, or a "PAR1" text file checked against its end
+        return None
+    limit = HEAD_BYTES
+    while head.count(b"\n") + head.count(b"\r") < 6 and len(head) < size and limit < _MAX_HEAD_BYTES:
+        limit *= 8  # as _long_enough_head
+        head = read_at(0, min(limit, size))
+    encoding = sniff_text_encoding(head)
+    if encoding not in ("utf-8", "utf-8-sig"):
+        return None
+    head_text = _decode_head(head, encoding)
+    suffixes = [s.lower() for s in path.suffixes]
+    stem_suffix = next((s for s in reversed(suffixes) if s not in _COMPRESSION_SUFFIXES), "")
+    starts_json = head_text.lstrip()[:1] in ("{", "[")
+    if (
+        not head_text.strip()
+        or _looks_like_jsonl(head_text)
+        or (stem_suffix in _JSON_SUFFIXES and starts_json)
+    ):
+        return None
+    try:
+        check_text(path, head_text, encoding=encoding)
+        layout = read_layout(
+            path,
+            head_text,
+            complete=size <= len(head),
+            prefer_tab=stem_suffix in _TAB_SUFFIXES,
+            limits=limits,
+        )
+    except DatasetReadError:
+        return None
+    return None if layout.trailing else TextLayout(layout, encoding)
+
+
+def plan_ranges(
+    path: Path, size: int, read_at: Callable[[int, int], bytes], *, limits: ReadLimits, chunk_bytes: int
+) -> tuple[TextLayout, list[tuple[int, int]]] | None:
+    """The layout and byte ranges of a file larger than `chunk_bytes` that `read_table` would read in
+    chunks, cut as `line_ranges` cuts it; None when it is read in one pass (one range, or another file)."""
+    if size <= chunk_bytes:
+        return None
+    text = text_layout(path, size, read_at, limits=limits)
+    if text is None:
+        return None
+    ranges = cut_ranges(read_at, size, chunk_bytes, window=_RANGE_WINDOW)
+    return (text, ranges) if len(ranges) > 1 else None
+
+
+# The window a range cut reads past its target to find the next line feed (a ranged GET on S3): a line is
+# rarely longer; a longer one takes more windows.
+_RANGE_WINDOW = 64 * 1024
+
+
+def table_from_ranges(
+    path: Path,
+    text: TextLayout,
+    columns: list[pa.DictionaryArray],
+    *,
+    size: int,
+    digest: _Digest,
+    limits: ReadLimits,
+    name: str | None = None,
+) -> Table | None:
+    """The Table `read_table` gives the file, from its ranges' columns merged in file order (merge_columns)
+    and the digest of its bytes (`stream_digest`); None where the single pass must read it after all (no
+    data row, a NUL byte, a line break in the last row's values), as `read_table` would decide."""
+    names, layout = text.layout.names, text.layout
+    table = pa.Table.from_arrays(columns, names=internal_names(len(names)))
+    if table.num_rows == 0 or digest.nul_offset is not None:
+        return None
+    last = table.slice(table.num_rows - 1, 1).to_pylist()[0]
+    if any("\n" in v or "\r" in v for v in last.values()):
+        return None  # a quote left open at the end of the file: the single pass says where
+    _check_shape(path, table, names, limits)
+    info = _Info(
+        "tsv" if layout.dialect.delimiter == "\t" else "csv",
+        encoding=text.encoding,
+        delimiter=layout.dialect.delimiter,
+        header_lines=layout.header.lines,
+    )
+    return _finish(path, table, info, list(layout.problems), names, size=size, digest=digest, name=name)
 
 
 @dataclass
