@@ -34,7 +34,7 @@ PRICES: dict[str, float] = {
 # State transitions each Task's invocation accounts for: the Task and the Choice/Pass/Succeed/Fail it leads
 # to (statemachine/analysis.asl.json). RecordAttempt also books RunInSandbox (one), which cannot write the run.
 TRANSITIONS: dict[str, int] = {
-    "profile": 2,  # ProfileDataset, IsDuplicateUpload
+    "profile": 3,  # ProfileDataset, IsDuplicateUpload, IsChunked (MergeChunks books its own Task the same way)
     "understand": 1,  # UnderstandDataset
     "analyze": 2,  # AnalyzeDataset, InvestigateEach
     "generate": 2,  # GenerateCode, HasCode
