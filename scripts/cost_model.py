@@ -159,7 +159,9 @@ def _functions() -> tuple[dict[str, int], dict[str, int]]:
 
     memory = {s.name: s.memory_mb for s in FUNCTION_SPECS}
     timeout = {s.name: s.timeout_s for s in FUNCTION_SPECS}
-    memory.setdefault("chunk", memory["profile"])  # a stack without the chunk function: priced as the profile one
+    memory.setdefault(
+        "chunk", memory["profile"]
+    )  # a stack without the chunk function: priced as the profile one
     return memory, timeout
 
 
