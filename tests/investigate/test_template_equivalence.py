@@ -289,7 +289,7 @@ def test_issues_the_detectors_find_in_a_planted_benchmark_are_recounted_exactly(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["beers", "food", "hospital"])
+@pytest.mark.parametrize("name", ["airfoil", "beers", "bike", "food", "hospital"])
 def test_issues_the_detectors_find_in_real_benchmarks_are_recounted_exactly(
     name: str, tmp_path: Path
 ) -> None:

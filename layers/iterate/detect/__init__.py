@@ -37,6 +37,7 @@ from iterate.detect.numeric import (
     detect_precision,
     discount_explained_outliers,
 )
+from iterate.detect.order import detect_neighbour_breaks
 from iterate.detect.rows import detect_column_shape, detect_duplicates, detect_merged_columns
 from iterate.detect.rules import detect_rule_violations
 from iterate.detect.sequence import detect_sequence_breaks
@@ -207,6 +208,7 @@ def detect(table: Table, calibration: Calibration = DEFAULT, *, null_marker: str
         merged = pool.submit(detect_merged_columns, facts, n)
         missing = pool.submit(detect_missing, facts, n)
         derivations = pool.submit(find_derivations, facts, n)
+        neighbours = pool.submit(detect_neighbour_breaks, facts, n, calibration)
         for found_in_column in pool.map(per_column, facts):
             findings += found_in_column
         timed("columns", t)
@@ -221,6 +223,7 @@ def detect(table: Table, calibration: Calibration = DEFAULT, *, null_marker: str
             discount_explained_outliers(f, facts, determines, calibration, contexts) for f in findings
         ]
     findings += fd_findings
+    findings += neighbours.result()
     findings += detect_rule_violations(facts, n, deps)
     suspect = _suspect_masks(findings, n)
     derived_findings, rules = detect_derived(facts, n, suspect, derivations.result())

@@ -41,6 +41,7 @@ FAMILIES: dict[str, str] = {
     "rules": "context",
     "merged": "context",
     "sequence": "context",
+    "neighbours": "context",
 }
 
 # Families whose evidence only supports: it never flags a cell on its own (no other family agreeing) and it
@@ -83,6 +84,9 @@ class Calibration:
     # A value that breaks a column's sequence (a counter, a regular timestamp): log(p / (1 - p)) + bonus, p the
     # share of rows that keep to it.
     sequence_bonus: float = 3.0
+    # A value unlike its neighbours in a column that runs in blocks in file order: log(p / (1 - p)) + bonus,
+    # p the share of the column's judged rows that hold their neighbours' value.
+    neighbour_bonus: float = 1.0
     # A format break the column repeats as often as it repeats its own values is likelier a second
     # convention than a slip: evidence falls by this much per unit of log(rows holding the value), counted
     # up to the column's typical count (a value repeated in a column of unique values gets no discount).

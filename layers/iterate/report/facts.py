@@ -30,6 +30,9 @@ LABELS = {
     "rhs": "Determined column",
     "conflicting_groups": "Groups with conflicting values",
     "min_group": "Smallest group judged",
+    "reach": "Rows compared on each side",
+    "min_agree": "Neighbours that must agree",
+    "chance": "Largest chance of that agreement",
     "canonical": "Suggested replacements",
     "markers": "Written for missing",
     "missing_markers": "Treated as missing",
@@ -67,6 +70,7 @@ RULES = {
     "listed": "the values the detector listed",
     "number": "reads as a number",
     "consensus": "agrees with its group's usual value",
+    "neighbours": "holds the value most of the rows around it hold",
 }
 _SHARE_KEY = re.compile(r"(^|_)(share|ratio|rate|confidence|conformity)$|Share$|Ratio$", re.I)
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")

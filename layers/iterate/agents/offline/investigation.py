@@ -348,6 +348,49 @@ elif rule == "sequence":
                     keeps = np.abs(values[before + after:] - values[:-(before + after)] - (before + after) * step) <= tolerance
                     through[before : ROWS - after] |= keeps
     holds = np.isfinite(values) & through & ~anchored
+elif rule == "neighbours":
+    # A row whose value none of the rows around it hold, while a clear majority of them agree on another
+    # that the column's frequencies would rarely give them by chance.
+    import math
+
+    name = PARAMS["column"]
+    reach, need, chance = int(PARAMS["reach"]), int(PARAMS["min_agree"]), float(PARAMS["chance"])
+    codes, _ = encode(col(name))
+    codes = np.where(present(name), codes, -1).astype(np.int64)
+    shifted = []
+    for s in list(range(-reach, 0)) + list(range(1, reach + 1)):
+        x = np.full(ROWS, -1, dtype=np.int64)
+        if s < 0 and ROWS > -s:
+            x[-s:] = codes[:s]
+        elif s > 0 and ROWS > s:
+            x[:-s] = codes[s:]
+        shifted.append(x)
+    mode = np.full(ROWS, -1, dtype=np.int64)
+    count = np.zeros(ROWS, dtype=np.int64)
+    voters = np.zeros(ROWS, dtype=np.int64)
+    for x in shifted:
+        voters = voters + (x >= 0)
+    for t in shifted:
+        same = np.where(t >= 0, sum((x == t).astype(np.int64) for x in shifted), 0)
+        mode = np.where(same > count, t, mode)
+        count = np.maximum(same, count)
+    counts = np.bincount(codes[codes >= 0], minlength=int(codes.max()) + 1 if ROWS else 0)
+    p = counts[np.maximum(mode, 0)] / max(int(counts.sum()), 1) if counts.size else np.zeros(ROWS)
+    tail = np.zeros(ROWS)
+    for j in range(2 * reach + 1):
+        ways = np.array([math.comb(m, j) if j <= m else 0 for m in range(2 * reach + 1)], dtype=float)
+        tail = tail + np.where((j >= count) & (j <= voters), ways[voters] * p**j * (1 - p) ** np.maximum(voters - j, 0), 0.0)
+    holds = (codes >= 0) & (mode >= 0) & (count >= need) & (tail < chance) & (codes != mode)
+    if PARAMS.get("number_regex"):
+        # The same number written another way is one value.
+        text = col(name).str.strip()
+        numbers = pd.to_numeric(text.where(text.str.fullmatch(PARAMS["number_regex"]).fillna(False)), errors="coerce").to_numpy(dtype=float)
+        by_code = np.full(max(int(codes.max()) + 1, 1), np.nan)
+        by_code[codes[codes >= 0]] = numbers[codes >= 0]
+        expected = by_code[np.maximum(mode, 0)]
+        with np.errstate(invalid="ignore"):
+            same_number = np.abs(numbers - expected) <= float(PARAMS["tolerance"]) * np.maximum(np.abs(numbers), np.abs(expected))
+        holds = holds & ~same_number
 elif rule == "conditional":
     # Rows that meet a rule's condition (a prefix of a code, the sign of a number) and hold another value.
     name = PARAMS["column"]
