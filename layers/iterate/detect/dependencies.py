@@ -282,10 +282,7 @@ def consensus(
     noise_rate = float(np.clip((deviant & (pair_count == 1)).sum() / n_judged, 1e-3, 0.5))
     dev_counts = np.bincount(y[deviant], minlength=n_y).astype(np.float64)
     q_noise = (dev_counts + 1.0) / (dev_counts.sum() + n_y)
-    import os
-
-    _nr = dev_rate if os.environ.get("XP_DEV") else noise_rate
-    lam = np.where(deviant, g_size * _nr * q_noise[np.maximum(y, 0)], 0.0)
+    lam = np.where(deviant, g_size * noise_rate * q_noise[np.maximum(y, 0)], 0.0)
     split = deviant & (poisson_tail(pair_count, lam) < cal.split_tail)
     judged_groups = int(judging.sum())
     split_groups = np.zeros(n_x, dtype=bool)
