@@ -185,9 +185,87 @@ class ColumnFacts:
 
         return date_parse(self)
 
+    @cached_property
+    def meaning(self) -> Meaning:
+        """The column's values by what they say: spellings that differ only in case, spacing, how a number
+        or a time of day is written share one key (see `meanings`)."""
+        return meanings(self)
+
     @property
     def pairwise_ok(self) -> bool:
         return self.column.n_unique <= MAX_PAIRWISE_UNIQUES
+
+
+@dataclass
+class Meaning:
+    """Per row: the key of what its value says (-1: missing); per key: its most common spelling's code."""
+
+    codes: np.ndarray
+    n_keys: int
+    spelling: np.ndarray
+
+
+# A time of day however it is written: 7:10 a.m., 7:10am, 07:10, 7:10 PM, 19:10:00 (a text before it, such as
+# a date, is kept as written).
+_TIME = r"^(?P<pre>.*?)(?P<h>\d{1,2}):(?P<mi>\d{2})(?::(?P<s>\d{2}))? ?(?P<ap>[ap])?(?:\.? ?m\.?)?$"
+# A plain number with a decimal point or exponent, or an integer without a leading zero (06 is a code).
+_PLAIN_NUMBER = r"^[-+]?(?:(?:0|[1-9]\d*)(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?$"
+
+
+def meanings(f: ColumnFacts) -> Meaning:
+    """Key each distinct value by what it says, so that entities agree across sources that write alike
+    things differently: case and spacing folded; `6.0` and `6` one number (not `06`, a code); `7:10 a.m.`,
+    `7:10am` and `07:10` one time of day."""
+    folded = pc.replace_substring_regex(f.folded, pattern=r"\s+", replacement=" ")
+    keys = folded
+    timed = pc.extract_regex(folded, pattern=_TIME)
+    if pc.any(pc.is_valid(timed)).as_py():
+        field = {
+            name: pc.fill_null(pc.struct_field(timed, name), "") for name in ("pre", "h", "mi", "s", "ap")
+        }
+        hour = pc.cast(pc.if_else(pc.equal(field["h"], ""), "0", field["h"]), pa.int64())
+        pm, am = pc.equal(field["ap"], "p"), pc.equal(field["ap"], "a")
+        clock = pc.and_(pc.greater_equal(hour, 1), pc.less_equal(hour, 12))
+        hour = pc.if_else(
+            pm, pc.add(pc.remainder(hour, 12), 12), pc.if_else(am, pc.remainder(hour, 12), hour)
+        )
+        # 17:10 pm says two things: it is left as written.
+        sound = pc.and_(pc.is_valid(timed), pc.or_(pc.equal(field["ap"], ""), clock))
+        second = pc.if_else(pc.equal(field["s"], ""), "00", field["s"])
+        # A text before the time (a date) is kept, unless most times of the column are written without
+        # one: then it is a way of writing, not a part of the value (7:10 a.m. beside Dec 1 7:10 a.m.).
+        pre = pc.utf8_trim_whitespace(field["pre"])
+        bare = pc.sum(pc.and_(sound, pc.equal(pre, "")).cast(pa.int64()).take(pa.array(f.column.codes)))
+        timed_rows = pc.sum(sound.cast(pa.int64()).take(pa.array(f.column.codes)))
+        if (bare.as_py() or 0) * 2 >= (timed_rows.as_py() or 0):
+            pre = pc.if_else(sound, "", pre)
+        key = pc.binary_join_element_wise(
+            pre,
+            "\x00t",
+            pc.utf8_lpad(pc.cast(hour, pa.string()), width=2, padding="0"),
+            ":",
+            field["mi"],
+            ":",
+            second,
+            "",
+        )
+        keys = pc.if_else(pc.fill_null(sound, False), key, keys)
+    numbers = to_float(keys)
+    plain = np.asarray(pc.match_substring_regex(keys, pattern=_PLAIN_NUMBER).to_numpy(zero_copy_only=False))
+    numeric = plain.astype(bool) & np.isfinite(numbers)
+    if numeric.any():
+        as_number = pc.binary_join_element_wise("\x00n", pc.cast(pa.array(numbers), pa.string()), "")
+        keys = pc.if_else(pa.array(numeric), as_number, keys)
+    encoded = pc.dictionary_encode(keys)
+    key_of = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    n_keys = len(encoded.dictionary)
+    # The spelling each key is shown by: its most common.
+    order = np.lexsort((-f.counts, key_of))
+    first = np.r_[True, key_of[order][1:] != key_of[order][:-1]]
+    spelling = np.zeros(n_keys, dtype=np.int64)
+    spelling[key_of[order][first]] = order[first]
+    per_code = np.where(f.is_missing, -1, key_of)
+    return Meaning(per_code[f.column.codes], n_keys, spelling)
 
 
 def missing_markers(null_marker: str) -> list[str]:

@@ -116,7 +116,8 @@ def discover(facts: list[ColumnFacts], n_rows: int, *, seed: int = 7) -> list[De
         out[valid] = inverse.reshape(-1)
         return out, max(int(uniq.size), 1)
 
-    rhs_sample = {fy.index: compact(present_codes(fy)) for fy in rhs_cols}
+    # A dependent is compared by what its values say (7:10 a.m. and 7:10am agree), see ColumnFacts.meaning.
+    rhs_sample = {fy.index: compact(fy.meaning.codes) for fy in rhs_cols}
     found: list[Dependency] = []
     for fx in lhs_cols:
         x_s, n_xs = compact(present_codes(fx))
@@ -205,10 +206,10 @@ class Consensus:
     llr: np.ndarray  # per row: evidence that the Y cell is wrong (negative: the group vouches for it)
     covered: np.ndarray  # per row: a group of MIN_GROUP+ rows judged the cell
     deviant: np.ndarray  # per row: judged, and the cell is not its group's consensus
-    expected: np.ndarray  # per row: the group's consensus Y code (-1 where none)
+    expected: np.ndarray  # per row: the group's consensus, as a dictionary code of Y (-1 where none)
     rates: dict[str, float]  # how often the dependency's groups deviate, by kind
     group_mode: np.ndarray | None = (
-        None  # per X code: the group's consensus Y code (-1: the group judges no one)
+        None  # per X code: the group's consensus, as a key of Y's meanings (-1: the group judges no one)
     )
 
 
@@ -236,12 +237,13 @@ def consensus(
     value is matched to another X belongs to another entity: off the consensus, that is strong evidence,
     however many rows were pasted that way (a surname pasted over a whole season of another player).
     """
-    x, y = present_codes(fx), present_codes(fy)
+    # Y is compared by what its values say: spellings of one value (7:10 a.m., 7:10am) agree.
+    x, y = present_codes(fx), fy.meaning.codes
     n = x.size
     use = (x >= 0) & (y >= 0)
     if excluded is not None:
         use &= ~excluded
-    n_x, n_y = fx.column.n_unique, fy.column.n_unique
+    n_x, n_y = fx.column.n_unique, fy.meaning.n_keys
     xu = np.where(use, x, -1)
     gm = group_majority(xu, np.maximum(y, 0), n_x, n_y)
     size, mode, k1 = gm.size, gm.major, gm.major_count
@@ -319,9 +321,9 @@ def consensus(
         llr = np.where(foreign, np.maximum(llr, -math.log(foreign_rate + floor) + mode_share), llr)
     llr = np.where(judged & ~deviant, math.log(split_rate + floor), llr)
     llr = np.clip(llr, -cal.dependency_llr_cap, cal.dependency_llr_cap)
-    return Consensus(
-        dep, llr, judged, deviant, np.where(judged, g_mode, -1), rates, np.where(judging, mode, -1)
-    )
+    # The consensus is shown by its most common spelling (a dictionary code of Y).
+    spelled = np.where(judged, fy.meaning.spelling[np.maximum(g_mode, 0)], -1)
+    return Consensus(dep, llr, judged, deviant, spelled, rates, np.where(judging, mode, -1))
 
 
 @dataclass
@@ -464,7 +466,7 @@ def _belongs_elsewhere(
         for (d, _, hit), index in zip(measured, owners, strict=True):
             if not hit[r]:
                 continue
-            here = index.get(int(facts[d.rhs].column.codes[r]), set())
+            here = index.get(int(facts[d.rhs].meaning.codes[r]), set())
             common = set(here) if common is None else common & here
             if not common:
                 break
