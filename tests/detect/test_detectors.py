@@ -154,6 +154,15 @@ def test_dates_in_a_second_format_are_flagged():
     assert {(5, "d"), (50, "d")} <= found and len(found) == 2
 
 
+def test_times_of_day_in_a_second_layout_are_flagged_as_times():
+    # 7:10pm and 7:10 PM are one time written two ways; a minority of the second way is a format break
+    values = [f"{h}:{m:02d}{'am' if m % 2 else 'pm'}" for h in range(1, 13) for m in range(0, 60, 3)]
+    values[7], values[70] = "3:15 PM", "11:40 AM"
+    found = findings_of(make_table({"t": values}), "format_violation")
+    assert {(int(r), "t") for f in found for r in f.rows} == {(7, "t"), (70, "t")}
+    assert "times" in found[0].describe(found[0]) and "day and month" not in found[0].describe(found[0])
+
+
 def test_rare_misspellings_of_a_frequent_value_are_flagged_with_the_expected_spelling():
     rows = entity_rows()
     rows["status"][3] = "delivred"

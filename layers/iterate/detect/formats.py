@@ -288,7 +288,7 @@ DATE_FORMATS = (
     "%Y-%m-%d", "%Y/%m/%d", "%d/%m/%Y", "%m/%d/%Y", "%d-%m-%Y", "%m-%d-%Y", "%d.%m.%Y", "%Y%m%d",
     "%d %b %Y", "%b %d, %Y", "%B %d, %Y", "%d %B %Y", "%m/%d/%y", "%d/%m/%y",
     "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%m/%d/%Y %H:%M",
-    "%m/%d/%Y %I:%M %p", "%d/%m/%Y %I:%M %p", "%Y-%m-%d %I:%M %p", "%I:%M %p", "%H:%M",
+    "%m/%d/%Y %I:%M %p", "%d/%m/%Y %I:%M %p", "%Y-%m-%d %I:%M %p", "%I:%M %p", "%I:%M%p", "%H:%M",
 )  # fmt: skip
 # The layout of each format, as a regex a value must match before it is parsed with the format.
 _LAYOUTS = [str(strftime_to_regex(fmt)) for fmt in DATE_FORMATS]
@@ -429,16 +429,20 @@ def detect_date_formats(f: ColumnFacts) -> Finding | None:
     ids = present[bad_local]
     rows, cols = cells(f.column.rows_of(ids), f.index)
     others = sorted({DATE_FORMATS[k] for k in fmt_of[bad_local]})
+    # Times of day alone (7:10 PM beside 7:10pm) cannot swap a day and a month.
+    dated = any("%d" in DATE_FORMATS[k] for k in {main, *fmt_of[bad_local].tolist()})
+    noun = "dates" if dated else "times"
     return Finding(
         type="format_violation",
         columns=[f.name],
         rows=rows,
         cols=cols,
-        title=f"Dates in several formats in {f.name}",
+        title=f"{noun.capitalize()} in several formats in {f.name}",
         description="",
         describe=lambda fd: (
-            f"'{f.name}' writes most dates as {DATE_FORMATS[main]}, but {fd.n_cells:,} values use "
-            f"{', '.join(others)}; day and month may be read the wrong way round."
+            f"'{f.name}' writes most {noun} as {DATE_FORMATS[main]}, but {fd.n_cells:,} values use "
+            f"{', '.join(others)}"
+            + ("; day and month may be read the wrong way round." if dated else ".")
         ),
         suggested_action=f"Rewrite every date in one format ({DATE_FORMATS[main]} or ISO 8601).",
         category="quick_fixes",
