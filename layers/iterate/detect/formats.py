@@ -441,8 +441,7 @@ def detect_date_formats(f: ColumnFacts) -> Finding | None:
         description="",
         describe=lambda fd: (
             f"'{f.name}' writes most {noun} as {DATE_FORMATS[main]}, but {fd.n_cells:,} values use "
-            f"{', '.join(others)}"
-            + ("; day and month may be read the wrong way round." if dated else ".")
+            f"{', '.join(others)}" + ("; day and month may be read the wrong way round." if dated else ".")
         ),
         suggested_action=f"Rewrite every date in one format ({DATE_FORMATS[main]} or ISO 8601).",
         category="quick_fixes",
