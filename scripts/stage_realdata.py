@@ -244,6 +244,41 @@ CORPUS: tuple[Source, ...] = (
         "package MIT (ISO 4217)",
         "Currencies: ISO 4217 code, numeric code, minor-unit exponent, name, symbol (HTML entities).",
     ),
+    Source(
+        "pn_txhousing",
+        "plotnine",
+        "plotnine/data/txhousing.csv",
+        "package MIT (ggplot2; TAMU Real Estate Center)",
+        "Texas housing market by city and month 2000-2015: sales, dollar volume, median price, listings.",
+    ),
+    Source(
+        "pn_midwest",
+        "plotnine",
+        "plotnine/data/midwest.csv",
+        "package MIT (ggplot2; US Census 2000)",
+        "Midwest counties: id, county, state code, area, population by race, education and poverty shares.",
+    ),
+    Source(
+        "pn_msleep",
+        "plotnine",
+        "plotnine/data/msleep.csv",
+        "package MIT (ggplot2; Savage & West 2007)",
+        "Mammal sleep: common and genus names, diet, order, conservation status, sleep times, weights.",
+    ),
+    Source(
+        "pn_mpg",
+        "plotnine",
+        "plotnine/data/mpg.csv",
+        "package MIT (ggplot2; EPA fueleconomy.gov)",
+        "Fuel economy 1999 and 2008 of 38 car models: maker, model, engine, gearbox, drive, mpg, fuel, class.",
+    ),
+    Source(
+        "pn_luv_colours",
+        "plotnine",
+        "plotnine/data/luv_colours.csv",
+        "package MIT (ggplot2; R's colours() in Luv space)",
+        "R's 657 named colours as L, u, v coordinates and the colour name.",
+    ),
 )
 
 BY_NAME = {s.name: s for s in CORPUS}
