@@ -279,6 +279,20 @@ CORPUS: tuple[Source, ...] = (
         "package MIT (ggplot2; R's colours() in Luv space)",
         "R's 657 named colours as L, u, v coordinates and the colour name.",
     ),
+    Source(
+        "cd_restaurants",
+        "causaldata",
+        "causaldata/restaurant_inspections/restaurant_data.csv",
+        "package MIT (Anchorage, Alaska inspection records, via The Effect)",
+        "Anchorage restaurant health inspections: business name, score, year, chain size, weekend flag.",
+    ),
+    Source(
+        "cd_politicians",
+        "causaldata",
+        "causaldata/black_politicians/black_politicians.csv",
+        "package MIT (Broockman 2013 replication data)",
+        "US state legislators e-mailed in a field experiment: response, district income, population, shares.",
+    ),
 )
 
 BY_NAME = {s.name: s for s in CORPUS}
