@@ -776,6 +776,77 @@ def discount_explained_outliers(
     return f
 
 
+SIBLING_RANK_CORR = 0.9  # a column that ranks the rows (nearly) as this one does measures the same quantity
+SIBLING_SAMPLE = 50_000  # rows the rank correlation of two columns is judged on
+
+
+def _per_row_numbers(f: ColumnFacts) -> np.ndarray:
+    """The number each row of a column reads as (NaN: not a number, or missing)."""
+    m = f.numeric
+    per_id = np.full(f.column.n_unique, np.nan)
+    per_id[m.ids] = m.numbers
+    return per_id[f.column.codes]
+
+
+def _rank_corr(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's rank correlation of two equally long arrays (no NaN)."""
+    if a.size < 10:
+        return 0.0
+    ra = np.empty(a.size)
+    rb = np.empty(b.size)
+    ra[np.argsort(a, kind="stable")] = np.arange(a.size)
+    rb[np.argsort(b, kind="stable")] = np.arange(b.size)
+    if ra.std() == 0 or rb.std() == 0:
+        return 0.0
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def excuse_shared_zeros(findings: list[Finding], facts: list[ColumnFacts]) -> list[Finding]:
+    """A zero in a column of positive quantities is no evidence when its row is zero as well in a sibling
+    column: one that ranks the rows as this one does (population in 2001 and in 2011, a count and its
+    share). An entity that is empty (a township without residents, a county without Asian residents) is
+    empty in every measurement of it; a slip or a failed report puts a zero in one cell, or in columns that
+    measure different things (listings and months of inventory). The value's cells keep sharing one
+    evidence: it is dropped only when every row holding the zero is vouched for so."""
+    per_row: dict[int, np.ndarray] = {}
+
+    def numbers_of(g: ColumnFacts) -> np.ndarray:
+        if g.index not in per_row:
+            per_row[g.index] = _per_row_numbers(g)
+        return per_row[g.index]
+
+    candidates = [g for g in facts if g.numeric.numeric and g.numeric.code_width is None]
+    for f in findings:
+        if f.type != "numeric_outlier" or not f.n_cells or f.llr is None or f.stats.get("scale") != "log":
+            continue
+        fy = facts[int(f.cols[0])]
+        x = numbers_of(fy)
+        zero_rows = np.flatnonzero(x == 0)
+        if zero_rows.size == 0 or not np.isin(zero_rows, f.rows).any():
+            continue
+        vouched = np.zeros(zero_rows.size, dtype=bool)
+        siblings: list[str] = []
+        for g in candidates:
+            if g.index == fy.index:
+                continue
+            y = numbers_of(g)
+            shared = y[zero_rows] == 0
+            if not shared.any():
+                continue
+            both = np.flatnonzero((x > 0) & (y > 0))
+            if both.size > SIBLING_SAMPLE:
+                both = np.random.default_rng(11).choice(both, SIBLING_SAMPLE, replace=False)
+            if _rank_corr(x[both], y[both]) >= SIBLING_RANK_CORR:
+                vouched |= shared
+                siblings.append(g.name)
+            if vouched.all():
+                break
+        if vouched.all():
+            f.llr = np.where(x[f.rows] == 0, np.minimum(f.llr, 0.0), f.llr)
+            f.stats["zero_siblings"] = siblings
+    return findings
+
+
 MIN_CONTEXT_ROWS = 5
 # Groups whose spread is at most 0.6 of the overall one explain a good share of the ranks' variance beyond
 # chance (every such grouping in 8,000 random mixtures, skewed and heavy-tailed, 30 to 2,000 rows, kept 0.1 or

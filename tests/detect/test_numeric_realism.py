@@ -1,0 +1,57 @@
+"""Numeric detectors on real data's shapes: real zeros, heavy and bounded tails, values below a soft floor,
+longitudes across the antimeridian, codes and lists written with digits. Each test pairs the real shape,
+which must stay quiet, with the error the detector exists for, which must still be found."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from iterate.detect import detect
+from iterate.table import SourceInfo, Table
+
+pytestmark = pytest.mark.unit
+
+
+def make_table(columns: dict[str, list[str]]) -> Table:
+    names = list(columns)
+    arrow = pa.table({f"c{i}": pa.array(v, pa.string()) for i, v in enumerate(columns.values())})
+    return Table.from_arrow(arrow, name="t", source=SourceInfo(path="t.csv", format="csv"), names=names)
+
+
+def flagged_values(table: Table, column: str, issue_type: str | None = None) -> set[str]:
+    out: set[str] = set()
+    for f in detect(table).findings:
+        if not f.flag or (issue_type is not None and f.type != issue_type):
+            continue
+        for r, c in zip(f.rows, f.cols, strict=True):
+            if table.column_names[int(c)] == column:
+                out.add(str(table.columns[int(c)].value(int(r))))
+    return out
+
+
+def test_a_zero_repeated_by_a_sibling_measurement_of_the_same_row_is_a_real_zero() -> None:
+    # Given populations of 3,000 towns in two censuses (the second tracks the first), one town empty in both
+    rng = np.random.default_rng(4)
+    first = np.round(np.exp(rng.normal(8.5, 1.5, 3000))).astype(int) + 100
+    second = np.round(first * rng.uniform(0.9, 1.15, 3000)).astype(int)
+    first[17], second[17] = 0, 0
+    table = make_table({"pop_2001": [str(v) for v in first], "pop_2011": [str(v) for v in second]})
+    # When detection runs
+    # Then neither zero is called an outlier: the town is empty in every measurement of it
+    assert "0" not in flagged_values(table, "pop_2001", "numeric_outlier")
+    assert "0" not in flagged_values(table, "pop_2011", "numeric_outlier")
+
+
+def test_a_zero_shared_with_a_column_measuring_something_else_is_still_an_outlier() -> None:
+    # Given listings of 3,000 months (hundreds to thousands) and months of inventory (unrelated to size),
+    # with one failed report written as 0 in both
+    rng = np.random.default_rng(5)
+    listings = np.round(np.exp(rng.normal(7.0, 1.0, 3000))).astype(int) + 30
+    inventory = np.round(rng.uniform(2.0, 12.0, 3000), 1)
+    listings[40], inventory[40] = 0, 0.0
+    table = make_table({"listings": [str(v) for v in listings], "inventory": [f"{v:g}" for v in inventory]})
+    # When detection runs
+    # Then the listings' zero is still far outside the bulk: the other column does not rank the rows alike
+    assert "0" in flagged_values(table, "listings", "numeric_outlier")
