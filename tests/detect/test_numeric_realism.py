@@ -20,10 +20,14 @@ def make_table(columns: dict[str, list[str]]) -> Table:
     return Table.from_arrow(arrow, name="t", source=SourceInfo(path="t.csv", format="csv"), names=names)
 
 
-def flagged_values(table: Table, column: str, issue_type: str | None = None) -> set[str]:
+def flagged_values(
+    table: Table, column: str, issue_type: str | None = None, detector: str | None = None
+) -> set[str]:
     out: set[str] = set()
     for f in detect(table).findings:
         if not f.flag or (issue_type is not None and f.type != issue_type):
+            continue
+        if detector is not None and f.detector != detector:
             continue
         for r, c in zip(f.rows, f.cols, strict=True):
             if table.column_names[int(c)] == column:
@@ -55,3 +59,30 @@ def test_a_zero_shared_with_a_column_measuring_something_else_is_still_an_outlie
     # When detection runs
     # Then the listings' zero is still far outside the bulk: the other column does not rank the rows alike
     assert "0" in flagged_values(table, "listings", "numeric_outlier")
+
+
+def test_numbers_in_scientific_notation_keep_the_shape_of_a_numeric_column() -> None:
+    # Given growth rates written as decimals, with the smallest written as R writes them (3e-4, -4e-4) and
+    # a few typed with a doubled point
+    rng = np.random.default_rng(6)
+    rates = [f"{v:.4f}" for v in rng.normal(0.02, 0.06, 600)]
+    rates[10:16] = ["3e-4", "-4e-4", "1e-4", "7e-4", "1.6e+07", "18e16"]
+    rates[100:103] = ["0..12", "0.0.5", "1..3"]
+    table = make_table({"growth": rates})
+    # When detection runs
+    shapes = flagged_values(table, "growth", detector="shape")
+    # Then scientific notation is a number like the others, and the malformed values are still found
+    assert not shapes & {"3e-4", "-4e-4", "1e-4", "7e-4", "1.6e+07", "18e16"}
+    assert {"0..12", "0.0.5", "1..3"} <= flagged_values(table, "growth")
+
+
+def test_a_column_that_writes_its_tiny_values_in_scientific_notation_has_no_second_format() -> None:
+    # Given colour coordinates, the near-zero ones written 5.3e-12 by the program that computed them
+    rng = np.random.default_rng(7)
+    values = [f"{v:.6f}" for v in rng.normal(0, 40, 500)]
+    values[::25] = [f"{v:.14e}" for v in rng.uniform(-9, -1, 20) * 1e-12]
+    values[3:200:33] = [f"{v:.14e}" for v in rng.uniform(1, 9, 6) * 1e-12]
+    table = make_table({"u": values})
+    # When detection runs
+    # Then no value breaks the column's pattern: the positive ones are as much numbers as the negative ones
+    assert not flagged_values(table, "u", detector="shape") & set(values[::25] + values[3:200:33])

@@ -26,8 +26,15 @@ NUM_UNIT = (
 NUMERIC_SHAPES = {"9", "9.9", "-9", "-9.9", ".9", "+9", "9,9", "9,9.9"}
 PLAIN_NUMBER_SHAPES = {"9", "9.9", "-9", "-9.9", ".9", "-.9", "+9", "+9.9"}
 
+# A number in scientific notation (a mantissa and a power of ten), in each decimal convention; as regexes
+# meaning the same in `re` and re2.
+SCIENTIFIC_POINT = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+"
+SCIENTIFIC_COMMA = r"[-+]?[0-9]+(?:,[0-9]+)?[eE][-+]?[0-9]+"
 # Numeric shapes (`9`, `-9.9`, `9.9,9`), and the parts of those with a separator between digits.
 NUMBER_SHAPE = re.compile(r"^[-+]?(?:9(?:[.,]9)*|\.9)$")
+# The shape of a number in scientific notation (`9.9a-9` for 1.5e-12): a number where the column reads as
+# numbers.
+SCIENTIFIC_SHAPE = re.compile(r"^[-+]?(?:9(?:[.,]9)?|\.9)a[-+]?9$")
 SEPARATED_SHAPE = re.compile(r"^( ?)([-+]?)(9?)((?:[.,]9)+)( ?)$")
 
 # Shares that decide what counts as a pattern and what breaks it.
@@ -157,11 +164,14 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
             elif usual:
                 accepted.append(shape_text[i])
         extra = tuple(sorted({r for r in judged if r is not None}))
-    if all(NUMBER_SHAPE.match(s) for s in dominant):
+    if all(NUMBER_SHAPE.match(s) or (SCIENTIFIC_SHAPE.match(s) and f.numeric.numeric) for s in dominant):
         # In a column of numbers, whole numbers, decimals and signs are one format (a humidity of 100 among
         # 43.5, a dew point of -2): only the separators (decimal comma or point) are a convention to keep.
         plain = PLAIN_NUMBER_SHAPES if convention != "comma" else {"9", "-9", "+9"}
         accepted = sorted(set(accepted) | plain)
+        # Scientific notation is how R and Python write very small and very round numbers (3e-4, 1e+05,
+        # 18e16): the same kind of number, written with the column's decimal separator.
+        extra = (*extra, SCIENTIFIC_COMMA if convention == "comma" else SCIENTIFIC_POINT)
     engine = "re2-ascii" if f.ascii else "re2"
     matches = pc.match_substring_regex(
         f.column.dictionary, pattern=shape_regex(accepted, words=True, engine=engine, extra=extra)
