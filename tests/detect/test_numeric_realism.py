@@ -86,3 +86,34 @@ def test_a_column_that_writes_its_tiny_values_in_scientific_notation_has_no_seco
     # When detection runs
     # Then no value breaks the column's pattern: the positive ones are as much numbers as the negative ones
     assert not flagged_values(table, "u", detector="shape") & set(values[::25] + values[3:200:33])
+
+
+def test_a_value_just_below_zero_in_a_widely_spread_column_is_not_a_broken_sign() -> None:
+    # Given airport altitudes in feet (many at sea level, most in the hundreds or thousands), two airports
+    # below sea level and three typed with a stray minus, far below
+    rng = np.random.default_rng(8)
+    alt = np.round(np.exp(rng.normal(6.0, 1.6, 6000))).astype(int)
+    alt[:240] = 0
+    alt[100], alt[200] = -54, -42
+    alt[300], alt[400], alt[500] = -4200, -3900, -5100
+    table = make_table({"alt": [str(v) for v in alt]})
+    # When detection runs
+    found = flagged_values(table, "alt", "numeric_outlier")
+    # Then the airports near sea level stay, the far negative is found
+    assert not found & {"-54", "-42"}
+    assert {"-4200", "-3900", "-5100"} <= found
+
+
+def test_a_column_with_many_negatives_has_no_sign_to_break() -> None:
+    # Given yearly growth rates of 400 towns, a third of them shrinking, and one typed 100 times too big
+    rng = np.random.default_rng(9)
+    rates = rng.normal(0.02, 0.06, 400)
+    values = [f"{v:.4f}" for v in rates]
+    values[7] = "4.2500"
+    table = make_table({"growth": values})
+    # When detection runs
+    findings = [f for f in detect(table).findings if f.type == "numeric_outlier"]
+    # Then only the far value is flagged, and nothing is said of a sign the column does not keep
+    assert [f.stats["bad_values"] for f in findings] == [["4.2500"]]
+    assert not findings[0].stats["nonnegative"]
+    assert "negative" not in findings[0].description

@@ -452,12 +452,18 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
     nonneg_share = float(w[~negative].sum() / w.sum())
     sign_llr = 0.0
     sign_edge = 0.0
-    if negative.any() and nonneg_share >= 0.5:
+    # The sign is a rule of the column only where negatives are as rare as values off a log scale may be: a
+    # column with a third of its values negative (a growth rate) has no sign to break.
+    if negative.any() and nonneg_share >= 1.0 - cal.offscale_share:
         sign_llr = math.log(nonneg_share / max(1 - nonneg_share, 1e-9)) - math.log(2.0) + cal.sign_bonus
         # A negative just below zero continues a column that comes close to zero (a dew point of -0.5 F in
-        # winter); only one further below than the column's low positive values breaks its sign.
+        # winter, an airport 54 ft below sea level among thousands of feet); only one further below than the
+        # column's low positive values, and than a share of its spread, breaks its sign.
         positive = x > 0
         edge = weighted_quantile(x[positive], w[positive], 0.05) if positive.any() else 0.0
+        center = weighted_quantile(x, w, 0.5)
+        spread = 1.4826 * weighted_quantile(np.abs(x - center), w, 0.5)
+        edge = max(edge, cal.sign_edge_spread * spread)
         beyond = negative & (x < -edge)
         sign_edge = float(edge)
         llr[beyond] = np.maximum(llr[beyond], sign_llr)
@@ -483,7 +489,11 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
         return (
             f"{plural(fd.n_cells, 'value')} in '{name}' {agree(fd.n_cells, 'lies', 'lie')} far outside the bulk "
             f"of the column{bulk}, e.g. {shown}."
-            + (" Some are negative in a column that otherwise never is." if sign_llr > 0 else "")
+            + (
+                " Some are negative in a column that otherwise never is."
+                if sign_llr > 0 and any(v.strip().startswith("-") for v in fd.stats["bad_values"])
+                else ""
+            )
         )
 
     return value_finding(
