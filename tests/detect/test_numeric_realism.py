@@ -9,6 +9,8 @@ import pyarrow as pa
 import pytest
 
 from iterate.detect import detect
+from iterate.detect.context import dataset_null_marker, facts_for
+from iterate.detect.frequency import detect_repeated_placeholder
 from iterate.table import SourceInfo, Table
 
 pytestmark = pytest.mark.unit
@@ -117,3 +119,20 @@ def test_a_column_with_many_negatives_has_no_sign_to_break() -> None:
     assert [f.stats["bad_values"] for f in findings] == [["4.2500"]]
     assert not findings[0].stats["nonnegative"]
     assert "negative" not in findings[0].description
+
+
+def test_the_zero_at_the_centre_of_a_signed_column_is_a_value_not_a_placeholder() -> None:
+    # Given colour coordinates spread around zero, every grey at exactly 0, and a column of prices where
+    # one value was copied over a hundred records
+    rng = np.random.default_rng(10)
+    u = [f"{v:.10f}" for v in rng.normal(0, 3000, 600)]
+    u[::6] = ["0"] * 100
+    price = [f"{v:.10f}" for v in np.exp(rng.normal(3, 1, 600))]
+    price[::6] = ["19.9900000000"] * 100
+    table = make_table({"u": u, "price": price})
+    # When the repeated-value detector looks at each column
+    facts = facts_for(table, dataset_null_marker(table))
+    found = {f.name: detect_repeated_placeholder(f) for f in facts}
+    # Then the greys' zero stands, the copied price is a placeholder
+    assert found["u"] is None
+    assert found["price"] is not None and found["price"].stats["markers"] == ["19.9900000000"]
