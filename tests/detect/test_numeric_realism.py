@@ -136,3 +136,22 @@ def test_the_zero_at_the_centre_of_a_signed_column_is_a_value_not_a_placeholder(
     # Then the greys' zero stands, the copied price is a placeholder
     assert found["u"] is None
     assert found["price"] is not None and found["price"].stats["markers"] == ["19.9900000000"]
+
+
+def test_a_count_with_a_kind_written_after_it_is_a_code_not_a_number_with_units() -> None:
+    # Given gearboxes written as gears and kind (7a automatic, 6m manual, 8am automated manual, 7dd dual
+    # clutch), and weights written with ounces in several ways beside bare numbers
+    rng = np.random.default_rng(11)
+    gears = [
+        f"{g}{k}"
+        for g, k in zip(rng.integers(5, 9, 300), rng.choice(["a", "m", "am", "dd"], 300), strict=True)
+    ]
+    weights = [
+        f"{w}{u}"
+        for w, u in zip(rng.integers(8, 24, 300), rng.choice(["", " oz", " ounce"], 300), strict=True)
+    ]
+    table = make_table({"trsmn": gears, "weight": weights})
+    # When detection runs
+    # Then the gearbox codes are no numbers with units; the weights' units still are
+    assert not flagged_values(table, "trsmn", "unit_in_number")
+    assert flagged_values(table, "weight", "unit_in_number")

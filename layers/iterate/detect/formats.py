@@ -47,6 +47,27 @@ _WORD_RUN = re.compile(r"a(?: a)+")  # word shapes: categories and names, whose 
 _BARE_SHAPE = re.compile(r"^ ?[-+]?9(?:\.9)? ?$")
 UNIT_SPELLING_SHARE = 0.02  # a unit spelling used by at least this share is a real representation
 QUANTITY_SHARE = 0.9  # at least this share of values parse as number (+ unit) for a quantity column
+# Units, currencies and magnitudes a number is written with (lower case, without a final full stop).
+_UNIT_WORDS = (
+    "$ € £ ¥ usd eur gbp jpy chf cad aud cny inr % pct percent pc "
+    "mg g gr gram grams kg kgs kilo kilos lb lbs pound pounds oz ounce ounces t ton tons tonne tonnes st "
+    "nm um µm mm cm dm m km in inch inches \" ft feet foot ' yd yard yards mi mile miles "
+    "ml cl dl l lt liter liters litre litres gal gallon gallons qt pt fl oz floz cc m3 m³ ft3 "
+    "ms s sec secs second seconds min mins minute minutes h hr hrs hour hours d day days wk week weeks "
+    "mo month months y yr yrs year years mph kph km/h kmh m/s kn kt knots "
+    "w kw mw gw wh kwh mwh hp bhp ps j kj mj cal kcal v kv mv a ma mah ah hz khz mhz ghz "
+    "b kb mb gb tb bit bits kbps mbps gbps °c °f ° c f k bn mn thousand million billion x "
+    "sqft m2 m² km2 km² ha acre acres pa kpa hpa mbar bar psi atm mmhg rpm dpi ppm ppb db mol"
+)
+KNOWN_UNITS = frozenset(_UNIT_WORDS.split())
+
+
+def _known_unit(spelling: str) -> bool:
+    """Whether a spelling `pre|unit` (detect_units) starts with a currency sign or a unit, magnitude or
+    percent sign (`$|`, `|oz.`, `|oz. alumi-tek`, `|km/h`), a final full stop left out."""
+    pre, _, unit = spelling.partition("|")
+    words = unit.split()
+    return bool(pre.strip()) or (bool(words) and words[0].rstrip(".") in KNOWN_UNITS)
 
 
 def _legend(shapes: list[str]) -> str:
@@ -256,6 +277,10 @@ def detect_units(f: ColumnFacts) -> Finding | None:
     if len(real) < 2:
         return None
     plain = stext.index("|") if "|" in stext else -1
+    if plain not in real and not all(_known_unit(stext[i]) for i in real):
+        # Every value carries a suffix and some suffix names no unit: a code of a count and a kind (gears
+        # and gearbox: 7a, 8am, 1dd), not a quantity written with its unit in several ways.
+        return None
     bad = matched & (scodes != plain)
     # Rare spellings are typos, not representations: the shape and spelling detectors report them.
     bad &= np.isin(scodes, real)
