@@ -155,3 +155,35 @@ def test_a_count_with_a_kind_written_after_it_is_a_code_not_a_number_with_units(
     # Then the gearbox codes are no numbers with units; the weights' units still are
     assert not flagged_values(table, "trsmn", "unit_in_number")
     assert flagged_values(table, "weight", "unit_in_number")
+
+
+def test_postcodes_of_several_countries_are_a_code_not_numbers_gone_wrong() -> None:
+    # Given postcodes of people in the US (five digits, some with leading zeros), Poland (99-999) and
+    # Canada (A9A 9A9)
+    rng = np.random.default_rng(12)
+    us = [f"{v:05d}" for v in rng.integers(1000, 99999, 140)]
+    poland = [
+        f"{a:02d}-{b:03d}" for a, b in zip(rng.integers(0, 99, 30), rng.integers(0, 999, 30), strict=True)
+    ]
+    letters = "ABCEGHJKLMNPRSTVXY"
+    canada = [
+        f"{rng.choice(list(letters))}{rng.integers(10)}{rng.choice(list(letters))} "
+        f"{rng.integers(10)}{rng.choice(list(letters))}{rng.integers(10)}"
+        for _ in range(30)
+    ]
+    table = make_table({"postcode": us + poland + canada})
+    # When detection runs
+    # Then none of them is a malformed number
+    assert not flagged_values(table, "postcode", detector="parse")
+
+
+def test_zip_codes_with_a_letter_typed_for_a_digit_are_still_numbers_gone_wrong() -> None:
+    # Given US zip codes with leading zeros, a few with a digit typed as x
+    rng = np.random.default_rng(13)
+    zips = [f"{v:05d}" for v in rng.integers(1000, 99999, 400)]
+    slips = ["0x108", "3x10x", "359x8", "x6784", "021x4", "3590x"]
+    zips[::60] = slips + zips[360::60][: len(zips[::60]) - len(slips)]
+    table = make_table({"zip": zips})
+    # When detection runs
+    # Then the slips are found
+    assert set(slips) <= flagged_values(table, "zip")

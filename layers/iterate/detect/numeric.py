@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -177,12 +178,48 @@ def _values(f: ColumnFacts, ids: np.ndarray) -> list[str]:
     return sorted(set(f.column.texts(ids)))[:MAX_LISTED]
 
 
+SHAPE_SAMPLE = 5_000  # distinct values that are not numbers, judged for their layouts
+REGULAR_SHARE = 0.8  # the share of a column's other values that must follow its own regular layouts
+
+
+def _layout(text: str) -> str:
+    """A value's layout: each digit a 9, each letter an a, other characters as they are (`NW10 2BH` is
+    `aa99 9aa`, `91-348` is `99-999`)."""
+    return "".join("9" if c.isdigit() else "a" if c.isalpha() else c for c in text.strip())
+
+
+# A code's own layout joins groups of digits or letters with a separator (`99-999`, `a9a 9a9`); a number
+# gone wrong has a letter in place of a digit or a point (`3x10x`, `4v`) instead.
+CODE_LAYOUT = re.compile(r"[a9][ /-][a9]")
+
+
+def _multi_format_code(f: ColumnFacts, m: NumericModel) -> bool:
+    """Whether the column is a code written in several formats (postcodes of several countries): its
+    numbers are whole and some keep leading zeros (`02401`: no quantity is written so), and the values that
+    are not numbers follow layouts of their own, each shared by several of them and joining groups with a
+    separator (`99-999`, `a9a 9a9`), none doubled (`0..24` is a number gone wrong)."""
+    ok = m.is_number
+    whole = ok & (m.decimals == 0)
+    if m.weights[whole].sum() < 0.9 * m.weights[ok].sum():
+        return False
+    texts = [t.strip() for t in f.column.texts(m.ids[whole])]
+    if sum(1 for t in texts if len(t) > 1 and t.lstrip("+-").startswith("0")) < 2:
+        return False
+    layouts = Counter(_layout(t) for t in f.column.texts(m.ids[~ok][:SHAPE_SAMPLE]))
+    if any(re.search(r"([^a9])\1", s) for s in layouts):
+        return False
+    regular = sum(n for s, n in layouts.items() if n >= 2 and CODE_LAYOUT.search(s))
+    return regular >= REGULAR_SHARE * sum(layouts.values())
+
+
 def detect_invalid_numbers(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT) -> Finding | None:
     """Values that do not read as a number in a column whose rows mostly do."""
     if not m.numeric or m.share >= 1.0:
         return None
     bad = ~m.is_number
     if not bad.any():
+        return None
+    if _multi_format_code(f, m):
         return None
     # A value the column repeats is likelier a code it uses (`N/R`) than a slip.
     llr = share_llr(m.share, cal.parse_bonus) - repeat_discount(m.weights[bad], f.typical_count, cal)
