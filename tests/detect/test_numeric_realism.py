@@ -11,6 +11,7 @@ import pytest
 from iterate.detect import detect
 from iterate.detect.context import dataset_null_marker, facts_for
 from iterate.detect.frequency import detect_repeated_placeholder
+from iterate.detect.numeric import detect_numeric_outliers
 from iterate.table import SourceInfo, Table
 
 pytestmark = pytest.mark.unit
@@ -187,3 +188,20 @@ def test_zip_codes_with_a_letter_typed_for_a_digit_are_still_numbers_gone_wrong(
     # When detection runs
     # Then the slips are found
     assert set(slips) <= flagged_values(table, "zip")
+
+
+def test_longitudes_are_far_apart_around_the_globe_not_along_the_number_line() -> None:
+    # Given 1,443 airports of the US mainland, Alaska and Hawaii, the Aleutian ones across the antimeridian
+    # (174.1 E, 179.3 E), and two put in China by a slip (112.457, 117.759)
+    rng = np.random.default_rng(14)
+    bands = [(-172, -150, 185), (-150, -130, 73), (-130, -110, 249), (-110, -90, 308), (-90, -67, 628)]
+    lon = [f"{v:.5f}" for lo, hi, n in bands for v in rng.uniform(lo, hi, n)]
+    lon += ["174.11362", "179.3", "-176.646", "112.457", "117.759"]
+    table = make_table({"lon": lon})
+    facts = facts_for(table, dataset_null_marker(table))
+    # When the outlier detector judges the column
+    found = detect_numeric_outliers(facts[0], facts[0].numeric)
+    # Then the Aleutians lie close to Alaska, the slips far away
+    assert found is not None
+    assert {"112.457", "117.759"} <= set(found.stats["bad_values"])
+    assert not {"174.11362", "179.3", "-176.646"} & set(found.stats["bad_values"])

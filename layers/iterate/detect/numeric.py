@@ -456,6 +456,23 @@ def robust_scale(x: np.ndarray, w: np.ndarray) -> Scale | None:
     return best
 
 
+# A semantic hint a user's data allows: a column called lon, lng or longitude holds degrees around the globe.
+LONGITUDE_NAME = re.compile(r"(?i)(?:^|[^a-z])(?:lon|lng|long|longitude)(?:[^a-z]|$)")
+
+
+def _unwrap(x: np.ndarray) -> np.ndarray:
+    """Longitudes cut where the globe is emptiest (the widest gap between them), so that the bulk is one
+    run of numbers: airports from Guam to Maine straddle the antimeridian, not 0."""
+    u = np.unique(x)
+    if u.size < 2:
+        return x
+    gaps = np.diff(np.r_[u, u[0] + 360.0])
+    cut = int(np.argmax(gaps))
+    if cut == u.size - 1:
+        return x  # the widest gap is across the antimeridian already
+    return np.where(x > u[cut], x - 360.0, x)
+
+
 def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT) -> Finding | None:
     """Numbers far from the column's bulk (robust z on its best scale), or negative where it never is."""
     if not m.numeric or m.code_width is not None:
@@ -464,11 +481,17 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
     if m.weights[ok].sum() < 10 or ok.sum() < 3:
         return None
     x, w = m.numbers[ok], m.weights[ok].astype(np.float64)
-    scale = robust_scale(x, w)
+    circle = LONGITUDE_NAME.search(f.name) is not None and float(x.min()) >= -180 and float(x.max()) <= 180
+    scale = robust_scale(_unwrap(x), w) if circle else robust_scale(x, w)
+    if scale is not None and scale.kind != "linear":
+        circle = False
     llr = np.zeros(x.size)
     z = np.zeros(x.size)
     if scale is not None:
         z = scale.z(x)
+        if circle:  # around the globe: 174 E lies 91 degrees from 95 W, not 269
+            gap = np.abs(x - scale.center) % 360.0
+            z = np.minimum(gap, 360.0 - gap) / scale.spread
         far = (z > cal.outlier_z) & np.isfinite(z)
         if far.any():
             llr[far] = (np.minimum(z[far], 1e6) - cal.outlier_z) * cal.outlier_llr_per_z
