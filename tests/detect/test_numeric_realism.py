@@ -205,3 +205,38 @@ def test_longitudes_are_far_apart_around_the_globe_not_along_the_number_line() -
     assert found is not None
     assert {"112.457", "117.759"} <= set(found.stats["bad_values"])
     assert not {"174.11362", "179.3", "-176.646"} & set(found.stats["bad_values"])
+
+
+def _white_shares(rng: np.random.Generator) -> list[str]:
+    """Shares of white residents in 440 counties: most above 95%, a tail of cities down to 57% and a
+    reservation at 11%."""
+    gaps = np.exp(rng.normal(0.7, 1.1, 437))  # percentage points short of 100
+    shares = np.r_[100 - np.clip(gaps, 0.1, 40), [57.4, 62.8, 10.7]]
+    return [f"{v:.4f}" for v in shares]
+
+
+def test_shares_crowding_against_their_whole_are_judged_on_their_log_odds() -> None:
+    # Given the shares of white residents in 440 counties
+    values = _white_shares(np.random.default_rng(15))
+    table = make_table({"percwhite": values})
+    facts = facts_for(table, dataset_null_marker(table))
+    # When the outlier detector judges the column
+    found = detect_numeric_outliers(facts[0], facts[0].numeric)
+    # Then the cities and the reservation are the column's tail, and its bulk ends at 100
+    assert found is None or not {"57.4000", "62.8000"} & set(found.stats["bad_values"])
+    if found is not None:
+        assert found.stats["high"] <= 100.0
+
+
+def test_a_share_beyond_its_whole_is_an_outlier() -> None:
+    # Given the same shares with two typed with a slipped point (980.3, 9,730 per mille)
+    values = _white_shares(np.random.default_rng(15))
+    values[5], values[6] = "980.3000", "973.0000"
+    table = make_table({"percwhite": values})
+    facts = facts_for(table, dataset_null_marker(table))
+    # When the outlier detector judges the column
+    found = detect_numeric_outliers(facts[0], facts[0].numeric)
+    # Then those two are found, and not the real tail
+    assert found is not None
+    assert {"980.3000", "973.0000"} <= set(found.stats["bad_values"])
+    assert not {"57.4000", "62.8000"} & set(found.stats["bad_values"])

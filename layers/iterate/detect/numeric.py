@@ -328,6 +328,26 @@ def detect_precision(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT
     )
 
 
+# A semantic hint a user's data allows: a column called perc..., pct, percent, share, proportion or fraction
+# holds shares of a whole, between 0 and 100 (or 1).
+SHARE_NAME = re.compile(r"(?i)(?:perc|pct|percent|proportion|share|fraction)")
+SHARE_PAD = 0.005  # of the bound: how far inside 0 and the bound a share's log-odds are taken
+
+
+def share_top(name: str, x: np.ndarray, w: np.ndarray) -> float | None:
+    """The bound of a column of shares (100 for percentages, 1 for proportions) when its name says it holds
+    shares and (nearly) every row lies within it; None otherwise. A share beyond it is impossible."""
+    if SHARE_NAME.search(name) is None or x.size == 0:
+        return None
+    total = float(w.sum())
+    for top in (1.0, 100.0):
+        if float(w[(x < 0) | (x > top)].sum()) <= DEFAULT.offscale_share * total:
+            if top == 1.0 and float(x.max()) > 1.0 and float(w[x > 1.0].sum()) > 0.01 * total:
+                continue  # percentages with some above 1, not proportions
+            return top
+    return None
+
+
 @dataclass(frozen=True)
 class Scale:
     """Where a column's bulk lies: centre and spread on the scale that suits it.
@@ -335,19 +355,27 @@ class Scale:
     `kind`: "linear"; "log" for positive quantities spanning magnitudes (prices, thicknesses); "log1p" for
     counts and amounts that are never negative but often zero (riders per hour); "log0" for amounts that
     are zero in most rows and spread over magnitudes otherwise (rainfall, spending): zeros sit in the bulk
-    and the other values are judged on the log scale among themselves.
+    and the other values are judged on the log scale among themselves; "logit" for shares bounded by `top`
+    (100 for percentages, 1 for proportions) that crowd against a bound (the share of white residents, 98%
+    in most counties): the log-odds, on which 57% is as far below 98% as 2% is above it.
     """
 
     kind: str
     center: float
     spread: float
+    top: float = 0.0  # the bound of a share (logit only)
 
     @property
     def log(self) -> bool:
-        return self.kind != "linear"
+        return self.kind.startswith("log") and self.kind != "logit"
 
     def transform(self, x: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
+            if self.kind == "logit":
+                pad = SHARE_PAD * self.top  # 0 and 100 stay finite: half a point of a percentage
+                inside = (x >= 0) & (x <= self.top)
+                safe = np.where(inside, x, 0.0)
+                return np.where(inside, np.log((safe + pad) / (self.top - safe + pad)), np.inf)
             if self.kind == "log":
                 return np.where(x > 0, np.log(np.where(x > 0, x, 1.0)), -np.inf)
             if self.kind == "log0":
@@ -368,6 +396,14 @@ class Scale:
             return math.exp(lo), math.exp(hi)
         if self.kind == "log1p":
             return max(math.expm1(lo), 0.0), math.expm1(hi)
+        if self.kind == "logit":
+            pad = SHARE_PAD * self.top
+
+            def back(t: float) -> float:
+                e = math.exp(min(t, 700.0))
+                return min(max((e * (self.top + pad) - pad) / (1.0 + e), 0.0), self.top)
+
+            return back(lo), back(hi)
         return lo, hi
 
 
@@ -399,10 +435,10 @@ def domain_tier(w: np.ndarray, cal: Calibration = DEFAULT) -> np.ndarray | None:
     return None
 
 
-def robust_scale(x: np.ndarray, w: np.ndarray) -> Scale | None:
+def robust_scale(x: np.ndarray, w: np.ndarray, top: float | None = None) -> Scale | None:
     """Median and MAD on the scale that makes the column most symmetric: log when (nearly) every value is
-    positive, log1p when none is negative but some are zero, linear otherwise. A transformed scale must be
-    clearly more symmetric than the values as they are."""
+    positive, log1p when none is negative but some are zero, logit for shares bounded by `top`, linear
+    otherwise. A transformed scale must be clearly more symmetric than the values as they are."""
     domain = domain_tier(w)
     if domain is not None:
         # A column with a domain of common values is judged against that domain (its spread, or the spacing
@@ -431,10 +467,12 @@ def robust_scale(x: np.ndarray, w: np.ndarray) -> Scale | None:
     # by their sign instead (see detect_numeric_outliers).
     if float(w[x < 0].sum()) <= DEFAULT.offscale_share * w.sum():
         kinds.append("log" if w[x <= 0].sum() <= DEFAULT.offscale_share * w.sum() else "log1p")
+    if top:
+        kinds.append("logit")
     best: Scale | None = None
     best_skew = math.inf
     for kind in kinds:
-        probe = Scale(kind, 0.0, 1.0)
+        probe = Scale(kind, 0.0, 1.0, top or 0.0)
         t = probe.transform(x)
         ok = np.isfinite(t)
         if ok.sum() < 3:
@@ -452,7 +490,7 @@ def robust_scale(x: np.ndarray, w: np.ndarray) -> Scale | None:
             continue
         penalty = 0.0 if kind == "linear" else 0.1
         if abs(skew) + penalty < best_skew:
-            best, best_skew = Scale(kind, med, spread), abs(skew) + penalty
+            best, best_skew = Scale(kind, med, spread, top or 0.0), abs(skew) + penalty
     return best
 
 
@@ -482,7 +520,7 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
         return None
     x, w = m.numbers[ok], m.weights[ok].astype(np.float64)
     circle = LONGITUDE_NAME.search(f.name) is not None and float(x.min()) >= -180 and float(x.max()) <= 180
-    scale = robust_scale(_unwrap(x), w) if circle else robust_scale(x, w)
+    scale = robust_scale(_unwrap(x), w) if circle else robust_scale(x, w, share_top(f.name, x, w))
     if scale is not None and scale.kind != "linear":
         circle = False
     llr = np.zeros(x.size)
@@ -531,6 +569,13 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
         # A zero in a column of positive quantities: as telling as zeros are rare in it.
         positive = float(w[~offscale].sum() / w.sum())
         llr[offscale] = math.log(positive / max(1 - positive, 1e-9)) - math.log(2.0) + cal.sign_bonus
+    if scale is not None and scale.kind == "logit":
+        # A share above its whole: as telling as such values are rare in the column (below 0: the sign).
+        above = x > scale.top
+        if above.any():
+            inside = float(w[~above].sum() / w.sum())
+            over = math.log(inside / max(1 - inside, 1e-9)) - math.log(2.0) + cal.sign_bonus
+            llr[above] = np.maximum(llr[above], over)
     llr = np.minimum(llr, cal.outlier_max_llr)
     hit = llr > 0
     if not hit.any():
@@ -540,6 +585,9 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
     low, high = scale.bounds(cal.outlier_z) if scale is not None else (None, None)
     if low is not None and not negative.any():
         low = max(low, 0.0)  # a quantity that is never negative has no expected range below zero
+    top = share_top(f.name, x, w)
+    if high is not None and top is not None:
+        high = min(high, top)  # nor a share above its whole
     median = weighted_quantile(x, w, 0.5)
 
     def describe(fd: Finding) -> str:
@@ -579,6 +627,7 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
             "edge": sign_edge,
             "median": median,
             "scale": scale.kind if scale is not None else "linear",
+            "top": scale.top if scale is not None and scale.kind == "logit" else None,
             "bad_values": _values(f, ids),
         },
         key=f"outliers:{name}",
@@ -794,7 +843,7 @@ def discount_explained_outliers(
     kind = str(f.stats.get("scale", "linear"))
     per_id = np.full(fy.column.n_unique, np.nan)
     per_id[m.ids] = m.numbers
-    scale = Scale(kind, 0.0, 1.0)
+    scale = Scale(kind, 0.0, 1.0, float(f.stats.get("top") or 0.0))
     values = scale.transform(per_id[fy.column.codes])
     if contexts is None:
         contexts = context_columns(facts, values.size)
