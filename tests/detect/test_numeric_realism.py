@@ -11,7 +11,7 @@ import pytest
 from iterate.detect import detect
 from iterate.detect.context import dataset_null_marker, facts_for
 from iterate.detect.frequency import detect_repeated_placeholder
-from iterate.detect.numeric import detect_numeric_outliers
+from iterate.detect.numeric import detect_numeric_outliers, detect_precision
 from iterate.table import SourceInfo, Table
 
 pytestmark = pytest.mark.unit
@@ -240,3 +240,25 @@ def test_a_share_beyond_its_whole_is_an_outlier() -> None:
     assert found is not None
     assert {"980.3000", "973.0000"} <= set(found.stats["bad_values"])
     assert not {"57.4000", "62.8000"} & set(found.stats["bad_values"])
+
+
+def test_a_column_in_scientific_notation_is_precise_in_significant_digits() -> None:
+    # Given physical constants spanning 1e-27 to 1e5, written to 9-12 significant digits (some with
+    # binary round-off: 1.6021766340000001e-19), and a column of ratios written to two decimals with
+    # noise pasted over a few
+    rng = np.random.default_rng(16)
+    mantissas = rng.uniform(1, 9.99, 300)
+    digits = rng.integers(8, 12, 300)
+    powers = rng.integers(-27, 6, 300)
+    constants = [f"{m:.{d}f}e{p}" for m, d, p in zip(mantissas, digits, powers, strict=True)]
+    constants[:3] = ["1.6021766340000001e-19", "5.48579909065e-4", "0.00662361823751"]
+    ratios = [f"{v:.2f}" for v in rng.uniform(0, 1, 300)]
+    ratios[:4] = ["0.453009067", "1.063097957", "0.37356077", "0.082916527"]
+    table = make_table({"value": constants, "ratio": ratios})
+    facts = facts_for(table, dataset_null_marker(table))
+    # When the precision detector judges each column
+    found = {f.name: detect_precision(f, f.numeric) for f in facts}
+    # Then no constant is noise (round-off is formatting), and the pasted ratios are
+    assert found["value"] is None
+    assert found["ratio"] is not None
+    assert set(ratios[:4]) <= set(found["ratio"].stats["bad_values"])

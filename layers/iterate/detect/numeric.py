@@ -275,6 +275,19 @@ def _written_decimals(numbers: np.ndarray, decimals: np.ndarray) -> np.ndarray:
     return out
 
 
+SCIENTIFIC_SHARE = 0.05  # rows written in scientific notation from which a column's precision is its digits
+
+
+def _written_digits(numbers: np.ndarray) -> np.ndarray:
+    """Significant digits once binary floating-point noise is rounded away: `1.6021766340000001e-19` is
+    1.602176634e-19 (10), `5.48579909065e-4` keeps its 12."""
+    out = np.zeros(numbers.size, dtype=np.int64)
+    for i in np.flatnonzero(~np.isnan(numbers)):
+        mantissa = f"{numbers[i]:.11e}".split("e")[0].lstrip("-").replace(".", "").rstrip("0")
+        out[i] = max(len(mantissa), 1)
+    return out
+
+
 def detect_precision(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT) -> Finding | None:
     """Numbers written with far more decimals than the column writes (`0.453009067` among `0.24`).
 
@@ -284,7 +297,12 @@ def detect_precision(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT
     if not m.numeric:
         return None
     ok = m.is_number
-    written = _written_decimals(m.numbers, m.decimals)
+    # A column that writes numbers in scientific notation spans magnitudes (constants from 1e-74 to 1e50):
+    # its precision is its significant digits, which decimals do not count.
+    text = f.column.dictionary.take(pa.array(m.ids, pa.int64()))
+    scientific = ok & _bools(pc.match_substring_regex(text, r"[0-9][eE][-+]?[0-9]"))
+    digits = float(m.weights[scientific].sum()) >= SCIENTIFIC_SHARE * float(m.weights[ok].sum())
+    written = _written_digits(m.numbers) if digits else _written_decimals(m.numbers, m.decimals)
     typical = m.typical(written)
     excess = written - typical
     hit = ok & (excess >= cal.precision_gap)
@@ -299,10 +317,12 @@ def detect_precision(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT
     bound = int(typical + cal.precision_gap)
     name = f.name
 
+    unit = "significant digits" if digits else "decimals"
+
     def describe(fd: Finding) -> str:
         return (
             f"{plural(fd.n_cells, 'number')} in '{name}' {agree(fd.n_cells, 'is', 'are')} written with {bound} or "
-            "more decimals, while the column "
+            f"more {unit}, while the column "
             f"usually writes {int(typical)}; for example "
             + ", ".join(repr(v) for v in fd.stats["bad_values"][:3])
             + ". Values like these are usually noise or a computation pasted over the recorded value."
@@ -322,8 +342,10 @@ def detect_precision(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT
         "Restore it, or round to the column's precision if the extra digits are only formatting.",
         category="smart_fixes",
         detector="precision",
-        stat_name="decimals written",
-        stats={"column": name, "rule": "decimals", "min_decimals": bound, "bad_values": _values(f, ids)},
+        stat_name=f"{unit} written",
+        stats={"column": name, "rule": "digits", "min_digits": bound, "bad_values": _values(f, ids)}
+        if digits
+        else {"column": name, "rule": "decimals", "min_decimals": bound, "bad_values": _values(f, ids)},
         key=f"precision:{name}",
     )
 
