@@ -262,3 +262,37 @@ def test_a_column_in_scientific_notation_is_precise_in_significant_digits() -> N
     assert found["value"] is None
     assert found["ratio"] is not None
     assert set(ratios[:4]) <= set(found["ratio"].stats["bad_values"])
+
+
+def test_the_real_extremes_of_a_smoothly_heavy_tail_are_its_tail_not_outliers() -> None:
+    # Given an index over 20,000 people whose tail thins out smoothly (a Student t: most near 10, one in a
+    # hundred beyond 30), 6% of them at 0, its largest values at 47.8, 48.3 and 58.6
+    rng = np.random.default_rng(17)
+    index = np.clip(10.6 + 4.4 * rng.standard_t(4, 20_000), 0.5, 45)
+    index[rng.choice(20_000, 1300, replace=False)] = 0
+    values = [f"{v:.1f}" for v in index] + ["47.8", "48.3", "58.6"]
+    table = make_table({"disea": values})
+    facts = facts_for(table, dataset_null_marker(table))
+    # When the outlier detector judges the column
+    found = detect_numeric_outliers(facts[0], facts[0].numeric)
+    # Then the bulk reaches as far as its tail does, and the extremes carry only weak evidence
+    assert found is not None and found.stats["high"] > 45
+    assert found.llr is not None
+    on = np.isin(found.rows, [len(values) - 1])
+    assert float(found.llr[on].max()) < 2.0
+
+
+def test_values_ten_times_too_big_make_a_shoulder_not_a_heavy_tail() -> None:
+    # Given riders per hour (a bulk spread evenly around 150) with 3% of them typed ten times too big
+    rng = np.random.default_rng(18)
+    riders = rng.normal(150, 40, 5_000).round().astype(int)
+    slipped = rng.choice(5_000, 150, replace=False)
+    riders[slipped] *= 10
+    table = make_table({"riders": [str(v) for v in riders]})
+    facts = facts_for(table, dataset_null_marker(table))
+    # When the outlier detector judges the column
+    found = detect_numeric_outliers(facts[0], facts[0].numeric)
+    # Then the slipped values are still far outside the bulk
+    assert found is not None
+    flagged = set(found.stats["bad_values"])
+    assert sum(str(v) in flagged for v in riders[slipped]) >= 0.9 * slipped.size

@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
+from itertools import pairwise
 
 import numpy as np
 import pyarrow as pa
@@ -386,6 +387,9 @@ class Scale:
     center: float
     spread: float
     top: float = 0.0  # the bound of a share (logit only)
+    # The spread of each tail where it is wider than the bulk's (a heavy tail): 0 means `spread`.
+    low_spread: float = 0.0
+    high_spread: float = 0.0
 
     @property
     def log(self) -> bool:
@@ -410,10 +414,13 @@ class Scale:
     def z(self, x: np.ndarray) -> np.ndarray:
         # No positive quantity is zero or below, no count is negative: those lie infinitely far.
         with np.errstate(invalid="ignore"):
-            return np.abs(self.transform(x) - self.center) / self.spread
+            d = self.transform(x) - self.center
+            low, high = self.low_spread or self.spread, self.high_spread or self.spread
+            return np.where(d > 0, d / high, -d / low)
 
     def bounds(self, z: float) -> tuple[float, float]:
-        lo, hi = self.center - z * self.spread, self.center + z * self.spread
+        low, high = self.low_spread or self.spread, self.high_spread or self.spread
+        lo, hi = self.center - z * low, self.center + z * high
         if self.kind in ("log", "log0"):
             return math.exp(lo), math.exp(hi)
         if self.kind == "log1p":
@@ -533,6 +540,42 @@ def _unwrap(x: np.ndarray) -> np.ndarray:
     return np.where(x > u[cut], x - 360.0, x)
 
 
+# Where each tail's spread is read (share of the rows beyond) and where a normal bulk puts those quantiles.
+TAIL_LEVELS = ((0.10, 1.2816), (0.05, 1.6449), (0.01, 2.3263))
+TAIL_SMOOTH = 1.5  # a tail is smooth when its spread grows by at most this much from one level to the next
+
+
+def _tail_spreads(scale: Scale, x: np.ndarray, w: np.ndarray) -> Scale:
+    """The scale with each tail's own spread where the tail is heavier than the bulk and smoothly so.
+
+    Each tail's spread is read at the 10%, 5% and 1% of the rows beyond it: the spread a normal bulk would
+    need to put them there. A real heavy tail (a chronic-disease index whose 99th percentile lies five
+    spreads out, growth rates of towns of every size) grows its spread gently from one level to the next,
+    and is then judged by its 1% spread: its real extremes stay. Errors make a shoulder instead (a few
+    percent of values ten times too big: the spread jumps between two levels), and leave the scale as it
+    is. A column with a domain of common values keeps the spread of its domain."""
+    if domain_tier(w) is not None:
+        return scale
+    t = scale.transform(x)
+    fin = np.isfinite(t)
+    if w[fin].sum() < 100:
+        return scale  # too few rows to read a tail at 1%
+    tt, tw = t[fin], w[fin]
+
+    def side(sign: float) -> float:
+        spreads = [
+            sign * (weighted_quantile(tt, tw, 0.5 + sign * (0.5 - share)) - scale.center) / z
+            for share, z in TAIL_LEVELS
+        ]
+        smooth = all(b <= TAIL_SMOOTH * max(a, scale.spread) for a, b in pairwise(spreads))
+        return max(spreads[-1], scale.spread) if smooth else scale.spread
+
+    low, high = side(-1.0), side(1.0)
+    if low <= scale.spread and high <= scale.spread:
+        return scale
+    return replace(scale, low_spread=low, high_spread=high)
+
+
 def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT) -> Finding | None:
     """Numbers far from the column's bulk (robust z on its best scale), or negative where it never is."""
     if not m.numeric or m.code_width is not None:
@@ -547,6 +590,8 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
         circle = False
     llr = np.zeros(x.size)
     z = np.zeros(x.size)
+    if scale is not None and not circle:
+        scale = _tail_spreads(scale, x, w)
     if scale is not None:
         z = scale.z(x)
         if circle:  # around the globe: 174 E lies 91 degrees from 95 W, not 269
