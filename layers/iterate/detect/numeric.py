@@ -302,7 +302,9 @@ def detect_precision(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT
     # its precision is its significant digits, which decimals do not count.
     text = f.column.dictionary.take(pa.array(m.ids, pa.int64()))
     scientific = ok & _bools(pc.match_substring_regex(text, r"[0-9][eE][-+]?[0-9]"))
-    digits = float(m.weights[scientific].sum()) >= SCIENTIFIC_SHARE * float(m.weights[ok].sum())
+    digits = m.convention == "point" and float(m.weights[scientific].sum()) >= SCIENTIFIC_SHARE * float(
+        m.weights[ok].sum()
+    )
     written = _written_digits(m.numbers) if digits else _written_decimals(m.numbers, m.decimals)
     typical = m.typical(written)
     excess = written - typical

@@ -260,7 +260,7 @@ elif rule == "digits":
     # Significant digits written, once binary floating-point noise (1.6021766340000001e-19) is rounded away.
     def significant(v):
         try:
-            mantissa = "%.11e" % float(v)
+            mantissa = "%.11e" % float(v.replace(",", ""))
         except ValueError:
             return 0
         return max(len(mantissa.split("e")[0].lstrip("-").replace(".", "").rstrip("0")), 1)
