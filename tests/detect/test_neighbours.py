@@ -140,3 +140,14 @@ def test_the_template_recounts_the_listed_rows_and_refuses_rows_that_do_not_brea
         stats = dict(issue.evidence.stats, rows=[*rows, 5, 6, 7])
         padded = issue.model_copy(update={"evidence": issue.evidence.model_copy(update={"stats": stats})})
         assert run(template_code(padded), df.copy())["rows_holding"] == len(rows)
+
+
+def test_a_few_one_row_departures_are_not_enough_to_call_them_wrong() -> None:
+    from iterate.detect.order import _beyond_own
+
+    # A column's own changes make about two one-row departures per two-row one
+    assert not _beyond_own(40, 20)
+    # A handful with none of two rows could be chance; a dozen and more could not
+    assert not _beyond_own(5, 0)
+    assert _beyond_own(12, 0)
+    assert _beyond_own(60, 3)
