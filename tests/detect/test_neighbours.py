@@ -101,13 +101,16 @@ def test_a_column_that_does_not_run_in_blocks_is_not_judged() -> None:
 def test_a_number_written_another_way_is_the_same_value() -> None:
     cols, _ = ordered_table()
     hourly = [f"{(h // 24) * 24 + 0.0167:.4f}" for h in range(N)]
-    hourly[500] = f"{(500 // 24) * 24 + 0.0167:.6f}"  # the same number with more digits
-    hourly[700] = "99999.0167"  # another number
+    for r in range(110, N - 100, 150):
+        hourly[r] = f"{(r // 24) * 24 + 0.0167:.6f}"  # the same number with more digits
+    pasted = set(range(140, N - 100, 150))
+    for r in pasted:
+        hourly[r] = f"{(r // 24) * 24 + 7.0167:.4f}"  # another number
     cols = {"stamp": hourly, "sensor": cols["sensor"]}
     found = {
         f.columns[0]: set(f.rows.tolist()) for f in detect_neighbour_breaks(facts_for(table_of(cols), ""), N)
     }
-    assert found.get("stamp") == {700}
+    assert found.get("stamp") == pasted
 
 
 def run(code: str, df: Any) -> Any:

@@ -36,7 +36,7 @@ MIN_AGREE = 6  # of the 2 * REACH neighbours, at least this many hold one value 
 CHANCE = 1e-3  # ... and the column's frequencies would give that agreement less often than this
 MIN_ROWS = 50
 MIN_JUDGED = 20  # rows a column must judge before its differences are evidence
-OWN_CHANGES_TAIL = 0.01  # one-row departures beyond the column's own changes, at this chance at most
+OWN_CHANGES_TAIL = 0.05  # one-row departures beyond the column's own changes, at this chance at most
 NUMBER_TOLERANCE = 1e-6  # relative: two numbers this close are one value written two ways
 
 
