@@ -319,7 +319,10 @@ def consensus(
         foreign_rate = float(hosts.sum() / max(int(sized.sum()), 1))
         rates["foreign_groups"] = foreign_rate
         llr = np.where(foreign, np.maximum(llr, -math.log(foreign_rate + floor) + mode_share), llr)
-    llr = np.where(judged & ~deviant, math.log(split_rate + floor), llr)
+    # A row that agrees with its group is vouched for only as written the usual way: 'electronics ' agrees
+    # with 'Electronics' on meaning, but its spelling is not the group's to vouch for.
+    usual = fy.column.codes == fy.meaning.spelling[np.maximum(y, 0)]
+    llr = np.where(judged & ~deviant & usual, math.log(split_rate + floor), llr)
     llr = np.clip(llr, -cal.dependency_llr_cap, cal.dependency_llr_cap)
     # The consensus is shown by its most common spelling (a dictionary code of Y).
     spelled = np.where(judged, fy.meaning.spelling[np.maximum(g_mode, 0)], -1)
