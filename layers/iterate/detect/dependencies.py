@@ -27,6 +27,9 @@ from iterate.detect.stats import poisson_tail
 from iterate.table import wide
 
 MIN_GROUP = 3  # rows a group needs before its consensus judges anyone
+# Rows in such groups a dependency is learned from: a rule read off a few dozen rows (47 cars) says more
+# about those rows than about a wrong cell.
+MIN_SUPPORT = 50
 SAMPLE_ROWS = 50_000
 MAX_COLUMNS = 80  # dependencies are searched among at most this many columns on each side
 DENSE_LIMIT = 262_144
@@ -142,7 +145,7 @@ def _judge_pair(x: np.ndarray, y: np.ndarray, n_x: int, n_y: int) -> tuple[float
     gm = group_majority(x, np.maximum(y, 0), n_x, n_y)
     judged = gm.size >= MIN_GROUP
     rows = int(gm.size[judged].sum())
-    if rows < max(2 * MIN_GROUP, 0.1 * int((x >= 0).sum())):
+    if rows < max(MIN_SUPPORT, 0.1 * int((x >= 0).sum())):
         return None
     dominated = judged & (gm.major_count >= 2) & (gm.major_count >= 2 * gm.second_count)
     if gm.size[dominated].sum() < MIN_DOMINATED_SHARE * rows:
@@ -319,6 +322,16 @@ def consensus(
         foreign_rate = float(hosts.sum() / max(int(sized.sum()), 1))
         rates["foreign_groups"] = foreign_rate
         llr = np.where(foreign, np.maximum(llr, -math.log(foreign_rate + floor) + mode_share), llr)
+    # A deviant holding the column's usual value in a group whose consensus is unusual (FALSE, 99% of the
+    # column, in a group mostly TRUE) is as telling as such groups rarely hold the usual value: an attribute
+    # of the record rather than of the entity (a weekend inspection) shows up there often.
+    y_mode = int(np.bincount(y[use], minlength=n_y).argmax()) if use.any() else -1
+    unusual = judged & (g_mode != y_mode)
+    back = deviant & unusual & (y == y_mode)
+    if back.any():
+        back_rate = float(back.sum() / max(int(unusual.sum()), 1))
+        rates["usual_in_unusual"] = back_rate
+        llr = np.where(back, np.minimum(llr, -math.log(back_rate + floor)), llr)
     # A row that agrees with its group is vouched for only as written the usual way: 'electronics ' agrees
     # with 'Electronics' on meaning, but its spelling is not the group's to vouch for.
     usual = fy.column.codes == fy.meaning.spelling[np.maximum(y, 0)]
