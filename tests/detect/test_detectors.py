@@ -287,6 +287,21 @@ def test_identical_rows_without_a_column_that_identifies_records_are_not_duplica
     assert [f.rows.tolist() for f in findings_of(make_table(rows), "duplicate_rows")] == [[10]]
 
 
+def test_identical_rows_sharing_a_group_level_column_that_most_such_rows_do_not_share_are_not_duplicates():
+    # Given legislators of multi-member districts: the district's covariate is unique per district, and
+    # legislators of one district mostly differ on their own columns, a few agree on the yes/no ones
+    rng = random.Random(7)
+    district, party, answered = [], [], []
+    for d in range(300):
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            district.append(f"{d * 0.137:.3f}")
+            party.append(rng.choice(["D", "R"]))
+            answered.append(rng.choice(["0", "1"]))
+    table = make_table({"district_index": district, "party": party, "answered": answered})
+    # Then rows agreeing on everything are not reported as the same record twice
+    assert findings_of(table, "duplicate_rows") == []
+
+
 def test_the_same_record_in_other_case_is_a_near_duplicate_but_under_a_new_id_it_is_another_record():
     # Given people with unique ids and names; one entered again with different case and spaces, and another
     # whose name and details repeat under a new id
