@@ -198,11 +198,17 @@ class ColumnFacts:
 
 @dataclass
 class Meaning:
-    """Per row: the key of what its value says (-1: missing); per key: its most common spelling's code."""
+    """Per dictionary code: the key of what the value says (-1: missing); per key: its most common spelling."""
 
-    codes: np.ndarray
+    key_of: np.ndarray
     n_keys: int
     spelling: np.ndarray
+    row_codes: np.ndarray  # the column's per-row dictionary codes
+
+    @property
+    def codes(self) -> np.ndarray:
+        """Per row: its key (-1: missing). Built on each call: a long column's row array is not kept."""
+        return self.key_of[self.row_codes]
 
 
 # A time of day however it is written: 7:10 a.m., 7:10am, 07:10, 7:10 PM, 19:10:00 (a text before it, such as
@@ -215,7 +221,14 @@ _PLAIN_NUMBER = r"^[-+]?(?:(?:0|[1-9]\d*)(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?$"
 def meanings(f: ColumnFacts) -> Meaning:
     """Key each distinct value by what it says, so that entities agree across sources that write alike
     things differently: case and spacing folded; `6.0` and `6` one number (not `06`, a code); `7:10 a.m.`,
-    `7:10am` and `07:10` one time of day."""
+    `7:10am` and `07:10` one time of day.
+
+    A column of more than MAX_PAIRWISE_UNIQUES distinct values (ids, timestamps, free text) is keyed by its
+    text: reading a million values as times and numbers costs seconds, and such a column is rarely an
+    entity's attribute spelled several ways."""
+    if f.column.n_unique > MAX_PAIRWISE_UNIQUES:
+        per_code = np.where(f.is_missing, -1, np.arange(f.column.n_unique)).astype(f.column.codes.dtype)
+        return Meaning(per_code, f.column.n_unique, np.arange(f.column.n_unique), f.column.codes)
     folded = pc.replace_substring_regex(f.folded, pattern=r"\s+", replacement=" ")
     keys = folded
     timed = pc.extract_regex(folded, pattern=_TIME)
@@ -264,8 +277,8 @@ def meanings(f: ColumnFacts) -> Meaning:
     first = np.r_[True, key_of[order][1:] != key_of[order][:-1]]
     spelling = np.zeros(n_keys, dtype=np.int64)
     spelling[key_of[order][first]] = order[first]
-    per_code = np.where(f.is_missing, -1, key_of)
-    return Meaning(per_code[f.column.codes], n_keys, spelling)
+    per_code = np.where(f.is_missing, -1, key_of).astype(f.column.codes.dtype)
+    return Meaning(per_code, n_keys, spelling, f.column.codes)
 
 
 def missing_markers(null_marker: str) -> list[str]:

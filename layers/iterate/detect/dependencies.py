@@ -482,7 +482,8 @@ def _belongs_elsewhere(
         for (d, _, hit), index in zip(measured, owners, strict=True):
             if not hit[r]:
                 continue
-            here = index.get(int(facts[d.rhs].meaning.codes[r]), set())
+            fy = facts[d.rhs]
+            here = index.get(int(fy.meaning.key_of[fy.column.codes[r]]), set())
             common = set(here) if common is None else common & here
             if not common:
                 break
