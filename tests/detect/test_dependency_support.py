@@ -8,8 +8,9 @@ import pyarrow as pa
 import pytest
 
 from iterate.detect import detect
+from iterate.detect.calibration import DEFAULT
 from iterate.detect.context import facts_for
-from iterate.detect.dependencies import detect_dependency_violations
+from iterate.detect.dependencies import consensus, detect_dependency_violations, discover, entities
 from iterate.table import SourceInfo, Table
 
 pytestmark = pytest.mark.unit
@@ -86,3 +87,50 @@ def test_a_rare_value_in_a_group_of_the_usual_one_is_still_condemned() -> None:
     state = ["AL" if i < 940 else "AK" for i in range(1000)]
     state[45] = "AxL"
     assert 45 in listed(table_of({"hospital": hospital, "state": state}), "state")
+
+
+def players(n_players: int = 120, rows_each: int = 20, seed: int = 3) -> dict[str, list[str]]:
+    rng = np.random.default_rng(seed)
+    cols: dict[str, list[str]] = {"name": [], "surname": [], "born": [], "team": []}
+    for p in range(n_players):
+        for _ in range(rows_each):
+            cols["name"].append(f"N{p}")
+            cols["surname"].append(f"S{p}")
+            cols["born"].append(str(1970 + p % 25))
+            cols["team"].append(f"T{int(rng.integers(12))}")
+    return cols
+
+
+def test_surnames_swapped_one_at_a_time_into_every_player_are_strong_evidence() -> None:
+    # Given one surname swapped in from another player in every player's rows
+    cols = players()
+    rng = np.random.default_rng(4)
+    swapped = []
+    for p in range(120):
+        r = p * 20 + int(rng.integers(20))
+        cols["surname"][r] = f"S{(p + 37) % 120}"
+        swapped.append(r)
+    table = table_of(cols)
+    facts = facts_for(table, "")
+    deps = discover(facts, table.n_rows)
+    dep = next(d for d in deps if (d.lhs, d.rhs) == (0, 1))
+    partner = entities(facts, deps)[0]
+    # When the name's consensus judges the surnames
+    judged = consensus(facts[0], facts[1], dep, DEFAULT, entity=partner)
+    # Then a surname of another player is strong evidence: such rows are 1 in 20, although every player
+    # hosts one (counting hosts, they would look ordinary)
+    assert judged.llr[swapped].min() >= 2.5
+    assert judged.rates["foreign_groups"] <= 0.06
+
+
+def test_a_row_under_the_wrong_name_has_its_name_blamed_not_its_other_values() -> None:
+    # Given a few rows whose name was swapped (their surname and birth year are their true player's)
+    cols = players()
+    moved = set(range(5, 2400, 80))
+    for r in moved:
+        cols["name"][r] = f"N{(r // 20 + 51) % 120}"
+    table = table_of(cols)
+    # Then the names are what is flagged, not the surnames and years that contradict them
+    assert moved <= flagged(table, "name")
+    # (not even as evidence: the name's group does not judge a row whose name is blamed)
+    assert not (moved & (listed(table, "surname") | listed(table, "born")))

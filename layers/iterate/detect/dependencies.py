@@ -319,7 +319,10 @@ def consensus(
     if foreign.any():
         hosts = np.zeros(n_x, dtype=bool)
         hosts[xr[foreign]] = True
-        foreign_rate = float(hosts.sum() / max(int(sized.sum()), 1))
+        # Rows of other entities are rare either way they are counted: by the groups that host them (a
+        # surname pasted over a whole season of one player) or by the rows (values swapped one at a time,
+        # so that nearly every group hosts one); the rarer of the two says how telling one is.
+        foreign_rate = min(float(foreign.sum() / n_judged), float(hosts.sum() / max(int(sized.sum()), 1)))
         rates["foreign_groups"] = foreign_rate
         llr = np.where(foreign, np.maximum(llr, -math.log(foreign_rate + floor) + mode_share), llr)
     # A deviant holding the column's usual value in a group whose consensus is unusual (FALSE, 99% of the
@@ -519,14 +522,18 @@ def detect_dependency_violations(
         for d in group:
             c = _measured(facts, d, cal, memo, paired.get(d.lhs), excluded)
             judged = c.covered
+            if d.lhs in blamed:
+                # A row whose key is the likelier mistake is not judged by that key's group: its other
+                # values are its own record's, the key is what is wrong.
+                judged = judged & ~blamed[d.lhs]
             # A determinant speaks as loudly as its groups keep to one value.
             w = 1.0 - c.rates["split_groups"]
             total += np.where(judged, w * c.llr, 0.0)
             vouch += np.where(judged & ~c.deviant, w * np.minimum(c.llr, 0.0), 0.0)
             weights += np.where(judged, w, 0.0)
             cover += judged
-            votes += c.deviant & (c.llr > 0)
-            better = c.deviant & (c.llr > best)
+            votes += judged & c.deviant & (c.llr > 0)
+            better = judged & c.deviant & (c.llr > best)
             expected[better] = c.expected[better]
             best[better] = c.llr[better]
         # Each determinant that judges the cell votes with its evidence; the cell takes their weighted mean.
