@@ -163,6 +163,17 @@ def test_times_of_day_in_a_second_layout_are_flagged_as_times():
     assert "times" in found[0].describe(found[0]) and "day and month" not in found[0].describe(found[0])
 
 
+def test_e_mail_addresses_are_judged_by_their_grammar_not_the_shape_of_their_local_part():
+    # Given addresses mostly of letters, a few with digits or underscores, one broken
+    first = ["ann", "bob", "cy", "dee", "eve", "fay", "gus", "hal", "ida", "jo", "kim", "lu"]
+    last = ["smith", "jones", "lee", "kim", "diaz", "ng", "roy", "wu", "ford", "hart", "moss", "cole"]
+    values = [f"{a}.{b}@example.com" for a in first for b in last]
+    values[3], values[40], values[77] = "mbates88@example.com", "dan_k_wood@example.com", "eve@@example"
+    found = flagged(make_table({"email": values}), "format_violation")
+    # Then only the address that is not one is flagged
+    assert found == {(77, "email")}
+
+
 def test_rare_misspellings_of_a_frequent_value_are_flagged_with_the_expected_spelling():
     rows = entity_rows()
     rows["status"][3] = "delivred"
