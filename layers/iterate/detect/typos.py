@@ -39,6 +39,40 @@ def _normal(s: str) -> str:
     return " ".join(s.casefold().split())
 
 
+def _spacing(s: str) -> str:
+    return " ".join(s.split())
+
+
+SHORT_CODE = 2  # values this short are codes: any two of them are one substitution apart
+
+
+def _short_swap(variant: str, reference: str) -> bool:
+    """A character of a code of one or two characters put for another (U for A, c for r): another code, not a
+    slip, as every two such codes are one edit apart. A dropped, added or swapped character (L or LI for IL)
+    keeps the code's characters and stays a slip."""
+    a, b = variant.casefold(), reference.casefold()
+    return len(a) == len(b) <= SHORT_CODE and a != b and sorted(a) != sorted(b)
+
+
+def _case_meaningful(values: list[str], counts: np.ndarray) -> bool:
+    """Whether the column's case carries meaning (units: S is the siemens, s the second): its values are
+    written both all in capitals and all in small letters, each way in at least a tenth of the rows and by
+    at least two values. In a column written one way (city names in capitals, codes in small letters, words
+    in title case) a value in another case is a variant of the same value."""
+    upper = lower = total = 0
+    n_upper = n_lower = 0
+    for v, c in zip(values, counts.tolist(), strict=True):
+        letters = [ch for ch in v if ch.isalpha()]
+        if not letters or c <= 0:
+            continue
+        total += c
+        if all(ch.isupper() for ch in letters):
+            upper, n_upper = upper + c, n_upper + 1
+        elif all(ch.islower() for ch in letters):
+            lower, n_lower = lower + c, n_lower + 1
+    return n_upper >= 2 and n_lower >= 2 and min(upper, lower) >= 0.1 * total
+
+
 # Words that name an organisation's legal form or trade rather than the organisation (ACME, ACME Corp.,
 # ACME MFG CO are one company): generic vocabulary of company names, not values of any dataset.
 LEGAL_FORMS = frozenset(
@@ -147,12 +181,14 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
         1 for i in legit if any(j != i and j in legit_set for j in index.near(values[i], same_digits(i)))
     )
     density_factor = 5.0 if close_peers >= max(2, 0.1 * len(legit)) else 1.0
-    # 1. Same after case and spacing normalisation.
+    # 1. Same after case and spacing normalisation (spacing only, where the column's case carries meaning).
+    case_meaningful = _case_meaningful(values, counts)
+    normal = _spacing if case_meaningful else _normal
     by_norm: dict[str, int] = {}
     for i in order:
-        by_norm.setdefault(_normal(values[i]), int(i))
+        by_norm.setdefault(normal(values[i]), int(i))
     for i in range(len(values)):
-        ref = by_norm[_normal(values[i])]
+        ref = by_norm[normal(values[i])]
         if ref != i and counts[ref] >= 2 * counts[i]:
             result[i] = ref
     # 1b. The same organisation written with and without its legal form, the usual form far more frequent
@@ -182,7 +218,11 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
             continue  # short codes (states, sizes) are dense: one edit apart is normal for them
         best, best_count = -1, 0.0
         for j in index.near(v, same_digits(i)):
-            if j != i and counts[j] >= need and counts[j] > best_count and plausible_typo(v, values[j]):
+            if j == i or counts[j] < need or counts[j] <= best_count or _short_swap(v, values[j]):
+                continue  # a short code one substitution from another is another code
+            if case_meaningful and v.casefold() == values[j].casefold():
+                continue  # S (siemens) beside s (second)
+            if plausible_typo(v, values[j]):
                 best, best_count = j, counts[j]
         if best < 0 and length >= 9:
             gs = qgrams(v)

@@ -1,0 +1,77 @@
+"""Spellings: what is a slip of the keyboard and what is another value (short codes, case, lists, names)."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+
+from iterate.detect import detect
+from iterate.table import SourceInfo, Table
+
+pytestmark = pytest.mark.unit
+
+
+def make_table(columns: dict[str, list[str]]) -> Table:
+    arrow = pa.table({name: pa.array(v, pa.string()) for name, v in columns.items()})
+    return Table.from_arrow(arrow, name="t", source=SourceInfo(path="t.csv", format="csv"))
+
+
+def spelling_flags(table: Table) -> dict[str, set[str]]:
+    """Per column, the values flagged as inconsistent spellings."""
+    out: dict[str, set[str]] = {}
+    for f in detect(table).findings:
+        if f.flag and f.type == "inconsistent_category":
+            for r, c in zip(f.rows.tolist(), f.cols.tolist(), strict=True):
+                name = table.column_names[c]
+                out.setdefault(name, set()).add(table.columns[c].value(r))
+    return out
+
+
+def ids(n: int) -> list[str]:
+    return [f"K{i:05d}" for i in range(n)]
+
+
+def test_one_letter_codes_are_other_codes_not_slips_of_the_common_one() -> None:
+    # Given a daylight-saving code per airport: A for most, U (unknown) and N (none) for some
+    rng = random.Random(1)
+    dst = [rng.choice("A" * 60 + "U" * 2 + "N") for _ in range(1500)]
+    # When the table is examined
+    found = spelling_flags(make_table({"faa": ids(1500), "dst": dst}))
+    # Then U and N are codes of their own: no code is one substitution away from another by mistake
+    assert "dst" not in found
+
+
+def test_a_two_letter_code_that_lost_or_swapped_a_letter_is_still_a_slip() -> None:
+    # Given a state column written IL, where a few rows dropped a letter (L) or swapped two (LI)
+    state = ["IL"] * 900 + ["L"] * 6 + ["LI"] * 5
+    # When the table is examined
+    found = spelling_flags(make_table({"id": ids(len(state)), "state": state}))
+    # Then both are slips of IL: they keep IL's letters
+    assert found.get("state") == {"L", "LI"}
+
+
+def test_units_that_differ_only_by_case_are_different_units() -> None:
+    # Given a unit column written in the case the units require (S is the siemens, s the second)
+    rng = random.Random(2)
+    units = [
+        rng.choice(["J", "J", "K", "kg", "kg", "m", "m", "s", "s", "s", "Hz", "eV", "mol"])
+        for _ in range(400)
+    ]
+    units[17] = "S"
+    # When the table is examined
+    found = spelling_flags(make_table({"id": ids(400), "units": units}))
+    # Then the siemens is not taken for a misspelt second
+    assert "units" not in found
+
+
+def test_a_value_in_another_case_is_a_variant_where_the_column_writes_one_case() -> None:
+    # Given city names written in capitals, one of them in small letters
+    rng = random.Random(3)
+    city = [rng.choice(["CHICAGO", "CHICAGO", "EVANSTON", "SKOKIE", "OAK PARK"]) for _ in range(400)]
+    city[5] = "chicago"
+    # When the table is examined
+    found = spelling_flags(make_table({"id": ids(400), "city": city}))
+    # Then the small-letter spelling is a variant of the usual one
+    assert found.get("city") == {"chicago"}
