@@ -75,3 +75,41 @@ def test_a_value_in_another_case_is_a_variant_where_the_column_writes_one_case()
     found = spelling_flags(make_table({"id": ids(400), "city": city}))
     # Then the small-letter spelling is a variant of the usual one
     assert found.get("city") == {"chicago"}
+
+
+def lists_table() -> dict[str, list[str]]:
+    """Films with their countries of origin: one code, or a co-production's codes separated by commas."""
+    rng = random.Random(4)
+    single = ["US", "FR", "GB", "IT", "JP", "DE", "ES", "SE"]
+    pairs = ["IT,FR", "FR,IT", "GB,US", "FR,DE", "US,GB"]
+    countries = [rng.choice(single * 3 + pairs) for _ in range(600)]
+    return {"title": [f"Film {i}" for i in range(600)], "countries": countries}
+
+
+def test_a_list_of_other_items_is_not_a_misspelt_list() -> None:
+    # Given co-productions that are rare as whole lists but made of common codes (IT,BR beside IT,FR)
+    rows = lists_table()
+    rows["countries"][10], rows["countries"][11], rows["countries"][12] = "IT,BR", "AT,FR", "IT,FR,CO"
+    rows["countries"][13] = "BR"
+    # When the table is examined
+    found = spelling_flags(make_table(rows))
+    # Then none of them is a typo: a list is compared item by item
+    assert "countries" not in found
+
+
+def test_a_misspelt_item_inside_a_list_is_a_typo_with_the_list_respelled() -> None:
+    # Given languages as lists, one of which misspells a common language inside a list
+    rng = random.Random(5)
+    langs = [
+        rng.choice(["english", "french", "english,french", "german", "french,english", "german,english"])
+        for _ in range(600)
+    ]
+    langs[20] = "french,englsh"
+    # When the table is examined
+    found = [
+        f
+        for f in detect(make_table({"id": ids(600), "languages": langs})).findings
+        if f.flag and f.type == "inconsistent_category"
+    ]
+    # Then the list with the misspelt item is flagged, and the expected value respells only that item
+    assert [(f.rows.tolist(), f.expected) for f in found] == [([20], ["french,english"])]

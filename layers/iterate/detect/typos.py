@@ -10,6 +10,7 @@ import numpy as np
 from iterate.detect.calibration import DEFAULT
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import MAX_LISTED, Finding, cells
+from iterate.detect.lists import list_delimiter, split_items
 from iterate.detect.textdist import DeletionIndex, bounded_distance, digits_of, plausible_typo, qgrams
 from iterate.wording import agree, plural
 
@@ -253,9 +254,16 @@ def detect_typos(f: ColumnFacts) -> list[Finding]:
     """Inconsistent spellings of the same value, on the values and on their digit-masked forms.
 
     Only in a column whose values repeat (a vocabulary): where nearly every value appears once (free text,
-    e-mails, codes), no spelling is frequent enough to be the reference of another.
+    e-mails, codes), no spelling is frequent enough to be the reference of another. In a column of lists
+    ('IT,FR'), the items are the vocabulary: a list is compared item by item, never as a whole.
     """
-    if not f.pairwise_ok or f.n_present < 20 or f.typical_count < MIN_FREQUENT:
+    if not f.pairwise_ok or f.n_present < 20:
+        return []
+    delimiter = list_delimiter(f)
+    if delimiter is not None:
+        pairs = _list_variants(f, delimiter)
+        return [_finding(f, pairs, masked=False)] if pairs else []
+    if f.typical_count < MIN_FREQUENT:
         return []
     out: list[Finding] = []
     present = f.present & (f.counts > 0)
@@ -267,9 +275,8 @@ def detect_typos(f: ColumnFacts) -> list[Finding]:
     if ids.size >= 2:
         texts = [uniques[i] for i in ids]
         mapping = find_variants(texts, f.counts[ids], f.n_present)
-        pairs = {int(ids[a]): int(ids[b]) for a, b in mapping.items()}
-        if pairs:
-            out.append(_finding(f, pairs, masked=False))
+        if mapping:
+            out.append(_finding(f, {int(ids[a]): texts[b] for a, b in mapping.items()}, masked=False))
         both = {
             int(ids[a]): int(ids[b]) for a, b in org_forms(texts, f.counts[ids]).items() if a not in mapping
         }
@@ -288,32 +295,59 @@ def detect_typos(f: ColumnFacts) -> list[Finding]:
         already = set()
         for fd in out:
             already |= set(fd.stats["canonical"])
-        pairs = {}
+        masked: dict[int, str] = {}
         for u in np.flatnonzero(lettered):
             ref = bad_masks.get(int(mcodes[u]))
             if ref is not None and uniques[u] not in already:
-                pairs[int(u)] = -1 - ref  # negative: a masked reference
-        if pairs:
-            out.append(_finding(f, pairs, masked=True, masked_text=mtext))
+                masked[int(u)] = mtext[ref]
+        if masked:
+            out.append(_finding(f, masked, masked=True))
     return out
 
 
-def _finding(
-    f: ColumnFacts, pairs: dict[int, int], *, masked: bool, masked_text: list[str] | None = None
-) -> Finding:
+def _list_variants(f: ColumnFacts, delimiter: str) -> dict[int, str]:
+    """In a column of lists, the values holding an item that looks like a typo of a far more frequent item
+    (value index → the value with those items respelled). Lists of other items ('IT,BR' beside 'IT,FR') are
+    other values."""
     uniques = f.column.uniques
+    ids = np.flatnonzero(f.present & (f.counts > 0) & f.has_letter)
+    items_of: dict[int, list[str]] = {}
+    rows_of: dict[str, int] = {}  # item -> rows holding it
+    for i in ids.tolist():
+        items = split_items(uniques[i], delimiter)
+        items_of[i] = items
+        for item in set(items):
+            rows_of[item] = rows_of.get(item, 0) + int(f.counts[i])
+    if len(rows_of) < 2:
+        return {}
+    names = list(rows_of)
+    counts = np.array([rows_of[n] for n in names], dtype=np.int64)
+    typical = np.sort(counts)[np.searchsorted(np.cumsum(np.sort(counts)), counts.sum() / 2)]
+    if typical < MIN_FREQUENT:
+        return {}
+    mapping = find_variants(names, counts, int(counts.sum()))
+    if not mapping:
+        return {}
+    respelled = {names[a]: names[b] for a, b in mapping.items()}
+    out: dict[int, str] = {}
+    for i, items in items_of.items():
+        if any(item in respelled for item in items):
+            parts = uniques[i].split(delimiter)
+            out[i] = delimiter.join(
+                p.replace(p.strip(), respelled[p.strip()]) if p.strip() in respelled else p for p in parts
+            )
+    return out
 
-    def ref_text(ref: int) -> str:
-        return masked_text[-1 - ref] if ref < 0 and masked_text is not None else uniques[ref]
 
+def _finding(f: ColumnFacts, pairs: dict[int, str], *, masked: bool) -> Finding:
+    """Variants (value index → the spelling expected instead, or the masked template it should follow)."""
+    uniques = f.column.uniques
     ids = np.array(sorted(pairs), dtype=np.int64)
     rows, cols = cells(f.column.rows_of(ids), f.index)
-    canonical = {uniques[i]: ref_text(pairs[i]) for i in pairs}
+    canonical = {uniques[i]: pairs[i] for i in pairs}
     # A variant equal to its reference but for case and spacing is surer than one a few edits away.
     per_id = {
-        i: DEFAULT.case_variant_llr
-        if _normal(uniques[i]) == _normal(ref_text(pairs[i]))
-        else DEFAULT.typo_llr
+        i: DEFAULT.case_variant_llr if _normal(uniques[i]) == _normal(pairs[i]) else DEFAULT.typo_llr
         for i in pairs
     }
     llr = np.array([per_id[int(c)] for c in f.column.codes[rows]], dtype=np.float64)
