@@ -97,7 +97,6 @@ LEGAL_FORMS = frozenset(
         "sas",
         "sarl",
         "srl",
-        "spa",
         "bv",
         "nv",
         "oy",
@@ -116,20 +115,48 @@ LEGAL_FORMS = frozenset(
         "holding",
         "holdings",
         "group",
-        "the",
     ]
 )
+# What sets one unit of a chain or a series apart from its namesake: a trailing roman numeral (TACO KING V),
+# a number sign (STORE #12) or a part after a dash (HOTEL - SPA, a separately run premises).
+_UNIT_MARK = re.compile(
+    r"(?:\s(?=[ivxlc]+$)(?:x{0,3})(?:ix|iv|v?i{0,3})$|\s#\s*\w+$|\s[-\u2013\u2014]\s+\S.*$)", re.IGNORECASE
+)
+_THE = re.compile(r"^\s*the\s+|,\s*the\s*$", re.IGNORECASE)  # THE ACME, ACME, THE (not JAVA THE HUT)
 
 
 ORG_MIN_RATIO = 5.0  # a form this much rarer than the usual one is a slip; closer, the column uses both
 
 
+def unit_mark(s: str) -> tuple[str, str]:
+    """A name split into its base and the mark that tells one unit of a chain or series from another
+    (TACO KING V: 'taco king', 'v'; the mark is '' when there is none)."""
+    s = s.strip()
+    found = _UNIT_MARK.search(s)
+    if not found:
+        return s.casefold(), ""
+    return s[: found.start()].strip().casefold(), found.group(0).strip().casefold()
+
+
+def _other_unit(a: tuple[str, str], b: tuple[str, str]) -> bool:
+    """Two names of one base told apart by their marks: the namesake and a unit (HOTEL, HOTEL - SPA), or two
+    numbered units (TACO KING IV, TACO KING V). A slip inside a dash part (HOTEL - SAP) is still a slip."""
+    if a[0] != b[0] or a[1] == b[1]:
+        return False
+    return not a[1] or not b[1] or not (a[1].startswith(("-", "\u2013", "\u2014")) and b[1][:1] == a[1][:1])
+
+
 def _org_key(s: str) -> tuple[str, bool]:
-    """The name without punctuation, case and legal-form words ('' when nothing else is left), and whether
-    it had a legal-form word."""
-    words = _PUNCT.sub(" ", s.casefold()).split()
-    kept = [w for w in words if w not in LEGAL_FORMS]
-    return " ".join(kept), len(kept) < len(words)
+    """The name without punctuation, case, a leading or trailing-after-comma 'the' and the legal-form words
+    that end it ('' when nothing else is left), and whether it had such a form. A legal form inside a name
+    is part of the name; a unit mark (TACO KING V, HOTEL - SPA) keeps the name apart from its namesake."""
+    stripped = _THE.sub(" ", s)
+    words = _PUNCT.sub(" ", stripped.casefold()).split()
+    kept = list(words)
+    while kept and kept[-1] in LEGAL_FORMS:
+        kept.pop()
+    had_form = len(kept) < len(words) or stripped != s
+    return " ".join(kept), had_form
 
 
 def org_forms(values: list[str], counts: np.ndarray) -> dict[int, int]:
@@ -206,6 +233,7 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
         for g in gs:
             by_gram.setdefault(g, []).append(i)
     top_count = counts[order[0]]
+    marks = [unit_mark(v) for v in values]  # TACO KING V is the fifth TACO KING, not a slip for it
     common_gram = max(50, len(grams) // 10)
     for i in range(len(values)):
         if i in result or counts[i] == 0 or counts[i] * 3 > top_count:
@@ -221,6 +249,8 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
         for j in index.near(v, same_digits(i)):
             if j == i or counts[j] < need or counts[j] <= best_count or _short_swap(v, values[j]):
                 continue  # a short code one substitution from another is another code
+            if _other_unit(marks[i], marks[j]):
+                continue
             if case_meaningful and v.casefold() == values[j].casefold():
                 continue  # S (siemens) beside s (second)
             if plausible_typo(v, values[j]):
@@ -237,7 +267,7 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
             k = _max_edits(length)
             ranked = sorted(tally.items(), key=lambda kv: -kv[1])[:MAX_CANDIDATES]
             for j, shared in ranked:
-                if j == i or counts[j] < need or shared < len(gs) * 0.3:
+                if j == i or counts[j] < need or shared < len(gs) * 0.3 or _other_unit(marks[i], marks[j]):
                     continue
                 if (
                     counts[j] > best_count
@@ -397,7 +427,8 @@ def _forms_finding(f: ColumnFacts, pairs: dict[int, int]) -> Finding:
         title=f"One name written in several forms in {f.name}",
         description="",
         describe=lambda fd: (
-            f"'{f.name}' writes the same name with and without its legal form in {fd.n_cells:,} rows: "
+            f"'{f.name}' writes the same name in other forms (a legal form or a leading 'the' added or "
+            f"dropped, punctuation, spacing) in {fd.n_cells:,} rows: "
             + "; ".join(f"'{k}' beside '{v}'" for k, v in list(fd.stats["canonical"].items())[:4])
             + ". Counts and joins by this column split one organisation in two."
         ),
