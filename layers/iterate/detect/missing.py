@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from iterate.detect.calibration import DEFAULT, Calibration
-from iterate.detect.context import ColumnFacts, missing_markers
+from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import Finding, cells
 from iterate.detect.stats import poisson_tail
 
@@ -253,7 +253,7 @@ def _gap_finding(
             "column": name,
             "markers": _as_written(f, f.is_null_marker),
             "partners": partner_names,
-            "missing_markers": missing_markers(f.null_marker),
+            "missing_markers": f.markers,
         }
         | ({"rule": "missing", "rows": rows.tolist()} if partial else {}),
         key=f"missing:{name}",
@@ -285,7 +285,7 @@ def _explained_finding(f: ColumnFacts, rows: np.ndarray, explainers: list[str], 
             "explained_by": explainers,
             "rule": "missing",
             "rows": rows.tolist(),
-            "missing_markers": missing_markers(f.null_marker),
+            "missing_markers": f.markers,
         },
         flag=False,
         key=f"missing-grouped:{name}",
@@ -347,7 +347,7 @@ def unflagged_gaps(f: ColumnFacts, rows: np.ndarray, n_rows: int) -> Finding:
             "column": name,
             "rule": "missing",
             "rows": rows[:MAX_ROWS_LISTED].tolist(),
-            "missing_markers": missing_markers(f.null_marker),
+            "missing_markers": f.markers,
         },
         flag=False,
         key=f"missing:{name}",
