@@ -9,11 +9,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from iterate.detect.calibration import DEFAULT, Calibration
-from iterate.detect.context import ColumnFacts
+from iterate.detect.context import ColumnFacts, to_float
 from iterate.detect.findings import Finding, cells
 from iterate.detect.stats import poisson_tail
 
 MIN_GROUP_ROWS = 3  # a group needs this many rows before its gaps explain a column's
+# Gaps left after a column explained some are re-tested against that column's groups, leniently: a group
+# holding at least this many of them, with a chance of at most RETEST_TAIL (no correction for the groups).
+MIN_RETEST_ROWS = 2
+RETEST_TAIL = 0.05
 MAX_ROWS_LISTED = 50_000  # rows a finding lists for code to recount
 
 
@@ -109,6 +113,22 @@ def _explained(
         groups = uniq[hot & (which == k)] % span
         explained |= missing_rows & np.isin(g.column.codes, groups)
         by.append(g.name)
+    # Where the groups explain most of the column's gaps, the few left are tested again against the same
+    # columns: the cause is known to run through their groups, so a group holding a few of the rest beyond
+    # chance shares it (the stations of two more lines opened in the year counted, like those of the line
+    # that explained the first gaps). Gaps mostly at random, with a small pattern among them, are not.
+    for name in by:
+        g = next(x for x in groupers if x.name == name)
+        left = missing_rows & ~explained
+        if left.sum() < MIN_RETEST_ROWS or left.sum() > explained.sum():
+            break
+        inside = np.isin(g.column.codes, np.unique(g.column.codes[explained]))
+        rate_left = left.sum() / max(n_rows - int(inside.sum()), 1)
+        codes_left = g.column.codes[left]
+        groups, gaps = np.unique(codes_left, return_counts=True)
+        tail = poisson_tail(gaps, g.counts[groups] * rate_left)
+        again = groups[(gaps >= MIN_RETEST_ROWS) & (tail < RETEST_TAIL) & ~g.is_missing[groups]]
+        explained |= left & np.isin(g.column.codes, again)
     return explained, by
 
 
@@ -153,6 +173,20 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
         stacked = (codes, sizes)
     out: list[Finding] = []
     grouped: list[tuple[ColumnFacts, np.ndarray, list[str]]] = []
+    # Gaps the table itself explains as undefined (a ratio over a zero) are taken out first.
+    undefined: dict[int, tuple[np.ndarray, str, str]] = {}
+    for f in facts:
+        if f.index in rows and not partners.get(f.index):
+            found = _undefined_formula(f, np.flatnonzero(rows[f.index]), facts, n_rows)
+            if found is not None and found[0].size:
+                undefined[f.index] = found
+    odd_rows, odd_columns, odd_count = _atypical_rows(
+        {c: _without(m, undefined[c][0]) if c in undefined else m for c, m in rows.items()},
+        partners,
+        facts,
+        n_rows,
+        cal,
+    )
     for f in facts:
         if f.index not in rows:
             continue
@@ -166,6 +200,8 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
         for b in partners.get(f.index, ()):
             together |= rows[b]
         together &= missing_rows
+        if f.index in odd_columns:
+            together |= odd_rows & missing_rows  # one record lacking several values at once: reported once
         if share < cal.missing_convention_share:
             by_group, explainers = _explained(f, missing_rows, groupers, stacked, n_rows, cal)
             if explainers:
@@ -179,13 +215,23 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
             continue
         rows_all = f.column.rows_of(np.flatnonzero(marker & (f.counts > 0)))
         rows_loose = rows_all[~together[rows_all]]
+        if f.index in undefined:
+            out.append(_undefined_finding(f, *undefined[f.index]))
+            rows_loose = rows_loose[~np.isin(rows_loose, undefined[f.index][0])]
         if rows_loose.size:
             partial = rows_loose.size < rows_all.size  # some gaps belong to a pattern: list the others
             # "Otherwise filled": the column's gaps outside the record-level patterns, among those rows.
             loose_share = rows_loose.size / max(n_rows - int(together.sum()), 1)
             out.append(
                 _gap_finding(
-                    f, rows_loose, loose_share, sorted(partners.get(f.index, ())), facts, cal, partial
+                    f,
+                    rows_loose,
+                    loose_share,
+                    sorted(partners.get(f.index, ())),
+                    facts,
+                    cal,
+                    partial,
+                    optional_kind(f),
                 )
             )
     for cluster in _clusters(partners):
@@ -194,7 +240,239 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
             out.append(_pattern_finding([facts[c] for c in cluster], pattern_rows, n_rows))
     for f, mask, explainers in grouped:
         out.append(_explained_finding(f, np.flatnonzero(mask), explainers, n_rows))
+    if odd_columns:
+        out.append(_atypical_finding([facts[c] for c in odd_columns], np.flatnonzero(odd_rows), odd_count))
     return out
+
+
+def _without(mask: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    out = mask.copy()
+    out[rows] = False
+    return out
+
+
+def _atypical_rows(
+    rows: dict[int, np.ndarray],
+    partners: dict[int, set[int]],
+    facts: list[ColumnFacts],
+    n_rows: int,
+    cal: Calibration,
+) -> tuple[np.ndarray, list[int], int]:
+    """Records of another kind: rows lacking so many values of otherwise filled columns at once that gaps at
+    random would leave that many on some row of the table with a chance below `split_tail`, and that hold a
+    value no other row has in a column whose values repeat (the Tesla among petrol cars: its maker and its
+    one-speed gearbox are its own, and it has no mpg in town, none on the highway, no torque rpm). The
+    values do not apply to such a record. A row of an ordinary kind that lost several readings at once
+    (an hour of weather at the usual station) is a gap to fill: its cells stay flagged. Columns whose gaps
+    travel together are a pattern already.
+
+    Returns the rows (mask), the columns missing on them, and the least number of gaps that makes a row
+    atypical (every row with that many gaps among those columns and a value of its own is one of them).
+    """
+    none: tuple[np.ndarray, list[int], int] = (np.zeros(n_rows, dtype=bool), [], 0)
+    cols = [
+        c
+        for c, m in rows.items()
+        if not partners.get(c) and 0 < int(m.sum()) < cal.missing_convention_share * n_rows
+    ]
+    if len(cols) < 2:
+        return none
+    # The number of gaps on a row if each column's gaps fell at random (a Poisson-binomial law).
+    law = np.ones(1)
+    for c in cols:
+        p = float(rows[c].sum()) / n_rows
+        law = np.convolve(law, [1.0 - p, p])
+    tail = np.cumsum(law[::-1])[::-1]  # tail[k]: the chance that a row has k gaps or more
+    rare = np.flatnonzero((tail * n_rows < cal.split_tail) & (np.arange(tail.size) >= 2))
+    if rare.size == 0:
+        return none
+    least = int(rare[0])
+    count = np.zeros(n_rows, dtype=np.int32)
+    for c in cols:
+        count += rows[c]
+    hit = count >= least
+    if not hit.any():
+        return none
+    # A value of its own in a vocabulary (a column whose values typically fill several rows).
+    vocabularies = [g for g in facts if g.typical_count >= cal.rare_min_typical and g.index not in rows]
+    for r in np.flatnonzero(hit).tolist():
+        hit[r] = any(g.counts[g.column.codes[r]] == 1 for g in vocabularies)
+    if not hit.any():
+        return none
+    return hit, [c for c in cols if (rows[c] & hit).any()], least
+
+
+def _atypical_finding(cluster: list[ColumnFacts], rows: np.ndarray, least: int) -> Finding:
+    names = [f.name for f in cluster]
+    shown = ", ".join(f"'{n}'" for n in names)
+    markers = sorted({m for f in cluster for m in _as_written(f, f.is_missing)})
+    if rows.size == 1:
+        lacking = [f.name for f in cluster]  # every column listed is missing on the one row
+        listed = ", ".join(f"'{n}'" for n in lacking[:-1]) + f" and '{lacking[-1]}'"
+        which = f"Row {int(rows[0]):,} lacks {listed} at once"
+    else:
+        which = f"{rows.size:,} rows each lack {least} or more of {shown} at once"
+    return Finding(
+        type="missing_together",
+        columns=names,
+        rows=rows,
+        cols=np.full(rows.size, -1),
+        title=f"A record lacking several values at once ({', '.join(names)})",
+        description=(
+            f"{which}, columns otherwise filled: gaps at random would almost never fall together on one row. "
+            "Such a record is usually of another kind, to which these values do not apply (an electric car "
+            "has no mpg), or one whose part was not recorded; its cells are not flagged one by one."
+        ),
+        suggested_action="Check what sets this record apart; if the values do not apply to it, document it, "
+        "otherwise complete them at the source.",
+        category="smart_fixes",
+        detector="missing",
+        stats={
+            "columns": names,
+            "markers": markers,
+            "min_missing": least,
+            "rule": "missing_row",
+            "rows": rows.tolist(),
+            "missing_markers": sorted({m for f in cluster for m in f.markers}),
+        },
+        flag=False,
+        row_level=True,
+        key="missing-row:" + ":".join(names),
+    )
+
+
+MAX_UNDEFINED_GAPS = 50  # lone gaps only: a formula is looked for where a few blanks meet a zero
+FORMULA_HOLDS = 0.9  # the formula must give the column's value, as written, on this share of its rows
+FORMULA_MIN_ROWS = 20
+FORMULA_SAMPLE = 20_000  # rows a formula is checked on
+# Ratios a computed column may hold: a share or a change (a / b, a / b - 1), as is or in percent.
+RATIOS = (
+    ("{a} / {b}", 0.0, 1.0),
+    ("({a} - {b}) / {b}", 1.0, 1.0),
+    ("{a} / {b} (%)", 0.0, 100.0),
+    ("({a} - {b}) / {b} (%)", 1.0, 100.0),
+)
+
+
+def _numbers(f: ColumnFacts) -> np.ndarray:
+    """The column's values per row as numbers (NaN where not a plain number)."""
+    return to_float(f.column.dictionary)[f.column.codes]
+
+
+def _resolution(f: ColumnFacts) -> np.ndarray:
+    """Per row, half a unit of the last digit written (0.00005 for -0.0111; 0.00005 for 3e-4)."""
+    text = [str(v).strip().lower() for v in f.column.uniques]
+    half = np.full(len(text), np.nan)
+    for i, t in enumerate(text):
+        mantissa, _, exponent = t.partition("e")
+        decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+        try:
+            decimals -= int(exponent) if exponent else 0
+        except ValueError:
+            continue
+        half[i] = 0.5 * 10.0 ** (-decimals)
+    return half[f.column.codes]
+
+
+def _undefined_formula(
+    f: ColumnFacts, gaps: np.ndarray, facts: list[ColumnFacts], n_rows: int
+) -> tuple[np.ndarray, str, str] | None:
+    """Gaps of a computed column where its formula divides by zero: the column is a ratio or a change of two
+    others (a / b, (a - b) / b, in percent or not) on nearly every row, and at these gaps b is 0, so there
+    is no value to give (a population's change from 0 residents). Returns the rows, the formula and b."""
+    if gaps.size > MAX_UNDEFINED_GAPS:
+        return None
+    y = _numbers(f)
+    if np.isfinite(y).sum() < FORMULA_MIN_ROWS:
+        return None
+    numbers = {g.index: _numbers(g) for g in facts if g.index != f.index and g.column.n_unique >= 2}
+    numbers = {k: v for k, v in numbers.items() if np.isfinite(v).sum() >= FORMULA_MIN_ROWS}
+    divisors = [b for b, v in numbers.items() if (v[gaps] == 0).any()]
+    if not divisors:
+        return None
+    sample = np.arange(n_rows)
+    if n_rows > FORMULA_SAMPLE:
+        sample = np.sort(np.random.default_rng(7).choice(n_rows, FORMULA_SAMPLE, replace=False))
+    ys, tolerance = y[sample], _resolution(f)[sample]
+    for b in divisors:
+        bs = numbers[b][sample]
+        for a, av in numbers.items():
+            if a == b:
+                continue
+            av = av[sample]
+            usable = np.isfinite(ys) & np.isfinite(av) & np.isfinite(bs) & (bs != 0) & np.isfinite(tolerance)
+            if usable.sum() < FORMULA_MIN_ROWS:
+                continue
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = av[usable] / bs[usable]
+            for form, shift, scale in RATIOS:
+                close = np.abs(ys[usable] - (ratio - shift) * scale) <= tolerance[usable] * 1.001
+                if close.mean() >= FORMULA_HOLDS:
+                    hit = gaps[numbers[b][gaps] == 0]
+                    names = {k: g.name for k, g in ((g.index, g) for g in facts)}
+                    return hit, form.format(a=f"'{names[a]}'", b=f"'{names[b]}'"), names[b]
+    return None
+
+
+def _undefined_finding(f: ColumnFacts, rows: np.ndarray, formula: str, divisor: str) -> Finding:
+    name = f.name
+    return Finding(
+        type="missing_values",
+        columns=[name],
+        rows=rows,
+        cols=np.full(rows.size, f.index),
+        title=f"{name} is blank where its formula divides by zero",
+        description=(
+            f"'{name}' is {formula} on nearly every row; {rows.size:,} "
+            f"{'row lacks it where' if rows.size == 1 else 'rows lack it where'} '{divisor}' is 0, so there is "
+            "nothing to compute: the blank is right. The cells are not flagged."
+        ),
+        suggested_action="Nothing to fix if a blank is how the table writes an undefined ratio; document it.",
+        category="quick_fixes",
+        detector="missing",
+        stats={
+            "column": name,
+            "markers": _as_written(f, f.is_missing),
+            "formula": formula,
+            "rule": "missing",
+            "rows": rows.tolist(),
+            "missing_markers": f.markers,
+        },
+        flag=False,
+        key=f"missing-undefined:{name}",
+    )
+
+
+MIN_NOTE_WORDS = 6  # free text whose values typically hold this many words is a note a record may leave out
+_URL = r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|www\.)\S+$"
+_EMAIL = r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$"
+
+
+def optional_kind(f: ColumnFacts) -> str | None:
+    """What makes a blank in this column a value of its own rather than a gap: 'list' (a column of lists:
+    blank is the empty list, a film without dialogue has no language), 'link' (web addresses or e-mails:
+    not every record has one), 'text' (notes and comments, values of several words that rarely repeat);
+    None for any other column."""
+    from iterate.detect.lists import list_delimiter
+
+    ids = np.flatnonzero(f.present & (f.counts > 0))
+    if ids.size == 0:
+        return None
+    if list_delimiter(f) is not None:
+        return "list"
+    values = f.column.dictionary.take(pa.array(ids))
+    weights = f.counts[ids]
+    for pattern in (_URL, _EMAIL):
+        hit = np.asarray(
+            pc.match_substring_regex(pc.utf8_trim_whitespace(values), pattern=pattern), dtype=bool
+        )
+        if weights[hit].sum() >= 0.9 * weights.sum():
+            return "link"
+    if not f.free_text:
+        return None
+    # Notes and comments, not names: a name of three words (a beer, a film) is no optional note.
+    _, words = f._head_words
+    return "text" if words.size and float(np.median(words)) >= MIN_NOTE_WORDS else None
 
 
 def gap_llr(share: float, cal: Calibration = DEFAULT) -> float:
@@ -216,6 +494,7 @@ def _gap_finding(
     facts: list[ColumnFacts],
     cal: Calibration,
     partial: bool,
+    optional: str | None = None,
 ) -> Finding:
     r, c = cells(rows, f.index)
     marker = repr(f.null_marker) if f.null_marker else "blank"
@@ -229,10 +508,13 @@ def _gap_finding(
             if partner_names
             else ""
         )
-        return (
+        head = (
             f"{fd.n_cells:,} rows have no value in '{name}' (written as {marker}), a column filled in "
-            f"{1 - share:.1%} of rows{alone}. These records are incomplete."
+            f"{1 - share:.1%} of rows{alone}."
         )
+        if optional is None:
+            return head + " These records are incomplete."
+        return head + " " + OPTIONAL_WORDING[optional].format(name=name)
 
     return Finding(
         type="missing_values",
@@ -255,10 +537,21 @@ def _gap_finding(
             "partners": partner_names,
             "missing_markers": f.markers,
         }
-        | ({"rule": "missing", "rows": rows.tolist()} if partial else {}),
+        | ({"rule": "missing", "rows": rows.tolist()} if partial else {})
+        | ({"optional": optional} if optional else {}),
         key=f"missing:{name}",
         value_level=not partial,
+        flag=optional is None,
     )
+
+
+OPTIONAL_WORDING = {
+    "list": "'{name}' holds lists: an empty value is an empty list, which a record may rightly have (a film "
+    "without dialogue has no language). Check these records have nothing to list; the cells are not flagged.",
+    "link": "'{name}' holds web or e-mail addresses, which not every record has: check these have none; the "
+    "cells are not flagged.",
+    "text": "'{name}' is free text, which a record may leave empty: the cells are not flagged.",
+}
 
 
 def _explained_finding(f: ColumnFacts, rows: np.ndarray, explainers: list[str], n_rows: int) -> Finding:
