@@ -160,3 +160,45 @@ def test_gaps_mostly_at_random_stay_flagged_beside_a_small_pattern() -> None:
     # When the table is examined
     # Then the random gaps are flagged
     assert flagged_gaps(detect(table).findings, table) == {(r, "passengers") for r in lone}
+
+
+def constants(seed: int = 7) -> dict[str, list[str]]:
+    """Physical constants: measured ones with an uncertainty (and its significant figures), exact ones with
+    neither; dimensionless ratios without a unit."""
+    rng = random.Random(seed)
+    rows: dict[str, list[str]] = {"name": [], "value": [], "uncert": [], "sf_uncert": [], "units": []}
+    particles = ["electron", "proton", "neutron", "muon", "deuteron", "helion", "triton", "tau", "alpha"]
+    for i in range(360):
+        a, b = rng.sample(particles, 2)
+        ratio = i % 4 == 0
+        rows["name"].append(
+            f"{a}-{b} mass ratio {i}"
+            if ratio
+            else f"{a} {rng.choice(['mass', 'energy', 'radius', 'moment'])} {i}"
+        )
+        rows["value"].append(f"{rng.uniform(1, 9):.6f}e{rng.randint(-30, 30)}")
+        exact = rng.random() < 0.23
+        rows["uncert"].append("" if exact else f"{rng.randint(1, 99)}e-{rng.randint(5, 40)}")
+        rows["sf_uncert"].append("" if exact else str(rng.randint(1, 3)))
+        rows["units"].append("" if ratio else rng.choice(["kg", "J", "m", "MeV", "J T^-1", "u"]))
+    return rows
+
+
+def test_columns_never_empty_one_without_the_other_are_the_tables_convention() -> None:
+    # Given constants whose uncertainty and its significant figures are both blank for the exact ones
+    table = make_table(constants())
+    # When the table is examined
+    together = [f for f in detect(table).findings if f.type == "missing_together"]
+    # Then they are one pattern, told as the table's convention rather than as records that lost a part
+    assert [(f.columns, f.stats.get("convention")) for f in together] == [(["uncert", "sf_uncert"], True)]
+
+
+def test_blanks_crowded_into_records_whose_name_says_what_they_are_are_told_as_not_applying() -> None:
+    # Given constants where every ratio has no unit (a quarter of the rows)
+    table = make_table(constants())
+    # When the table is examined
+    units = [f for f in detect(table).findings if f.type == "missing_values" and f.columns == ["units"]]
+    # Then the blanks are reported, not flagged, and tied to the word of the name that explains them
+    assert len(units) == 1 and not units[0].flag
+    assert units[0].stats["explained_by_words"]["column"] == "name"
+    assert "ratio" in units[0].stats["explained_by_words"]["words"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -175,9 +176,10 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
     grouped: list[tuple[ColumnFacts, np.ndarray, list[str]]] = []
     # Gaps the table itself explains as undefined (a ratio over a zero) are taken out first.
     undefined: dict[int, tuple[np.ndarray, str, str]] = {}
+    numbers: dict[int, np.ndarray] = {}
     for f in facts:
         if f.index in rows and not partners.get(f.index):
-            found = _undefined_formula(f, np.flatnonzero(rows[f.index]), facts, n_rows)
+            found = _undefined_formula(f, np.flatnonzero(rows[f.index]), facts, n_rows, numbers)
             if found is not None and found[0].size:
                 undefined[f.index] = found
     odd_rows, odd_columns, odd_count = _atypical_rows(
@@ -237,7 +239,8 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
     for cluster in _clusters(partners):
         pattern_rows = np.flatnonzero(np.sum([rows[c] for c in cluster], axis=0) >= 2)
         if pattern_rows.size:
-            out.append(_pattern_finding([facts[c] for c in cluster], pattern_rows, n_rows))
+            whole = all(np.array_equal(rows[c], rows[cluster[0]]) for c in cluster[1:])
+            out.append(_pattern_finding([facts[c] for c in cluster], pattern_rows, n_rows, whole))
     for f, mask, explainers in grouped:
         out.append(_explained_finding(f, np.flatnonzero(mask), explainers, n_rows))
     if odd_columns:
@@ -354,63 +357,65 @@ RATIOS = (
 )
 
 
-def _numbers(f: ColumnFacts) -> np.ndarray:
-    """The column's values per row as numbers (NaN where not a plain number)."""
-    return to_float(f.column.dictionary)[f.column.codes]
+def _numbers(f: ColumnFacts, cache: dict[int, np.ndarray]) -> np.ndarray:
+    """The column's distinct values as numbers (NaN where not a plain number), worked out once per column."""
+    if f.index not in cache:
+        cache[f.index] = to_float(f.column.dictionary)
+    return cache[f.index]
 
 
-def _resolution(f: ColumnFacts) -> np.ndarray:
-    """Per row, half a unit of the last digit written (0.00005 for -0.0111; 0.00005 for 3e-4)."""
-    text = [str(v).strip().lower() for v in f.column.uniques]
-    half = np.full(len(text), np.nan)
-    for i, t in enumerate(text):
-        mantissa, _, exponent = t.partition("e")
+def _resolution(f: ColumnFacts, rows: np.ndarray) -> np.ndarray:
+    """Per row listed, half a unit of the last digit written (0.00005 for -0.0111 and for 3e-4)."""
+    codes = f.column.codes[rows]
+    ids = np.unique(codes)
+    half = np.full(len(f.counts), np.nan)
+    for i, t in zip(ids.tolist(), f.column.texts(ids), strict=True):
+        mantissa, _, exponent = t.strip().lower().partition("e")
         decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
         try:
             decimals -= int(exponent) if exponent else 0
         except ValueError:
             continue
         half[i] = 0.5 * 10.0 ** (-decimals)
-    return half[f.column.codes]
+    return half[codes]
 
 
 def _undefined_formula(
-    f: ColumnFacts, gaps: np.ndarray, facts: list[ColumnFacts], n_rows: int
+    f: ColumnFacts, gaps: np.ndarray, facts: list[ColumnFacts], n_rows: int, cache: dict[int, np.ndarray]
 ) -> tuple[np.ndarray, str, str] | None:
     """Gaps of a computed column where its formula divides by zero: the column is a ratio or a change of two
     others (a / b, (a - b) / b, in percent or not) on nearly every row, and at these gaps b is 0, so there
     is no value to give (a population's change from 0 residents). Returns the rows, the formula and b."""
     if gaps.size > MAX_UNDEFINED_GAPS:
         return None
-    y = _numbers(f)
-    if np.isfinite(y).sum() < FORMULA_MIN_ROWS:
-        return None
-    numbers = {g.index: _numbers(g) for g in facts if g.index != f.index and g.column.n_unique >= 2}
-    numbers = {k: v for k, v in numbers.items() if np.isfinite(v).sum() >= FORMULA_MIN_ROWS}
-    divisors = [b for b, v in numbers.items() if (v[gaps] == 0).any()]
+    others = [g for g in facts if g.index != f.index and g.column.n_unique >= 2]
+    # Cheap first: a column that is 0 on one of the gaps' rows (looked up by distinct value).
+    divisors = [g for g in others if (_numbers(g, cache)[g.column.codes[gaps]] == 0).any()]
     if not divisors:
         return None
     sample = np.arange(n_rows)
     if n_rows > FORMULA_SAMPLE:
         sample = np.sort(np.random.default_rng(7).choice(n_rows, FORMULA_SAMPLE, replace=False))
-    ys, tolerance = y[sample], _resolution(f)[sample]
+    ys = _numbers(f, cache)[f.column.codes[sample]]
+    if np.isfinite(ys).sum() < FORMULA_MIN_ROWS:
+        return None
+    tolerance = _resolution(f, sample)
+    known = np.isfinite(ys) & np.isfinite(tolerance)
     for b in divisors:
-        bs = numbers[b][sample]
-        for a, av in numbers.items():
-            if a == b:
+        bs = _numbers(b, cache)[b.column.codes[sample]]
+        for a in others:
+            if a.index == b.index:
                 continue
-            av = av[sample]
-            usable = np.isfinite(ys) & np.isfinite(av) & np.isfinite(bs) & (bs != 0) & np.isfinite(tolerance)
+            av = _numbers(a, cache)[a.column.codes[sample]]
+            usable = known & np.isfinite(av) & np.isfinite(bs) & (bs != 0)
             if usable.sum() < FORMULA_MIN_ROWS:
                 continue
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratio = av[usable] / bs[usable]
+            ratio = av[usable] / bs[usable]
             for form, shift, scale in RATIOS:
                 close = np.abs(ys[usable] - (ratio - shift) * scale) <= tolerance[usable] * 1.001
                 if close.mean() >= FORMULA_HOLDS:
-                    hit = gaps[numbers[b][gaps] == 0]
-                    names = {k: g.name for k, g in ((g.index, g) for g in facts)}
-                    return hit, form.format(a=f"'{names[a]}'", b=f"'{names[b]}'"), names[b]
+                    hit = gaps[_numbers(b, cache)[b.column.codes[gaps]] == 0]
+                    return hit, form.format(a=f"'{a.name}'", b=f"'{b.name}'"), b.name
     return None
 
 
@@ -618,20 +623,37 @@ def _placeholder_finding(f: ColumnFacts, placeholder: np.ndarray) -> Finding:
     )
 
 
-def unflagged_gaps(f: ColumnFacts, rows: np.ndarray, n_rows: int) -> Finding:
-    """The gaps of a column that the decision did not flag (too many to be slips in a clean table): a fact."""
+def unflagged_gaps(
+    f: ColumnFacts, rows: np.ndarray, n_rows: int, facts: list[ColumnFacts] | None = None
+) -> Finding:
+    """The gaps of a column that the decision did not flag (too many to be slips in a clean table): a fact.
+
+    When words of a names column crowd the gaps (the constants whose name says 'ratio' or 'factor' have no
+    unit), the fact says so: the value does not apply to those records, most likely."""
     name = f.name
+    words = _words_explaining(f, rows, facts or [], n_rows)
+    if words is not None:
+        column, hot, covered = words
+        shown = ", ".join(f"'{w}'" for w in hot[:5])
+        told = (
+            f"{rows.size:,} of {n_rows:,} rows ({rows.size / n_rows:.1%}) have no value in '{name}', and "
+            f"{covered:,} of them are rows whose '{column}' holds {shown}, where '{name}' is missing far more "
+            "often than chance: the value does not apply to those records, most likely (they are of a kind "
+            "that has none). Check that the others have none either."
+        )
+    else:
+        told = (
+            f"{rows.size:,} of {n_rows:,} rows ({rows.size / n_rows:.1%}) have no value in '{name}'. They are "
+            "too many, in a table this clean, to be called slips one by one: decide whether these records "
+            "can be completed."
+        )
     return Finding(
         type="missing_values",
         columns=[name],
         rows=rows,
         cols=np.full(rows.size, f.index),
         title=f"Missing values in {name}",
-        description=(
-            f"{rows.size:,} of {n_rows:,} rows ({rows.size / n_rows:.1%}) have no value in '{name}'. They are "
-            "too many, in a table this clean, to be called slips one by one: decide whether these records "
-            "can be completed."
-        ),
+        description=told,
         suggested_action="Complete these values from the source where possible; otherwise decide whether the "
         "rows can be used without them.",
         category="smart_fixes",
@@ -641,10 +663,63 @@ def unflagged_gaps(f: ColumnFacts, rows: np.ndarray, n_rows: int) -> Finding:
             "rule": "missing",
             "rows": rows[:MAX_ROWS_LISTED].tolist(),
             "missing_markers": f.markers,
-        },
+        }
+        | ({"explained_by_words": {"column": words[0], "words": words[1][:20]}} if words else {}),
         flag=False,
         key=f"missing:{name}",
     )
+
+
+MIN_WORD_ROWS = 3  # a word must name this many records before it can explain their gaps
+_WORDS = r"[^\W\d_]{3,}"
+
+
+def _words_explaining(
+    f: ColumnFacts, gaps: np.ndarray, facts: list[ColumnFacts], n_rows: int
+) -> tuple[str, list[str], int] | None:
+    """The names column and its words that explain most of a column's gaps: rows whose name holds the word
+    lack the value far more often than the column's gaps at random would (a Poisson tail, corrected for the
+    words tried). Returns the column, the words (most gaps first) and how many gaps they cover, or None."""
+    if gaps.size < MIN_WORD_ROWS:
+        return None
+    missing = np.zeros(n_rows, dtype=bool)
+    missing[gaps] = True
+    rate = gaps.size / n_rows
+    best: tuple[str, list[str], int] | None = None
+    for g in facts:
+        if g.index == f.index or not g.pairwise_ok or g.typical_count > 2:
+            continue  # names: nearly every record its own
+        ids = np.flatnonzero(g.present & (g.counts > 0))
+        if ids.size < 0.5 * n_rows or not g.has_letter[ids].all():
+            continue
+        holders: dict[str, list[int]] = {}
+        for i, text in zip(ids.tolist(), g.column.texts(ids), strict=True):
+            for w in set(re.findall(_WORDS, text.casefold())):
+                holders.setdefault(w, []).append(i)
+        tried = [
+            (w, np.isin(g.column.codes, held))
+            for w, held in holders.items()
+            if sum(g.counts[held]) >= MIN_WORD_ROWS
+        ]
+        if not tried:
+            continue
+        sizes = np.array([int(m.sum()) for _, m in tried])
+        hits = np.array([int((m & missing).sum()) for _, m in tried])
+        tail = poisson_tail(hits, sizes * rate) * len(tried)
+        hot = [
+            (int(h), w)
+            for (w, _), h, t in zip(tried, hits, tail, strict=True)
+            if t < DEFAULT.split_tail and h >= MIN_WORD_ROWS
+        ]
+        if not hot:
+            continue
+        covered = np.zeros(n_rows, dtype=bool)
+        for _, w in hot:
+            covered |= next(m for x, m in tried if x == w)
+        n_covered = int((covered & missing).sum())
+        if 2 * n_covered >= gaps.size and (best is None or n_covered > best[2]):
+            best = (g.name, [w for _, w in sorted(hot, key=lambda hw: (-hw[0], hw[1]))], n_covered)
+    return best
 
 
 def _convention_finding(f: ColumnFacts, n_rows: int, share: float) -> Finding:
@@ -670,26 +745,41 @@ def _convention_finding(f: ColumnFacts, n_rows: int, share: float) -> Finding:
     )
 
 
-def _pattern_finding(cluster: list[ColumnFacts], rows: np.ndarray, n_rows: int) -> Finding:
+def _pattern_finding(
+    cluster: list[ColumnFacts], rows: np.ndarray, n_rows: int, whole: bool = False
+) -> Finding:
+    """Columns whose gaps travel together. `whole`: they are missing on exactly the same rows, never one
+    without the others: one part of the record, present or absent as a whole (a measurement and its
+    uncertainty, an exact constant having neither), which is how the table tells records of that kind
+    apart: reported as the table's convention (low), not as records that lost a part."""
     names = [f.name for f in cluster]
     shown = ", ".join(f"'{n}'" for n in names)
     markers = sorted({m for f in cluster for m in _as_written(f, f.is_missing)})
+    if whole:
+        told = (
+            f"In {rows.size:,} rows ({rows.size / n_rows:.1%}) {shown} are all empty, and none of them is ever "
+            "empty without the others: one part of the record that these records do not have (a kind of record "
+            "it does not apply to, or a step that did not happen). The cells are not flagged one by one."
+        )
+    else:
+        told = (
+            f"In {rows.size:,} rows ({rows.size / n_rows:.1%}) two or more of {shown} are missing together, far "
+            "more often than chance: these records lack that part as a whole (a kind of record, or a step that "
+            "did not happen), so the cells are not flagged one by one."
+        )
     return Finding(
         type="missing_together",
         columns=names,
         rows=rows,
         cols=np.full(rows.size, -1),
         title=f"Values missing together in {', '.join(names)}",
-        description=(
-            f"In {rows.size:,} rows ({rows.size / n_rows:.1%}) two or more of {shown} are missing together, far "
-            "more often than chance: these records lack that part as a whole (a kind of record, or a step that "
-            "did not happen), so the cells are not flagged one by one."
-        ),
+        description=told,
         suggested_action="Check what these records have in common; if the gap is expected for them, document "
         "it, otherwise complete them at the source.",
         category="smart_fixes",
         detector="missing",
-        stats={"columns": names, "markers": markers, "min_missing": 2},
+        stats={"columns": names, "markers": markers, "min_missing": 2}
+        | ({"convention": True} if whole else {}),
         flag=False,
         row_level=True,
         key="missing-together:" + ":".join(names),
