@@ -253,6 +253,6 @@ def detect(table: Table, calibration: Calibration = DEFAULT, *, null_marker: str
     kept = {id(f) for f in decision.findings}
     for key, (rows, name) in gaps.items():
         if key not in kept:
-            decision.findings.append(unflagged_gaps(facts[table.column_names.index(name)], rows, n))
+            decision.findings.append(unflagged_gaps(facts[table.column_names.index(name)], rows, n, facts))
     timed("decide", t)
     return Detection(decision.findings, null_marker, deps, facts, decision, timings)
