@@ -52,7 +52,7 @@ bench-library: $(DEV) ## investigation tokens in LLM mode (fake server): first r
 score: $(DEV) ## run iterate on ../shared/datasets and score flags.csv (precision, recall, F1)
 	$(BIN)/python scripts/score.py
 
-score-stress: $(DEV) ## the same on pairs made from each benchmark's clean file with 5% and 25% injected errors
+score-stress: $(DEV) ## the same on pairs made from each benchmark's clean file with 5% and 25% injected errors, and a generated table merged from 20 sources
 	$(BIN)/python scripts/score.py --stress 0.05,0.25
 
 cost-model: $(DEV) ## what one run costs on AWS for 1 MB, 1 GB and 100 GB inputs, from per-chunk and per-step costs measured here

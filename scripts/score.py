@@ -2,7 +2,8 @@
 
 `--stress 0.05,0.25` (`make score-stress`) scores instead pairs made from each benchmark's clean file with
 generic errors injected at those rates (scripts/inject_errors.py, into out/stress/): how detection holds as
-errors grow common and where the clean data's own conventions (an optional column, a placeholder) meet noise.
+errors grow common and where the clean data's own conventions (an optional column, a placeholder) meet noise;
+plus one generated table merged from several sources (scripts/gen_sources.py), the conflicting-sources kind.
 """
 
 from __future__ import annotations
@@ -44,6 +45,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.stress:
         datasets = stressed(datasets, [float(r) for r in args.stress.split(",")])
+        # And a table merged from several sources of varied accuracy (scripts/gen_sources.py, seed 4): the
+        # conflicting-sources kind the seven do not have.
+        merged = REPO / "out" / "stress" / "sources-sim"
+        subprocess.run(
+            [sys.executable, str(REPO / "scripts" / "gen_sources.py"), str(merged)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        datasets.append(merged)
     rows = []
     for ds in datasets:
         out = (ds / "out") if args.stress else REPO / "out" / "score" / ds.name

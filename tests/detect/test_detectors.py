@@ -163,6 +163,17 @@ def test_times_of_day_in_a_second_layout_are_flagged_as_times():
     assert "times" in found[0].describe(found[0]) and "day and month" not in found[0].describe(found[0])
 
 
+def test_e_mail_addresses_are_judged_by_their_grammar_not_the_shape_of_their_local_part():
+    # Given addresses mostly of letters, a few with digits or underscores, one broken
+    first = ["ann", "bob", "cy", "dee", "eve", "fay", "gus", "hal", "ida", "jo", "kim", "lu"]
+    last = ["smith", "jones", "lee", "kim", "diaz", "ng", "roy", "wu", "ford", "hart", "moss", "cole"]
+    values = [f"{a}.{b}@example.com" for a in first for b in last]
+    values[3], values[40], values[77] = "mbates88@example.com", "dan_k_wood@example.com", "eve@@example"
+    found = flagged(make_table({"email": values}), "format_violation")
+    # Then only the address that is not one is flagged
+    assert found == {(77, "email")}
+
+
 def test_rare_misspellings_of_a_frequent_value_are_flagged_with_the_expected_spelling():
     rows = entity_rows()
     rows["status"][3] = "delivred"
@@ -285,6 +296,21 @@ def test_identical_rows_without_a_column_that_identifies_records_are_not_duplica
     for k in range(5):
         rows[f"q{k}"][10] = rows[f"q{k}"][9]
     assert [f.rows.tolist() for f in findings_of(make_table(rows), "duplicate_rows")] == [[10]]
+
+
+def test_identical_rows_sharing_a_group_level_column_that_most_such_rows_do_not_share_are_not_duplicates():
+    # Given legislators of multi-member districts: the district's covariate is unique per district, and
+    # legislators of one district mostly differ on their own columns, a few agree on the yes/no ones
+    rng = random.Random(7)
+    district, party, answered = [], [], []
+    for d in range(300):
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            district.append(f"{d * 0.137:.3f}")
+            party.append(rng.choice(["D", "R"]))
+            answered.append(rng.choice(["0", "1"]))
+    table = make_table({"district_index": district, "party": party, "answered": answered})
+    # Then rows agreeing on everything are not reported as the same record twice
+    assert findings_of(table, "duplicate_rows") == []
 
 
 def test_the_same_record_in_other_case_is_a_near_duplicate_but_under_a_new_id_it_is_another_record():

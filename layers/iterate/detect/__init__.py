@@ -42,6 +42,7 @@ from iterate.detect.order import detect_neighbour_breaks
 from iterate.detect.rows import detect_column_shape, detect_duplicates, detect_merged_columns
 from iterate.detect.rules import detect_rule_violations
 from iterate.detect.sequence import detect_sequence_breaks
+from iterate.detect.sources import detect_source_conflicts
 from iterate.detect.text import detect_encoding, detect_whitespace
 from iterate.detect.typos import detect_typos
 from iterate.table import Table
@@ -227,6 +228,7 @@ def detect(table: Table, calibration: Calibration = DEFAULT, *, null_marker: str
     findings += fd_findings
     findings += neighbours.result()
     findings += detect_rule_violations(facts, n, deps)
+    findings += detect_source_conflicts(facts, n, deps, calibration)
     suspect = _suspect_masks(findings, n)
     derived_findings, rules = detect_derived(facts, n, suspect, derivations.result())
     findings = [_veto_derived(f, rules, table) for f in findings]
@@ -253,6 +255,6 @@ def detect(table: Table, calibration: Calibration = DEFAULT, *, null_marker: str
     kept = {id(f) for f in decision.findings}
     for key, (rows, name) in gaps.items():
         if key not in kept:
-            decision.findings.append(unflagged_gaps(facts[table.column_names.index(name)], rows, n))
+            decision.findings.append(unflagged_gaps(facts[table.column_names.index(name)], rows, n, facts))
     timed("decide", t)
     return Detection(decision.findings, null_marker, deps, facts, decision, timings)

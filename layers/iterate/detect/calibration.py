@@ -42,6 +42,8 @@ FAMILIES: dict[str, str] = {
     "merged": "context",
     "sequence": "context",
     "neighbours": "context",
+    "sources": "context",
+    "sources-format": "format",
 }
 
 # Families whose evidence only supports: it never flags a cell on its own (no other family agreeing) and it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -46,6 +47,9 @@ class ColumnFacts:
 
     column: Column
     null_marker: str
+    # Dictionary positions of values that read as missing-value tokens but are values of this column (NA,
+    # Namibia's code, among country codes): see tokens_that_are_values.
+    value_tokens: frozenset[int] = frozenset()
 
     @property
     def name(self) -> str:
@@ -68,10 +72,15 @@ class ColumnFacts:
         return np.asarray(pc.equal(self.folded, "").to_numpy(zero_copy_only=False), dtype=bool)
 
     @cached_property
-    def is_missing(self) -> np.ndarray:
-        """Blank, the dataset's null marker, or any missing-value token."""
+    def is_token(self) -> np.ndarray:
+        """Blank, the dataset's null marker, or any missing-value token, as written."""
         tokens = pa.array(sorted(MISSING_TOKENS | {self.null_marker.strip().lower()}), pa.string())
         return np.asarray(pc.is_in(self.folded, value_set=tokens).to_numpy(zero_copy_only=False), dtype=bool)
+
+    @cached_property
+    def is_missing(self) -> np.ndarray:
+        """Blank, the dataset's null marker, or any missing-value token that is not a value of the column."""
+        return self._without_values(self.is_token)
 
     @cached_property
     def is_null_marker(self) -> np.ndarray:
@@ -79,7 +88,21 @@ class ColumnFacts:
         marker = np.asarray(
             pc.equal(self.folded, self.null_marker.strip().lower()).to_numpy(zero_copy_only=False)
         )
-        return self.is_blank | marker.astype(bool)
+        return self._without_values(self.is_blank | marker.astype(bool))
+
+    def _without_values(self, mask: np.ndarray) -> np.ndarray:
+        if not self.value_tokens:
+            return mask
+        out = mask.copy()
+        out[sorted(self.value_tokens)] = False
+        return out
+
+    @property
+    def markers(self) -> list[str]:
+        """Every token read as missing in this column (compared after strip and casefold), for code that
+        recounts a finding: the dataset's, less those that are values here."""
+        kept = {str(self.folded[i].as_py()) for i in self.value_tokens}
+        return [m for m in missing_markers(self.null_marker) if m not in kept]
 
     @cached_property
     def present(self) -> np.ndarray:
@@ -198,11 +221,17 @@ class ColumnFacts:
 
 @dataclass
 class Meaning:
-    """Per row: the key of what its value says (-1: missing); per key: its most common spelling's code."""
+    """Per dictionary code: the key of what the value says (-1: missing); per key: its most common spelling."""
 
-    codes: np.ndarray
+    key_of: np.ndarray
     n_keys: int
     spelling: np.ndarray
+    row_codes: np.ndarray  # the column's per-row dictionary codes
+
+    @property
+    def codes(self) -> np.ndarray:
+        """Per row: its key (-1: missing). Built on each call: a long column's row array is not kept."""
+        return self.key_of[self.row_codes]
 
 
 # A time of day however it is written: 7:10 a.m., 7:10am, 07:10, 7:10 PM, 19:10:00 (a text before it, such as
@@ -215,7 +244,14 @@ _PLAIN_NUMBER = r"^[-+]?(?:(?:0|[1-9]\d*)(?:\.\d*)?|\.\d+)(?:e[-+]?\d+)?$"
 def meanings(f: ColumnFacts) -> Meaning:
     """Key each distinct value by what it says, so that entities agree across sources that write alike
     things differently: case and spacing folded; `6.0` and `6` one number (not `06`, a code); `7:10 a.m.`,
-    `7:10am` and `07:10` one time of day."""
+    `7:10am` and `07:10` one time of day.
+
+    A column of more than MAX_PAIRWISE_UNIQUES distinct values (ids, timestamps, free text) is keyed by its
+    text: reading a million values as times and numbers costs seconds, and such a column is rarely an
+    entity's attribute spelled several ways."""
+    if f.column.n_unique > MAX_PAIRWISE_UNIQUES:
+        per_code = np.where(f.is_missing, -1, np.arange(f.column.n_unique)).astype(f.column.codes.dtype)
+        return Meaning(per_code, f.column.n_unique, np.arange(f.column.n_unique), f.column.codes)
     folded = pc.replace_substring_regex(f.folded, pattern=r"\s+", replacement=" ")
     keys = folded
     timed = pc.extract_regex(folded, pattern=_TIME)
@@ -264,8 +300,8 @@ def meanings(f: ColumnFacts) -> Meaning:
     first = np.r_[True, key_of[order][1:] != key_of[order][:-1]]
     spelling = np.zeros(n_keys, dtype=np.int64)
     spelling[key_of[order][first]] = order[first]
-    per_code = np.where(f.is_missing, -1, key_of)
-    return Meaning(per_code[f.column.codes], n_keys, spelling)
+    per_code = np.where(f.is_missing, -1, key_of).astype(f.column.codes.dtype)
+    return Meaning(per_code, n_keys, spelling, f.column.codes)
 
 
 def missing_markers(null_marker: str) -> list[str]:
@@ -299,4 +335,78 @@ def dataset_null_marker(table: Table) -> str:
 
 
 def facts_for(table: Table, null_marker: str) -> list[ColumnFacts]:
-    return [ColumnFacts(c, null_marker) for c in table.columns]
+    facts = [ColumnFacts(c, null_marker) for c in table.columns]
+    tokens_that_are_values(facts)
+    return facts
+
+
+# A word (letters only) that names nothing missing by itself when it is a title: 'Missing' (a film), 'None'.
+_WORD = re.compile(r"^[^\W\d_]{3,}$")
+CODE_SHAPE_SHARE = 0.9  # a code column: this share of its filled rows writes its values in one exact shape
+ONE_TO_ONE_SLACK = 0.02  # pairs of values beyond a one-to-one correspondence, as a share of its values
+
+
+def _char_shape(value: str) -> str:
+    """Each character's kind, case kept and nothing collapsed: NA and US are AA, 7a is 9a."""
+    return "".join("A" if c.isupper() else "a" if c.islower() else "9" if c.isdigit() else c for c in value)
+
+
+def tokens_that_are_values(facts: list[ColumnFacts]) -> None:
+    """Mark the missing-value tokens that are values of their column (sets `value_tokens`):
+
+    - a code in a column that codes another one to one, written in the shape of its codes and standing, like
+      every other code, for exactly one value of that column (NA is Namibia's ISO code: every row of Namibia
+      has NA, and only those rows);
+    - a word written once in a column of nearly unique names or titles ('Missing' is a 1982 film): a
+      placeholder repeats across the records it stands in for.
+    """
+    for f in facts:
+        if not f.pairwise_ok:
+            continue
+        candidates = np.flatnonzero(f.is_token & ~f.is_blank & (f.counts > 0))
+        if candidates.size == 0:
+            continue
+        filled = np.flatnonzero(~f.is_token & (f.counts > 0))
+        n_filled = int(f.counts[filled].sum())
+        if n_filled < 20:
+            continue
+        uniques = f.column.uniques
+        keep: set[int] = set()
+        # Names or titles: nearly every filled row holds its own value, and the values are words.
+        lettered = int(f.counts[filled][f.has_letter[filled]].sum())
+        if filled.size >= 0.9 * n_filled and lettered >= 0.9 * n_filled:
+            keep |= {int(t) for t in candidates if f.counts[t] == 1 and _WORD.match(uniques[t].strip())}
+        coded = [int(t) for t in candidates if f.counts[t] >= 2 and int(t) not in keep]
+        if coded:
+            shapes: dict[str, int] = {}
+            for i in filled.tolist():
+                shape = _char_shape(uniques[i].strip())
+                shapes[shape] = shapes.get(shape, 0) + int(f.counts[i])
+            shape, rows = max(shapes.items(), key=lambda kv: kv[1])
+            if rows >= CODE_SHAPE_SHARE * n_filled:
+                keep |= {
+                    t for t in coded if _char_shape(uniques[t].strip()) == shape and _codes_one(f, t, facts)
+                }
+        if keep:
+            f.value_tokens = frozenset(keep)
+
+
+def _codes_one(f: ColumnFacts, token: int, facts: list[ColumnFacts]) -> bool:
+    """Whether the token stands for exactly one value of a column that `f` codes one to one: the value is
+    held by the token's rows and by no other row, and each code of `f` goes with one value there and back."""
+    codes = f.column.codes
+    at = codes == token
+    n_f = int((f.counts > 0).sum())
+    for g in facts:
+        if g.index == f.index or g.column.n_unique < 3:
+            continue
+        theirs = np.unique(g.column.codes[at])
+        if theirs.size != 1 or g.counts[theirs[0]] != f.counts[token] or g.is_token[theirs[0]]:
+            continue
+        n_g = int((g.counts > 0).sum())
+        if min(n_f, n_g) < (1 - ONE_TO_ONE_SLACK) * max(n_f, n_g):
+            continue
+        pairs = np.unique(codes * np.int64(len(g.counts)) + g.column.codes).size
+        if pairs <= (1 + ONE_TO_ONE_SLACK) * max(n_f, n_g):
+            return True
+    return False

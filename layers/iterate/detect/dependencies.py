@@ -27,6 +27,9 @@ from iterate.detect.stats import poisson_tail
 from iterate.table import wide
 
 MIN_GROUP = 3  # rows a group needs before its consensus judges anyone
+# Rows in such groups a dependency is learned from: a rule read off a few dozen rows (47 cars) says more
+# about those rows than about a wrong cell.
+MIN_SUPPORT = 50
 SAMPLE_ROWS = 50_000
 MAX_COLUMNS = 80  # dependencies are searched among at most this many columns on each side
 DENSE_LIMIT = 262_144
@@ -142,7 +145,7 @@ def _judge_pair(x: np.ndarray, y: np.ndarray, n_x: int, n_y: int) -> tuple[float
     gm = group_majority(x, np.maximum(y, 0), n_x, n_y)
     judged = gm.size >= MIN_GROUP
     rows = int(gm.size[judged].sum())
-    if rows < max(2 * MIN_GROUP, 0.1 * int((x >= 0).sum())):
+    if rows < max(MIN_SUPPORT, 0.1 * int((x >= 0).sum())):
         return None
     dominated = judged & (gm.major_count >= 2) & (gm.major_count >= 2 * gm.second_count)
     if gm.size[dominated].sum() < MIN_DOMINATED_SHARE * rows:
@@ -316,10 +319,26 @@ def consensus(
     if foreign.any():
         hosts = np.zeros(n_x, dtype=bool)
         hosts[xr[foreign]] = True
-        foreign_rate = float(hosts.sum() / max(int(sized.sum()), 1))
+        # Rows of other entities are rare either way they are counted: by the groups that host them (a
+        # surname pasted over a whole season of one player) or by the rows (values swapped one at a time,
+        # so that nearly every group hosts one); the rarer of the two says how telling one is.
+        foreign_rate = min(float(foreign.sum() / n_judged), float(hosts.sum() / max(int(sized.sum()), 1)))
         rates["foreign_groups"] = foreign_rate
         llr = np.where(foreign, np.maximum(llr, -math.log(foreign_rate + floor) + mode_share), llr)
-    llr = np.where(judged & ~deviant, math.log(split_rate + floor), llr)
+    # A deviant holding the column's usual value in a group whose consensus is unusual (FALSE, 99% of the
+    # column, in a group mostly TRUE) is as telling as such groups rarely hold the usual value: an attribute
+    # of the record rather than of the entity (a weekend inspection) shows up there often.
+    y_mode = int(np.bincount(y[use], minlength=n_y).argmax()) if use.any() else -1
+    unusual = judged & (g_mode != y_mode)
+    back = deviant & unusual & (y == y_mode)
+    if back.any():
+        back_rate = float(back.sum() / max(int(unusual.sum()), 1))
+        rates["usual_in_unusual"] = back_rate
+        llr = np.where(back, np.minimum(llr, -math.log(back_rate + floor)), llr)
+    # A row that agrees with its group is vouched for only as written the usual way: 'electronics ' agrees
+    # with 'Electronics' on meaning, but its spelling is not the group's to vouch for.
+    usual = fy.column.codes == fy.meaning.spelling[np.maximum(y, 0)]
+    llr = np.where(judged & ~deviant & usual, math.log(split_rate + floor), llr)
     llr = np.clip(llr, -cal.dependency_llr_cap, cal.dependency_llr_cap)
     # The consensus is shown by its most common spelling (a dictionary code of Y).
     spelled = np.where(judged, fy.meaning.spelling[np.maximum(g_mode, 0)], -1)
@@ -466,7 +485,8 @@ def _belongs_elsewhere(
         for (d, _, hit), index in zip(measured, owners, strict=True):
             if not hit[r]:
                 continue
-            here = index.get(int(facts[d.rhs].meaning.codes[r]), set())
+            fy = facts[d.rhs]
+            here = index.get(int(fy.meaning.key_of[fy.column.codes[r]]), set())
             common = set(here) if common is None else common & here
             if not common:
                 break
@@ -502,14 +522,18 @@ def detect_dependency_violations(
         for d in group:
             c = _measured(facts, d, cal, memo, paired.get(d.lhs), excluded)
             judged = c.covered
+            if d.lhs in blamed:
+                # A row whose key is the likelier mistake is not judged by that key's group: its other
+                # values are its own record's, the key is what is wrong.
+                judged = judged & ~blamed[d.lhs]
             # A determinant speaks as loudly as its groups keep to one value.
             w = 1.0 - c.rates["split_groups"]
             total += np.where(judged, w * c.llr, 0.0)
             vouch += np.where(judged & ~c.deviant, w * np.minimum(c.llr, 0.0), 0.0)
             weights += np.where(judged, w, 0.0)
             cover += judged
-            votes += c.deviant & (c.llr > 0)
-            better = c.deviant & (c.llr > best)
+            votes += judged & c.deviant & (c.llr > 0)
+            better = judged & c.deviant & (c.llr > best)
             expected[better] = c.expected[better]
             best[better] = c.llr[better]
         # Each determinant that judges the cell votes with its evidence; the cell takes their weighted mean.

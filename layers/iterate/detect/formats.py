@@ -40,6 +40,8 @@ SEPARATED_SHAPE = re.compile(r"^( ?)([-+]?)(9?)((?:[.,]9)+)( ?)$")
 # Shares that decide what counts as a pattern and what breaks it.
 STRUCTURED_COVERAGE = 0.95  # the top shapes must cover this share of the values ...
 STRUCTURED_MAX_SHAPES = 4  # ... with at most this many shapes
+# A syntactically ordinary e-mail address (RFC 5322's common subset: no quoted local parts or IP hosts).
+EMAIL = r"[A-Za-z0-9._%+'-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
 RARE_SHAPE_SHARE = 0.03  # a shape used by at most this share of the values breaks the pattern
 WORDS_ONLY = re.compile(r"^a(?: a)*$")
 _WORD_RUN = re.compile(r"a(?: a)+")  # word shapes: categories and names, whose rare shapes are legitimate
@@ -193,6 +195,10 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
         # Scientific notation is how R and Python write very small and very round numbers (3e-4, 1e+05,
         # 18e16): the same kind of number, written with the column's decimal separator.
         extra = (*extra, SCIENTIFIC_COMMA if convention == "comma" else SCIENTIFIC_POINT)
+    if all("@" in s for s in dominant):
+        # An e-mail column: validity is the address grammar, not the shape of its local part (mbates88@
+        # and dan_k_wood@ are ordinary addresses beside ann@).
+        extra = (*extra, EMAIL)
     engine = "re2-ascii" if f.ascii else "re2"
     matches = pc.match_substring_regex(
         f.column.dictionary, pattern=shape_regex(accepted, words=True, engine=engine, extra=extra)

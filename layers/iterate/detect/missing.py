@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from iterate.detect.calibration import DEFAULT, Calibration
-from iterate.detect.context import ColumnFacts, missing_markers
+from iterate.detect.context import ColumnFacts, to_float
 from iterate.detect.findings import Finding, cells
 from iterate.detect.stats import poisson_tail
 
 MIN_GROUP_ROWS = 3  # a group needs this many rows before its gaps explain a column's
+# Gaps left after a column explained some are re-tested against that column's groups, leniently: a group
+# holding at least this many of them, with a chance of at most RETEST_TAIL (no correction for the groups).
+MIN_RETEST_ROWS = 2
+RETEST_TAIL = 0.05
 MAX_ROWS_LISTED = 50_000  # rows a finding lists for code to recount
 
 
@@ -109,6 +114,22 @@ def _explained(
         groups = uniq[hot & (which == k)] % span
         explained |= missing_rows & np.isin(g.column.codes, groups)
         by.append(g.name)
+    # Where the groups explain most of the column's gaps, the few left are tested again against the same
+    # columns: the cause is known to run through their groups, so a group holding a few of the rest beyond
+    # chance shares it (the stations of two more lines opened in the year counted, like those of the line
+    # that explained the first gaps). Gaps mostly at random, with a small pattern among them, are not.
+    for name in by:
+        g = next(x for x in groupers if x.name == name)
+        left = missing_rows & ~explained
+        if left.sum() < MIN_RETEST_ROWS or left.sum() > explained.sum():
+            break
+        inside = np.isin(g.column.codes, np.unique(g.column.codes[explained]))
+        rate_left = left.sum() / max(n_rows - int(inside.sum()), 1)
+        codes_left = g.column.codes[left]
+        groups, gaps = np.unique(codes_left, return_counts=True)
+        tail = poisson_tail(gaps, g.counts[groups] * rate_left)
+        again = groups[(gaps >= MIN_RETEST_ROWS) & (tail < RETEST_TAIL) & ~g.is_missing[groups]]
+        explained |= left & np.isin(g.column.codes, again)
     return explained, by
 
 
@@ -153,6 +174,21 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
         stacked = (codes, sizes)
     out: list[Finding] = []
     grouped: list[tuple[ColumnFacts, np.ndarray, list[str]]] = []
+    # Gaps the table itself explains as undefined (a ratio over a zero) are taken out first.
+    undefined: dict[int, tuple[np.ndarray, str, str]] = {}
+    numbers: dict[int, np.ndarray] = {}
+    for f in facts:
+        if f.index in rows and not partners.get(f.index):
+            found = _undefined_formula(f, np.flatnonzero(rows[f.index]), facts, n_rows, numbers)
+            if found is not None and found[0].size:
+                undefined[f.index] = found
+    odd_rows, odd_columns, odd_count = _atypical_rows(
+        {c: _without(m, undefined[c][0]) if c in undefined else m for c, m in rows.items()},
+        partners,
+        facts,
+        n_rows,
+        cal,
+    )
     for f in facts:
         if f.index not in rows:
             continue
@@ -166,6 +202,8 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
         for b in partners.get(f.index, ()):
             together |= rows[b]
         together &= missing_rows
+        if f.index in odd_columns:
+            together |= odd_rows & missing_rows  # one record lacking several values at once: reported once
         if share < cal.missing_convention_share:
             by_group, explainers = _explained(f, missing_rows, groupers, stacked, n_rows, cal)
             if explainers:
@@ -179,22 +217,267 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
             continue
         rows_all = f.column.rows_of(np.flatnonzero(marker & (f.counts > 0)))
         rows_loose = rows_all[~together[rows_all]]
+        if f.index in undefined:
+            out.append(_undefined_finding(f, *undefined[f.index]))
+            rows_loose = rows_loose[~np.isin(rows_loose, undefined[f.index][0])]
         if rows_loose.size:
             partial = rows_loose.size < rows_all.size  # some gaps belong to a pattern: list the others
             # "Otherwise filled": the column's gaps outside the record-level patterns, among those rows.
             loose_share = rows_loose.size / max(n_rows - int(together.sum()), 1)
             out.append(
                 _gap_finding(
-                    f, rows_loose, loose_share, sorted(partners.get(f.index, ())), facts, cal, partial
+                    f,
+                    rows_loose,
+                    loose_share,
+                    sorted(partners.get(f.index, ())),
+                    facts,
+                    cal,
+                    partial,
+                    optional_kind(f),
                 )
             )
     for cluster in _clusters(partners):
         pattern_rows = np.flatnonzero(np.sum([rows[c] for c in cluster], axis=0) >= 2)
         if pattern_rows.size:
-            out.append(_pattern_finding([facts[c] for c in cluster], pattern_rows, n_rows))
+            whole = all(np.array_equal(rows[c], rows[cluster[0]]) for c in cluster[1:])
+            out.append(_pattern_finding([facts[c] for c in cluster], pattern_rows, n_rows, whole))
     for f, mask, explainers in grouped:
         out.append(_explained_finding(f, np.flatnonzero(mask), explainers, n_rows))
+    if odd_columns:
+        out.append(_atypical_finding([facts[c] for c in odd_columns], np.flatnonzero(odd_rows), odd_count))
     return out
+
+
+def _without(mask: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    out = mask.copy()
+    out[rows] = False
+    return out
+
+
+def _atypical_rows(
+    rows: dict[int, np.ndarray],
+    partners: dict[int, set[int]],
+    facts: list[ColumnFacts],
+    n_rows: int,
+    cal: Calibration,
+) -> tuple[np.ndarray, list[int], int]:
+    """Records of another kind: rows lacking so many values of otherwise filled columns at once that gaps at
+    random would leave that many on some row of the table with a chance below `split_tail`, and that hold a
+    value no other row has in a column whose values repeat (the Tesla among petrol cars: its maker and its
+    one-speed gearbox are its own, and it has no mpg in town, none on the highway, no torque rpm). The
+    values do not apply to such a record. A row of an ordinary kind that lost several readings at once
+    (an hour of weather at the usual station) is a gap to fill: its cells stay flagged. Columns whose gaps
+    travel together are a pattern already.
+
+    Returns the rows (mask), the columns missing on them, and the least number of gaps that makes a row
+    atypical (every row with that many gaps among those columns and a value of its own is one of them).
+    """
+    none: tuple[np.ndarray, list[int], int] = (np.zeros(n_rows, dtype=bool), [], 0)
+    cols = [
+        c
+        for c, m in rows.items()
+        if not partners.get(c) and 0 < int(m.sum()) < cal.missing_convention_share * n_rows
+    ]
+    if len(cols) < 2:
+        return none
+    # The number of gaps on a row if each column's gaps fell at random (a Poisson-binomial law).
+    law = np.ones(1)
+    for c in cols:
+        p = float(rows[c].sum()) / n_rows
+        law = np.convolve(law, [1.0 - p, p])
+    tail = np.cumsum(law[::-1])[::-1]  # tail[k]: the chance that a row has k gaps or more
+    rare = np.flatnonzero((tail * n_rows < cal.split_tail) & (np.arange(tail.size) >= 2))
+    if rare.size == 0:
+        return none
+    least = int(rare[0])
+    count = np.zeros(n_rows, dtype=np.int32)
+    for c in cols:
+        count += rows[c]
+    hit = count >= least
+    if not hit.any():
+        return none
+    # A value of its own in a vocabulary (a column whose values typically fill several rows).
+    vocabularies = [g for g in facts if g.typical_count >= cal.rare_min_typical and g.index not in rows]
+    for r in np.flatnonzero(hit).tolist():
+        hit[r] = any(g.counts[g.column.codes[r]] == 1 for g in vocabularies)
+    if not hit.any():
+        return none
+    return hit, [c for c in cols if (rows[c] & hit).any()], least
+
+
+def _atypical_finding(cluster: list[ColumnFacts], rows: np.ndarray, least: int) -> Finding:
+    names = [f.name for f in cluster]
+    shown = ", ".join(f"'{n}'" for n in names)
+    markers = sorted({m for f in cluster for m in _as_written(f, f.is_missing)})
+    if rows.size == 1:
+        lacking = [f.name for f in cluster]  # every column listed is missing on the one row
+        listed = ", ".join(f"'{n}'" for n in lacking[:-1]) + f" and '{lacking[-1]}'"
+        which = f"Row {int(rows[0]):,} lacks {listed} at once"
+    else:
+        which = f"{rows.size:,} rows each lack {least} or more of {shown} at once"
+    return Finding(
+        type="missing_together",
+        columns=names,
+        rows=rows,
+        cols=np.full(rows.size, -1),
+        title=f"A record lacking several values at once ({', '.join(names)})",
+        description=(
+            f"{which}, columns otherwise filled: gaps at random would almost never fall together on one row. "
+            "Such a record is usually of another kind, to which these values do not apply (an electric car "
+            "has no mpg), or one whose part was not recorded; its cells are not flagged one by one."
+        ),
+        suggested_action="Check what sets this record apart; if the values do not apply to it, document it, "
+        "otherwise complete them at the source.",
+        category="smart_fixes",
+        detector="missing",
+        stats={
+            "columns": names,
+            "markers": markers,
+            "min_missing": least,
+            "rule": "missing_row",
+            "rows": rows.tolist(),
+            "missing_markers": sorted({m for f in cluster for m in f.markers}),
+        },
+        flag=False,
+        row_level=True,
+        key="missing-row:" + ":".join(names),
+    )
+
+
+MAX_UNDEFINED_GAPS = 50  # lone gaps only: a formula is looked for where a few blanks meet a zero
+FORMULA_HOLDS = 0.9  # the formula must give the column's value, as written, on this share of its rows
+FORMULA_MIN_ROWS = 20
+FORMULA_SAMPLE = 20_000  # rows a formula is checked on
+# Ratios a computed column may hold: a share or a change (a / b, a / b - 1), as is or in percent.
+RATIOS = (
+    ("{a} / {b}", 0.0, 1.0),
+    ("({a} - {b}) / {b}", 1.0, 1.0),
+    ("{a} / {b} (%)", 0.0, 100.0),
+    ("({a} - {b}) / {b} (%)", 1.0, 100.0),
+)
+
+
+def _numbers(f: ColumnFacts, cache: dict[int, np.ndarray]) -> np.ndarray:
+    """The column's distinct values as numbers (NaN where not a plain number), worked out once per column."""
+    if f.index not in cache:
+        cache[f.index] = to_float(f.column.dictionary)
+    return cache[f.index]
+
+
+def _resolution(f: ColumnFacts, rows: np.ndarray) -> np.ndarray:
+    """Per row listed, half a unit of the last digit written (0.00005 for -0.0111 and for 3e-4)."""
+    codes = f.column.codes[rows]
+    ids = np.unique(codes)
+    half = np.full(len(f.counts), np.nan)
+    for i, t in zip(ids.tolist(), f.column.texts(ids), strict=True):
+        mantissa, _, exponent = t.strip().lower().partition("e")
+        decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+        try:
+            decimals -= int(exponent) if exponent else 0
+        except ValueError:
+            continue
+        half[i] = 0.5 * 10.0 ** (-decimals)
+    return half[codes]
+
+
+def _undefined_formula(
+    f: ColumnFacts, gaps: np.ndarray, facts: list[ColumnFacts], n_rows: int, cache: dict[int, np.ndarray]
+) -> tuple[np.ndarray, str, str] | None:
+    """Gaps of a computed column where its formula divides by zero: the column is a ratio or a change of two
+    others (a / b, (a - b) / b, in percent or not) on nearly every row, and at these gaps b is 0, so there
+    is no value to give (a population's change from 0 residents). Returns the rows, the formula and b."""
+    if gaps.size > MAX_UNDEFINED_GAPS:
+        return None
+    others = [g for g in facts if g.index != f.index and g.column.n_unique >= 2]
+    # Cheap first: a column that is 0 on one of the gaps' rows (looked up by distinct value).
+    divisors = [g for g in others if (_numbers(g, cache)[g.column.codes[gaps]] == 0).any()]
+    if not divisors:
+        return None
+    sample = np.arange(n_rows)
+    if n_rows > FORMULA_SAMPLE:
+        sample = np.sort(np.random.default_rng(7).choice(n_rows, FORMULA_SAMPLE, replace=False))
+    ys = _numbers(f, cache)[f.column.codes[sample]]
+    if np.isfinite(ys).sum() < FORMULA_MIN_ROWS:
+        return None
+    tolerance = _resolution(f, sample)
+    known = np.isfinite(ys) & np.isfinite(tolerance)
+    for b in divisors:
+        bs = _numbers(b, cache)[b.column.codes[sample]]
+        for a in others:
+            if a.index == b.index:
+                continue
+            av = _numbers(a, cache)[a.column.codes[sample]]
+            usable = known & np.isfinite(av) & np.isfinite(bs) & (bs != 0)
+            if usable.sum() < FORMULA_MIN_ROWS:
+                continue
+            ratio = av[usable] / bs[usable]
+            for form, shift, scale in RATIOS:
+                close = np.abs(ys[usable] - (ratio - shift) * scale) <= tolerance[usable] * 1.001
+                if close.mean() >= FORMULA_HOLDS:
+                    hit = gaps[_numbers(b, cache)[b.column.codes[gaps]] == 0]
+                    return hit, form.format(a=f"'{a.name}'", b=f"'{b.name}'"), b.name
+    return None
+
+
+def _undefined_finding(f: ColumnFacts, rows: np.ndarray, formula: str, divisor: str) -> Finding:
+    name = f.name
+    return Finding(
+        type="missing_values",
+        columns=[name],
+        rows=rows,
+        cols=np.full(rows.size, f.index),
+        title=f"{name} is blank where its formula divides by zero",
+        description=(
+            f"'{name}' is {formula} on nearly every row; {rows.size:,} "
+            f"{'row lacks it where' if rows.size == 1 else 'rows lack it where'} '{divisor}' is 0, so there is "
+            "nothing to compute: the blank is right. The cells are not flagged."
+        ),
+        suggested_action="Nothing to fix if a blank is how the table writes an undefined ratio; document it.",
+        category="quick_fixes",
+        detector="missing",
+        stats={
+            "column": name,
+            "markers": _as_written(f, f.is_missing),
+            "formula": formula,
+            "rule": "missing",
+            "rows": rows.tolist(),
+            "missing_markers": f.markers,
+        },
+        flag=False,
+        key=f"missing-undefined:{name}",
+    )
+
+
+MIN_NOTE_WORDS = 6  # free text whose values typically hold this many words is a note a record may leave out
+_URL = r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|www\.)\S+$"
+_EMAIL = r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$"
+
+
+def optional_kind(f: ColumnFacts) -> str | None:
+    """What makes a blank in this column a value of its own rather than a gap: 'list' (a column of lists:
+    blank is the empty list, a film without dialogue has no language), 'link' (web addresses or e-mails:
+    not every record has one), 'text' (notes and comments, values of several words that rarely repeat);
+    None for any other column."""
+    from iterate.detect.lists import list_delimiter
+
+    ids = np.flatnonzero(f.present & (f.counts > 0))
+    if ids.size == 0:
+        return None
+    if list_delimiter(f) is not None:
+        return "list"
+    values = f.column.dictionary.take(pa.array(ids))
+    weights = f.counts[ids]
+    for pattern in (_URL, _EMAIL):
+        hit = np.asarray(
+            pc.match_substring_regex(pc.utf8_trim_whitespace(values), pattern=pattern), dtype=bool
+        )
+        if weights[hit].sum() >= 0.9 * weights.sum():
+            return "link"
+    if not f.free_text:
+        return None
+    # Notes and comments, not names: a name of three words (a beer, a film) is no optional note.
+    _, words = f._head_words
+    return "text" if words.size and float(np.median(words)) >= MIN_NOTE_WORDS else None
 
 
 def gap_llr(share: float, cal: Calibration = DEFAULT) -> float:
@@ -216,6 +499,7 @@ def _gap_finding(
     facts: list[ColumnFacts],
     cal: Calibration,
     partial: bool,
+    optional: str | None = None,
 ) -> Finding:
     r, c = cells(rows, f.index)
     marker = repr(f.null_marker) if f.null_marker else "blank"
@@ -229,10 +513,13 @@ def _gap_finding(
             if partner_names
             else ""
         )
-        return (
+        head = (
             f"{fd.n_cells:,} rows have no value in '{name}' (written as {marker}), a column filled in "
-            f"{1 - share:.1%} of rows{alone}. These records are incomplete."
+            f"{1 - share:.1%} of rows{alone}."
         )
+        if optional is None:
+            return head + " These records are incomplete."
+        return head + " " + OPTIONAL_WORDING[optional].format(name=name)
 
     return Finding(
         type="missing_values",
@@ -253,12 +540,23 @@ def _gap_finding(
             "column": name,
             "markers": _as_written(f, f.is_null_marker),
             "partners": partner_names,
-            "missing_markers": missing_markers(f.null_marker),
+            "missing_markers": f.markers,
         }
-        | ({"rule": "missing", "rows": rows.tolist()} if partial else {}),
+        | ({"rule": "missing", "rows": rows.tolist()} if partial else {})
+        | ({"optional": optional} if optional else {}),
         key=f"missing:{name}",
         value_level=not partial,
+        flag=optional is None,
     )
+
+
+OPTIONAL_WORDING = {
+    "list": "'{name}' holds lists: an empty value is an empty list, which a record may rightly have (a film "
+    "without dialogue has no language). Check these records have nothing to list; the cells are not flagged.",
+    "link": "'{name}' holds web or e-mail addresses, which not every record has: check these have none; the "
+    "cells are not flagged.",
+    "text": "'{name}' is free text, which a record may leave empty: the cells are not flagged.",
+}
 
 
 def _explained_finding(f: ColumnFacts, rows: np.ndarray, explainers: list[str], n_rows: int) -> Finding:
@@ -285,7 +583,7 @@ def _explained_finding(f: ColumnFacts, rows: np.ndarray, explainers: list[str], 
             "explained_by": explainers,
             "rule": "missing",
             "rows": rows.tolist(),
-            "missing_markers": missing_markers(f.null_marker),
+            "missing_markers": f.markers,
         },
         flag=False,
         key=f"missing-grouped:{name}",
@@ -325,20 +623,37 @@ def _placeholder_finding(f: ColumnFacts, placeholder: np.ndarray) -> Finding:
     )
 
 
-def unflagged_gaps(f: ColumnFacts, rows: np.ndarray, n_rows: int) -> Finding:
-    """The gaps of a column that the decision did not flag (too many to be slips in a clean table): a fact."""
+def unflagged_gaps(
+    f: ColumnFacts, rows: np.ndarray, n_rows: int, facts: list[ColumnFacts] | None = None
+) -> Finding:
+    """The gaps of a column that the decision did not flag (too many to be slips in a clean table): a fact.
+
+    When words of a names column crowd the gaps (the constants whose name says 'ratio' or 'factor' have no
+    unit), the fact says so: the value does not apply to those records, most likely."""
     name = f.name
+    words = _words_explaining(f, rows, facts or [], n_rows)
+    if words is not None:
+        column, hot, covered = words
+        shown = ", ".join(f"'{w}'" for w in hot[:5])
+        told = (
+            f"{rows.size:,} of {n_rows:,} rows ({rows.size / n_rows:.1%}) have no value in '{name}', and "
+            f"{covered:,} of them are rows whose '{column}' holds {shown}, where '{name}' is missing far more "
+            "often than chance: the value does not apply to those records, most likely (they are of a kind "
+            "that has none). Check that the others have none either."
+        )
+    else:
+        told = (
+            f"{rows.size:,} of {n_rows:,} rows ({rows.size / n_rows:.1%}) have no value in '{name}'. They are "
+            "too many, in a table this clean, to be called slips one by one: decide whether these records "
+            "can be completed."
+        )
     return Finding(
         type="missing_values",
         columns=[name],
         rows=rows,
         cols=np.full(rows.size, f.index),
         title=f"Missing values in {name}",
-        description=(
-            f"{rows.size:,} of {n_rows:,} rows ({rows.size / n_rows:.1%}) have no value in '{name}'. They are "
-            "too many, in a table this clean, to be called slips one by one: decide whether these records "
-            "can be completed."
-        ),
+        description=told,
         suggested_action="Complete these values from the source where possible; otherwise decide whether the "
         "rows can be used without them.",
         category="smart_fixes",
@@ -347,11 +662,64 @@ def unflagged_gaps(f: ColumnFacts, rows: np.ndarray, n_rows: int) -> Finding:
             "column": name,
             "rule": "missing",
             "rows": rows[:MAX_ROWS_LISTED].tolist(),
-            "missing_markers": missing_markers(f.null_marker),
-        },
+            "missing_markers": f.markers,
+        }
+        | ({"explained_by_words": {"column": words[0], "words": words[1][:20]}} if words else {}),
         flag=False,
         key=f"missing:{name}",
     )
+
+
+MIN_WORD_ROWS = 3  # a word must name this many records before it can explain their gaps
+_WORDS = r"[^\W\d_]{3,}"
+
+
+def _words_explaining(
+    f: ColumnFacts, gaps: np.ndarray, facts: list[ColumnFacts], n_rows: int
+) -> tuple[str, list[str], int] | None:
+    """The names column and its words that explain most of a column's gaps: rows whose name holds the word
+    lack the value far more often than the column's gaps at random would (a Poisson tail, corrected for the
+    words tried). Returns the column, the words (most gaps first) and how many gaps they cover, or None."""
+    if gaps.size < MIN_WORD_ROWS:
+        return None
+    missing = np.zeros(n_rows, dtype=bool)
+    missing[gaps] = True
+    rate = gaps.size / n_rows
+    best: tuple[str, list[str], int] | None = None
+    for g in facts:
+        if g.index == f.index or not g.pairwise_ok or g.typical_count > 2:
+            continue  # names: nearly every record its own
+        ids = np.flatnonzero(g.present & (g.counts > 0))
+        if ids.size < 0.5 * n_rows or not g.has_letter[ids].all():
+            continue
+        holders: dict[str, list[int]] = {}
+        for i, text in zip(ids.tolist(), g.column.texts(ids), strict=True):
+            for w in set(re.findall(_WORDS, text.casefold())):
+                holders.setdefault(w, []).append(i)
+        tried = [
+            (w, np.isin(g.column.codes, held))
+            for w, held in holders.items()
+            if sum(g.counts[held]) >= MIN_WORD_ROWS
+        ]
+        if not tried:
+            continue
+        sizes = np.array([int(m.sum()) for _, m in tried])
+        hits = np.array([int((m & missing).sum()) for _, m in tried])
+        tail = poisson_tail(hits, sizes * rate) * len(tried)
+        hot = [
+            (int(h), w)
+            for (w, _), h, t in zip(tried, hits, tail, strict=True)
+            if t < DEFAULT.split_tail and h >= MIN_WORD_ROWS
+        ]
+        if not hot:
+            continue
+        covered = np.zeros(n_rows, dtype=bool)
+        for _, w in hot:
+            covered |= next(m for x, m in tried if x == w)
+        n_covered = int((covered & missing).sum())
+        if 2 * n_covered >= gaps.size and (best is None or n_covered > best[2]):
+            best = (g.name, [w for _, w in sorted(hot, key=lambda hw: (-hw[0], hw[1]))], n_covered)
+    return best
 
 
 def _convention_finding(f: ColumnFacts, n_rows: int, share: float) -> Finding:
@@ -377,26 +745,41 @@ def _convention_finding(f: ColumnFacts, n_rows: int, share: float) -> Finding:
     )
 
 
-def _pattern_finding(cluster: list[ColumnFacts], rows: np.ndarray, n_rows: int) -> Finding:
+def _pattern_finding(
+    cluster: list[ColumnFacts], rows: np.ndarray, n_rows: int, whole: bool = False
+) -> Finding:
+    """Columns whose gaps travel together. `whole`: they are missing on exactly the same rows, never one
+    without the others: one part of the record, present or absent as a whole (a measurement and its
+    uncertainty, an exact constant having neither), which is how the table tells records of that kind
+    apart: reported as the table's convention (low), not as records that lost a part."""
     names = [f.name for f in cluster]
     shown = ", ".join(f"'{n}'" for n in names)
     markers = sorted({m for f in cluster for m in _as_written(f, f.is_missing)})
+    if whole:
+        told = (
+            f"In {rows.size:,} rows ({rows.size / n_rows:.1%}) {shown} are all empty, and none of them is ever "
+            "empty without the others: one part of the record that these records do not have (a kind of record "
+            "it does not apply to, or a step that did not happen). The cells are not flagged one by one."
+        )
+    else:
+        told = (
+            f"In {rows.size:,} rows ({rows.size / n_rows:.1%}) two or more of {shown} are missing together, far "
+            "more often than chance: these records lack that part as a whole (a kind of record, or a step that "
+            "did not happen), so the cells are not flagged one by one."
+        )
     return Finding(
         type="missing_together",
         columns=names,
         rows=rows,
         cols=np.full(rows.size, -1),
         title=f"Values missing together in {', '.join(names)}",
-        description=(
-            f"In {rows.size:,} rows ({rows.size / n_rows:.1%}) two or more of {shown} are missing together, far "
-            "more often than chance: these records lack that part as a whole (a kind of record, or a step that "
-            "did not happen), so the cells are not flagged one by one."
-        ),
+        description=told,
         suggested_action="Check what these records have in common; if the gap is expected for them, document "
         "it, otherwise complete them at the source.",
         category="smart_fixes",
         detector="missing",
-        stats={"columns": names, "markers": markers, "min_missing": 2},
+        stats={"columns": names, "markers": markers, "min_missing": 2}
+        | ({"convention": True} if whole else {}),
         flag=False,
         row_level=True,
         key="missing-together:" + ":".join(names),

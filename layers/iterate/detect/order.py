@@ -36,6 +36,7 @@ MIN_AGREE = 6  # of the 2 * REACH neighbours, at least this many hold one value 
 CHANCE = 1e-3  # ... and the column's frequencies would give that agreement less often than this
 MIN_ROWS = 50
 MIN_JUDGED = 20  # rows a column must judge before its differences are evidence
+OWN_CHANGES_TAIL = 0.05  # one-row departures beyond the column's own changes, at this chance at most
 NUMBER_TOLERANCE = 1e-6  # relative: two numbers this close are one value written two ways
 
 
@@ -118,6 +119,26 @@ def excursions(codes: np.ndarray, blocky: np.ndarray) -> tuple[int, int, int]:
     return int(one.sum()), int(in_blocks.sum()), int((framed & (length[inner] == 2)).sum())
 
 
+def _beyond_own(one: int, two: int) -> bool:
+    """One-row departures are more than the column's own changes explain: its changes make about two of
+    them per two-row departure, so among one + two departures the one-row ones are a binomial share of 2/3;
+    they are telling when so many would come by chance less than once in a hundred (at least 12 of 12)."""
+    n = one + two
+    if one == 0 or one < 2 * (2 * two + 1):
+        return False
+    p = 2.0 / 3.0
+    tail = 0.0
+    for k in range(one, n + 1):
+        tail += math.exp(
+            math.lgamma(n + 1)
+            - math.lgamma(k + 1)
+            - math.lgamma(n - k + 1)
+            + k * math.log(p)
+            + (n - k) * math.log(1 - p)
+        )
+    return tail < OWN_CHANGES_TAIL
+
+
 def detect_neighbour_breaks(
     facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEFAULT
 ) -> list[Finding]:
@@ -180,7 +201,7 @@ def detect_neighbour_breaks(
         one, one_in_blocks, two = excursions(codes, blocky)
         own_changes = 2.0 * two + 1.0
         telling = np.where(
-            blocky[np.maximum(codes, 0)], one_in_blocks >= 2.0 * own_changes, one >= 2.0 * own_changes
+            blocky[np.maximum(codes, 0)], _beyond_own(one_in_blocks, two), _beyond_own(one, two)
         )
         single &= telling
         if not single.any():

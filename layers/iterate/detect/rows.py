@@ -61,6 +61,13 @@ def detect_duplicates(table: Table, facts: list[ColumnFacts]) -> list[Finding]:
     # of a panel without an id, repeat by nature.
     identifying = max((f.column.n_unique for f in facts), default=0) >= 0.5 * n
     if exact.size and identifying:
+        # ... and where that column tells records apart: rows sharing its value are mostly copies of one
+        # another. A district's covariates are unique per district, not per legislator: when most rows that
+        # share them differ elsewhere, a few that agree on the remaining yes/no columns agree by chance.
+        best = max(facts, key=lambda f: f.column.n_unique)
+        shared = _later_copies(best.column.codes.astype(np.int64)).size
+        identifying = 2 * exact.size >= shared
+    if exact.size and identifying:
         groups = int(np.unique(exact_keys[exact]).size)
         out.append(
             Finding(

@@ -10,6 +10,7 @@ import numpy as np
 from iterate.detect.calibration import DEFAULT
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import MAX_LISTED, Finding, cells
+from iterate.detect.lists import list_delimiter, split_items
 from iterate.detect.textdist import DeletionIndex, bounded_distance, digits_of, plausible_typo, qgrams
 from iterate.wording import agree, plural
 
@@ -39,6 +40,40 @@ def _normal(s: str) -> str:
     return " ".join(s.casefold().split())
 
 
+def _spacing(s: str) -> str:
+    return " ".join(s.split())
+
+
+SHORT_CODE = 2  # values this short are codes: any two of them are one substitution apart
+
+
+def _short_swap(variant: str, reference: str) -> bool:
+    """A character of a code of one or two characters put for another (U for A, c for r): another code, not a
+    slip, as every two such codes are one edit apart. A dropped, added or swapped character (L or LI for IL)
+    keeps the code's characters and stays a slip."""
+    a, b = variant.casefold(), reference.casefold()
+    return len(a) == len(b) <= SHORT_CODE and a != b and sorted(a) != sorted(b)
+
+
+def _case_meaningful(values: list[str], counts: np.ndarray) -> bool:
+    """Whether the column's case carries meaning (units: S is the siemens, s the second): its values are
+    written both all in capitals and all in small letters, each way in at least a tenth of the rows and by
+    at least two values. In a column written one way (city names in capitals, codes in small letters, words
+    in title case) a value in another case is a variant of the same value."""
+    upper = lower = total = 0
+    n_upper = n_lower = 0
+    for v, c in zip(values, counts.tolist(), strict=True):
+        letters = [ch for ch in v if ch.isalpha()]
+        if not letters or c <= 0:
+            continue
+        total += c
+        if all(ch.isupper() for ch in letters):
+            upper, n_upper = upper + c, n_upper + 1
+        elif all(ch.islower() for ch in letters):
+            lower, n_lower = lower + c, n_lower + 1
+    return n_upper >= 2 and n_lower >= 2 and min(upper, lower) >= 0.1 * total
+
+
 # Words that name an organisation's legal form or trade rather than the organisation (ACME, ACME Corp.,
 # ACME MFG CO are one company): generic vocabulary of company names, not values of any dataset.
 LEGAL_FORMS = frozenset(
@@ -62,7 +97,6 @@ LEGAL_FORMS = frozenset(
         "sas",
         "sarl",
         "srl",
-        "spa",
         "bv",
         "nv",
         "oy",
@@ -81,20 +115,48 @@ LEGAL_FORMS = frozenset(
         "holding",
         "holdings",
         "group",
-        "the",
     ]
 )
+# What sets one unit of a chain or a series apart from its namesake: a trailing roman numeral (TACO KING V),
+# a number sign (STORE #12) or a part after a dash (HOTEL - SPA, a separately run premises).
+_UNIT_MARK = re.compile(
+    r"(?:\s(?=[ivxlc]+$)(?:x{0,3})(?:ix|iv|v?i{0,3})$|\s#\s*\w+$|\s[-\u2013\u2014]\s+\S.*$)", re.IGNORECASE
+)
+_THE = re.compile(r"^\s*the\s+|,\s*the\s*$", re.IGNORECASE)  # THE ACME, ACME, THE (not JAVA THE HUT)
 
 
 ORG_MIN_RATIO = 5.0  # a form this much rarer than the usual one is a slip; closer, the column uses both
 
 
+def unit_mark(s: str) -> tuple[str, str]:
+    """A name split into its base and the mark that tells one unit of a chain or series from another
+    (TACO KING V: 'taco king', 'v'; the mark is '' when there is none)."""
+    s = s.strip()
+    found = _UNIT_MARK.search(s)
+    if not found:
+        return s.casefold(), ""
+    return s[: found.start()].strip().casefold(), found.group(0).strip().casefold()
+
+
+def _other_unit(a: tuple[str, str], b: tuple[str, str]) -> bool:
+    """Two names of one base told apart by their marks: the namesake and a unit (HOTEL, HOTEL - SPA), or two
+    numbered units (TACO KING IV, TACO KING V). A slip inside a dash part (HOTEL - SAP) is still a slip."""
+    if a[0] != b[0] or a[1] == b[1]:
+        return False
+    return not a[1] or not b[1] or not (a[1].startswith(("-", "\u2013", "\u2014")) and b[1][:1] == a[1][:1])
+
+
 def _org_key(s: str) -> tuple[str, bool]:
-    """The name without punctuation, case and legal-form words ('' when nothing else is left), and whether
-    it had a legal-form word."""
-    words = _PUNCT.sub(" ", s.casefold()).split()
-    kept = [w for w in words if w not in LEGAL_FORMS]
-    return " ".join(kept), len(kept) < len(words)
+    """The name without punctuation, case, a leading or trailing-after-comma 'the' and the legal-form words
+    that end it ('' when nothing else is left), and whether it had such a form. A legal form inside a name
+    is part of the name; a unit mark (TACO KING V, HOTEL - SPA) keeps the name apart from its namesake."""
+    stripped = _THE.sub(" ", s)
+    words = _PUNCT.sub(" ", stripped.casefold()).split()
+    kept = list(words)
+    while kept and kept[-1] in LEGAL_FORMS:
+        kept.pop()
+    had_form = len(kept) < len(words) or stripped != s
+    return " ".join(kept), had_form
 
 
 def org_forms(values: list[str], counts: np.ndarray) -> dict[int, int]:
@@ -147,12 +209,14 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
         1 for i in legit if any(j != i and j in legit_set for j in index.near(values[i], same_digits(i)))
     )
     density_factor = 5.0 if close_peers >= max(2, 0.1 * len(legit)) else 1.0
-    # 1. Same after case and spacing normalisation.
+    # 1. Same after case and spacing normalisation (spacing only, where the column's case carries meaning).
+    case_meaningful = _case_meaningful(values, counts)
+    normal = _spacing if case_meaningful else _normal
     by_norm: dict[str, int] = {}
     for i in order:
-        by_norm.setdefault(_normal(values[i]), int(i))
+        by_norm.setdefault(normal(values[i]), int(i))
     for i in range(len(values)):
-        ref = by_norm[_normal(values[i])]
+        ref = by_norm[normal(values[i])]
         if ref != i and counts[ref] >= 2 * counts[i]:
             result[i] = ref
     # 1b. The same organisation written with and without its legal form, the usual form far more frequent
@@ -169,6 +233,7 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
         for g in gs:
             by_gram.setdefault(g, []).append(i)
     top_count = counts[order[0]]
+    marks = [unit_mark(v) for v in values]  # TACO KING V is the fifth TACO KING, not a slip for it
     common_gram = max(50, len(grams) // 10)
     for i in range(len(values)):
         if i in result or counts[i] == 0 or counts[i] * 3 > top_count:
@@ -182,7 +247,13 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
             continue  # short codes (states, sizes) are dense: one edit apart is normal for them
         best, best_count = -1, 0.0
         for j in index.near(v, same_digits(i)):
-            if j != i and counts[j] >= need and counts[j] > best_count and plausible_typo(v, values[j]):
+            if j == i or counts[j] < need or counts[j] <= best_count or _short_swap(v, values[j]):
+                continue  # a short code one substitution from another is another code
+            if _other_unit(marks[i], marks[j]):
+                continue
+            if case_meaningful and v.casefold() == values[j].casefold():
+                continue  # S (siemens) beside s (second)
+            if plausible_typo(v, values[j]):
                 best, best_count = j, counts[j]
         if best < 0 and length >= 9:
             gs = qgrams(v)
@@ -196,7 +267,7 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
             k = _max_edits(length)
             ranked = sorted(tally.items(), key=lambda kv: -kv[1])[:MAX_CANDIDATES]
             for j, shared in ranked:
-                if j == i or counts[j] < need or shared < len(gs) * 0.3:
+                if j == i or counts[j] < need or shared < len(gs) * 0.3 or _other_unit(marks[i], marks[j]):
                     continue
                 if (
                     counts[j] > best_count
@@ -213,9 +284,16 @@ def detect_typos(f: ColumnFacts) -> list[Finding]:
     """Inconsistent spellings of the same value, on the values and on their digit-masked forms.
 
     Only in a column whose values repeat (a vocabulary): where nearly every value appears once (free text,
-    e-mails, codes), no spelling is frequent enough to be the reference of another.
+    e-mails, codes), no spelling is frequent enough to be the reference of another. In a column of lists
+    ('IT,FR'), the items are the vocabulary: a list is compared item by item, never as a whole.
     """
-    if not f.pairwise_ok or f.n_present < 20 or f.typical_count < MIN_FREQUENT:
+    if not f.pairwise_ok or f.n_present < 20:
+        return []
+    delimiter = list_delimiter(f)
+    if delimiter is not None:
+        pairs = _list_variants(f, delimiter)
+        return [_finding(f, pairs, masked=False)] if pairs else []
+    if f.typical_count < MIN_FREQUENT:
         return []
     out: list[Finding] = []
     present = f.present & (f.counts > 0)
@@ -227,9 +305,8 @@ def detect_typos(f: ColumnFacts) -> list[Finding]:
     if ids.size >= 2:
         texts = [uniques[i] for i in ids]
         mapping = find_variants(texts, f.counts[ids], f.n_present)
-        pairs = {int(ids[a]): int(ids[b]) for a, b in mapping.items()}
-        if pairs:
-            out.append(_finding(f, pairs, masked=False))
+        if mapping:
+            out.append(_finding(f, {int(ids[a]): texts[b] for a, b in mapping.items()}, masked=False))
         both = {
             int(ids[a]): int(ids[b]) for a, b in org_forms(texts, f.counts[ids]).items() if a not in mapping
         }
@@ -248,32 +325,59 @@ def detect_typos(f: ColumnFacts) -> list[Finding]:
         already = set()
         for fd in out:
             already |= set(fd.stats["canonical"])
-        pairs = {}
+        masked: dict[int, str] = {}
         for u in np.flatnonzero(lettered):
             ref = bad_masks.get(int(mcodes[u]))
             if ref is not None and uniques[u] not in already:
-                pairs[int(u)] = -1 - ref  # negative: a masked reference
-        if pairs:
-            out.append(_finding(f, pairs, masked=True, masked_text=mtext))
+                masked[int(u)] = mtext[ref]
+        if masked:
+            out.append(_finding(f, masked, masked=True))
     return out
 
 
-def _finding(
-    f: ColumnFacts, pairs: dict[int, int], *, masked: bool, masked_text: list[str] | None = None
-) -> Finding:
+def _list_variants(f: ColumnFacts, delimiter: str) -> dict[int, str]:
+    """In a column of lists, the values holding an item that looks like a typo of a far more frequent item
+    (value index → the value with those items respelled). Lists of other items ('IT,BR' beside 'IT,FR') are
+    other values."""
     uniques = f.column.uniques
+    ids = np.flatnonzero(f.present & (f.counts > 0) & f.has_letter)
+    items_of: dict[int, list[str]] = {}
+    rows_of: dict[str, int] = {}  # item -> rows holding it
+    for i in ids.tolist():
+        items = split_items(uniques[i], delimiter)
+        items_of[i] = items
+        for item in set(items):
+            rows_of[item] = rows_of.get(item, 0) + int(f.counts[i])
+    if len(rows_of) < 2:
+        return {}
+    names = list(rows_of)
+    counts = np.array([rows_of[n] for n in names], dtype=np.int64)
+    typical = np.sort(counts)[np.searchsorted(np.cumsum(np.sort(counts)), counts.sum() / 2)]
+    if typical < MIN_FREQUENT:
+        return {}
+    mapping = find_variants(names, counts, int(counts.sum()))
+    if not mapping:
+        return {}
+    respelled = {names[a]: names[b] for a, b in mapping.items()}
+    out: dict[int, str] = {}
+    for i, items in items_of.items():
+        if any(item in respelled for item in items):
+            parts = uniques[i].split(delimiter)
+            out[i] = delimiter.join(
+                p.replace(p.strip(), respelled[p.strip()]) if p.strip() in respelled else p for p in parts
+            )
+    return out
 
-    def ref_text(ref: int) -> str:
-        return masked_text[-1 - ref] if ref < 0 and masked_text is not None else uniques[ref]
 
+def _finding(f: ColumnFacts, pairs: dict[int, str], *, masked: bool) -> Finding:
+    """Variants (value index → the spelling expected instead, or the masked template it should follow)."""
+    uniques = f.column.uniques
     ids = np.array(sorted(pairs), dtype=np.int64)
     rows, cols = cells(f.column.rows_of(ids), f.index)
-    canonical = {uniques[i]: ref_text(pairs[i]) for i in pairs}
+    canonical = {uniques[i]: pairs[i] for i in pairs}
     # A variant equal to its reference but for case and spacing is surer than one a few edits away.
     per_id = {
-        i: DEFAULT.case_variant_llr
-        if _normal(uniques[i]) == _normal(ref_text(pairs[i]))
-        else DEFAULT.typo_llr
+        i: DEFAULT.case_variant_llr if _normal(uniques[i]) == _normal(pairs[i]) else DEFAULT.typo_llr
         for i in pairs
     }
     llr = np.array([per_id[int(c)] for c in f.column.codes[rows]], dtype=np.float64)
@@ -323,7 +427,8 @@ def _forms_finding(f: ColumnFacts, pairs: dict[int, int]) -> Finding:
         title=f"One name written in several forms in {f.name}",
         description="",
         describe=lambda fd: (
-            f"'{f.name}' writes the same name with and without its legal form in {fd.n_cells:,} rows: "
+            f"'{f.name}' writes the same name in other forms (a legal form or a leading 'the' added or "
+            f"dropped, punctuation, spacing) in {fd.n_cells:,} rows: "
             + "; ".join(f"'{k}' beside '{v}'" for k, v in list(fd.stats["canonical"].items())[:4])
             + ". Counts and joins by this column split one organisation in two."
         ),

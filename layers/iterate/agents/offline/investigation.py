@@ -325,6 +325,13 @@ def group_disagrees(x_name, y_name):
 if rule == "missing":
     name = PARAMS["column"]
     holds = ~present(name)
+elif rule == "missing_row":
+    # A row lacking at least `min_missing` of the columns at once.
+    name = PARAMS["columns"][0]
+    gaps = np.zeros(ROWS, dtype=np.int64)
+    for column in PARAMS["columns"]:
+        gaps = gaps + ~present(column)
+    holds = gaps >= int(PARAMS["min_missing"])
 elif rule == "consensus":
     name = PARAMS["rhs"]
     holds = np.zeros(ROWS, dtype=bool)
