@@ -203,8 +203,8 @@ def _multi_format_code(f: ColumnFacts, m: NumericModel) -> bool:
     whole = ok & (m.decimals == 0)
     if m.weights[whole].sum() < 0.9 * m.weights[ok].sum():
         return False
-    texts = [t.strip() for t in f.column.texts(m.ids[whole])]
-    if sum(1 for t in texts if len(t) > 1 and t.lstrip("+-").startswith("0")) < 2:
+    written = pc.utf8_trim_whitespace(f.column.dictionary.take(pa.array(m.ids[whole], pa.int64())))
+    if int(_bools(pc.match_substring_regex(written, r"^[-+]?0[0-9]")).sum()) < 2:
         return False
     layouts = Counter(_layout(t) for t in f.column.texts(m.ids[~ok][:SHAPE_SAMPLE]))
     if any(re.search(r"([^a9])\1", s) for s in layouts):
