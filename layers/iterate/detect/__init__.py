@@ -36,6 +36,7 @@ from iterate.detect.numeric import (
     detect_numeric_outliers,
     detect_precision,
     discount_explained_outliers,
+    excuse_shared_zeros,
 )
 from iterate.detect.order import detect_neighbour_breaks
 from iterate.detect.rows import detect_column_shape, detect_duplicates, detect_merged_columns
@@ -223,6 +224,7 @@ def detect(table: Table, calibration: Calibration = DEFAULT, *, null_marker: str
         findings = [
             discount_explained_outliers(f, facts, determines, calibration, contexts) for f in findings
         ]
+        findings = excuse_shared_zeros(findings, facts)
     findings += fd_findings
     findings += neighbours.result()
     findings += detect_rule_violations(facts, n, deps)

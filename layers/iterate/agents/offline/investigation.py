@@ -256,6 +256,16 @@ elif rule == "decimals":
         return digits
     minimum = int(PARAMS["min_decimals"])
     holds = np.array([bool(k) and written(v) >= minimum for v, k in zip(text.tolist(), listed.tolist())], dtype=bool)
+elif rule == "digits":
+    # Significant digits written, once binary floating-point noise (1.6021766340000001e-19) is rounded away.
+    def significant(v):
+        try:
+            mantissa = "%.11e" % float(v.replace(",", ""))
+        except ValueError:
+            return 0
+        return max(len(mantissa.split("e")[0].lstrip("-").replace(".", "").rstrip("0")), 1)
+    minimum = int(PARAMS["min_digits"])
+    holds = np.array([bool(k) and significant(v) >= minimum for v, k in zip(text.tolist(), listed.tolist())], dtype=bool)
 elif rule == "width":
     holds = (text.str.lstrip("+-").str.len() != int(PARAMS["width"])).to_numpy(dtype=bool)
 elif rule == "integer_written":
