@@ -209,6 +209,14 @@ class ColumnFacts:
         return date_parse(self)
 
     @cached_property
+    def list_delimiter(self) -> str | None:
+        """The delimiter of a column of lists ('IT,FR', '1, 5, 8'), None for single values (see
+        iterate.detect.lists): such a column holds items of a vocabulary, judged item by item."""
+        from iterate.detect.lists import list_delimiter
+
+        return list_delimiter(self)
+
+    @cached_property
     def meaning(self) -> Meaning:
         """The column's values by what they say: spellings that differ only in case, spacing, how a number
         or a time of day is written share one key (see `meanings`)."""

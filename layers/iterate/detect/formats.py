@@ -141,8 +141,8 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
     Free text and prose (most values three words or more; see ColumnFacts.free_text, .prose) have no shape
     to break: a sentence is not checked against a pattern.
     """
-    if f.n_present < 20 or f.free_text or f.prose:
-        return None
+    if f.n_present < 20 or f.free_text or f.prose or f.list_delimiter is not None:
+        return None  # a list's shape is its length: its items are judged as a vocabulary (typos)
     ids, weights_u = sample_uniques(f)
     keep = f.present[ids]
     ids, weights_u = ids[keep], weights_u[keep]

@@ -222,6 +222,8 @@ def detect_invalid_numbers(f: ColumnFacts, m: NumericModel, cal: Calibration = D
         return None
     if _multi_format_code(f, m):
         return None
+    if f.list_delimiter is not None:
+        return None  # lists of numbers ('1, 5, 8') are lists of codes: their items are judged as a vocabulary
     # A value the column repeats is likelier a code it uses (`N/R`) than a slip.
     llr = share_llr(m.share, cal.parse_bonus) - repeat_discount(m.weights[bad], f.typical_count, cal)
     ids = m.ids[bad]
