@@ -391,3 +391,28 @@ def test_a_frame_read_column_by_column_equals_the_whole_table_read_at_once(tmp_p
         for i in range(preloaded.shape[1]):
             chunks = preloaded.iloc[:, i].array._pa_array
             assert chunks.type == pa.large_string() and chunks.num_chunks == 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_runners_of_a_dataset_zygote_allocate_with_malloc_and_the_frame_stays_readable(
+    tmp_path: Path,
+) -> None:
+    # Given a frame preloaded by the worker's own code, in a process of its own (the pool is per process)
+    path = tagged(tmp_path / "d.parquet", "z", rows=1000)
+    code = f"""
+import importlib.util, json, os
+spec = importlib.util.spec_from_file_location("w", {str(WORKER)!r})
+w = importlib.util.module_from_spec(spec); spec.loader.exec_module(w)
+import pyarrow as pa
+frame, _ = w.preload_frame(os.open({str(path)!r}, os.O_RDONLY), 1024)
+before = pa.default_memory_pool().backend_name
+w._runners_allocate_plainly()
+after = pa.default_memory_pool().backend_name
+upper = frame["a"].str.upper()
+print(json.dumps([before, after, upper.iloc[999], frame["a"].iloc[999]]))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    before, after, upper, kept = json.loads(out.strip().splitlines()[-1])
+    # Then what the runners allocate comes from malloc, and the frame made before is read as ever
+    assert before != "system" and after == "system"
+    assert (upper, kept) == ("Z-999", "z-999")

@@ -1830,6 +1830,30 @@ def _probe(probe: dict) -> dict:
     return found
 
 
+# glibc's mallopt parameter for its mmap threshold (malloc.h), and the size from which a block gets a mapping
+# of its own: what iterate.memory does in the engine's process (which this file may not import).
+M_MMAP_THRESHOLD = -3
+LARGE_BLOCK = 1 << 20
+
+
+def _runners_allocate_plainly() -> None:
+    """Once the frame is loaded (in pyarrow's pool, mimalloc, which backs its large buffers with huge pages
+    and so keeps forks cheap): the runners forked from here allocate their own buffers with the C library's
+    malloc, each large block a mapping of its own, returned to the system as soon as it is freed (mimalloc
+    keeps freed pages for re-use). On 3M rows x 20 columns a runner then peaks this far above the frame:
+    the duplicate-rows proof 233 MB instead of 308 MB, the shape proof of a column of 3M distinct values
+    272 MB instead of 392 MB, that of emails 81 MB instead of 157 MB; the same CPU time (6.5-7.0 s against
+    6.6-6.8 s for three such proofs, alternated). glibc only (mallopt answers 1); elsewhere nothing changes."""
+    try:
+        if _libc().mallopt(M_MMAP_THRESHOLD, LARGE_BLOCK) != 1:
+            return
+        import pyarrow as pa
+
+        pa.set_memory_pool(pa.system_memory_pool())
+    except (OSError, AttributeError):
+        return
+
+
 def dataset_zygote(  # type: ignore[no-untyped-def]
     control, *, data_fd: int, listen_fd: int, max_mb: int, request: dict | None = None
 ) -> None:
@@ -1864,6 +1888,7 @@ def dataset_zygote(  # type: ignore[no-untyped-def]
         return
     PRELOADED.update(frame=frame, narrowable=narrowable, loader=loader)
     gc.freeze()  # collections in the runners then leave the preloaded objects' pages shared
+    _runners_allocate_plainly()
     rows, width = frame.shape
     cpu = round(_cpu_s(resource.getrusage(resource.RUSAGE_SELF)), 4)
     _send_line(control, {"ready": True, "rows": rows, "columns": width, "cpu_s": cpu, "loader": loader})
