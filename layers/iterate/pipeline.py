@@ -155,12 +155,14 @@ def profile_step(
     """Read the file once, profile it, run the detectors; write data, profile, candidate issues and flags."""
     from iterate.io import ReadLimits, read_table
     from iterate.io.chunked import Chunking
-    from iterate.memory import map_large_blocks
+    from iterate.memory import map_large_blocks, use_system_pool
 
     started = time.perf_counter()
     # Per-row arrays (and the background profile's, forked from here) are mapped one by one, so each one
-    # freed gives its pages back instead of leaving them in a heap (iterate.memory).
+    # freed gives its pages back instead of leaving them in a heap; pyarrow's buffers go through the same
+    # malloc, not a pool that keeps what it frees (iterate.memory).
     map_large_blocks()
+    use_system_pool()
     source_path = Path(source_path)
     ctx.report("read", 0, 1, source_path.name)
     table = read_table(
