@@ -171,7 +171,11 @@ missing = set(PARAMS.get("missing_markers", []))
 present = ((stripped != "") & ~stripped.isin(missing)).to_numpy(dtype=bool)
 if PARAMS.get("expected_regex"):
     pattern = re.compile(PARAMS["expected_regex"])
-    fits = np.array([pattern.fullmatch(str(u)) is not None for u in uniques.tolist()], dtype=bool)
+    # 65,536 distinct values at a time: a long column's millions are never all Python strings at once.
+    fits = np.zeros(len(uniques), dtype=bool)
+    for start in range(0, len(uniques), 65536):
+        part = uniques.iloc[start : start + 65536].tolist()
+        fits[start : start + len(part)] = [pattern.fullmatch(str(u)) is not None for u in part]
     bad = present & ~fits
     rule = "expected_regex"
 else:
