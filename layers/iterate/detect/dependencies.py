@@ -37,6 +37,10 @@ DENSE_LIMIT = 262_144
 # is at least twice as common as the runner-up, and X must say more about Y than Y's own most common value.
 MIN_DOMINATED_SHARE = 0.5
 MAX_ROWS_LISTED = 50_000
+# Pairs of columns that determine Y together are tried among Y's best this many single determinants, and
+# kept when their groups disagree on Y at most this share as often as either column's groups alone would.
+MAX_PARTNERS = 3
+PAIR_GAIN = 0.5
 MIN_MATCHED_PAIRS = 10  # a one-to-one pairing is learned from at least this many pairs  # rows a dependency finding lists for code to recount; beyond, the rule alone
 
 
@@ -86,9 +90,63 @@ class Dependency:
     rhs: int
     confidence: float  # share of rows (in groups of 2+) agreeing with their group's majority
     support_rows: int
+    # Further determining columns: X is (lhs, *more) read together (a team's city is its stadium's city:
+    # neither alone determines it). Blame (wrong keys) and entity pairing stay with single columns.
+    more: tuple[int, ...] = ()
+
+    @property
+    def determinants(self) -> tuple[int, ...]:
+        return (self.lhs, *self.more)
 
 
-def present_codes(f: ColumnFacts) -> np.ndarray:
+@dataclass
+class KeyCodes:
+    codes: np.ndarray
+    n_unique: int
+
+
+@dataclass
+class Composite:
+    """Several columns read together as one determinant, shaped as consensus() reads a column's facts: each
+    combination of present values is one code (a row missing any of them is in no group)."""
+
+    name: str
+    index: int
+    column: KeyCodes
+    is_missing: np.ndarray
+
+
+def compact_codes(codes: np.ndarray) -> tuple[np.ndarray, int]:
+    """Codes renumbered 0..k-1 (-1 kept), and k (at least 1)."""
+    out = np.full(codes.size, -1, dtype=np.int64)
+    valid = codes >= 0
+    uniq, inverse = np.unique(codes[valid], return_inverse=True)
+    out[valid] = inverse.reshape(-1)
+    return out, max(int(uniq.size), 1)
+
+
+def combine_codes(parts: list[tuple[np.ndarray, int]]) -> tuple[np.ndarray, int]:
+    """One code per combination of the parts' codes (each -1 where missing), renumbered 0..k-1."""
+    codes, n = parts[0]
+    codes = codes.astype(np.int64)
+    for other, n_other in parts[1:]:
+        both = (codes >= 0) & (other >= 0)
+        codes, n = compact_codes(np.where(both, codes * n_other + other, -1))
+    return codes, n
+
+
+def composite(facts: list[ColumnFacts], columns: tuple[int, ...]) -> Composite:
+    codes, n = combine_codes([(present_codes(facts[c]), facts[c].column.n_unique) for c in columns])
+    name = " + ".join(facts[c].name for c in columns)
+    return Composite(name, -1, KeyCodes(codes, n), np.zeros(n, dtype=bool))
+
+
+def determinant(facts: list[ColumnFacts], d: Dependency) -> ColumnFacts | Composite:
+    """The dependency's X: its column's facts, or its columns read together."""
+    return composite(facts, d.determinants) if d.more else facts[d.lhs]
+
+
+def present_codes(f: ColumnFacts | Composite) -> np.ndarray:
     """Row codes with missing values excluded (-1): a blank neither forms a group nor votes."""
     missing = f.is_missing
     codes = f.column.codes
@@ -137,7 +195,67 @@ def discover(facts: list[ColumnFacts], n_rows: int, *, seed: int = 7) -> list[De
                 continue
             # Found on the sample; every row is measured when the dependency judges them (consensus()).
             found.append(Dependency(fx.index, fy.index, *verdict))
-    return found
+    lhs_sample = {i: compact(present_codes(facts[i])) for i in sorted({d.lhs for d in found})}
+    return found + _pair_dependencies(found, lhs_sample, rhs_sample)
+
+
+def _pair_dependencies(
+    found: list[Dependency],
+    lhs_sample: dict[int, tuple[np.ndarray, int]],
+    rhs_sample: dict[int, tuple[np.ndarray, int]],
+) -> list[Dependency]:
+    """Dependencies on two columns together (a team's city is its stadium's city), tried for each dependent
+    among its best partial determinants only (MAX_PARTNERS), so the cost follows the dependencies found.
+
+    A pair is kept when it passes the single columns' test (support, dominated groups, informative beyond
+    chance), most of its rows sit in groups big enough to judge (a pair that is almost a row key proves
+    nothing), and it determines Y far better than either column alone: its groups disagree on Y at most
+    PAIR_GAIN as often as they would with Y shuffled within that column's groups (what they would show if
+    the other column added nothing).
+    """
+    by_rhs: dict[int, list[Dependency]] = {}
+    for d in found:
+        by_rhs.setdefault(d.rhs, []).append(d)
+    out: list[Dependency] = []
+    for rhs, group in by_rhs.items():
+        best = sorted(group, key=lambda d: (-d.confidence, d.lhs))[:MAX_PARTNERS]
+        y, n_y = rhs_sample[rhs]
+        for i, a in enumerate(best):
+            for b in best[i + 1 :]:
+                x, n_x = combine_codes([lhs_sample[a.lhs], lhs_sample[b.lhs]])
+                x = np.where(y >= 0, x, -1)
+                verdict = _judge_pair(x, y, n_x, n_y)
+                if verdict is None:
+                    continue
+                parts = [lhs_sample[a.lhs][0], lhs_sample[b.lhs][0]]
+                if not _refines(x, y, n_x, n_y, parts):
+                    continue
+                first, second = sorted((a.lhs, b.lhs))
+                out.append(Dependency(first, rhs, *verdict, more=(second,)))
+    return out
+
+
+def _refines(x: np.ndarray, y: np.ndarray, n_x: int, n_y: int, parts: list[np.ndarray]) -> bool:
+    """Whether the groups of x (a pair of columns) judge Y far better than each part's groups alone."""
+    gm = group_majority(x, np.maximum(y, 0), n_x, n_y)
+    judged = gm.size >= MIN_GROUP
+    rows = int(gm.size[judged].sum())
+    if rows < 0.5 * int((x >= 0).sum()):
+        return False  # most rows in groups too small to judge: nearly a row key
+    wrong = 1.0 - float(gm.major_count[judged].sum()) / max(rows, 1)
+    rng = np.random.default_rng(17)
+    held = np.flatnonzero(x >= 0)
+    for part in parts:
+        # Y shuffled among the rows of each of the part's groups: the other column's say is gone.
+        in_order = held[np.argsort(part[held], kind="stable")]
+        shuffled_order = held[np.lexsort((rng.random(held.size), part[held]))]
+        shuffled = y.copy()
+        shuffled[in_order] = y[shuffled_order]
+        gs = group_majority(x, np.maximum(shuffled, 0), n_x, n_y)
+        chance = 1.0 - float(gs.major_count[judged].sum()) / max(rows, 1)
+        if wrong >= PAIR_GAIN * chance:
+            return False  # (a part that determines Y alone leaves the pair nothing to add)
+    return True
 
 
 def _judge_pair(x: np.ndarray, y: np.ndarray, n_x: int, n_y: int) -> tuple[float, int] | None:
@@ -217,7 +335,7 @@ class Consensus:
 
 
 def consensus(
-    fx: ColumnFacts,
+    fx: ColumnFacts | Composite,
     fy: ColumnFacts,
     dep: Dependency,
     cal: Calibration,
@@ -369,7 +487,7 @@ class Entities:
     judgements: dict[int, Judgement] = field(default_factory=dict)
 
 
-Memo = dict[tuple[int, int, bool], "Consensus"]
+Memo = dict[tuple[tuple[int, ...], int, bool], "Consensus"]
 
 
 def _measured(
@@ -382,10 +500,10 @@ def _measured(
 ) -> Consensus:
     """consensus(), computed once per dependency and entity pairing (with rows excluded: afresh)."""
     if excluded is not None:
-        return consensus(facts[d.lhs], facts[d.rhs], d, cal, excluded, entity)
-    key = (d.lhs, d.rhs, entity is not None)
+        return consensus(determinant(facts, d), facts[d.rhs], d, cal, excluded, entity)
+    key = (d.determinants, d.rhs, entity is not None)
     if key not in memo:
-        memo[key] = consensus(facts[d.lhs], facts[d.rhs], d, cal, None, entity)
+        memo[key] = consensus(determinant(facts, d), facts[d.rhs], d, cal, None, entity)
     return memo[key]
 
 
@@ -395,7 +513,7 @@ def entities(
     """For each column paired one-to-one with another (both determine each other, each way with most rows in
     groups that keep to one value, and the matched pairs hold most rows), its partner: the one whose matched
     pairs hold the most rows."""
-    found = {(d.lhs, d.rhs): d for d in deps}
+    found = {(d.lhs, d.rhs): d for d in deps if not d.more}
     best: dict[int, tuple[int, Entity]] = {}
     for a, b in sorted(found):
         if a < b and (b, a) in found:
@@ -428,7 +546,8 @@ def _blame_determinants(
     """
     by_lhs: dict[int, list[Dependency]] = {}
     for d in deps:
-        by_lhs.setdefault(d.lhs, []).append(d)
+        if not d.more:  # a wrong key is blamed on one column
+            by_lhs.setdefault(d.lhs, []).append(d)
     blamed: dict[int, np.ndarray] = {}
     evidence: dict[int, np.ndarray] = {}
     witnesses: dict[int, list[str]] = {}
@@ -498,34 +617,45 @@ def _belongs_elsewhere(
 def detect_dependency_violations(
     facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEFAULT
 ) -> tuple[list[Finding], list[Dependency], dict[int, Judgement]]:
-    """The dependencies `discover` finds, the cells that break them, and each dependent's judgement."""
+    """The dependencies `discover` finds, the cells that break them, and each dependent's judgement.
+
+    The dependencies returned are the single-column ones (what the other detectors lean on); those on
+    several columns together judge their dependents here. Where a pair of columns determines Y, its groups
+    are the finer entities: a row they judge is not judged by either column alone.
+    """
     deps = discover(facts, n_rows)
     memo: Memo = {}
     paired = entities(facts, deps, cal, memo)
     blamed, blame_llr, witnesses = _blame_determinants(facts, deps, cal, paired, memo)
     by_rhs: dict[int, list[Dependency]] = {}
-    for d in deps:
+    for d in sorted(deps, key=lambda d: -len(d.more)):  # composites first: they judge before their parts
         by_rhs.setdefault(d.rhs, []).append(d)
-    findings: list[Finding] = []
-    judgements: dict[int, Judgement] = {}
-    for rhs, group in by_rhs.items():
-        fy = facts[rhs]
+
+    def judge(group: list[Dependency]) -> tuple[Judgement, np.ndarray]:
+        """Y's judgement by its determinants."""
         total = np.zeros(n_rows)
         cover = np.zeros(n_rows, dtype=np.int32)
         votes = np.zeros(n_rows, dtype=np.int32)
         expected = np.full(n_rows, -1, dtype=np.int64)
         best = np.full(n_rows, -np.inf)
         # Y cells blamed as wrong keys neither count toward Y's groups nor get judged by them.
-        excluded = blamed.get(rhs)
+        excluded = blamed.get(group[0].rhs)
         weights = np.zeros(n_rows)
         vouch = np.zeros(n_rows)
+        finer = np.zeros(n_rows, dtype=bool)
+        refined = {c for d in group if d.more for c in d.determinants}
         for d in group:
-            c = _measured(facts, d, cal, memo, paired.get(d.lhs), excluded)
+            c = _measured(facts, d, cal, memo, None if d.more else paired.get(d.lhs), excluded)
             judged = c.covered
-            if d.lhs in blamed:
-                # A row whose key is the likelier mistake is not judged by that key's group: its other
-                # values are its own record's, the key is what is wrong.
-                judged = judged & ~blamed[d.lhs]
+            for x_col in d.determinants:
+                if x_col in blamed:
+                    # A row whose key is the likelier mistake is not judged by that key's group: its other
+                    # values are its own record's, the key is what is wrong.
+                    judged = judged & ~blamed[x_col]
+            if d.more:
+                finer |= judged
+            elif d.lhs in refined:
+                judged = judged & ~finer
             # A determinant speaks as loudly as its groups keep to one value.
             w = 1.0 - c.rates["split_groups"]
             total += np.where(judged, w * c.llr, 0.0)
@@ -538,16 +668,25 @@ def detect_dependency_violations(
             best[better] = c.llr[better]
         # Each determinant that judges the cell votes with its evidence; the cell takes their weighted mean.
         llr = np.where(weights > 0, total / np.maximum(weights, 1e-9), 0.0)
-        judgements[rhs] = Judgement(cover, votes, llr, vouch)
         if excluded is not None:
             llr = np.where(excluded, 0.0, llr)
-        rows = np.flatnonzero((votes >= 1) & (llr > 0) & (expected >= 0))
+        llr = np.where((votes >= 1) & (expected >= 0), llr, np.minimum(llr, 0.0))
+        return Judgement(cover, votes, llr, vouch), expected
+
+    judged_by = {rhs: judge(group) for rhs, group in by_rhs.items()}
+    findings: list[Finding] = []
+    judgements: dict[int, Judgement] = {}
+    for rhs, group in by_rhs.items():
+        judgement, expected = judged_by[rhs]
+        judgements[rhs] = judgement
+        llr = judgement.llr
+        rows = np.flatnonzero((judgement.votes >= 1) & (llr > 0) & (expected >= 0))
         if rows.size:
-            findings.append(_violation_finding(fy, group, facts, rows, llr[rows], expected[rows]))
+            findings.append(_violation_finding(facts[rhs], group, facts, rows, llr[rows], expected[rows]))
     for lhs, mask in blamed.items():
         rows = np.flatnonzero(mask)
         findings.append(_blame_finding(facts[lhs], rows, blame_llr[lhs][rows], witnesses[lhs]))
-    return findings, deps, judgements
+    return findings, [d for d in deps if not d.more], judgements
 
 
 def _violation_finding(
@@ -558,10 +697,21 @@ def _violation_finding(
     llr: np.ndarray,
     expected: np.ndarray,
 ) -> Finding:
-    names = [facts[d.lhs].name for d in sorted(group, key=lambda d: -d.confidence)]
+    # A determinant is a column's name, or the list of the columns read together.
+    names: list[str | list[str]] = [
+        [facts[c].name for c in d.determinants] if d.more else facts[d.lhs].name
+        for d in sorted(group, key=lambda d: (-len(d.more), -d.confidence))
+    ]
     uniq = fy.column.uniques
     exp_values = [uniq[int(e)] for e in expected]
-    shown = ", ".join(names[:3]) + (" and others" if len(names) > 3 else "")
+    # A column read with another says so; alone, where the pair judges its rows, it is not named again.
+    within = {c for n in names if not isinstance(n, str) for c in n}
+    words = [
+        " and ".join(n) + " together" if isinstance(n, list) else n
+        for n in names
+        if isinstance(n, list) or n not in within
+    ]
+    shown = ", ".join(words[:3]) + (" and others" if len(words) > 3 else "")
     name = fy.name
 
     def describe(f: Finding) -> str:
