@@ -1,5 +1,5 @@
-"""Dependencies on two columns together (a team's city is its stadium's city, neither alone determines it):
-found only where they add to either column, judged, recounted by the template and reported."""
+"""Dependencies on two columns together (a team's city is its stadium's city, neither alone determines it), and
+a value pasted as the odd faction into many entities: found, judged, recounted, reported and exported."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import pyarrow as pa
 import pytest
 
 from iterate.agents.offline.investigation import template_code
+from iterate.cli.main import main as iterate_main
 from iterate.contracts import Issue
 from iterate.detect import detect
+from iterate.detect.calibration import DEFAULT
 from iterate.detect.context import facts_for
 from iterate.detect.dependencies import (
     Dependency,
@@ -21,7 +23,10 @@ from iterate.detect.dependencies import (
     compact_codes,
     detect_dependency_violations,
     discover,
+    pasted_value,
 )
+from iterate.export import load_run
+from iterate.export.rules import derive
 from iterate.investigate.loop import needed_columns
 from iterate.io import read_parquet_text, write_parquet_text
 from iterate.issues import issues_from_findings
@@ -72,6 +77,24 @@ def flagged(table: Table, column: str) -> set[int]:
     }
 
 
+def pasted_league() -> tuple[dict[str, list[str]], set[int]]:
+    """The league with city C0 (team T0's home city) pasted into 10-30% of the rows of eight other groups."""
+    cols = league()
+    rng = np.random.default_rng(5)
+    planted: set[int] = set()
+    for i, share in zip(range(2, 10), [0.1, 0.15, 0.2, 0.25, 0.3, 0.12, 0.18, 0.22], strict=True):
+        rows = [
+            r
+            for r in range(len(cols["team"]))
+            if cols["team"][r] == f"T{i}" and cols["stadium"][r] == f"S{i}"
+        ]
+        hit = rng.choice(rows, int(share * len(rows)), replace=False)
+        for r in hit.tolist():
+            cols["city"][r] = "C0"
+            planted.add(r)
+    return cols, planted
+
+
 def misfiled_league() -> tuple[dict[str, list[str]], set[int]]:
     """The league with a few rows of a team filed under the city of the team five places on (the same wrong
     city within a group): each column alone sees only a second value of a group that has two."""
@@ -120,13 +143,85 @@ def test_a_pair_that_is_nearly_a_row_key_proves_nothing() -> None:
     assert not _refines(x, y, n_x, 7, [compact_codes(a)[0], compact_codes(b)[0]])
 
 
+def test_a_value_pasted_into_many_groups_as_their_odd_faction_is_flagged() -> None:
+    # Given C0 pasted into 10-30% of eight (team, stadium) groups: factions large enough to pass for a second
+    # value of each group, were it not the same value every time
+    cols, planted = pasted_league()
+    table = table_of(cols)
+    # Then the rows are listed and flagged, and nothing else in the city
+    assert listed(table, "city") == planted
+    assert flagged(table, "city") == planted
+
+
+def test_second_values_spread_over_many_values_are_legitimate() -> None:
+    # Given players who each play several seasons: a player's second and third seasons are their own
+    rng = np.random.default_rng(4)
+    player, season = [], []
+    for p in range(150):
+        years = rng.choice(np.arange(1990, 2020), 3, replace=False)
+        for _ in range(20):
+            player.append(f"P{p}")
+            season.append(str(int(rng.choice(years, p=[0.7, 0.2, 0.1]))))
+    table = table_of({"player": player, "season": season})
+    facts = facts_for(table, "")
+    # Then the seasons are not taken for a paste
+    assert pasted_value(facts[0], facts[1], DEFAULT) is None
+
+
+def test_a_two_valued_column_always_splits_into_its_other_value() -> None:
+    # Given occupations whose incomes are mostly low, and a few always high: every split group's faction is
+    # the other income, by necessity
+    rng = np.random.default_rng(6)
+    job, income = [], []
+    for j in range(30):
+        high = 1.0 if j < 6 else 0.15
+        for _ in range(100):
+            job.append(f"J{j}")
+            income.append(">50K" if rng.random() < high else "<=50K")
+    table = table_of({"job": job, "income": income})
+    facts = facts_for(table, "")
+    # Then the other income is not a paste
+    assert pasted_value(facts[0], facts[1], DEFAULT) is None
+
+
+def test_records_of_another_kind_that_other_determinants_tell_apart_are_not_a_paste() -> None:
+    # Given flipper lengths shared by two of three species, the rarer one a minority in many lengths, and the
+    # island that tells the species apart
+    rng = np.random.default_rng(8)
+    flipper, species, island = [], [], []
+    for length in range(180, 200):
+        for _ in range(30):
+            rare = rng.random() < 0.25
+            flipper.append(str(length))
+            species.append("Chinstrap" if rare else "Adelie")
+            island.append("Dream" if rare else str(rng.choice(["Torgersen", "Biscoe"])))
+    for length in range(200, 206):  # a few lengths where the rare species is the usual one
+        for _ in range(30):
+            flipper.append(str(length))
+            species.append("Chinstrap")
+            island.append("Dream")
+    for length in range(210, 230):  # and a third species, on its own island
+        for _ in range(30):
+            flipper.append(str(length))
+            species.append("Gentoo")
+            island.append("Biscoe")
+    table = table_of({"flipper": flipper, "species": species, "island": island})
+    facts = facts_for(table, "")
+    # When the species' other determinant (the island) is asked
+    alone = pasted_value(facts[0], facts[1], DEFAULT)
+    told_apart = pasted_value(facts[0], facts[1], DEFAULT, None, [facts[2]])
+    # Then the pattern alone looks like a paste, and the island says it is not
+    assert alone is not None
+    assert told_apart is None
+
+
 def run(code: str, df: Any) -> Any:
     scope: dict[str, Any] = {"df": df, "result": None}
     exec(code, scope)
     return json.loads(json.dumps(scope["result"]))
 
 
-@pytest.mark.parametrize("made", [misfiled_league])
+@pytest.mark.parametrize("made", [misfiled_league, pasted_league])
 def test_the_template_recounts_the_rows_of_a_pair_dependency(made: Any, tmp_path: Path) -> None:
     # Given the issue made of the city finding of a league, whose determinants hold the pair
     cols, planted = made()
@@ -165,3 +260,23 @@ def test_the_report_and_the_description_name_the_columns_read_together() -> None
     # joined
     assert "team and stadium together" in finding.describe(finding)
     assert value_text("determinants", finding.stats["determinants"]).startswith("team + stadium")
+
+
+def test_the_export_claims_no_single_column_of_a_pair_determines_y(tmp_path: Path) -> None:
+    # Given the pasted league analysed end to end
+    cols, _ = pasted_league()
+    csv = tmp_path / "league.csv"
+    lines = [",".join(cols)] + [",".join(row) for row in zip(*cols.values(), strict=True)]
+    csv.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    run_dir = tmp_path / "run"
+    assert iterate_main(["analyze", str(csv), "--out", str(run_dir), "--quiet"]) == 0
+    profile, analysis = load_run(run_dir)
+    assert any(
+        i.evidence is not None and ["team", "stadium"] in (i.evidence.stats.get("determinants") or [])
+        for i in analysis.issues
+    )
+    # When its rules are derived
+    rules = derive(profile, analysis, run_dir)
+    # Then neither the team nor the stadium is said to determine the city
+    claimed = {tuple(c.columns) for c in rules.checks if c.kind == "dependency"}
+    assert ("team", "city") not in claimed and ("stadium", "city") not in claimed

@@ -16,6 +16,7 @@ consensus of every X → Y is then taken without the blamed cells of Y.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -341,6 +342,124 @@ def consensus(
     cal: Calibration,
     excluded: np.ndarray | None = None,
     entity: Entity | None = None,
+    others: Sequence[ColumnFacts | Composite] = (),
+) -> Consensus:
+    """Evidence per row against Y's value, from its X group (rows in `excluded` neither count nor are judged):
+    see _group_consensus. A value pasted as the odd faction across many entities (see pasted_value; `others`:
+    Y's other determinants) is judged apart: its factions neither count toward their groups nor make them
+    split, and each of its rows is a deviant as telling as the dependency is strict without them."""
+    c = _group_consensus(fx, fy, dep, cal, excluded, entity)
+    pasted = pasted_value(fx, fy, cal, excluded, others)
+    if pasted is None:
+        return c
+    rows = pasted.rows
+    out = _group_consensus(fx, fy, dep, cal, rows if excluded is None else rows | excluded, entity)
+    if out.rates["split_groups"] > cal.paste_other_share:
+        return c  # loose even without the value: its factions may be the entities' own second values
+    x, y = present_codes(fx), fy.meaning.codes
+    xr = np.maximum(x, 0)
+    kept = (x >= 0) & (y >= 0) & ~rows
+    if excluded is not None:
+        kept &= ~excluded
+    n_x = fx.column.n_unique
+    own = group_majority(np.where(kept, x, -1), np.maximum(y, 0), n_x, fy.meaning.n_keys).major_count
+    moved = np.bincount(xr[rows], minlength=n_x)
+    assert out.group_mode is not None
+    judged = rows & (out.group_mode[xr] >= 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mode_share = np.log(own[xr] / np.maximum(own[xr] + moved[xr], 1))
+    strict = logit(max(1.0 - out.rates["split_groups"], cal.dependency_floor))
+    llr = np.where(
+        judged, np.clip(strict + mode_share, -cal.dependency_llr_cap, cal.dependency_llr_cap), out.llr
+    )
+    spelled = np.where(judged, fy.meaning.spelling[np.maximum(out.group_mode[xr], 0)], out.expected)
+    rates = dict(out.rates, pasted_groups=pasted.share)
+    return Consensus(dep, llr, out.covered | judged, out.deviant | judged, spelled, rates, out.group_mode)
+
+
+@dataclass
+class Pasted:
+    value: int  # the value's meaning key
+    rows: np.ndarray  # its rows in groups whose consensus is another value
+    share: float  # the groups it splits, as a share of the groups big enough to judge
+
+
+def pasted_value(
+    fx: ColumnFacts | Composite,
+    fy: ColumnFacts,
+    cal: Calibration,
+    excluded: np.ndarray | None = None,
+    others: Sequence[ColumnFacts | Composite] = (),
+) -> Pasted | None:
+    """A value pasted into many entities as their odd faction (a city pasted into a sixth of many teams' rows).
+
+    An entity that legitimately holds a second value (a player's several seasons, a person's changing
+    address) holds its own: the dependency's factions spread over many values. When instead the factions are
+    one and the same value, in more groups than that value's share of the entities would put it there by
+    chance (its share among the values a group could take other than its own; a two-valued Y always splits
+    into its other value), the value is the consensus of some other group, and other values split at most
+    `paste_other_share` as many groups, its factions are a bulk paste rather than second values. Y's other
+    determinants must not say otherwise: a pasted row is an ordinary record of its entity but for Y, while a
+    record of another kind (a penguin of another species among those of one flipper length) is told apart by
+    them too: at most `paste_other_share` of the rows they group may sit in groups whose majority is the value.
+    """
+    x, y = present_codes(fx), fy.meaning.codes
+    use = (x >= 0) & (y >= 0)
+    if excluded is not None:
+        use &= ~excluded
+    n_x, n_y = fx.column.n_unique, fy.meaning.n_keys
+    xu = np.where(use, x, -1)
+    gm = group_majority(xu, np.maximum(y, 0), n_x, n_y)
+    xr = np.maximum(xu, 0)
+    sized = gm.size >= MIN_GROUP
+    minority = use & sized[xr] & (y != gm.major[xr])
+    if not minority.any():
+        return None
+    keys, counts = np.unique(xu[minority].astype(np.int64) * n_y + y[minority], return_counts=True)
+    factions = keys[counts >= 2]  # a value held by two or more rows of a group whose consensus is another
+    if factions.size == 0:
+        return None
+    gx, gy = factions // n_y, factions % n_y
+    per_value = np.bincount(gy, minlength=n_y)
+    v = int(per_value.argmax())
+    k = int(per_value[v])
+    other_groups = int(np.unique(gx[gy != v]).size)
+    n_sized = int(sized.sum())
+    if other_groups > cal.paste_other_share * k:
+        return None
+    owners = sized & (gm.major == v)
+    if not owners.any():
+        return None  # not a value any entity holds: left to the other detectors
+    # By chance, a group's faction is v as often as v is the value of the entities (rows of groups whose
+    # consensus it is), among the values other than the group's own.
+    held = np.bincount(gm.major[sized], weights=gm.size[sized], minlength=n_y)
+    share = held / max(float(held.sum()), 1.0)
+    split = np.unique(gx)
+    p = np.clip(share[v] / np.maximum(1.0 - share[gm.major[split]], 1e-12), 0.0, 1.0)
+    if float(poisson_tail(np.array([k]), np.array([p.sum()]))[0]) >= cal.split_tail:
+        return None
+    rows = use & (y == v) & sized[xr] & (gm.major[xr] != v)
+    seen = held_v = 0
+    for fz in others:
+        z = present_codes(fz)
+        zu = np.where((z >= 0) & (y >= 0), z, -1)
+        gz = group_majority(zu, np.maximum(y, 0), fz.column.n_unique, n_y)
+        zr = np.maximum(zu, 0)
+        grouped = rows & (zu >= 0) & (gz.size[zr] >= MIN_GROUP)
+        seen += int(grouped.sum())
+        held_v += int((grouped & (gz.major[zr] == v)).sum())
+    if held_v > cal.paste_other_share * seen:
+        return None
+    return Pasted(v, rows, k / max(n_sized, 1))
+
+
+def _group_consensus(
+    fx: ColumnFacts | Composite,
+    fy: ColumnFacts,
+    dep: Dependency,
+    cal: Calibration,
+    excluded: np.ndarray | None = None,
+    entity: Entity | None = None,
 ) -> Consensus:
     """Evidence per row against Y's value, from its X group (rows in `excluded` neither count nor are judged).
 
@@ -493,18 +612,22 @@ Memo = dict[tuple[tuple[int, ...], int, bool], "Consensus"]
 def _measured(
     facts: list[ColumnFacts],
     d: Dependency,
+    deps: Sequence[Dependency],
     cal: Calibration,
     memo: Memo,
     entity: Entity | None = None,
     excluded: np.ndarray | None = None,
 ) -> Consensus:
-    """consensus(), computed once per dependency and entity pairing (with rows excluded: afresh)."""
-    if excluded is not None:
-        return consensus(determinant(facts, d), facts[d.rhs], d, cal, excluded, entity)
+    """consensus(), computed once per dependency and entity pairing (with rows excluded: afresh). `deps`: all
+    the dependencies, for Y's other determinants."""
     key = (d.determinants, d.rhs, entity is not None)
-    if key not in memo:
-        memo[key] = consensus(determinant(facts, d), facts[d.rhs], d, cal, None, entity)
-    return memo[key]
+    if excluded is None and key in memo:
+        return memo[key]
+    others = [determinant(facts, e) for e in deps if e.rhs == d.rhs and e is not d]
+    c = consensus(determinant(facts, d), facts[d.rhs], d, cal, excluded, entity, others)
+    if excluded is None:
+        memo[key] = c
+    return c
 
 
 def entities(
@@ -519,7 +642,8 @@ def entities(
         if a < b and (b, a) in found:
             memo = {} if memo is None else memo
             loose = [
-                _measured(facts, found[(x, y)], cal, memo).rates["split_groups"] for x, y in ((a, b), (b, a))
+                _measured(facts, found[(x, y)], deps, cal, memo).rates["split_groups"]
+                for x, y in ((a, b), (b, a))
             ]
             if max(loose) >= 0.5:
                 continue  # two measures that often share values (an incentive and a deductible), not keys
@@ -560,7 +684,7 @@ def _blame_determinants(
         strength = np.zeros(fx.column.codes.size)
         measured = []
         for d in group:
-            c = _measured(facts, d, cal, memo, paired.get(d.lhs))
+            c = _measured(facts, d, deps, cal, memo, paired.get(d.lhs))
             hit = c.deviant & (c.llr >= cal.blame_min_llr)
             against += hit
             judged += c.covered
@@ -645,7 +769,7 @@ def detect_dependency_violations(
         finer = np.zeros(n_rows, dtype=bool)
         refined = {c for d in group if d.more for c in d.determinants}
         for d in group:
-            c = _measured(facts, d, cal, memo, None if d.more else paired.get(d.lhs), excluded)
+            c = _measured(facts, d, deps, cal, memo, None if d.more else paired.get(d.lhs), excluded)
             judged = c.covered
             for x_col in d.determinants:
                 if x_col in blamed:
