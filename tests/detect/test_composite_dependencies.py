@@ -280,3 +280,15 @@ def test_the_export_claims_no_single_column_of_a_pair_determines_y(tmp_path: Pat
     # Then neither the team nor the stadium is said to determine the city
     claimed = {tuple(c.columns) for c in rules.checks if c.kind == "dependency"}
     assert ("team", "city") not in claimed and ("stadium", "city") not in claimed
+
+
+def test_the_description_says_which_value_was_pasted_across_entities() -> None:
+    # Given the pasted league's city finding
+    cols, _ = pasted_league()
+    table = table_of(cols)
+    findings, _, _ = detect_dependency_violations(facts_for(table, ""), table.n_rows)
+    finding = next(f for f in findings if f.columns == ["city"])
+    # Then it says the value is the odd one of eight groups, and shows it among the facts
+    assert "'C0' is the odd value in 8 groups" in finding.describe(finding)
+    assert finding.stats["pasted"] == {"C0": 8}
+    assert value_text("pasted", finding.stats["pasted"]) == "C0: 8"

@@ -333,6 +333,7 @@ class Consensus:
     group_mode: np.ndarray | None = (
         None  # per X code: the group's consensus, as a key of Y's meanings (-1: the group judges no one)
     )
+    pasted: Pasted | None = None  # a value pasted across the groups, judged apart (see pasted_value)
 
 
 def consensus(
@@ -374,7 +375,8 @@ def consensus(
     )
     spelled = np.where(judged, fy.meaning.spelling[np.maximum(out.group_mode[xr], 0)], out.expected)
     rates = dict(out.rates, pasted_groups=pasted.share)
-    return Consensus(dep, llr, out.covered | judged, out.deviant | judged, spelled, rates, out.group_mode)
+    covered, deviant = out.covered | judged, out.deviant | judged
+    return Consensus(dep, llr, covered, deviant, spelled, rates, out.group_mode, pasted)
 
 
 @dataclass
@@ -382,6 +384,7 @@ class Pasted:
     value: int  # the value's meaning key
     rows: np.ndarray  # its rows in groups whose consensus is another value
     share: float  # the groups it splits, as a share of the groups big enough to judge
+    groups: int = 0  # how many groups it splits
 
 
 def pasted_value(
@@ -450,7 +453,7 @@ def pasted_value(
         held_v += int((grouped & (gz.major[zr] == v)).sum())
     if held_v > cal.paste_other_share * seen:
         return None
-    return Pasted(v, rows, k / max(n_sized, 1))
+    return Pasted(v, rows, k / max(n_sized, 1), k)
 
 
 def _group_consensus(
@@ -755,8 +758,9 @@ def detect_dependency_violations(
     for d in sorted(deps, key=lambda d: -len(d.more)):  # composites first: they judge before their parts
         by_rhs.setdefault(d.rhs, []).append(d)
 
-    def judge(group: list[Dependency]) -> tuple[Judgement, np.ndarray]:
-        """Y's judgement by its determinants."""
+    def judge(group: list[Dependency]) -> tuple[Judgement, np.ndarray, dict[str, int]]:
+        """Y's judgement by its determinants, the expected values, and the values pasted across groups."""
+        pasted: dict[str, int] = {}
         total = np.zeros(n_rows)
         cover = np.zeros(n_rows, dtype=np.int32)
         votes = np.zeros(n_rows, dtype=np.int32)
@@ -790,23 +794,27 @@ def detect_dependency_violations(
             better = judged & c.deviant & (c.llr > best)
             expected[better] = c.expected[better]
             best[better] = c.llr[better]
+            if c.pasted is not None and (judged & c.pasted.rows).any():
+                fy = facts[d.rhs]
+                text = fy.column.uniques[int(fy.meaning.spelling[c.pasted.value])]
+                pasted[text] = max(pasted.get(text, 0), c.pasted.groups)
         # Each determinant that judges the cell votes with its evidence; the cell takes their weighted mean.
         llr = np.where(weights > 0, total / np.maximum(weights, 1e-9), 0.0)
-        if excluded is not None:
-            llr = np.where(excluded, 0.0, llr)
-        llr = np.where((votes >= 1) & (expected >= 0), llr, np.minimum(llr, 0.0))
-        return Judgement(cover, votes, llr, vouch), expected
+        return Judgement(cover, votes, llr, vouch), expected, pasted
 
     judged_by = {rhs: judge(group) for rhs, group in by_rhs.items()}
     findings: list[Finding] = []
     judgements: dict[int, Judgement] = {}
     for rhs, group in by_rhs.items():
-        judgement, expected = judged_by[rhs]
+        judgement, expected, pasted = judged_by[rhs]
         judgements[rhs] = judgement
         llr = judgement.llr
+        if rhs in blamed:
+            llr = np.where(blamed[rhs], 0.0, llr)
         rows = np.flatnonzero((judgement.votes >= 1) & (llr > 0) & (expected >= 0))
         if rows.size:
-            findings.append(_violation_finding(facts[rhs], group, facts, rows, llr[rows], expected[rows]))
+            found = _violation_finding(facts[rhs], group, facts, rows, llr[rows], expected[rows], pasted)
+            findings.append(found)
     for lhs, mask in blamed.items():
         rows = np.flatnonzero(mask)
         findings.append(_blame_finding(facts[lhs], rows, blame_llr[lhs][rows], witnesses[lhs]))
@@ -820,6 +828,7 @@ def _violation_finding(
     rows: np.ndarray,
     llr: np.ndarray,
     expected: np.ndarray,
+    pasted: dict[str, int] | None = None,
 ) -> Finding:
     # A determinant is a column's name, or the list of the columns read together.
     names: list[str | list[str]] = [
@@ -843,9 +852,14 @@ def _violation_finding(
             f"row {int(r)}: '{fy.column.value(int(r))}' where its group has '{e}'"
             for r, e in zip(f.rows[:3], (f.expected or [])[:3], strict=False)
         )
+        told = "".join(
+            f" '{v}' is the odd value in {k:,} groups whose own value is another: pasted across entities, not a "
+            "second value of each."
+            for v, k in sorted((pasted or {}).items())[:3]
+        )
         return (
             f"'{name}' is determined by {shown}: rows that share those values describe one entity and agree "
-            f"on it. {f.n_rows:,} rows carry a different value than the rest of their entity: {examples}."
+            f"on it. {f.n_rows:,} rows carry a different value than the rest of their entity: {examples}.{told}"
         )
 
     return Finding(
@@ -867,6 +881,7 @@ def _violation_finding(
             "min_group": MIN_GROUP,
             "missing_markers": missing_markers(fy.null_marker),
             "rows": rows[:MAX_ROWS_LISTED].tolist(),
+            **({"pasted": dict(pasted)} if pasted else {}),
         },
         expected=exp_values,
         key=f"fd:{name}",

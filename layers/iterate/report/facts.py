@@ -29,6 +29,7 @@ LABELS = {
     "determinants": "Determining column(s)",
     "rhs": "Determined column",
     "conflicting_groups": "Groups with conflicting values",
+    "pasted": "Values pasted across entities (groups)",
     "min_group": "Smallest group judged",
     "reach": "Rows compared on each side",
     "min_agree": "Neighbours that must agree",
