@@ -120,7 +120,9 @@ def _context_columns(finding: Finding, table: Table, profile: DatasetProfile | N
     if finding.type == "dependency_violation":
         # A conflicting value: the values that determine it. A blamed key: the values that contradict it.
         related = finding.stats.get("determinants") or finding.stats.get("dependents") or []
-        return [position[d] for d in related[:4] if isinstance(d, str) and d in position]
+        # A determinant of several columns read together shows each of them.
+        flat = [n for d in related for n in (d if isinstance(d, list) else [d])]
+        return [position[d] for d in dict.fromkeys(flat[:4]) if isinstance(d, str) and d in position]
     if finding.type not in _IDENTIFY_TYPES:
         return []
     affected = set(finding.columns)

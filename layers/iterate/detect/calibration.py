@@ -136,6 +136,9 @@ class Calibration:
     dependency_floor: float = 0.002
     # A key is blamed when two or more of its dependents each hold at least this evidence against the row.
     blame_min_llr: float = 3.0
+    # A value pasted as the odd faction into many entities: other values split at most this share as many
+    # groups as it does, and the dependency without it splits at most this share of its rows.
+    paste_other_share: float = 0.1
     consistent_discount: float = 6.0  # a value every row of its entity agrees on is that entity's value
 
     extra: dict[str, Any] = field(default_factory=dict)

@@ -16,6 +16,7 @@ consensus of every X → Y is then taken without the blamed cells of Y.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +38,10 @@ DENSE_LIMIT = 262_144
 # is at least twice as common as the runner-up, and X must say more about Y than Y's own most common value.
 MIN_DOMINATED_SHARE = 0.5
 MAX_ROWS_LISTED = 50_000
+# Pairs of columns that determine Y together are tried among Y's best this many single determinants, and
+# kept when their groups disagree on Y at most this share as often as either column's groups alone would.
+MAX_PARTNERS = 3
+PAIR_GAIN = 0.5
 MIN_MATCHED_PAIRS = 10  # a one-to-one pairing is learned from at least this many pairs  # rows a dependency finding lists for code to recount; beyond, the rule alone
 
 
@@ -86,9 +91,63 @@ class Dependency:
     rhs: int
     confidence: float  # share of rows (in groups of 2+) agreeing with their group's majority
     support_rows: int
+    # Further determining columns: X is (lhs, *more) read together (a team's city is its stadium's city:
+    # neither alone determines it). Blame (wrong keys) and entity pairing stay with single columns.
+    more: tuple[int, ...] = ()
+
+    @property
+    def determinants(self) -> tuple[int, ...]:
+        return (self.lhs, *self.more)
 
 
-def present_codes(f: ColumnFacts) -> np.ndarray:
+@dataclass
+class KeyCodes:
+    codes: np.ndarray
+    n_unique: int
+
+
+@dataclass
+class Composite:
+    """Several columns read together as one determinant, shaped as consensus() reads a column's facts: each
+    combination of present values is one code (a row missing any of them is in no group)."""
+
+    name: str
+    index: int
+    column: KeyCodes
+    is_missing: np.ndarray
+
+
+def compact_codes(codes: np.ndarray) -> tuple[np.ndarray, int]:
+    """Codes renumbered 0..k-1 (-1 kept), and k (at least 1)."""
+    out = np.full(codes.size, -1, dtype=np.int64)
+    valid = codes >= 0
+    uniq, inverse = np.unique(codes[valid], return_inverse=True)
+    out[valid] = inverse.reshape(-1)
+    return out, max(int(uniq.size), 1)
+
+
+def combine_codes(parts: list[tuple[np.ndarray, int]]) -> tuple[np.ndarray, int]:
+    """One code per combination of the parts' codes (each -1 where missing), renumbered 0..k-1."""
+    codes, n = parts[0]
+    codes = codes.astype(np.int64)
+    for other, n_other in parts[1:]:
+        both = (codes >= 0) & (other >= 0)
+        codes, n = compact_codes(np.where(both, codes * n_other + other, -1))
+    return codes, n
+
+
+def composite(facts: list[ColumnFacts], columns: tuple[int, ...]) -> Composite:
+    codes, n = combine_codes([(present_codes(facts[c]), facts[c].column.n_unique) for c in columns])
+    name = " + ".join(facts[c].name for c in columns)
+    return Composite(name, -1, KeyCodes(codes, n), np.zeros(n, dtype=bool))
+
+
+def determinant(facts: list[ColumnFacts], d: Dependency) -> ColumnFacts | Composite:
+    """The dependency's X: its column's facts, or its columns read together."""
+    return composite(facts, d.determinants) if d.more else facts[d.lhs]
+
+
+def present_codes(f: ColumnFacts | Composite) -> np.ndarray:
     """Row codes with missing values excluded (-1): a blank neither forms a group nor votes."""
     missing = f.is_missing
     codes = f.column.codes
@@ -137,7 +196,67 @@ def discover(facts: list[ColumnFacts], n_rows: int, *, seed: int = 7) -> list[De
                 continue
             # Found on the sample; every row is measured when the dependency judges them (consensus()).
             found.append(Dependency(fx.index, fy.index, *verdict))
-    return found
+    lhs_sample = {i: compact(present_codes(facts[i])) for i in sorted({d.lhs for d in found})}
+    return found + _pair_dependencies(found, lhs_sample, rhs_sample)
+
+
+def _pair_dependencies(
+    found: list[Dependency],
+    lhs_sample: dict[int, tuple[np.ndarray, int]],
+    rhs_sample: dict[int, tuple[np.ndarray, int]],
+) -> list[Dependency]:
+    """Dependencies on two columns together (a team's city is its stadium's city), tried for each dependent
+    among its best partial determinants only (MAX_PARTNERS), so the cost follows the dependencies found.
+
+    A pair is kept when it passes the single columns' test (support, dominated groups, informative beyond
+    chance), most of its rows sit in groups big enough to judge (a pair that is almost a row key proves
+    nothing), and it determines Y far better than either column alone: its groups disagree on Y at most
+    PAIR_GAIN as often as they would with Y shuffled within that column's groups (what they would show if
+    the other column added nothing).
+    """
+    by_rhs: dict[int, list[Dependency]] = {}
+    for d in found:
+        by_rhs.setdefault(d.rhs, []).append(d)
+    out: list[Dependency] = []
+    for rhs, group in by_rhs.items():
+        best = sorted(group, key=lambda d: (-d.confidence, d.lhs))[:MAX_PARTNERS]
+        y, n_y = rhs_sample[rhs]
+        for i, a in enumerate(best):
+            for b in best[i + 1 :]:
+                x, n_x = combine_codes([lhs_sample[a.lhs], lhs_sample[b.lhs]])
+                x = np.where(y >= 0, x, -1)
+                verdict = _judge_pair(x, y, n_x, n_y)
+                if verdict is None:
+                    continue
+                parts = [lhs_sample[a.lhs][0], lhs_sample[b.lhs][0]]
+                if not _refines(x, y, n_x, n_y, parts):
+                    continue
+                first, second = sorted((a.lhs, b.lhs))
+                out.append(Dependency(first, rhs, *verdict, more=(second,)))
+    return out
+
+
+def _refines(x: np.ndarray, y: np.ndarray, n_x: int, n_y: int, parts: list[np.ndarray]) -> bool:
+    """Whether the groups of x (a pair of columns) judge Y far better than each part's groups alone."""
+    gm = group_majority(x, np.maximum(y, 0), n_x, n_y)
+    judged = gm.size >= MIN_GROUP
+    rows = int(gm.size[judged].sum())
+    if rows < 0.5 * int((x >= 0).sum()):
+        return False  # most rows in groups too small to judge: nearly a row key
+    wrong = 1.0 - float(gm.major_count[judged].sum()) / max(rows, 1)
+    rng = np.random.default_rng(17)
+    held = np.flatnonzero(x >= 0)
+    for part in parts:
+        # Y shuffled among the rows of each of the part's groups: the other column's say is gone.
+        in_order = held[np.argsort(part[held], kind="stable")]
+        shuffled_order = held[np.lexsort((rng.random(held.size), part[held]))]
+        shuffled = y.copy()
+        shuffled[in_order] = y[shuffled_order]
+        gs = group_majority(x, np.maximum(shuffled, 0), n_x, n_y)
+        chance = 1.0 - float(gs.major_count[judged].sum()) / max(rows, 1)
+        if wrong >= PAIR_GAIN * chance:
+            return False  # (a part that determines Y alone leaves the pair nothing to add)
+    return True
 
 
 def _judge_pair(x: np.ndarray, y: np.ndarray, n_x: int, n_y: int) -> tuple[float, int] | None:
@@ -214,10 +333,131 @@ class Consensus:
     group_mode: np.ndarray | None = (
         None  # per X code: the group's consensus, as a key of Y's meanings (-1: the group judges no one)
     )
+    pasted: Pasted | None = None  # a value pasted across the groups, judged apart (see pasted_value)
 
 
 def consensus(
-    fx: ColumnFacts,
+    fx: ColumnFacts | Composite,
+    fy: ColumnFacts,
+    dep: Dependency,
+    cal: Calibration,
+    excluded: np.ndarray | None = None,
+    entity: Entity | None = None,
+    others: Sequence[ColumnFacts | Composite] = (),
+) -> Consensus:
+    """Evidence per row against Y's value, from its X group (rows in `excluded` neither count nor are judged):
+    see _group_consensus. A value pasted as the odd faction across many entities (see pasted_value; `others`:
+    Y's other determinants) is judged apart: its factions neither count toward their groups nor make them
+    split, and each of its rows is a deviant as telling as the dependency is strict without them."""
+    c = _group_consensus(fx, fy, dep, cal, excluded, entity)
+    pasted = pasted_value(fx, fy, cal, excluded, others)
+    if pasted is None:
+        return c
+    rows = pasted.rows
+    out = _group_consensus(fx, fy, dep, cal, rows if excluded is None else rows | excluded, entity)
+    if out.rates["split_groups"] > cal.paste_other_share:
+        return c  # loose even without the value: its factions may be the entities' own second values
+    x, y = present_codes(fx), fy.meaning.codes
+    xr = np.maximum(x, 0)
+    kept = (x >= 0) & (y >= 0) & ~rows
+    if excluded is not None:
+        kept &= ~excluded
+    n_x = fx.column.n_unique
+    own = group_majority(np.where(kept, x, -1), np.maximum(y, 0), n_x, fy.meaning.n_keys).major_count
+    moved = np.bincount(xr[rows], minlength=n_x)
+    assert out.group_mode is not None
+    judged = rows & (out.group_mode[xr] >= 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mode_share = np.log(own[xr] / np.maximum(own[xr] + moved[xr], 1))
+    strict = logit(max(1.0 - out.rates["split_groups"], cal.dependency_floor))
+    llr = np.where(
+        judged, np.clip(strict + mode_share, -cal.dependency_llr_cap, cal.dependency_llr_cap), out.llr
+    )
+    spelled = np.where(judged, fy.meaning.spelling[np.maximum(out.group_mode[xr], 0)], out.expected)
+    rates = dict(out.rates, pasted_groups=pasted.share)
+    covered, deviant = out.covered | judged, out.deviant | judged
+    return Consensus(dep, llr, covered, deviant, spelled, rates, out.group_mode, pasted)
+
+
+@dataclass
+class Pasted:
+    value: int  # the value's meaning key
+    rows: np.ndarray  # its rows in groups whose consensus is another value
+    share: float  # the groups it splits, as a share of the groups big enough to judge
+    groups: int = 0  # how many groups it splits
+
+
+def pasted_value(
+    fx: ColumnFacts | Composite,
+    fy: ColumnFacts,
+    cal: Calibration,
+    excluded: np.ndarray | None = None,
+    others: Sequence[ColumnFacts | Composite] = (),
+) -> Pasted | None:
+    """A value pasted into many entities as their odd faction (a city pasted into a sixth of many teams' rows).
+
+    An entity that legitimately holds a second value (a player's several seasons, a person's changing
+    address) holds its own: the dependency's factions spread over many values. When instead the factions are
+    one and the same value, in more groups than that value's share of the entities would put it there by
+    chance (its share among the values a group could take other than its own; a two-valued Y always splits
+    into its other value), the value is the consensus of some other group, and other values split at most
+    `paste_other_share` as many groups, its factions are a bulk paste rather than second values. Y's other
+    determinants must not say otherwise: a pasted row is an ordinary record of its entity but for Y, while a
+    record of another kind (a penguin of another species among those of one flipper length) is told apart by
+    them too: at most `paste_other_share` of the rows they group may sit in groups whose majority is the value.
+    """
+    x, y = present_codes(fx), fy.meaning.codes
+    use = (x >= 0) & (y >= 0)
+    if excluded is not None:
+        use &= ~excluded
+    n_x, n_y = fx.column.n_unique, fy.meaning.n_keys
+    xu = np.where(use, x, -1)
+    gm = group_majority(xu, np.maximum(y, 0), n_x, n_y)
+    xr = np.maximum(xu, 0)
+    sized = gm.size >= MIN_GROUP
+    minority = use & sized[xr] & (y != gm.major[xr])
+    if not minority.any():
+        return None
+    keys, counts = np.unique(xu[minority].astype(np.int64) * n_y + y[minority], return_counts=True)
+    factions = keys[counts >= 2]  # a value held by two or more rows of a group whose consensus is another
+    if factions.size == 0:
+        return None
+    gx, gy = factions // n_y, factions % n_y
+    per_value = np.bincount(gy, minlength=n_y)
+    v = int(per_value.argmax())
+    k = int(per_value[v])
+    other_groups = int(np.unique(gx[gy != v]).size)
+    n_sized = int(sized.sum())
+    if other_groups > cal.paste_other_share * k:
+        return None
+    owners = sized & (gm.major == v)
+    if not owners.any():
+        return None  # not a value any entity holds: left to the other detectors
+    # By chance, a group's faction is v as often as v is the value of the entities (rows of groups whose
+    # consensus it is), among the values other than the group's own.
+    held = np.bincount(gm.major[sized], weights=gm.size[sized], minlength=n_y)
+    share = held / max(float(held.sum()), 1.0)
+    split = np.unique(gx)
+    p = np.clip(share[v] / np.maximum(1.0 - share[gm.major[split]], 1e-12), 0.0, 1.0)
+    if float(poisson_tail(np.array([k]), np.array([p.sum()]))[0]) >= cal.split_tail:
+        return None
+    rows = use & (y == v) & sized[xr] & (gm.major[xr] != v)
+    seen = held_v = 0
+    for fz in others:
+        z = present_codes(fz)
+        zu = np.where((z >= 0) & (y >= 0), z, -1)
+        gz = group_majority(zu, np.maximum(y, 0), fz.column.n_unique, n_y)
+        zr = np.maximum(zu, 0)
+        grouped = rows & (zu >= 0) & (gz.size[zr] >= MIN_GROUP)
+        seen += int(grouped.sum())
+        held_v += int((grouped & (gz.major[zr] == v)).sum())
+    if held_v > cal.paste_other_share * seen:
+        return None
+    return Pasted(v, rows, k / max(n_sized, 1), k)
+
+
+def _group_consensus(
+    fx: ColumnFacts | Composite,
     fy: ColumnFacts,
     dep: Dependency,
     cal: Calibration,
@@ -369,24 +609,28 @@ class Entities:
     judgements: dict[int, Judgement] = field(default_factory=dict)
 
 
-Memo = dict[tuple[int, int, bool], "Consensus"]
+Memo = dict[tuple[tuple[int, ...], int, bool], "Consensus"]
 
 
 def _measured(
     facts: list[ColumnFacts],
     d: Dependency,
+    deps: Sequence[Dependency],
     cal: Calibration,
     memo: Memo,
     entity: Entity | None = None,
     excluded: np.ndarray | None = None,
 ) -> Consensus:
-    """consensus(), computed once per dependency and entity pairing (with rows excluded: afresh)."""
-    if excluded is not None:
-        return consensus(facts[d.lhs], facts[d.rhs], d, cal, excluded, entity)
-    key = (d.lhs, d.rhs, entity is not None)
-    if key not in memo:
-        memo[key] = consensus(facts[d.lhs], facts[d.rhs], d, cal, None, entity)
-    return memo[key]
+    """consensus(), computed once per dependency and entity pairing (with rows excluded: afresh). `deps`: all
+    the dependencies, for Y's other determinants."""
+    key = (d.determinants, d.rhs, entity is not None)
+    if excluded is None and key in memo:
+        return memo[key]
+    others = [determinant(facts, e) for e in deps if e.rhs == d.rhs and e is not d]
+    c = consensus(determinant(facts, d), facts[d.rhs], d, cal, excluded, entity, others)
+    if excluded is None:
+        memo[key] = c
+    return c
 
 
 def entities(
@@ -395,13 +639,14 @@ def entities(
     """For each column paired one-to-one with another (both determine each other, each way with most rows in
     groups that keep to one value, and the matched pairs hold most rows), its partner: the one whose matched
     pairs hold the most rows."""
-    found = {(d.lhs, d.rhs): d for d in deps}
+    found = {(d.lhs, d.rhs): d for d in deps if not d.more}
     best: dict[int, tuple[int, Entity]] = {}
     for a, b in sorted(found):
         if a < b and (b, a) in found:
             memo = {} if memo is None else memo
             loose = [
-                _measured(facts, found[(x, y)], cal, memo).rates["split_groups"] for x, y in ((a, b), (b, a))
+                _measured(facts, found[(x, y)], deps, cal, memo).rates["split_groups"]
+                for x, y in ((a, b), (b, a))
             ]
             if max(loose) >= 0.5:
                 continue  # two measures that often share values (an incentive and a deductible), not keys
@@ -428,7 +673,8 @@ def _blame_determinants(
     """
     by_lhs: dict[int, list[Dependency]] = {}
     for d in deps:
-        by_lhs.setdefault(d.lhs, []).append(d)
+        if not d.more:  # a wrong key is blamed on one column
+            by_lhs.setdefault(d.lhs, []).append(d)
     blamed: dict[int, np.ndarray] = {}
     evidence: dict[int, np.ndarray] = {}
     witnesses: dict[int, list[str]] = {}
@@ -441,7 +687,7 @@ def _blame_determinants(
         strength = np.zeros(fx.column.codes.size)
         measured = []
         for d in group:
-            c = _measured(facts, d, cal, memo, paired.get(d.lhs))
+            c = _measured(facts, d, deps, cal, memo, paired.get(d.lhs))
             hit = c.deviant & (c.llr >= cal.blame_min_llr)
             against += hit
             judged += c.covered
@@ -498,34 +744,46 @@ def _belongs_elsewhere(
 def detect_dependency_violations(
     facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEFAULT
 ) -> tuple[list[Finding], list[Dependency], dict[int, Judgement]]:
-    """The dependencies `discover` finds, the cells that break them, and each dependent's judgement."""
+    """The dependencies `discover` finds, the cells that break them, and each dependent's judgement.
+
+    The dependencies returned are the single-column ones (what the other detectors lean on); those on
+    several columns together judge their dependents here. Where a pair of columns determines Y, its groups
+    are the finer entities: a row they judge is not judged by either column alone.
+    """
     deps = discover(facts, n_rows)
     memo: Memo = {}
     paired = entities(facts, deps, cal, memo)
     blamed, blame_llr, witnesses = _blame_determinants(facts, deps, cal, paired, memo)
     by_rhs: dict[int, list[Dependency]] = {}
-    for d in deps:
+    for d in sorted(deps, key=lambda d: -len(d.more)):  # composites first: they judge before their parts
         by_rhs.setdefault(d.rhs, []).append(d)
-    findings: list[Finding] = []
-    judgements: dict[int, Judgement] = {}
-    for rhs, group in by_rhs.items():
-        fy = facts[rhs]
+
+    def judge(group: list[Dependency]) -> tuple[Judgement, np.ndarray, dict[str, int]]:
+        """Y's judgement by its determinants, the expected values, and the values pasted across groups."""
+        pasted: dict[str, int] = {}
         total = np.zeros(n_rows)
         cover = np.zeros(n_rows, dtype=np.int32)
         votes = np.zeros(n_rows, dtype=np.int32)
         expected = np.full(n_rows, -1, dtype=np.int64)
         best = np.full(n_rows, -np.inf)
         # Y cells blamed as wrong keys neither count toward Y's groups nor get judged by them.
-        excluded = blamed.get(rhs)
+        excluded = blamed.get(group[0].rhs)
         weights = np.zeros(n_rows)
         vouch = np.zeros(n_rows)
+        finer = np.zeros(n_rows, dtype=bool)
+        refined = {c for d in group if d.more for c in d.determinants}
         for d in group:
-            c = _measured(facts, d, cal, memo, paired.get(d.lhs), excluded)
+            c = _measured(facts, d, deps, cal, memo, None if d.more else paired.get(d.lhs), excluded)
             judged = c.covered
-            if d.lhs in blamed:
-                # A row whose key is the likelier mistake is not judged by that key's group: its other
-                # values are its own record's, the key is what is wrong.
-                judged = judged & ~blamed[d.lhs]
+            for x_col in d.determinants:
+                if x_col in blamed:
+                    # A row whose key is the likelier mistake is not judged by that key's group: its other
+                    # values are its own record's, the key is what is wrong.
+                    judged = judged & ~blamed[x_col]
+            if d.more:
+                finer |= judged
+            elif d.lhs in refined:
+                judged = judged & ~finer
             # A determinant speaks as loudly as its groups keep to one value.
             w = 1.0 - c.rates["split_groups"]
             total += np.where(judged, w * c.llr, 0.0)
@@ -536,18 +794,31 @@ def detect_dependency_violations(
             better = judged & c.deviant & (c.llr > best)
             expected[better] = c.expected[better]
             best[better] = c.llr[better]
+            if c.pasted is not None and (judged & c.pasted.rows).any():
+                fy = facts[d.rhs]
+                text = fy.column.uniques[int(fy.meaning.spelling[c.pasted.value])]
+                pasted[text] = max(pasted.get(text, 0), c.pasted.groups)
         # Each determinant that judges the cell votes with its evidence; the cell takes their weighted mean.
         llr = np.where(weights > 0, total / np.maximum(weights, 1e-9), 0.0)
-        judgements[rhs] = Judgement(cover, votes, llr, vouch)
-        if excluded is not None:
-            llr = np.where(excluded, 0.0, llr)
-        rows = np.flatnonzero((votes >= 1) & (llr > 0) & (expected >= 0))
+        return Judgement(cover, votes, llr, vouch), expected, pasted
+
+    judged_by = {rhs: judge(group) for rhs, group in by_rhs.items()}
+    findings: list[Finding] = []
+    judgements: dict[int, Judgement] = {}
+    for rhs, group in by_rhs.items():
+        judgement, expected, pasted = judged_by[rhs]
+        judgements[rhs] = judgement
+        llr = judgement.llr
+        if rhs in blamed:
+            llr = np.where(blamed[rhs], 0.0, llr)
+        rows = np.flatnonzero((judgement.votes >= 1) & (llr > 0) & (expected >= 0))
         if rows.size:
-            findings.append(_violation_finding(fy, group, facts, rows, llr[rows], expected[rows]))
+            found = _violation_finding(facts[rhs], group, facts, rows, llr[rows], expected[rows], pasted)
+            findings.append(found)
     for lhs, mask in blamed.items():
         rows = np.flatnonzero(mask)
         findings.append(_blame_finding(facts[lhs], rows, blame_llr[lhs][rows], witnesses[lhs]))
-    return findings, deps, judgements
+    return findings, [d for d in deps if not d.more], judgements
 
 
 def _violation_finding(
@@ -557,11 +828,23 @@ def _violation_finding(
     rows: np.ndarray,
     llr: np.ndarray,
     expected: np.ndarray,
+    pasted: dict[str, int] | None = None,
 ) -> Finding:
-    names = [facts[d.lhs].name for d in sorted(group, key=lambda d: -d.confidence)]
+    # A determinant is a column's name, or the list of the columns read together.
+    names: list[str | list[str]] = [
+        [facts[c].name for c in d.determinants] if d.more else facts[d.lhs].name
+        for d in sorted(group, key=lambda d: (-len(d.more), -d.confidence))
+    ]
     uniq = fy.column.uniques
     exp_values = [uniq[int(e)] for e in expected]
-    shown = ", ".join(names[:3]) + (" and others" if len(names) > 3 else "")
+    # A column read with another says so; alone, where the pair judges its rows, it is not named again.
+    within = {c for n in names if not isinstance(n, str) for c in n}
+    words = [
+        " and ".join(n) + " together" if isinstance(n, list) else n
+        for n in names
+        if isinstance(n, list) or n not in within
+    ]
+    shown = ", ".join(words[:3]) + (" and others" if len(words) > 3 else "")
     name = fy.name
 
     def describe(f: Finding) -> str:
@@ -569,9 +852,14 @@ def _violation_finding(
             f"row {int(r)}: '{fy.column.value(int(r))}' where its group has '{e}'"
             for r, e in zip(f.rows[:3], (f.expected or [])[:3], strict=False)
         )
+        told = "".join(
+            f" '{v}' is the odd value in {k:,} groups whose own value is another: pasted across entities, not a "
+            "second value of each."
+            for v, k in sorted((pasted or {}).items())[:3]
+        )
         return (
             f"'{name}' is determined by {shown}: rows that share those values describe one entity and agree "
-            f"on it. {f.n_rows:,} rows carry a different value than the rest of their entity: {examples}."
+            f"on it. {f.n_rows:,} rows carry a different value than the rest of their entity: {examples}.{told}"
         )
 
     return Finding(
@@ -593,6 +881,7 @@ def _violation_finding(
             "min_group": MIN_GROUP,
             "missing_markers": missing_markers(fy.null_marker),
             "rows": rows[:MAX_ROWS_LISTED].tolist(),
+            **({"pasted": dict(pasted)} if pasted else {}),
         },
         expected=exp_values,
         key=f"fd:{name}",

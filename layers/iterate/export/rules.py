@@ -381,7 +381,11 @@ def _dependencies(b: _Builder) -> None:
         st = _stats(i)
         pairs: list[tuple[str, str]] = []
         if st.get("rule") == "consensus" and isinstance(st.get("rhs"), str):
-            pairs = [(lhs, st["rhs"]) for lhs in st.get("determinants") or [] if isinstance(lhs, str)]
+            # A list of names is several columns that determine rhs together (not exported); a column read
+            # with others there does not determine rhs alone either.
+            dets = st.get("determinants") or []
+            within = {c for lhs in dets if isinstance(lhs, list) for c in lhs}
+            pairs = [(lhs, st["rhs"]) for lhs in dets if isinstance(lhs, str) and lhs not in within]
         elif st.get("rule") == "determinant" and isinstance(st.get("lhs"), str):
             pairs = [(st["lhs"], rhs) for rhs in st.get("dependents") or [] if isinstance(rhs, str)]
         for lhs, rhs in pairs:

@@ -133,7 +133,8 @@ def needed_columns(issue: Issue) -> tuple[str, ...] | None:
         if isinstance(value, str):
             names.append(value)
         elif isinstance(value, list):
-            names += [n for n in value if isinstance(n, str)]
+            # A list inside is several columns read together (a composite determinant).
+            names += [n for v in value for n in (v if isinstance(v, list) else [v]) if isinstance(n, str)]
     derivation = stats.get("derivation")
     if isinstance(derivation, dict):
         names += [v for k, v in derivation.items() if k in ("left", "right") and isinstance(v, str)]

@@ -29,6 +29,7 @@ LABELS = {
     "determinants": "Determining column(s)",
     "rhs": "Determined column",
     "conflicting_groups": "Groups with conflicting values",
+    "pasted": "Values pasted across entities (groups)",
     "min_group": "Smallest group judged",
     "reach": "Rows compared on each side",
     "min_agree": "Neighbours that must agree",
@@ -62,6 +63,8 @@ LABELS = {
     "scoreRange": "Probability the value is wrong (lowest to highest)",
     "alsoSeenBy": "Also seen by",
 }
+# Fields whose items may be several columns read together (a composite determinant).
+TOGETHER = {"determinants", "lhs"}
 # Fields that are internal bookkeeping or repeat what the issue already says.
 HIDDEN = {"title", "examples"}
 # What a rule code means.
@@ -113,7 +116,12 @@ def value_text(key: str, value: Any) -> str:
         if key.endswith("Range") and len(value) == 2 and all(isinstance(v, int | float) for v in value):
             lo, hi = (number(key, v) for v in value)
             return lo if lo == hi else f"{lo} to {hi}"
-        shown = ", ".join(value_text(key, v) for v in value[:LIST_ITEMS])
+        # Among determining columns, a list is several columns read together (a team's stadium and name).
+        together = key in TOGETHER
+        shown = ", ".join(
+            " + ".join(str(x) for x in v) if together and isinstance(v, list | tuple) else value_text(key, v)
+            for v in value[:LIST_ITEMS]
+        )
         return shown + (f", … (+{len(value) - LIST_ITEMS} more)" if len(value) > LIST_ITEMS else "")
     return str(value)
 

@@ -315,10 +315,15 @@ def present(name):
 
 
 def group_disagrees(x_name, y_name):
-    # Rows whose group (same x) holds another y as well: the entity's rows do not agree on y.
-    x_codes, _ = encode(col(x_name))
+    # Rows whose group (same x) holds another y as well: the entity's rows do not agree on y. x is a column,
+    # or a list of columns read together (a team's city is its stadium's city): a group is one combination.
+    x_names = [x_name] if isinstance(x_name, str) else list(x_name)
+    parts = pd.DataFrame({str(i): encode(col(x))[0] for i, x in enumerate(x_names)})
+    x_codes = parts.groupby(list(parts.columns), sort=False).ngroup().to_numpy(dtype=np.int64)
     y_codes, _ = encode(col(y_name))
-    both = present(x_name) & present(y_name)
+    both = present(y_name)
+    for x in x_names:
+        both = both & present(x)
     pairs = pd.DataFrame({"x": x_codes[both], "y": y_codes[both]}).drop_duplicates()
     varied = np.zeros(int(x_codes.max()) + 1 if ROWS else 0, dtype=bool)
     counts = pairs.groupby("x").size()
