@@ -149,18 +149,33 @@ def _prepare(sandbox: Sandbox | None, data: DatasetRef | None) -> None:
         prepare(data)
 
 
+# Inputs from this size on start the sandbox's interpreter once the detectors are done, not while the file is
+# read: its 56-80 MB would add to the detection phase, a long file's peak (docs/large-files.md). It starts
+# while the profile's statistics are computed, seconds before the investigations need it.
+LARGE_INPUT_BYTES = 256 * 2**20
+
+
+def _large_input(path: str | Path) -> bool:
+    try:
+        return str(path) != "-" and Path(path).stat().st_size >= LARGE_INPUT_BYTES
+    except OSError:
+        return False
+
+
 def profile_step(
     ctx: RunContext, source_path: str | Path, *, dataset_name: str | None = None
 ) -> ProfileSummary:
     """Read the file once, profile it, run the detectors; write data, profile, candidate issues and flags."""
     from iterate.io import ReadLimits, read_table
     from iterate.io.chunked import Chunking
-    from iterate.memory import map_large_blocks
+    from iterate.memory import map_large_blocks, use_system_pool
 
     started = time.perf_counter()
     # Per-row arrays (and the background profile's, forked from here) are mapped one by one, so each one
-    # freed gives its pages back instead of leaving them in a heap (iterate.memory).
+    # freed gives its pages back instead of leaving them in a heap; pyarrow's buffers go through the same
+    # malloc, not a pool that keeps what it frees (iterate.memory).
     map_large_blocks()
+    use_system_pool()
     source_path = Path(source_path)
     ctx.report("read", 0, 1, source_path.name)
     table = read_table(
@@ -202,6 +217,7 @@ def profile_read_step(ctx: RunContext, table: Table, *, source_name: str, starte
         pending = BackgroundProfile(table, null_marker)
         detection = detect(table, null_marker=null_marker)
         ctx.timings_ms["detect"] = round((time.perf_counter() - t) * 1000, 1)
+        _prepare(ctx.sandbox, None)  # started already unless the input is large (LARGE_INPUT_BYTES)
         ctx.report("detect", 1, 1, f"{len(detection.findings)} findings")
         ctx.report("profile", 0, 1, "column statistics")
         t = time.perf_counter()
@@ -567,7 +583,8 @@ def run_local(
         from iterate.sandbox import LocalSandbox, SandboxLimits
 
         sandbox = owned = LocalSandbox(SandboxLimits.from_settings(settings))
-    _prepare(sandbox, None)  # the sandbox's interpreter starts while the file is read
+    if not _large_input(path):
+        _prepare(sandbox, None)  # the sandbox's interpreter starts while the file is read
     scope = (library, owner, dataset_id or str(Path(path).resolve()))
     try:
         return _run_steps(

@@ -633,3 +633,15 @@ def test_padded_account_codes_that_lost_their_zeros_are_flagged():
         codes[r] = str(int(codes[r]))
     found = findings_of(make_table({"account": codes}), "format_violation")
     assert [sorted(int(r) for r in f.rows) for f in found if f.key == "width:account"] == [sorted(lost)]
+
+
+def test_a_column_of_lists_of_numbers_is_a_column_of_codes_not_numbers_gone_wrong():
+    # Given metro stations' lines: mostly one line number, some several ('1, 5, 8'), some 'bis' lines
+    lines = [str(1 + i % 14) for i in range(240)]
+    for r in range(0, 240, 9):
+        lines[r] = f"{1 + r % 14}, {1 + (r + 3) % 14}"
+    for r in (5, 50, 95, 140):
+        lines[r] = "7bis"
+    table = make_table({"lines": lines})
+    # Then neither the lists nor the 'bis' lines are flagged as malformed numbers or broken patterns
+    assert flagged(table, "mixed_types") == set() and flagged(table, "format_violation") == set()

@@ -348,3 +348,32 @@ def test_word_slips_the_detector_finds_are_recounted_exactly(tmp_path: Path) -> 
     got = run(template_code(issues[0]), df.copy())
     assert isinstance(got, dict), got
     assert got["affected_rows"] == issues[0].affectedRows
+
+
+@pytest.mark.parametrize("dtype", ["str", "object", "category"])
+def test_the_pattern_template_agrees_across_slices_of_many_distinct_values(dtype: str) -> None:
+    # Given a column of 150,000 distinct values (the template judges them 65,536 at a time) whose values
+    # break the pattern at the edges of those slices, among blanks, missing markers and excluded values
+    values = [f"{i:06d}" for i in range(150_000)]
+    for i in (0, 65_535, 65_536, 65_537, 131_071, 131_072, 149_999):
+        values[i] = f"x{i}"
+    values[1] = ""
+    values[2] = "N/A"
+    values[3] = "x3"
+    df = pd.DataFrame({"id": values, "other": [str(i % 7) for i in range(len(values))]}).astype(
+        object if dtype == "object" else dtype
+    )
+    for stats in (
+        {"column": "id", "expected_regex": r"\d+", "missing_markers": ["N/A"]},
+        {
+            "column": "id",
+            "expected_regex": r"\d+",
+            "missing_markers": [],
+            "excluded_values": ["x3", "x65536"],
+        },
+    ):
+        case = issue("format_violation", stats)
+        # Then it recounts exactly what the plain template does
+        assert_same(df, case)
+        result = run(template_code(case), df.copy())
+        assert result["affected_rows"] == (8 if "excluded_values" not in stats else 7)

@@ -98,6 +98,11 @@ def decimals_written(text: str) -> int:
     return len(short.split(".")[1]) if "." in short and short.split(".")[1] != "0" else 0
 
 
+def significant_digits(text: str) -> int:
+    """Significant digits once binary floating-point noise is gone: the value rounded to 12 digits."""
+    return max(len(f"{float(text):.11e}".split("e")[0].lstrip("-").replace(".", "").rstrip("0")), 1)
+
+
 def not_a_time(text: str) -> bool:
     try:
         datetime.strptime(text.strip(), "%H:%M")
@@ -186,6 +191,10 @@ CASES = [
     issue("precision", "format_violation",
           listed_cells("ratio", ["0.453009067", "6.904679999999999", "0.5"], lambda v: decimals_written(v) >= 4),
           {"column": "ratio", "rule": "decimals", "min_decimals": 4,
+           "bad_values": ["0.453009067", "6.904679999999999", "0.5"]}),
+    issue("precision-digits", "format_violation",
+          listed_cells("ratio", ["0.453009067", "6.904679999999999", "0.5"], lambda v: significant_digits(v) >= 9),
+          {"column": "ratio", "rule": "digits", "min_digits": 9,
            "bad_values": ["0.453009067", "6.904679999999999", "0.5"]}),
     issue("width", "format_violation", listed_cells("zip", ["7500", "69002"], lambda v: len(v) != 5),
           {"column": "zip", "rule": "width", "width": 5, "bad_values": ["7500", "69002"]}),

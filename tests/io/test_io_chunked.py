@@ -243,9 +243,10 @@ def test_workers_and_chunk_size_are_settings() -> None:
     assert default.chunk_bytes == 64 * 1024 * 1024
 
 
-def test_by_default_two_cores_or_fewer_parse_in_process_and_more_use_every_core() -> None:
-    assert [resolve_workers(None, cores) for cores in (1, 2, 3, 8)] == [1, 1, 3, 8]
+def test_by_default_two_cores_or_fewer_parse_in_process_and_more_use_up_to_four_cores() -> None:
+    assert [resolve_workers(None, cores) for cores in (1, 2, 3, 4, 8, 64)] == [1, 1, 3, 4, 4, 4]
     assert resolve_workers(2, cores=2) == 2  # asked for: as given
+    assert resolve_workers(8, cores=8) == 8
     assert resolve_workers(0, cores=8) == 1
 
 

@@ -337,3 +337,82 @@ def test_a_dataset_zygote_that_died_is_replaced(dataset: Path) -> None:
         assert [o.investigation.output for o in outcomes] == [{"n": 8}, {"n": 8}]
         assert outcomes[-1].isolation["frame"] == "preloaded"
         assert sandbox.stats()["preloads"] == 2 and pid not in dataset_pids(sandbox)
+
+
+def _whole_table_frame(worker: ModuleType, path: Path, wanted: list[str] | None = None) -> pd.DataFrame:
+    """The frame as the worker built it before it read column by column: the whole table at once."""
+    table = pq.ParquetFile(path).read()
+    if wanted is not None:
+        written = worker._written_names(table.schema)
+        picked = [i for i, name in enumerate(written) if name in set(wanted)]
+        table = table.select(picked).replace_schema_metadata(
+            {b"iterate.names": json.dumps([written[i] for i in picked]).encode()}
+        )
+    return worker._text_frame(table)
+
+
+def test_a_frame_read_column_by_column_equals_the_whole_table_read_at_once(tmp_path: Path) -> None:
+    # Given files of every shape: several row groups, nulls, a non-text column, text over many chunks,
+    # names as written that repeat, no names metadata, and stored names that repeat
+    worker = _worker()
+    groups = tmp_path / "groups.parquet"
+    rows = 10_000
+    pq.write_table(
+        pa.table(
+            {
+                "s": [None if i % 7 == 0 else f"v{i % 13}" for i in range(rows)],
+                "n": list(range(rows)),
+                "e": [""] * rows,
+                "u": ["ü" * (i % 5) for i in range(rows)],
+            }
+        ),
+        groups,
+        row_group_size=999,
+    )
+    dup = with_names(tmp_path / "dup.parquet", ["k", "v", "k"], [["1", "2"], ["a", None], ["3", "4"]])  # type: ignore[list-item]
+    stored_twice = tmp_path / "stored-twice.parquet"
+    pq.write_table(
+        pa.Table.from_arrays([pa.array(["1", None]), pa.array(["a", "b"])], names=["x", "x"]), stored_twice
+    )
+    empty = write_dataset(tmp_path / "empty.parquet", {"a": [], "b": []})
+    for path in (groups, dup, stored_twice, empty):
+        # When the worker loads it (whole, narrowed, or preloaded by a dataset zygote)
+        for wanted in (None, ["s", "u"], ["k"], ["x"], ["b"]):
+            got = worker.load_frame(os.open(path, os.O_RDONLY), wanted)
+            narrowed = (
+                wanted is not None and worker.load_frame_narrowed(os.open(path, os.O_RDONLY), wanted)[1]
+            )
+            expected = _whole_table_frame(worker, path, wanted if narrowed else None)
+            # Then it holds the same names, order, values and dtypes as the whole table read at once
+            pd.testing.assert_frame_equal(got, expected, check_exact=True)
+        preloaded, _ = worker.preload_frame(os.open(path, os.O_RDONLY), 1024)
+        pd.testing.assert_frame_equal(preloaded, _whole_table_frame(worker, path), check_exact=True)
+        # And each column is one chunk of large_string (text and offsets in one buffer each)
+        for i in range(preloaded.shape[1]):
+            chunks = preloaded.iloc[:, i].array._pa_array
+            assert chunks.type == pa.large_string() and chunks.num_chunks == 1
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_runners_of_a_dataset_zygote_allocate_with_malloc_and_the_frame_stays_readable(
+    tmp_path: Path,
+) -> None:
+    # Given a frame preloaded by the worker's own code, in a process of its own (the pool is per process)
+    path = tagged(tmp_path / "d.parquet", "z", rows=1000)
+    code = f"""
+import importlib.util, json, os
+spec = importlib.util.spec_from_file_location("w", {str(WORKER)!r})
+w = importlib.util.module_from_spec(spec); spec.loader.exec_module(w)
+import pyarrow as pa
+frame, _ = w.preload_frame(os.open({str(path)!r}, os.O_RDONLY), 1024)
+before = pa.default_memory_pool().backend_name
+w._runners_allocate_plainly()
+after = pa.default_memory_pool().backend_name
+upper = frame["a"].str.upper()
+print(json.dumps([before, after, upper.iloc[999], frame["a"].iloc[999]]))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    before, after, upper, kept = json.loads(out.strip().splitlines()[-1])
+    # Then what the runners allocate comes from malloc, and the frame made before is read as ever
+    assert before != "system" and after == "system"
+    assert (upper, kept) == ("Z-999", "z-999")

@@ -42,3 +42,27 @@ def test_large_blocks_are_mapped_on_glibc():
     if "musl" in (ctypes.util.find_library("c") or ""):
         pytest.skip("not glibc")
     assert map_large_blocks() is True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
+def test_pyarrow_allocates_with_malloc_once_switched_and_earlier_buffers_stay_valid():
+    import ctypes.util
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from iterate.memory import use_system_pool
+
+    if "musl" in (ctypes.util.find_library("c") or ""):
+        pytest.skip("not glibc")
+    before = pa.default_memory_pool()
+    earlier = pa.array([f"v{i}" for i in range(10_000)])  # made by the pool in use until now
+    try:
+        assert use_system_pool() is True
+        assert pa.default_memory_pool().backend_name == "system"
+        later = pc.utf8_upper(earlier)
+        assert later[9_999].as_py() == "V9999" and earlier[9_999].as_py() == "v9999"
+        del earlier  # freed by the pool that made it
+        assert later.to_pylist()[:2] == ["V0", "V1"]
+    finally:
+        pa.set_memory_pool(before)

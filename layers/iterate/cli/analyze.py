@@ -171,7 +171,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         metavar="N",
         help=(
             "processes that read a large CSV in parallel, in byte ranges of ITERATE_CHUNK_BYTES "
-            "(default: ITERATE_WORKERS, else the number of cores, 1 on 2 cores or fewer); the results are the "
+            "(default: ITERATE_WORKERS, else the number of cores up to 4, 1 on 2 cores or fewer); the results are the "
             "same for any N"
         ),
     )

@@ -36,6 +36,7 @@ from iterate.detect.numeric import (
     detect_numeric_outliers,
     detect_precision,
     discount_explained_outliers,
+    excuse_shared_zeros,
 )
 from iterate.detect.order import detect_neighbour_breaks
 from iterate.detect.rows import detect_column_shape, detect_duplicates, detect_merged_columns
@@ -219,12 +220,16 @@ def detect(table: Table, calibration: Calibration = DEFAULT, *, null_marker: str
         findings = findings[:n_read] + missing.result() + findings[n_read:]
         fd_findings, deps, judgements = voted.result()
     findings = [_discount_consistent(f, judgements, table, calibration) for f in findings]
+    # Four per-row arrays per dependent column (72 MB a column on 3M rows), needed no further: not held (nor by
+    # their future) through the decision, the detection's peak.
+    del judgements, voted
     determines = {(d.lhs, d.rhs) for d in deps}
     if any(f.type == "numeric_outlier" and f.n_cells for f in findings):
         contexts = context_columns(facts, n)
         findings = [
             discount_explained_outliers(f, facts, determines, calibration, contexts) for f in findings
         ]
+        findings = excuse_shared_zeros(findings, facts)
     findings += fd_findings
     findings += neighbours.result()
     findings += detect_rule_violations(facts, n, deps)

@@ -111,6 +111,8 @@ class Calibration:
     # A log scale is still chosen when at most this share of the rows falls off it (zero or negative).
     offscale_share: float = 0.1
     sign_bonus: float = 1.0  # a negative value in a column that is otherwise never negative
+    # ... further below zero than this share of the column's robust spread (nearer: a value near a floor)
+    sign_edge_spread: float = 0.25
 
     # A numeric column's domain: its most common values, each this many times as common as any other.
     frequency_min_ratio: float = 5.0

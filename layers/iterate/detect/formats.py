@@ -26,8 +26,15 @@ NUM_UNIT = (
 NUMERIC_SHAPES = {"9", "9.9", "-9", "-9.9", ".9", "+9", "9,9", "9,9.9"}
 PLAIN_NUMBER_SHAPES = {"9", "9.9", "-9", "-9.9", ".9", "-.9", "+9", "+9.9"}
 
+# A number in scientific notation (a mantissa and a power of ten), in each decimal convention; as regexes
+# meaning the same in `re` and re2.
+SCIENTIFIC_POINT = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+"
+SCIENTIFIC_COMMA = r"[-+]?[0-9]+(?:,[0-9]+)?[eE][-+]?[0-9]+"
 # Numeric shapes (`9`, `-9.9`, `9.9,9`), and the parts of those with a separator between digits.
 NUMBER_SHAPE = re.compile(r"^[-+]?(?:9(?:[.,]9)*|\.9)$")
+# The shape of a number in scientific notation (`9.9a-9` for 1.5e-12): a number where the column reads as
+# numbers.
+SCIENTIFIC_SHAPE = re.compile(r"^[-+]?(?:9(?:[.,]9)?|\.9)a[-+]?9$")
 SEPARATED_SHAPE = re.compile(r"^( ?)([-+]?)(9?)((?:[.,]9)+)( ?)$")
 
 # Shares that decide what counts as a pattern and what breaks it.
@@ -42,6 +49,27 @@ _WORD_RUN = re.compile(r"a(?: a)+")  # word shapes: categories and names, whose 
 _BARE_SHAPE = re.compile(r"^ ?[-+]?9(?:\.9)? ?$")
 UNIT_SPELLING_SHARE = 0.02  # a unit spelling used by at least this share is a real representation
 QUANTITY_SHARE = 0.9  # at least this share of values parse as number (+ unit) for a quantity column
+# Units, currencies and magnitudes a number is written with (lower case, without a final full stop).
+_UNIT_WORDS = (
+    "$ € £ ¥ usd eur gbp jpy chf cad aud cny inr % pct percent pc "
+    "mg g gr gram grams kg kgs kilo kilos lb lbs pound pounds oz ounce ounces t ton tons tonne tonnes st "
+    "nm um µm mm cm dm m km in inch inches \" ft feet foot ' yd yard yards mi mile miles "
+    "ml cl dl l lt liter liters litre litres gal gallon gallons qt pt fl oz floz cc m3 m³ ft3 "
+    "ms s sec secs second seconds min mins minute minutes h hr hrs hour hours d day days wk week weeks "
+    "mo month months y yr yrs year years mph kph km/h kmh m/s kn kt knots "
+    "w kw mw gw wh kwh mwh hp bhp ps j kj mj cal kcal v kv mv a ma mah ah hz khz mhz ghz "
+    "b kb mb gb tb bit bits kbps mbps gbps °c °f ° c f k bn mn thousand million billion x "
+    "sqft m2 m² km2 km² ha acre acres pa kpa hpa mbar bar psi atm mmhg rpm dpi ppm ppb db mol"
+)
+KNOWN_UNITS = frozenset(_UNIT_WORDS.split())
+
+
+def _known_unit(spelling: str) -> bool:
+    """Whether a spelling `pre|unit` (detect_units) starts with a currency sign or a unit, magnitude or
+    percent sign (`$|`, `|oz.`, `|oz. alumi-tek`, `|km/h`), a final full stop left out."""
+    pre, _, unit = spelling.partition("|")
+    words = unit.split()
+    return bool(pre.strip()) or (bool(words) and words[0].rstrip(".") in KNOWN_UNITS)
 
 
 def _legend(shapes: list[str]) -> str:
@@ -113,8 +141,8 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
     Free text and prose (most values three words or more; see ColumnFacts.free_text, .prose) have no shape
     to break: a sentence is not checked against a pattern.
     """
-    if f.n_present < 20 or f.free_text or f.prose:
-        return None
+    if f.n_present < 20 or f.free_text or f.prose or f.list_delimiter is not None:
+        return None  # a list's shape is its length: its items are judged as a vocabulary (typos)
     ids, weights_u = sample_uniques(f)
     keep = f.present[ids]
     ids, weights_u = ids[keep], weights_u[keep]
@@ -159,11 +187,14 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
             elif usual:
                 accepted.append(shape_text[i])
         extra = tuple(sorted({r for r in judged if r is not None}))
-    if all(NUMBER_SHAPE.match(s) for s in dominant):
+    if all(NUMBER_SHAPE.match(s) or (SCIENTIFIC_SHAPE.match(s) and f.numeric.numeric) for s in dominant):
         # In a column of numbers, whole numbers, decimals and signs are one format (a humidity of 100 among
         # 43.5, a dew point of -2): only the separators (decimal comma or point) are a convention to keep.
         plain = PLAIN_NUMBER_SHAPES if convention != "comma" else {"9", "-9", "+9"}
         accepted = sorted(set(accepted) | plain)
+        # Scientific notation is how R and Python write very small and very round numbers (3e-4, 1e+05,
+        # 18e16): the same kind of number, written with the column's decimal separator.
+        extra = (*extra, SCIENTIFIC_COMMA if convention == "comma" else SCIENTIFIC_POINT)
     if all("@" in s for s in dominant):
         # An e-mail column: validity is the address grammar, not the shape of its local part (mbates88@
         # and dan_k_wood@ are ordinary addresses beside ann@).
@@ -252,6 +283,10 @@ def detect_units(f: ColumnFacts) -> Finding | None:
     if len(real) < 2:
         return None
     plain = stext.index("|") if "|" in stext else -1
+    if plain not in real and not all(_known_unit(stext[i]) for i in real):
+        # Every value carries a suffix and some suffix names no unit: a code of a count and a kind (gears
+        # and gearbox: 7a, 8am, 1dd), not a quantity written with its unit in several ways.
+        return None
     bad = matched & (scodes != plain)
     # Rare spellings are typos, not representations: the shape and spelling detectors report them.
     bad &= np.isin(scodes, real)

@@ -66,6 +66,29 @@ def detect_rare_values(f: ColumnFacts, cal: Calibration = DEFAULT) -> Finding | 
     )
 
 
+SIGNED_SHARE = 0.1  # a column of numbers is signed when at least this share of its rows is on each side of 0
+
+
+def _signed_centre(f: ColumnFacts, ids: np.ndarray) -> np.ndarray:
+    """Per dictionary id: the number at the centre of a column of signed numbers (the rows holding it
+    straddle the column's median, with many rows below zero and many above). The zero of colour coordinates
+    (every grey), of a change or of a balance is the column's natural middle, not a placeholder: a
+    placeholder stands apart from the values it stands in for."""
+    m = f.numeric
+    out = np.zeros(ids.size, dtype=bool)
+    if not m.numeric:
+        return out
+    ok = m.is_number
+    x, w = m.numbers[ok], m.weights[ok].astype(np.float64)
+    total = float(w.sum())
+    if total <= 0 or min(w[x < 0].sum(), w[x > 0].sum()) < SIGNED_SHARE * total:
+        return out
+    below = np.array([float(w[x < v].sum()) for v in m.numbers[np.searchsorted(m.ids, ids)]])
+    held = f.counts[ids].astype(np.float64)
+    number = m.numbers[np.searchsorted(m.ids, ids)]
+    return ~np.isnan(number) & (below <= 0.5 * total) & (below + held >= 0.5 * total)
+
+
 def detect_repeated_placeholder(f: ColumnFacts, cal: Calibration = DEFAULT) -> Finding | None:
     """One value filling far more rows than any other in a column of nearly unique values (bulk copy)."""
     present = f.present & (f.counts > 0)
@@ -76,6 +99,8 @@ def detect_repeated_placeholder(f: ColumnFacts, cal: Calibration = DEFAULT) -> F
     # Among nearly unique values, how many rows would the most repeated one fill by chance? A handful.
     expected = max(2.0, float(np.quantile(counts, 0.99)))
     hit = counts >= cal.placeholder_repeat_ratio * expected
+    if hit.any():
+        hit &= ~_signed_centre(f, ids)
     if not hit.any():
         return None
     ids = ids[hit]

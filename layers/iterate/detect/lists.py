@@ -27,6 +27,12 @@ def split_items(value: str, delimiter: str) -> list[str]:
 
 
 def list_delimiter(f: ColumnFacts) -> str | None:
+    """The delimiter of a column of lists, or None when the column holds single values (worked out once per
+    column: ColumnFacts.list_delimiter)."""
+    return f.list_delimiter
+
+
+def find_delimiter(f: ColumnFacts) -> str | None:
     """The delimiter of a column of lists, or None when the column holds single values.
 
     A column of lists writes several items in a good share of its rows, and those items are the column's own

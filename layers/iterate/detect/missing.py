@@ -177,9 +177,13 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
     # Gaps the table itself explains as undefined (a ratio over a zero) are taken out first.
     undefined: dict[int, tuple[np.ndarray, str, str]] = {}
     numbers: dict[int, np.ndarray] = {}
+    # Only columns of numbers compute a ratio, and only columns that hold a zero can divide by one: found
+    # once per table, so that cost follows the columns, not the columns times the columns.
+    numeric = [g for g in facts if g.column.n_unique >= 2 and g.numeric.numeric]
+    with_zero = [g for g in numeric if (_numbers(g, numbers) == 0).any()]
     for f in facts:
-        if f.index in rows and not partners.get(f.index):
-            found = _undefined_formula(f, np.flatnonzero(rows[f.index]), facts, n_rows, numbers)
+        if f.index in rows and not partners.get(f.index) and with_zero and f.numeric.numeric:
+            found = _undefined_formula(f, np.flatnonzero(rows[f.index]), numeric, with_zero, n_rows, numbers)
             if found is not None and found[0].size:
                 undefined[f.index] = found
     odd_rows, odd_columns, odd_count = _atypical_rows(
@@ -381,16 +385,23 @@ def _resolution(f: ColumnFacts, rows: np.ndarray) -> np.ndarray:
 
 
 def _undefined_formula(
-    f: ColumnFacts, gaps: np.ndarray, facts: list[ColumnFacts], n_rows: int, cache: dict[int, np.ndarray]
+    f: ColumnFacts,
+    gaps: np.ndarray,
+    numeric: list[ColumnFacts],
+    with_zero: list[ColumnFacts],
+    n_rows: int,
+    cache: dict[int, np.ndarray],
 ) -> tuple[np.ndarray, str, str] | None:
     """Gaps of a computed column where its formula divides by zero: the column is a ratio or a change of two
     others (a / b, (a - b) / b, in percent or not) on nearly every row, and at these gaps b is 0, so there
     is no value to give (a population's change from 0 residents). Returns the rows, the formula and b."""
     if gaps.size > MAX_UNDEFINED_GAPS:
         return None
-    others = [g for g in facts if g.index != f.index and g.column.n_unique >= 2]
+    others = [g for g in numeric if g.index != f.index]
     # Cheap first: a column that is 0 on one of the gaps' rows (looked up by distinct value).
-    divisors = [g for g in others if (_numbers(g, cache)[g.column.codes[gaps]] == 0).any()]
+    divisors = [
+        g for g in with_zero if g.index != f.index and (_numbers(g, cache)[g.column.codes[gaps]] == 0).any()
+    ]
     if not divisors:
         return None
     sample = np.arange(n_rows)

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from functools import cached_property
+from itertools import pairwise
 
 import numpy as np
 import pyarrow as pa
@@ -177,6 +179,40 @@ def _values(f: ColumnFacts, ids: np.ndarray) -> list[str]:
     return sorted(set(f.column.texts(ids)))[:MAX_LISTED]
 
 
+SHAPE_SAMPLE = 5_000  # distinct values that are not numbers, judged for their layouts
+REGULAR_SHARE = 0.8  # the share of a column's other values that must follow its own regular layouts
+
+
+def _layout(text: str) -> str:
+    """A value's layout: each digit a 9, each letter an a, other characters as they are (`NW10 2BH` is
+    `aa99 9aa`, `91-348` is `99-999`)."""
+    return "".join("9" if c.isdigit() else "a" if c.isalpha() else c for c in text.strip())
+
+
+# A code's own layout joins groups of digits or letters with a separator (`99-999`, `a9a 9a9`); a number
+# gone wrong has a letter in place of a digit or a point (`3x10x`, `4v`) instead.
+CODE_LAYOUT = re.compile(r"[a9][ /-][a9]")
+
+
+def _multi_format_code(f: ColumnFacts, m: NumericModel) -> bool:
+    """Whether the column is a code written in several formats (postcodes of several countries): its
+    numbers are whole and some keep leading zeros (`02401`: no quantity is written so), and the values that
+    are not numbers follow layouts of their own, each shared by several of them and joining groups with a
+    separator (`99-999`, `a9a 9a9`), none doubled (`0..24` is a number gone wrong)."""
+    ok = m.is_number
+    whole = ok & (m.decimals == 0)
+    if m.weights[whole].sum() < 0.9 * m.weights[ok].sum():
+        return False
+    written = pc.utf8_trim_whitespace(f.column.dictionary.take(pa.array(m.ids[whole], pa.int64())))
+    if int(_bools(pc.match_substring_regex(written, r"^[-+]?0[0-9]")).sum()) < 2:
+        return False
+    layouts = Counter(_layout(t) for t in f.column.texts(m.ids[~ok][:SHAPE_SAMPLE]))
+    if any(re.search(r"([^a9])\1", s) for s in layouts):
+        return False
+    regular = sum(n for s, n in layouts.items() if n >= 2 and CODE_LAYOUT.search(s))
+    return regular >= REGULAR_SHARE * sum(layouts.values())
+
+
 def detect_invalid_numbers(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT) -> Finding | None:
     """Values that do not read as a number in a column whose rows mostly do."""
     if not m.numeric or m.share >= 1.0:
@@ -184,6 +220,10 @@ def detect_invalid_numbers(f: ColumnFacts, m: NumericModel, cal: Calibration = D
     bad = ~m.is_number
     if not bad.any():
         return None
+    if _multi_format_code(f, m):
+        return None
+    if f.list_delimiter is not None:
+        return None  # lists of numbers ('1, 5, 8') are lists of codes: their items are judged as a vocabulary
     # A value the column repeats is likelier a code it uses (`N/R`) than a slip.
     llr = share_llr(m.share, cal.parse_bonus) - repeat_discount(m.weights[bad], f.typical_count, cal)
     ids = m.ids[bad]
@@ -238,6 +278,19 @@ def _written_decimals(numbers: np.ndarray, decimals: np.ndarray) -> np.ndarray:
     return out
 
 
+SCIENTIFIC_SHARE = 0.05  # rows written in scientific notation from which a column's precision is its digits
+
+
+def _written_digits(numbers: np.ndarray) -> np.ndarray:
+    """Significant digits once binary floating-point noise is rounded away: `1.6021766340000001e-19` is
+    1.602176634e-19 (10), `5.48579909065e-4` keeps its 12."""
+    out = np.zeros(numbers.size, dtype=np.int64)
+    for i in np.flatnonzero(~np.isnan(numbers)):
+        mantissa = f"{numbers[i]:.11e}".split("e")[0].lstrip("-").replace(".", "").rstrip("0")
+        out[i] = max(len(mantissa), 1)
+    return out
+
+
 def detect_precision(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT) -> Finding | None:
     """Numbers written with far more decimals than the column writes (`0.453009067` among `0.24`).
 
@@ -247,7 +300,14 @@ def detect_precision(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT
     if not m.numeric:
         return None
     ok = m.is_number
-    written = _written_decimals(m.numbers, m.decimals)
+    # A column that writes numbers in scientific notation spans magnitudes (constants from 1e-74 to 1e50):
+    # its precision is its significant digits, which decimals do not count.
+    text = f.column.dictionary.take(pa.array(m.ids, pa.int64()))
+    scientific = ok & _bools(pc.match_substring_regex(text, r"[0-9][eE][-+]?[0-9]"))
+    digits = m.convention == "point" and float(m.weights[scientific].sum()) >= SCIENTIFIC_SHARE * float(
+        m.weights[ok].sum()
+    )
+    written = _written_digits(m.numbers) if digits else _written_decimals(m.numbers, m.decimals)
     typical = m.typical(written)
     excess = written - typical
     hit = ok & (excess >= cal.precision_gap)
@@ -262,10 +322,12 @@ def detect_precision(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT
     bound = int(typical + cal.precision_gap)
     name = f.name
 
+    unit = "significant digits" if digits else "decimals"
+
     def describe(fd: Finding) -> str:
         return (
             f"{plural(fd.n_cells, 'number')} in '{name}' {agree(fd.n_cells, 'is', 'are')} written with {bound} or "
-            "more decimals, while the column "
+            f"more {unit}, while the column "
             f"usually writes {int(typical)}; for example "
             + ", ".join(repr(v) for v in fd.stats["bad_values"][:3])
             + ". Values like these are usually noise or a computation pasted over the recorded value."
@@ -285,10 +347,32 @@ def detect_precision(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT
         "Restore it, or round to the column's precision if the extra digits are only formatting.",
         category="smart_fixes",
         detector="precision",
-        stat_name="decimals written",
-        stats={"column": name, "rule": "decimals", "min_decimals": bound, "bad_values": _values(f, ids)},
+        stat_name=f"{unit} written",
+        stats={"column": name, "rule": "digits", "min_digits": bound, "bad_values": _values(f, ids)}
+        if digits
+        else {"column": name, "rule": "decimals", "min_decimals": bound, "bad_values": _values(f, ids)},
         key=f"precision:{name}",
     )
+
+
+# A semantic hint a user's data allows: a column called perc..., pct, percent, share, proportion or fraction
+# holds shares of a whole, between 0 and 100 (or 1).
+SHARE_NAME = re.compile(r"(?i)(?:perc|pct|percent|proportion|share|fraction)")
+SHARE_PAD = 0.005  # of the bound: how far inside 0 and the bound a share's log-odds are taken
+
+
+def share_top(name: str, x: np.ndarray, w: np.ndarray) -> float | None:
+    """The bound of a column of shares (100 for percentages, 1 for proportions) when its name says it holds
+    shares and (nearly) every row lies within it; None otherwise. A share beyond it is impossible."""
+    if SHARE_NAME.search(name) is None or x.size == 0:
+        return None
+    total = float(w.sum())
+    for top in (1.0, 100.0):
+        if float(w[(x < 0) | (x > top)].sum()) <= DEFAULT.offscale_share * total:
+            if top == 1.0 and float(x.max()) > 1.0 and float(w[x > 1.0].sum()) > 0.01 * total:
+                continue  # percentages with some above 1, not proportions
+            return top
+    return None
 
 
 @dataclass(frozen=True)
@@ -298,19 +382,30 @@ class Scale:
     `kind`: "linear"; "log" for positive quantities spanning magnitudes (prices, thicknesses); "log1p" for
     counts and amounts that are never negative but often zero (riders per hour); "log0" for amounts that
     are zero in most rows and spread over magnitudes otherwise (rainfall, spending): zeros sit in the bulk
-    and the other values are judged on the log scale among themselves.
+    and the other values are judged on the log scale among themselves; "logit" for shares bounded by `top`
+    (100 for percentages, 1 for proportions) that crowd against a bound (the share of white residents, 98%
+    in most counties): the log-odds, on which 57% is as far below 98% as 2% is above it.
     """
 
     kind: str
     center: float
     spread: float
+    top: float = 0.0  # the bound of a share (logit only)
+    # The spread of each tail where it is wider than the bulk's (a heavy tail): 0 means `spread`.
+    low_spread: float = 0.0
+    high_spread: float = 0.0
 
     @property
     def log(self) -> bool:
-        return self.kind != "linear"
+        return self.kind.startswith("log") and self.kind != "logit"
 
     def transform(self, x: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
+            if self.kind == "logit":
+                pad = SHARE_PAD * self.top  # 0 and 100 stay finite: half a point of a percentage
+                inside = (x >= 0) & (x <= self.top)
+                safe = np.where(inside, x, 0.0)
+                return np.where(inside, np.log((safe + pad) / (self.top - safe + pad)), np.inf)
             if self.kind == "log":
                 return np.where(x > 0, np.log(np.where(x > 0, x, 1.0)), -np.inf)
             if self.kind == "log0":
@@ -323,14 +418,25 @@ class Scale:
     def z(self, x: np.ndarray) -> np.ndarray:
         # No positive quantity is zero or below, no count is negative: those lie infinitely far.
         with np.errstate(invalid="ignore"):
-            return np.abs(self.transform(x) - self.center) / self.spread
+            d = self.transform(x) - self.center
+            low, high = self.low_spread or self.spread, self.high_spread or self.spread
+            return np.where(d > 0, d / high, -d / low)
 
     def bounds(self, z: float) -> tuple[float, float]:
-        lo, hi = self.center - z * self.spread, self.center + z * self.spread
+        low, high = self.low_spread or self.spread, self.high_spread or self.spread
+        lo, hi = self.center - z * low, self.center + z * high
         if self.kind in ("log", "log0"):
             return math.exp(lo), math.exp(hi)
         if self.kind == "log1p":
             return max(math.expm1(lo), 0.0), math.expm1(hi)
+        if self.kind == "logit":
+            pad = SHARE_PAD * self.top
+
+            def back(t: float) -> float:
+                e = math.exp(min(t, 700.0))
+                return min(max((e * (self.top + pad) - pad) / (1.0 + e), 0.0), self.top)
+
+            return back(lo), back(hi)
         return lo, hi
 
 
@@ -362,10 +468,10 @@ def domain_tier(w: np.ndarray, cal: Calibration = DEFAULT) -> np.ndarray | None:
     return None
 
 
-def robust_scale(x: np.ndarray, w: np.ndarray) -> Scale | None:
+def robust_scale(x: np.ndarray, w: np.ndarray, top: float | None = None) -> Scale | None:
     """Median and MAD on the scale that makes the column most symmetric: log when (nearly) every value is
-    positive, log1p when none is negative but some are zero, linear otherwise. A transformed scale must be
-    clearly more symmetric than the values as they are."""
+    positive, log1p when none is negative but some are zero, logit for shares bounded by `top`, linear
+    otherwise. A transformed scale must be clearly more symmetric than the values as they are."""
     domain = domain_tier(w)
     if domain is not None:
         # A column with a domain of common values is judged against that domain (its spread, or the spacing
@@ -394,10 +500,12 @@ def robust_scale(x: np.ndarray, w: np.ndarray) -> Scale | None:
     # by their sign instead (see detect_numeric_outliers).
     if float(w[x < 0].sum()) <= DEFAULT.offscale_share * w.sum():
         kinds.append("log" if w[x <= 0].sum() <= DEFAULT.offscale_share * w.sum() else "log1p")
+    if top:
+        kinds.append("logit")
     best: Scale | None = None
     best_skew = math.inf
     for kind in kinds:
-        probe = Scale(kind, 0.0, 1.0)
+        probe = Scale(kind, 0.0, 1.0, top or 0.0)
         t = probe.transform(x)
         ok = np.isfinite(t)
         if ok.sum() < 3:
@@ -415,8 +523,61 @@ def robust_scale(x: np.ndarray, w: np.ndarray) -> Scale | None:
             continue
         penalty = 0.0 if kind == "linear" else 0.1
         if abs(skew) + penalty < best_skew:
-            best, best_skew = Scale(kind, med, spread), abs(skew) + penalty
+            best, best_skew = Scale(kind, med, spread, top or 0.0), abs(skew) + penalty
     return best
+
+
+# A semantic hint a user's data allows: a column called lon, lng or longitude holds degrees around the globe.
+LONGITUDE_NAME = re.compile(r"(?i)(?:^|[^a-z])(?:lon|lng|long|longitude)(?:[^a-z]|$)")
+
+
+def _unwrap(x: np.ndarray) -> np.ndarray:
+    """Longitudes cut where the globe is emptiest (the widest gap between them), so that the bulk is one
+    run of numbers: airports from Guam to Maine straddle the antimeridian, not 0."""
+    u = np.unique(x)
+    if u.size < 2:
+        return x
+    gaps = np.diff(np.r_[u, u[0] + 360.0])
+    cut = int(np.argmax(gaps))
+    if cut == u.size - 1:
+        return x  # the widest gap is across the antimeridian already
+    return np.where(x > u[cut], x - 360.0, x)
+
+
+# Where each tail's spread is read (share of the rows beyond) and where a normal bulk puts those quantiles.
+TAIL_LEVELS = ((0.10, 1.2816), (0.05, 1.6449), (0.01, 2.3263))
+TAIL_SMOOTH = 1.5  # a tail is smooth when its spread grows by at most this much from one level to the next
+
+
+def _tail_spreads(scale: Scale, x: np.ndarray, w: np.ndarray) -> Scale:
+    """The scale with each tail's own spread where the tail is heavier than the bulk and smoothly so.
+
+    Each tail's spread is read at the 10%, 5% and 1% of the rows beyond it: the spread a normal bulk would
+    need to put them there. A real heavy tail (a chronic-disease index whose 99th percentile lies five
+    spreads out, growth rates of towns of every size) grows its spread gently from one level to the next,
+    and is then judged by its 1% spread: its real extremes stay. Errors make a shoulder instead (a few
+    percent of values ten times too big: the spread jumps between two levels), and leave the scale as it
+    is. A column with a domain of common values keeps the spread of its domain."""
+    if domain_tier(w) is not None:
+        return scale
+    t = scale.transform(x)
+    fin = np.isfinite(t)
+    if w[fin].sum() < 100:
+        return scale  # too few rows to read a tail at 1%
+    tt, tw = t[fin], w[fin]
+
+    def side(sign: float) -> float:
+        spreads = [
+            sign * (weighted_quantile(tt, tw, 0.5 + sign * (0.5 - share)) - scale.center) / z
+            for share, z in TAIL_LEVELS
+        ]
+        smooth = all(b <= TAIL_SMOOTH * max(a, scale.spread) for a, b in pairwise(spreads))
+        return max(spreads[-1], scale.spread) if smooth else scale.spread
+
+    low, high = side(-1.0), side(1.0)
+    if low <= scale.spread and high <= scale.spread:
+        return scale
+    return replace(scale, low_spread=low, high_spread=high)
 
 
 def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT) -> Finding | None:
@@ -427,11 +588,19 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
     if m.weights[ok].sum() < 10 or ok.sum() < 3:
         return None
     x, w = m.numbers[ok], m.weights[ok].astype(np.float64)
-    scale = robust_scale(x, w)
+    circle = LONGITUDE_NAME.search(f.name) is not None and float(x.min()) >= -180 and float(x.max()) <= 180
+    scale = robust_scale(_unwrap(x), w) if circle else robust_scale(x, w, share_top(f.name, x, w))
+    if scale is not None and scale.kind != "linear":
+        circle = False
     llr = np.zeros(x.size)
     z = np.zeros(x.size)
+    if scale is not None and not circle:
+        scale = _tail_spreads(scale, x, w)
     if scale is not None:
         z = scale.z(x)
+        if circle:  # around the globe: 174 E lies 91 degrees from 95 W, not 269
+            gap = np.abs(x - scale.center) % 360.0
+            z = np.minimum(gap, 360.0 - gap) / scale.spread
         far = (z > cal.outlier_z) & np.isfinite(z)
         if far.any():
             llr[far] = (np.minimum(z[far], 1e6) - cal.outlier_z) * cal.outlier_llr_per_z
@@ -452,12 +621,18 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
     nonneg_share = float(w[~negative].sum() / w.sum())
     sign_llr = 0.0
     sign_edge = 0.0
-    if negative.any() and nonneg_share >= 0.5:
+    # The sign is a rule of the column only where negatives are as rare as values off a log scale may be: a
+    # column with a third of its values negative (a growth rate) has no sign to break.
+    if negative.any() and nonneg_share >= 1.0 - cal.offscale_share:
         sign_llr = math.log(nonneg_share / max(1 - nonneg_share, 1e-9)) - math.log(2.0) + cal.sign_bonus
         # A negative just below zero continues a column that comes close to zero (a dew point of -0.5 F in
-        # winter); only one further below than the column's low positive values breaks its sign.
+        # winter, an airport 54 ft below sea level among thousands of feet); only one further below than the
+        # column's low positive values, and than a share of its spread, breaks its sign.
         positive = x > 0
         edge = weighted_quantile(x[positive], w[positive], 0.05) if positive.any() else 0.0
+        center = weighted_quantile(x, w, 0.5)
+        spread = 1.4826 * weighted_quantile(np.abs(x - center), w, 0.5)
+        edge = max(edge, cal.sign_edge_spread * spread)
         beyond = negative & (x < -edge)
         sign_edge = float(edge)
         llr[beyond] = np.maximum(llr[beyond], sign_llr)
@@ -465,6 +640,13 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
         # A zero in a column of positive quantities: as telling as zeros are rare in it.
         positive = float(w[~offscale].sum() / w.sum())
         llr[offscale] = math.log(positive / max(1 - positive, 1e-9)) - math.log(2.0) + cal.sign_bonus
+    if scale is not None and scale.kind == "logit":
+        # A share above its whole: as telling as such values are rare in the column (below 0: the sign).
+        above = x > scale.top
+        if above.any():
+            inside = float(w[~above].sum() / w.sum())
+            over = math.log(inside / max(1 - inside, 1e-9)) - math.log(2.0) + cal.sign_bonus
+            llr[above] = np.maximum(llr[above], over)
     llr = np.minimum(llr, cal.outlier_max_llr)
     hit = llr > 0
     if not hit.any():
@@ -474,6 +656,9 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
     low, high = scale.bounds(cal.outlier_z) if scale is not None else (None, None)
     if low is not None and not negative.any():
         low = max(low, 0.0)  # a quantity that is never negative has no expected range below zero
+    top = share_top(f.name, x, w)
+    if high is not None and top is not None:
+        high = min(high, top)  # nor a share above its whole
     median = weighted_quantile(x, w, 0.5)
 
     def describe(fd: Finding) -> str:
@@ -483,7 +668,11 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
         return (
             f"{plural(fd.n_cells, 'value')} in '{name}' {agree(fd.n_cells, 'lies', 'lie')} far outside the bulk "
             f"of the column{bulk}, e.g. {shown}."
-            + (" Some are negative in a column that otherwise never is." if sign_llr > 0 else "")
+            + (
+                " Some are negative in a column that otherwise never is."
+                if sign_llr > 0 and any(v.strip().startswith("-") for v in fd.stats["bad_values"])
+                else ""
+            )
         )
 
     return value_finding(
@@ -509,6 +698,7 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
             "edge": sign_edge,
             "median": median,
             "scale": scale.kind if scale is not None else "linear",
+            "top": scale.top if scale is not None and scale.kind == "logit" else None,
             "bad_values": _values(f, ids),
         },
         key=f"outliers:{name}",
@@ -724,7 +914,7 @@ def discount_explained_outliers(
     kind = str(f.stats.get("scale", "linear"))
     per_id = np.full(fy.column.n_unique, np.nan)
     per_id[m.ids] = m.numbers
-    scale = Scale(kind, 0.0, 1.0)
+    scale = Scale(kind, 0.0, 1.0, float(f.stats.get("top") or 0.0))
     values = scale.transform(per_id[fy.column.codes])
     if contexts is None:
         contexts = context_columns(facts, values.size)
@@ -774,6 +964,77 @@ def discount_explained_outliers(
     f.llr = np.minimum(f.llr, np.where(np.isfinite(z_group), llr_group, f.llr))
     f.stats["context"] = g.name
     return f
+
+
+SIBLING_RANK_CORR = 0.9  # a column that ranks the rows (nearly) as this one does measures the same quantity
+SIBLING_SAMPLE = 50_000  # rows the rank correlation of two columns is judged on
+
+
+def _per_row_numbers(f: ColumnFacts) -> np.ndarray:
+    """The number each row of a column reads as (NaN: not a number, or missing)."""
+    m = f.numeric
+    per_id = np.full(f.column.n_unique, np.nan)
+    per_id[m.ids] = m.numbers
+    return per_id[f.column.codes]
+
+
+def _rank_corr(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's rank correlation of two equally long arrays (no NaN)."""
+    if a.size < 10:
+        return 0.0
+    ra = np.empty(a.size)
+    rb = np.empty(b.size)
+    ra[np.argsort(a, kind="stable")] = np.arange(a.size)
+    rb[np.argsort(b, kind="stable")] = np.arange(b.size)
+    if ra.std() == 0 or rb.std() == 0:
+        return 0.0
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def excuse_shared_zeros(findings: list[Finding], facts: list[ColumnFacts]) -> list[Finding]:
+    """A zero in a column of positive quantities is no evidence when its row is zero as well in a sibling
+    column: one that ranks the rows as this one does (population in 2001 and in 2011, a count and its
+    share). An entity that is empty (a township without residents, a county without Asian residents) is
+    empty in every measurement of it; a slip or a failed report puts a zero in one cell, or in columns that
+    measure different things (listings and months of inventory). The value's cells keep sharing one
+    evidence: it is dropped only when every row holding the zero is vouched for so."""
+    per_row: dict[int, np.ndarray] = {}
+
+    def numbers_of(g: ColumnFacts) -> np.ndarray:
+        if g.index not in per_row:
+            per_row[g.index] = _per_row_numbers(g)
+        return per_row[g.index]
+
+    candidates = [g for g in facts if g.numeric.numeric and g.numeric.code_width is None]
+    for f in findings:
+        if f.type != "numeric_outlier" or not f.n_cells or f.llr is None or f.stats.get("scale") != "log":
+            continue
+        fy = facts[int(f.cols[0])]
+        x = numbers_of(fy)
+        zero_rows = np.flatnonzero(x == 0)
+        if zero_rows.size == 0 or not np.isin(zero_rows, f.rows).any():
+            continue
+        vouched = np.zeros(zero_rows.size, dtype=bool)
+        siblings: list[str] = []
+        for g in candidates:
+            if g.index == fy.index:
+                continue
+            y = numbers_of(g)
+            shared = y[zero_rows] == 0
+            if not shared.any():
+                continue
+            both = np.flatnonzero((x > 0) & (y > 0))
+            if both.size > SIBLING_SAMPLE:
+                both = np.random.default_rng(11).choice(both, SIBLING_SAMPLE, replace=False)
+            if _rank_corr(x[both], y[both]) >= SIBLING_RANK_CORR:
+                vouched |= shared
+                siblings.append(g.name)
+            if vouched.all():
+                break
+        if vouched.all():
+            f.llr = np.where(x[f.rows] == 0, np.minimum(f.llr, 0.0), f.llr)
+            f.stats["zero_siblings"] = siblings
+    return findings
 
 
 MIN_CONTEXT_ROWS = 5

@@ -151,8 +151,8 @@ def detect_neighbour_breaks(
     agree_by: dict[int, np.ndarray] = {}
     mode_by: dict[int, np.ndarray] = {}
     for f in facts:
-        if f.column.n_unique < 2 or f.free_text:
-            continue
+        if f.column.n_unique < 2 or f.free_text or f.list_delimiter is not None:
+            continue  # a list ('1, 5, 8') is not a value its neighbours can be expected to repeat
         codes = present_codes(f)
         counts = np.bincount(codes[codes >= 0], minlength=f.column.n_unique)
         if not _in_blocks(codes, counts):

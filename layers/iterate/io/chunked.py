@@ -50,15 +50,19 @@ class Chunking:
 # and the merge (1M-row bench, 2 cores: 15.0 s of CPU for the whole run with one worker against 16.7 s with
 # two, the same wall time; docs/large-files.md).
 PARSE_IN_PROCESS_CORES = 2
+# At most this many worker processes unless asked for more: each holds its range's text and columns until the
+# merge takes them (316-389 MB per 64 MiB range), side by side. The 3M-row bench file's read peaked at 1,656 MB
+# over all processes with 4 workers and at 2,554 MB with 8, what a laptop of 8 cores would have started.
+MAX_DEFAULT_WORKERS = 4
 
 
 def resolve_workers(workers: int | None, cores: int | None = None) -> int:
-    """The number of worker processes: as given; when None, the machine's cores, or 1 on a machine of
-    PARSE_IN_PROCESS_CORES cores or fewer."""
+    """The number of worker processes: as given; when None, the machine's cores up to MAX_DEFAULT_WORKERS,
+    or 1 on a machine of PARSE_IN_PROCESS_CORES cores or fewer."""
     if workers is not None:
         return max(1, workers)
     cores = cores if cores is not None else (os.cpu_count() or 1)
-    return cores if cores > PARSE_IN_PROCESS_CORES else 1
+    return min(cores, MAX_DEFAULT_WORKERS) if cores > PARSE_IN_PROCESS_CORES else 1
 
 
 def line_ranges(path: Path, chunk_bytes: int) -> list[tuple[int, int]]:

@@ -171,7 +171,11 @@ missing = set(PARAMS.get("missing_markers", []))
 present = ((stripped != "") & ~stripped.isin(missing)).to_numpy(dtype=bool)
 if PARAMS.get("expected_regex"):
     pattern = re.compile(PARAMS["expected_regex"])
-    fits = np.array([pattern.fullmatch(str(u)) is not None for u in uniques.tolist()], dtype=bool)
+    # 65,536 distinct values at a time: a long column's millions are never all Python strings at once.
+    fits = np.zeros(len(uniques), dtype=bool)
+    for start in range(0, len(uniques), 65536):
+        part = uniques.iloc[start : start + 65536].tolist()
+        fits[start : start + len(part)] = [pattern.fullmatch(str(u)) is not None for u in part]
     bad = present & ~fits
     rule = "expected_regex"
 else:
@@ -256,6 +260,16 @@ elif rule == "decimals":
         return digits
     minimum = int(PARAMS["min_decimals"])
     holds = np.array([bool(k) and written(v) >= minimum for v, k in zip(text.tolist(), listed.tolist())], dtype=bool)
+elif rule == "digits":
+    # Significant digits written, once binary floating-point noise (1.6021766340000001e-19) is rounded away.
+    def significant(v):
+        try:
+            mantissa = "%.11e" % float(v.replace(",", ""))
+        except ValueError:
+            return 0
+        return max(len(mantissa.split("e")[0].lstrip("-").replace(".", "").rstrip("0")), 1)
+    minimum = int(PARAMS["min_digits"])
+    holds = np.array([bool(k) and significant(v) >= minimum for v, k in zip(text.tolist(), listed.tolist())], dtype=bool)
 elif rule == "width":
     holds = (text.str.lstrip("+-").str.len() != int(PARAMS["width"])).to_numpy(dtype=bool)
 elif rule == "integer_written":

@@ -1,0 +1,55 @@
+"""When a run starts the sandbox's interpreter: during the read, or after the detectors on a large input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import iterate.detect
+import iterate.pipeline
+from iterate.pipeline import run_local
+from iterate.sandbox import LocalSandbox, SandboxLimits
+from iterate.settings import Settings
+
+pytestmark = pytest.mark.slow
+
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "orders.csv"
+
+
+class Recording(LocalSandbox):
+    def __init__(self, events: list[str], limits: SandboxLimits) -> None:
+        super().__init__(limits)
+        self.events = events
+
+    def prepare(self, data: Any = None, *, arrow: Any = None) -> Any:
+        self.events.append("prepare" if data is None else "prepare data")
+        return super().prepare(data, arrow=arrow)
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_the_sandbox_starts_after_the_detectors_only_on_a_large_input(
+    large: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[str] = []
+    detect = iterate.detect.detect
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        events.append("detect")
+        return detect(*args, **kwargs)
+
+    monkeypatch.setattr(iterate.detect, "detect", recorded)
+    if large:
+        monkeypatch.setattr(iterate.pipeline, "LARGE_INPUT_BYTES", SAMPLE.stat().st_size)
+    settings = Settings()
+    with Recording(events, SandboxLimits.from_settings(settings)) as sandbox:
+        result = run_local(SAMPLE, tmp_path / "out", settings=settings, sandbox=sandbox)
+    # Given the sample: small, the interpreter starts while it is read; large, once the detectors are done
+    # (their peak is then not shared with it); either way before the frame is loaded for the proofs
+    if large:
+        assert events == ["detect", "prepare", "prepare data"]
+    else:
+        assert events == ["prepare", "detect", "prepare", "prepare data"]
+    # And the proofs ran all the same
+    assert sum(i.status == "confirmed" for i in result.issues) >= 5
