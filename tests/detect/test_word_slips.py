@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from iterate.detect import detect
-from iterate.detect.words import find_slips, slip_kind
+from iterate.detect.words import LEGIT_PRIOR, TYPO_KINDS, Slip, column_odds, find_slips, slip_kind
 from iterate.table import SourceInfo, Table
 
 pytestmark = pytest.mark.unit
@@ -152,3 +152,70 @@ def test_a_variant_repeated_across_its_entitys_rows_carries_less_evidence() -> N
 )
 def test_slip_kinds(variant: str, reference: str, kind: str | None) -> None:
     assert slip_kind(variant, reference) == kind
+
+
+def test_a_column_whose_candidates_read_as_other_words_weighs_each_claim_less() -> None:
+    # Given the candidates of two columns, each with the same evidence from its word counts: in one they are
+    # mostly another vowel or consonant (creative names: Pole, Pile beside Pale), in the other mostly swaps
+    # and doubled letters (a typing hand)
+    kind_llr = {k: float(np.log(TYPO_KINDS[k] / LEGIT_PRIOR[k])) for k in TYPO_KINDS}
+
+    def candidates(kinds: list[str]) -> list[Slip]:
+        return [Slip(i, "w", "r", k, 3.0 + kind_llr[k]) for i, k in enumerate(kinds)]
+
+    names = candidates(["sub"] * 40 + ["insert"] * 15 + ["swap"] * 2)
+    typing = candidates(["swap"] * 25 + ["double"] * 10 + ["drop"] * 10 + ["sub"] * 2)
+    few = candidates(["sub", "insert"])
+    # When the column's odds are read off the kinds
+    shift_names, shift_typing, shift_few = (
+        column_odds(c, kind_llr, LEGIT_PRIOR) for c in (names, typing, few)
+    )
+    # Then the creative names weigh each claim down by nats, the typing slips do not, and two candidates
+    # say little either way
+    assert shift_names < -2.0
+    assert shift_typing > -0.5
+    assert -1.5 < shift_few < 0.0
+
+
+def test_a_swap_among_creative_names_beside_frequent_words_carries_less_evidence() -> None:
+    # Given unique brewery names and beer names whose one-off words sit one letter from words the column
+    # writes a dozen times each (Pole, Pile, Pace beside Pale; Hog, Top beside Hop), and one name with a swap
+    values = breweries({5: "Airways Brewing Cmopany"})
+    odd = ["Pole", "Pile", "Pele", "Pace", "Pave", "Paly", "Hog", "Top", "Pop", "Hot", "Hob", "Mop"]
+    usual = [
+        "Ale",
+        "Lager",
+        "Stout",
+        "Porter",
+        "Bock",
+        "Wit",
+        "Gose",
+        "Kolsch",
+        "Saison",
+        "Tripel",
+        "Dubbel",
+        "Mild",
+    ]
+    with_creative = values + [f"{w} Barn" for w in odd] + [f"{a} {b}" for a in ("Pale", "Hop") for b in usual]
+    plain = {s.written: s.llr for s in find_slips(values, np.ones(len(values), dtype=np.int64))}
+    crowded = {
+        s.written: s.llr for s in find_slips(with_creative, np.ones(len(with_creative), dtype=np.int64))
+    }
+    # Then the swap carries less evidence among the creative names than without them
+    assert crowded.get("Cmopany", -99.0) < plain["Cmopany"]
+
+
+def test_the_finding_lists_each_value_with_its_slip_put_right() -> None:
+    # Given unique brewery names, two with a slip inside a word
+    values = breweries({5: "Airways Brewing Cmopany", 9: "Branchline Brewing Comppany"})
+    table = make_table({"id": [str(i) for i in range(len(values))], "brewery": values})
+    # When the table is examined
+    found = [f for f in detect(table).findings if f.detector == "typos-words" and f.flag]
+    # Then the values, their claims and their replacements name the same values (what a fix writes)
+    assert len(found) == 1
+    stats = found[0].stats
+    assert stats["bad_values"] == sorted(stats["slips"]) == sorted(stats["canonical"])
+    assert stats["canonical"] == {
+        "Airways Brewing Cmopany": "Airways Brewing Company",
+        "Branchline Brewing Comppany": "Branchline Brewing Company",
+    }

@@ -75,6 +75,9 @@ LEGIT_PRIOR = {
 }
 PRIOR_WEIGHT = 20.0  # the legitimate prior counts as this many established pairs
 TYPO_SHARE = 0.5  # share of a text column's wrong values that are slips inside a word
+# The column's own odds of a slip, fitted on its candidates' kinds, start at the word model's and move from
+# it by about this much (nats, one standard deviation) before the kinds are read.
+ODDS_PRIOR_SD = 1.0
 SHAPE_CHANGE = 0.1  # chance that a slip changes the written case shape of its word
 # Established neighbours an established word has, by length (up to 4 letters, 5-6, 7 or more), before the
 # column's own words are counted: short words sit among many others, long ones among hardly any.
@@ -273,12 +276,10 @@ def find_slips(
     # Legitimately rare words per established one: how much rarer the column's words usually are.
     spread = (len(rare) + 1.0) / (len(established) + 1.0)
     n_pairs = sum(legit_kinds.values())
-    kind_llr = {
-        k: math.log(
-            TYPO_KINDS[k] / ((legit_kinds[k] + PRIOR_WEIGHT * LEGIT_PRIOR[k]) / (n_pairs + PRIOR_WEIGHT))
-        )
-        for k in TYPO_KINDS
+    legit_share = {
+        k: (legit_kinds[k] + PRIOR_WEIGHT * LEGIT_PRIOR[k]) / (n_pairs + PRIOR_WEIGHT) for k in TYPO_KINDS
     }
+    kind_llr = {k: math.log(TYPO_KINDS[k] / legit_share[k]) for k in TYPO_KINDS}
     # Case shapes the column's rare words take (a slip keeps its word's shape).
     shapes: Counter[int] = Counter(shape(form) for w in rare for form, _ in forms[w])
     n_shapes = sum(shapes.values())
@@ -341,17 +342,17 @@ def find_slips(
         found: Slip | None = None
         for _, word in runs:
             key = word.casefold()
-            hit = best_ref.get(key)
-            if hit is not None and not (hit[0].startswith(key) and text.rstrip().endswith(word)):
-                ref, kind = hit
+            pair = best_ref.get(key)
+            if pair is not None and not (pair[0].startswith(key) and text.rstrip().endswith(word)):
+                ref, kind = pair
                 llr = evidence(ref, kind, word)
                 if found is None or llr > found.llr:
                     found = Slip(v, word, _recase(usual(ref), word), kind, llr)
-            ref = case_slips.get(word)
-            if ref is not None:
-                llr = evidence(ref, "case", word)
+            case_ref = case_slips.get(word)
+            if case_ref is not None:
+                llr = evidence(case_ref, "case", word)
                 if found is None or llr > found.llr:
-                    found = Slip(v, word, usual(ref), "case", llr)
+                    found = Slip(v, word, usual(case_ref), "case", llr)
         # Space slips: two words whose space moved by one letter ('Golde nLager' for 'Golden Lager').
         for (start_a, a), (start_b, b) in pairwise(runs):
             if start_b != start_a + len(a) + 1 or text[start_b - 1] != " ":
@@ -367,7 +368,32 @@ def find_slips(
         if found is not None:
             found.llr -= float(repeat_discount(np.array([rows[v]]), typical, cal)[0])
             out.append(found)
+    shift = column_odds(out, kind_llr, legit_share)
+    for s in out:
+        s.llr += shift
     return out
+
+
+def column_odds(slips: list[Slip], kind_llr: dict[str, float], legit_share: dict[str, float]) -> float:
+    """How much likelier than the word model says a candidate of this column is a slip, read off the kinds
+    the candidates take: slips are mostly swaps, doubled letters and neighbouring keys, legitimate look-alikes
+    mostly another vowel or consonant, a letter more or less. A column whose candidates read like the latter
+    ('Pole', 'Pile' beside 'Pale'; creative names) holds fewer slips than its word counts suggest, and each
+    claim there weighs less. The shift (in nats) is its posterior mean under a prior that keeps it near zero
+    when there are few candidates."""
+    if not slips:
+        return 0.0
+    kinds = [s.kind for s in slips]
+    base = np.array([s.llr - kind_llr[k] for s, k in zip(slips, kinds, strict=True)])
+    typo = np.array([TYPO_KINDS[k] for k in kinds])
+    legit = np.array([legit_share[k] for k in kinds])
+    p = 1.0 / (1.0 + np.exp(-(base[None, :] + _SHIFTS[:, None])))
+    fit = np.log(p * typo + (1.0 - p) * legit).sum(axis=1) - 0.5 * (_SHIFTS / ODDS_PRIOR_SD) ** 2
+    weight = np.exp(fit - fit.max())
+    return float((weight * _SHIFTS).sum() / weight.sum())
+
+
+_SHIFTS = np.linspace(-6.0, 6.0, 121)
 
 
 def _min_ratio(length: int) -> float:
@@ -416,6 +442,8 @@ def detect_word_slips(f: ColumnFacts, cal: Calibration = DEFAULT) -> Finding | N
     name = f.name
     by_value = {texts[int(ids[s.value])]: s for s in slips}
     slip_params = {v: [s.written, s.reference, s.kind] for v, s in sorted(by_value.items())}
+    # The value with its slip put right: what a fix writes instead (the follow-up's and the rules' mapping).
+    respelled = {v: _respell(v, s) for v, s in by_value.items()}
 
     def describe(fd: Finding) -> str:
         shown = [v for v in fd.stats["bad_values"] if v in by_value][:4]
@@ -446,14 +474,15 @@ def detect_word_slips(f: ColumnFacts, cal: Calibration = DEFAULT) -> Finding | N
             "rule": "word_slip",
             "bad_values": sorted(slip_params)[:MAX_LISTED],
             "slips": dict(list(slip_params.items())[:MAX_LISTED]),
+            "canonical": {v: respelled[v] for v in list(slip_params)[:MAX_LISTED]},
             "established": ESTABLISHED,
             "rare": RARE,
             "missing_markers": f.markers,
         },
         key=f"words:{name}",
     )
-    respelled = {i: _respell(v, by_value[v]) for i, v in texts.items()}
-    finding.expected = [respelled.get(int(c)) for c in f.column.codes[finding.rows]]
+    by_code = {i: respelled[v] for i, v in texts.items()}
+    finding.expected = [by_code.get(int(c)) for c in f.column.codes[finding.rows]]
     return finding
 
 
