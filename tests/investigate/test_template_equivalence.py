@@ -17,6 +17,7 @@ from typing import Any
 import baseline_templates
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from iterate.agents.offline.investigation import supports, template_code
@@ -297,6 +298,56 @@ def test_issues_the_detectors_find_in_real_benchmarks_are_recounted_exactly(
     if not source.exists():
         pytest.skip("benchmark datasets not present")
     assert_detector_counts_confirmed(read_table(source), tmp_path)
+
+
+def test_word_slips_the_detector_finds_are_recounted_exactly(tmp_path: Path) -> None:
+    # Given unique brewery names (no value repeats, their words do) with slips inside words: swaps, a doubled
+    # letter, a space moved by one, a held shift key; and blanks and a placeholder among them
+    rng = random.Random(11)
+    parts = [
+        "bran",
+        "ch",
+        "li",
+        "ne",
+        "kar",
+        "bach",
+        "ska",
+        "tam",
+        "pa",
+        "ol",
+        "ym",
+        "ria",
+        "dor",
+        "ves",
+        "mon",
+    ]
+    names: set[str] = set()
+    while len(names) < 500:
+        head = "".join(rng.choice(parts) for _ in range(3)).capitalize()
+        names.add(f"{head} {rng.choice(['Brewing Company', 'Brewing Company', 'Brewery', 'Beer Company'])}")
+    values = [*sorted(names), "", "n/a", "N/A"]
+    slips = [
+        "Airways Brewing Cmopany",
+        "Branchline Brewing Comppany",
+        "Ska Brewin gCompany",
+        "Hop BRewing Company",
+    ]
+    values[3:7] = slips
+    values[40] = values[41] = "Fearless Brweing Company"
+    table = Table.from_arrow(
+        pa.table({"id": [str(i) for i in range(len(values))], "brewery": values}),
+        name="w",
+        source=SourceInfo(path="w.csv", format="csv"),
+    )
+    issues = [
+        i for i in issues_from_findings(detect(table).findings, table, None) if i.id.startswith("words-")
+    ]
+    df = read_parquet_text(write_parquet_text(table, tmp_path / "data.parquet"))
+    # Then the detector reports them and the template recounts its number
+    assert len(issues) == 1 and issues[0].affectedRows >= 4
+    got = run(template_code(issues[0]), df.copy())
+    assert isinstance(got, dict), got
+    assert got["affected_rows"] == issues[0].affectedRows
 
 
 @pytest.mark.parametrize("dtype", ["str", "object", "category"])

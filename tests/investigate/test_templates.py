@@ -370,3 +370,98 @@ def test_detector_issues_on_a_real_benchmark_are_confirmed_by_their_templates(tm
         if i.status != "confirmed" or not i.investigation.success  # type: ignore[union-attr]
     ]
     assert disagreements == []
+
+
+# Word slips: a claim names a value, the word in it, the column's word it slips from and the kind of slip; the
+# template recounts the column's word vocabulary (distinct filled values holding each word) and re-checks it.
+BREWERIES = [
+    "Alpha Brewing Company", "Beta Brewing Company", "Gamma Brewing Company", "Delta Brewing Company",
+    "Airways Brewing Cmopany", "Airways Brewing Cmopany", "Ska Brewin gCompany", "Hop Valley BRewing Company",
+    "Zeta Brewing Compny", "n/a", "Epsilon Brewing Company", "",
+]  # fmt: skip
+WORD_SLIPS = {
+    "Airways Brewing Cmopany": ["Cmopany", "Company", "swap"],
+    "Ska Brewin gCompany": ["Brewin gCompany", "Brewing Company", "space"],
+    "Hop Valley BRewing Company": ["BRewing", "Brewing", "case"],
+    "Gamma Brewing Company": ["Gamma", "Company", "swap"],  # not one slip apart
+    "Delta Brewing Company": ["Brewing", "Brewing", "drop"],  # an established word, not a rare one
+    "Zeta Brewing Compny": ["Compny", "Company", "drop"],
+}
+
+
+def word_slip_rows(
+    values: list[str], slips: dict[str, list[str]], listed: list[str], markers: set[str]
+) -> int:
+    """Rows of listed values whose claim holds, worked out with plain sets and an edit distance."""
+    filled = {v for v in values if v.strip().casefold() not in markers and re.search(r"[^\W\d_]", v)}
+    words = {v: re.findall(r"[^\W\d_]+", v) for v in filled}
+    df = {w: sum(1 for v in filled if w in {x.casefold() for x in words[v]}) for v in filled for w in (x.casefold() for x in words[v])}  # fmt: skip
+    forms = {w: sum(1 for v in filled if w in words[v]) for v in filled for w in words[v]}
+
+    def distance(a: str, b: str) -> int:  # optimal string alignment
+        d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+        for i in range(1, len(a) + 1):
+            for j in range(1, len(b) + 1):
+                d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+                if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                    d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+        return d[-1][-1]
+
+    def ratio(n: int) -> float:
+        return 20.0 if n <= 3 else 8.0 if n <= 5 else 3.0
+
+    def holds(value: str) -> bool:
+        written, reference, kind = slips[value]
+        if kind == "space":
+            a, b = written.split(" ")
+            x, y = reference.split(" ")
+            return (
+                written in value
+                and (a + b).casefold() == (x + y).casefold()
+                and min(df.get(a.casefold(), 0), df.get(b.casefold(), 0)) <= 2
+                and min(df.get(x.casefold(), 0), df.get(y.casefold(), 0)) >= 3
+            )
+        if kind == "case":
+            return written in words[value] and forms.get(written, 0) <= 2 and forms.get(reference, 0) >= ratio(len(written)) * forms[written]  # fmt: skip
+        w, r = written.casefold(), reference.casefold()
+        return (
+            written in words[value]
+            and df.get(w, 0) <= 2
+            and df.get(r, 0) >= max(3, ratio(len(w)) * df[w])
+            and distance(w, r) == 1
+        )
+
+    return sum(1 for v in values if v in listed and v in filled and holds(v))
+
+
+WORD_CASE = issue(
+    "word-slips", "inconsistent_category",
+    word_slip_rows(BREWERIES, WORD_SLIPS, list(WORD_SLIPS), {"", "n/a"}),
+    {"column": "brewery", "rule": "word_slip", "bad_values": sorted(WORD_SLIPS), "slips": WORD_SLIPS,
+     "established": 3, "rare": 2, "missing_markers": ["", "n/a"]},
+)  # fmt: skip
+
+
+@pytest.mark.unit
+def test_word_slip_template_recomputes_the_claim(tmp_path: Path) -> None:
+    # Given brewery names with a swap, a moved space, a held shift and a dropped letter, listed with two claims
+    # that do not hold (two words that are not one slip apart, and an established word called rare)
+    table = Table.from_arrow(
+        pa.table({"brewery": BREWERIES}), name="w", source=SourceInfo(path="w.csv", format="csv")
+    )
+    data = write_parquet_text(table, tmp_path / "w.parquet")
+    # When the template runs in the sandbox
+    out = investigate_all(
+        [WORD_CASE],
+        agent=OfflineInvestigationAgent(),
+        sandbox=LocalSandbox(SandboxLimits(timeout_s=20)),
+        data=DatasetRef(path=str(data)),
+        profile=PROFILE.model_copy(update={"rowCount": len(BREWERIES), "columnCount": 1}),
+    )
+    inv = out[0].investigation
+    # Then it counts exactly the rows whose claim holds (both Cmopany rows, the space, the shift, Compny)
+    assert inv is not None and inv.success, (inv.stopped, inv.error) if inv else None
+    assert WORD_CASE.affectedRows == 5
+    assert inv.output["affected_rows"] == 5
+    assert out[0].status == "confirmed"
+    assert check_policy(template_code(WORD_CASE)) == []

@@ -45,6 +45,7 @@ from iterate.detect.sequence import detect_sequence_breaks
 from iterate.detect.sources import detect_source_conflicts
 from iterate.detect.text import detect_encoding, detect_whitespace
 from iterate.detect.typos import detect_typos
+from iterate.detect.words import detect_word_slips
 from iterate.table import Table
 
 __all__ = ["Detection", "Finding", "detect"]
@@ -193,6 +194,7 @@ def detect(table: Table, calibration: Calibration = DEFAULT, *, null_marker: str
         found = [detect_sentinels(f), detect_units(f), detect_date_formats(f), detect_shape_violations(f)]
         found += [detect_impossible_dates(f)]
         found += detect_typos(f)
+        found += [detect_word_slips(f, calibration)]
         found += [detect_whitespace(f), detect_encoding(f)]
         found += [detect_invalid_numbers(f, f.numeric), detect_precision(f, f.numeric)]
         found += [detect_numeric_outliers(f, f.numeric), detect_code_width(f, f.numeric)]

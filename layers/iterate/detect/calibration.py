@@ -33,6 +33,7 @@ FAMILIES: dict[str, str] = {
     "whitespace": "text",
     "typos": "spelling",
     "typos-masked": "spelling",
+    "typos-words": "spelling",
     "foreign": "spelling",
     "outliers": "range",
     "frequency": "frequency",

@@ -263,8 +263,9 @@ def _exclude_lost_values(
     f.stats["excluded_values"] = sorted(before | lost)[:MAX_LISTED]
     if "bad_values" in f.stats:
         f.stats["bad_values"] = [v for v in f.stats["bad_values"] if v not in lost]
-    if "canonical" in f.stats:
-        f.stats["canonical"] = {k: v for k, v in f.stats["canonical"].items() if k not in lost}
+    for key in ("canonical", "slips"):  # per-value claims: only those of the values still reported
+        if key in f.stats:
+            f.stats[key] = {k: v for k, v in f.stats[key].items() if k not in lost}
 
 
 def _evidence_record(f: Finding, seen_with: dict[str, int]) -> dict[str, Any]:

@@ -283,6 +283,53 @@ elif rule == "date":
 elif rule == "rare":
     counts = np.bincount(codes, minlength=len(uniques))
     holds = counts * float(PARAMS.get("min_ratio", 5.0)) <= float(PARAMS["typical_count"])
+elif rule == "word_slip":
+    # The column's words (runs of letters), counted over its distinct filled values: a listed word must be
+    # rare there, its reference established and far more frequent, the two one slip apart.
+    markers = {str(m).strip().casefold() for m in PARAMS.get("missing_markers", [])}
+    counts = np.bincount(codes, minlength=len(uniques))
+    def words(text):
+        # Runs of letters: every other character (digit, punctuation, space, mark) ends a word.
+        return "".join(ch if ch.isalpha() else " " for ch in text).split()
+
+    words_of = [words(str(u)) if c > 0 and str(u).strip().casefold() not in markers else [] for u, c in zip(uniques.tolist(), counts.tolist())]
+    df, form_df = {}, {}
+    for ws in words_of:
+        for w in ws:
+            df[w.casefold()] = df.get(w.casefold(), 0) + 1
+            form_df[w] = form_df.get(w, 0) + 1
+    rare, established = int(PARAMS["rare"]), int(PARAMS["established"])
+
+    def ratio(length):
+        return 20.0 if length <= 3 else 8.0 if length <= 5 else 3.0
+
+    def one_slip(a, b):
+        # One character swapped with its neighbour, dropped, added or replaced (and not a plural s).
+        if len(a) == len(b):
+            diff = [i for i in range(len(a)) if a[i] != b[i]]
+            return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+        longer, shorter = (a, b) if len(a) > len(b) else (b, a)
+        if len(longer) != len(shorter) + 1 or longer == shorter + "s":
+            return False
+        return any(longer[:i] + longer[i + 1:] == shorter for i in range(len(longer)))
+
+    slips = PARAMS.get("slips", {})
+    holds = np.zeros(len(uniques), dtype=bool)
+    for i in np.flatnonzero(listed):
+        written, reference, kind = slips.get(str(uniques.iloc[i]), ["", "", ""])
+        ws = words_of[i]
+        if kind == "space":
+            (a, b), (x, y) = written.split(" "), reference.split(" ")
+            adjacent = any(ws[k] == a and ws[k + 1] == b for k in range(len(ws) - 1)) and written in str(uniques.iloc[i])
+            moved = (a + b).casefold() == (x + y).casefold() and abs(len(a) - len(x)) == 1
+            holds[i] = adjacent and moved and min(df.get(a.casefold(), 0), df.get(b.casefold(), 0)) <= rare and min(df.get(x.casefold(), 0), df.get(y.casefold(), 0)) >= established
+        elif kind == "case":
+            held = len(written) > 2 and written[:2].isupper() and written[2:].islower()
+            holds[i] = written in ws and held and written.casefold() == reference.casefold() and form_df.get(written, 0) <= rare and form_df.get(reference, 0) >= ratio(len(written)) * form_df.get(written, 0)
+        else:
+            w, r = written.casefold(), reference.casefold()
+            need = max(established, ratio(len(w)) * df.get(w, 0))
+            holds[i] = written in ws and df.get(w, 0) <= rare and df.get(r, 0) >= need and one_slip(w, r)
 else:
     holds = np.ones(len(uniques), dtype=bool)
 holds = listed & np.asarray(holds, dtype=bool)
