@@ -21,6 +21,7 @@ import numpy as np
 
 from iterate.detect.calibration import DEFAULT, FAMILIES, NOT_RATED, SUPPORTING, Calibration, logit, sigmoid
 from iterate.detect.findings import MAX_LISTED, Finding
+from iterate.grouping import unique
 
 MAX_ROWS_LISTED = 50_000  # rows a finding lists for code to recount
 
@@ -63,7 +64,33 @@ def _family_index(findings: list[Finding]) -> tuple[np.ndarray, list[str]]:
 
 
 def _strongest_per_family(cell: np.ndarray, fam: np.ndarray, llr: np.ndarray) -> np.ndarray:
-    """Mask of the entries that are the strongest evidence of their family on their cell."""
+    """Mask of the entries that are the strongest evidence of their family on their cell (the first of them,
+    in entry order, where several are as strong)."""
+    keep = np.zeros(cell.size, dtype=bool)
+    if cell.size == 0:
+        return keep
+    if np.isnan(llr).any():  # NaN has no maximum: the lexicographic sort places it
+        return _strongest_by_lexsort(cell, fam, llr)
+    # One stable sort on (cell, family), then each group's maximum: the entries of a group stay in entry order,
+    # so the first one holding the maximum is the one a sort by (cell, family, -llr) puts first.
+    key = cell.astype(np.int64) * (int(fam.max()) + 1) + fam
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    starts = np.empty(key.size, dtype=bool)
+    starts[0] = True
+    np.not_equal(key[1:], key[:-1], out=starts[1:])
+    del key
+    group = np.cumsum(starts) - 1
+    ranked = llr[order]
+    best = np.maximum.reduceat(ranked, np.flatnonzero(starts))
+    hit = np.flatnonzero(ranked == best[group])
+    hit_group = group[hit]
+    first_hit = hit[np.r_[True, hit_group[1:] != hit_group[:-1]]]
+    keep[order[first_hit]] = True
+    return keep
+
+
+def _strongest_by_lexsort(cell: np.ndarray, fam: np.ndarray, llr: np.ndarray) -> np.ndarray:
     order = np.lexsort((-llr, fam, cell))
     first = np.ones(order.size, dtype=bool)
     first[1:] = (cell[order][1:] != cell[order][:-1]) | (fam[order][1:] != fam[order][:-1])
@@ -73,13 +100,18 @@ def _strongest_per_family(cell: np.ndarray, fam: np.ndarray, llr: np.ndarray) ->
 
 
 def _totals(
-    cell: np.ndarray, fam: np.ndarray, llr: np.ndarray, n_cells: int, supporting: np.ndarray
+    cell: np.ndarray,
+    fam: np.ndarray,
+    llr: np.ndarray,
+    n_cells: int,
+    supporting: np.ndarray,
+    strongest: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per distinct cell (`cell` indexes them): the sum over families of each family's strongest evidence,
     and the same without the supporting families (what the cell's own signals say; what the error rate
     learns from). A supporting family's evidence counts only on a cell where another family has positive
-    evidence."""
-    keep = _strongest_per_family(cell, fam, llr)
+    evidence. `strongest`: `_strongest_per_family(cell, fam, llr)`, when the caller has it already."""
+    keep = _strongest_per_family(cell, fam, llr) if strongest is None else strongest
     where = cell[keep]
     sup = supporting[fam[keep]]
     own = np.bincount(where[~sup], weights=llr[keep][~sup], minlength=n_cells)
@@ -161,12 +193,14 @@ def decide(
     fam = fam_of[owner]
     value_level = np.array([f.value_level for f in judged])[owner]
 
-    ucid, where = np.unique(cid, return_inverse=True)
+    ucid, where = unique(cid, return_inverse=True)
     where = where.reshape(-1)
-    total, _ = _totals(where, fam, llr, ucid.size, supporting)
+    # Each family's strongest item on each cell: the same entries for the totals and for who supports whom.
+    strongest = _strongest_per_family(where, fam, llr)
+    total, _ = _totals(where, fam, llr, ucid.size, supporting, strongest)
     # What the error rates learn from: every family but the supporting ones and the gaps.
     unrated = supporting | np.array([n in NOT_RATED for n in fam_names], dtype=bool)
-    _, own = _totals(where, fam, llr, ucid.size, unrated)
+    _, own = _totals(where, fam, llr, ucid.size, unrated, strongest)
     cell_col = (ucid % n_cols).astype(np.int64)
     cell_row = ucid // n_cols
     # Each evidence cell's (column, value) group, for judging it without its own value's cells.
@@ -179,7 +213,7 @@ def decide(
             cell_code[on] = codes[cell_row[on]]
             group_size[on] = np.bincount(codes)[cell_code[on]]
     span = int(cell_code.max()) + 1
-    _, first_of_group, cell_group = np.unique(
+    _, first_of_group, cell_group = unique(
         cell_col * span + cell_code, return_index=True, return_inverse=True
     )
     cell_group = cell_group.reshape(-1)
@@ -203,8 +237,8 @@ def decide(
     reporter[where[chosen]] = owner[chosen]
 
     # Which other detectors saw each reported cell (the strongest item of their family): one grouping.
-    support = _strongest_per_family(where, fam, llr) & (reporter[where] >= 0) & (owner != reporter[where])
-    pair_keys, pair_counts = np.unique(
+    support = strongest & (reporter[where] >= 0) & (owner != reporter[where])
+    pair_keys, pair_counts = unique(
         reporter[where][support] * len(judged) + owner[support], return_counts=True
     )
     seen: dict[int, dict[str, int]] = {}

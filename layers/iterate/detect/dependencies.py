@@ -25,6 +25,7 @@ from iterate.detect.calibration import DEFAULT, Calibration, logit
 from iterate.detect.context import ColumnFacts, missing_markers
 from iterate.detect.findings import Finding
 from iterate.detect.stats import poisson_tail
+from iterate.grouping import unique
 from iterate.table import wide
 
 MIN_GROUP = 3  # rows a group needs before its consensus judges anyone
@@ -173,7 +174,7 @@ def discover(facts: list[ColumnFacts], n_rows: int, *, seed: int = 7) -> list[De
         """The sample's codes renumbered 0..k-1 (so tables scale with the sample, not the column)."""
         part = codes if sample is None else codes[sample]
         valid = part >= 0
-        uniq, inverse = np.unique(part[valid], return_inverse=True)
+        uniq, inverse = unique(part[valid], return_inverse=True)
         out = np.full(part.size, -1, dtype=np.int64)
         out[valid] = inverse.reshape(-1)
         return out, max(int(uniq.size), 1)
@@ -301,7 +302,7 @@ def match_pairs(fx: ColumnFacts, fy: ColumnFacts) -> Matching:
     x, y = present_codes(fx), present_codes(fy)
     use = (x >= 0) & (y >= 0)
     n_y = fy.column.n_unique
-    keys, counts = np.unique(x[use].astype(np.int64) * n_y + y[use], return_counts=True)
+    keys, counts = unique(x[use].astype(np.int64) * n_y + y[use], return_counts=True)
     order = np.argsort(-counts, kind="stable")
     x_to_y = np.full(fx.column.n_unique, -1, dtype=np.int64)
     y_to_x = np.full(n_y, -1, dtype=np.int64)
@@ -497,7 +498,7 @@ def _group_consensus(
     pair_key = xu.astype(np.int64) * n_y + np.maximum(y, 0)
     pair_count = np.zeros(n, dtype=np.int64)
     if use.any():
-        _, inv, cnt = np.unique(pair_key[use], return_inverse=True, return_counts=True)
+        _, inv, cnt = unique(pair_key[use], return_inverse=True, return_counts=True)
         pair_count[use] = cnt[inv.reshape(-1)]
     # A group judges when it has a consensus: enough rows, its most common value held by most of them and
     # at least twice as common as any other (a group of many large factions, every respondent without an

@@ -13,6 +13,7 @@ from iterate.detect.calibration import DEFAULT, Calibration
 from iterate.detect.context import ColumnFacts, to_float
 from iterate.detect.findings import Finding, cells
 from iterate.detect.stats import poisson_tail
+from iterate.grouping import unique
 
 MIN_GROUP_ROWS = 3  # a group needs this many rows before its gaps explain a column's
 # Gaps left after a column explained some are re-tested against that column's groups, leniently: a group
@@ -97,7 +98,7 @@ def _explained(
     # and at least a few. The wind direction is missing when the wind is light, a measure has no score.
     span = np.int64(n_rows + 1)
     keys = (np.arange(len(groupers), dtype=np.int64)[:, None] * span + at_gaps).ravel()
-    uniq, first, gaps = np.unique(keys, return_index=True, return_counts=True)
+    uniq, first, gaps = unique(keys, return_index=True, return_counts=True)
     which = uniq // span
     tried = np.bincount(which, minlength=len(groupers))
     tail = poisson_tail(gaps, sizes.ravel()[first] * rate)

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from iterate.grouping import unique
+
 DENSE_LIMIT = 4_000_000  # lhs × rhs distinct pairs up to which a dense count table is cheaper than sorting
 MIN_CONFIDENCE = 0.9  # share of rows agreeing with their lhs group's majority rhs
 MIN_GAIN = 0.5  # the lhs must explain at least this share of what the rhs's own mode gets wrong
@@ -68,7 +70,7 @@ def group_majority(
         size = table.sum(axis=1)
         rhs_rows = table.sum(axis=0)
     else:
-        pairs, counts = np.unique(x * n_rhs + y, return_counts=True)
+        pairs, counts = unique(x * n_rhs + y, return_counts=True)
         gx, gy = pairs // n_rhs, pairs % n_rhs
         order = np.lexsort((gy, -counts, gx))
         gx, gy, counts = gx[order], gy[order], counts[order]
