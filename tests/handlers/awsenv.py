@@ -323,7 +323,9 @@ def route_lambdas(overrides: dict[str, Handler] | None = None, *, size_check: bo
 
     An exception becomes Lambda's unhandled-error payload (errorType = class name), which is exactly what the
     state machine's Retry/Catch route on. Yields the list of (function, event) calls for assertions.
-    On leaving, raises StateOverLimitError if any state's output reached 256 KiB (`size_check`).
+    On leaving, raises StateOverLimitError if any state's output reached 256 KiB (`size_check`). GetObject is
+    served without moto's whole-object copies meanwhile (`s3_reads_by_seek`), and PutObject bodies decoded in
+    linear time (`s3_uploads_decoded_linearly`).
     """
     from moto.awslambda_simple.models import LambdaSimpleBackend
 
@@ -370,6 +372,8 @@ def route_lambdas(overrides: dict[str, Handler] | None = None, *, size_check: bo
         mock.patch.object(DynamoHandler, "call_action", call_action),
         check_state_sizes(calls),
         record_aws_calls(calls),
+        s3_reads_by_seek(),
+        s3_uploads_decoded_linearly(),
     ):
         yield calls
     if size_check and calls.oversized():
@@ -377,6 +381,185 @@ def route_lambdas(overrides: dict[str, Handler] | None = None, *, size_check: bo
             f"states over Step Functions' {STATE_LIMIT_BYTES}-byte limit (the execution would fail on AWS, "
             f"uncaught): {calls.oversized()}"
         )
+
+
+class KeyBytes:
+    """Bytes [start, end) of a moto S3 object (FakeKey), read by seek from its buffer when asked for.
+
+    moto answers GetObject with `FakeKey.value`: the whole object read out of its buffer (a spooled temp file)
+    into one bytes object, and, for a Range header, slices that (`_handle_range_header`): two copies of the
+    whole object per ranged GET, so a 2 GB upload read by 2 chunk functions at once held ~8 GB. This stands in
+    for `value` in GetObject only (`s3_reads_by_seek`): a range reads its own bytes, a whole GET streams.
+    """
+
+    def __init__(self, key: Any, start: int = 0, end: int | None = None) -> None:
+        self.key = key
+        self.start = start
+        self.end = key.size if end is None else end
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        length = max(0, min(length, len(self) - offset))
+        with self.key.lock:  # the buffer is one file shared by every reader: seek and read together
+            self.key._value_buffer.seek(self.start + offset)
+            return bytes(self.key._value_buffer.read(length))
+
+    def __getitem__(self, index: slice) -> bytes:
+        if not isinstance(index, slice) or index.step not in (None, 1):
+            raise TypeError("KeyBytes takes a contiguous slice")
+        begin, end, _ = index.indices(len(self))
+        return self.read_at(begin, end - begin)
+
+    def __bytes__(self) -> bytes:
+        return self.read_at(0, len(self))
+
+
+class KeyStream(io.RawIOBase):
+    """The raw response botocore reads a `KeyBytes` body from (moto's own wraps a bytes object in a BytesIO)."""
+
+    piece = 8 * 1024 * 1024
+
+    def __init__(self, body: KeyBytes) -> None:
+        super().__init__()
+        self.body = body
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        wanted = len(self.body) - self.position if size is None or size < 0 else size
+        data = self.body.read_at(self.position, wanted)
+        self.position += len(data)
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def stream(self, **kwargs: Any) -> Iterator[bytes]:
+        while data := self.read(self.piece):
+            yield data
+
+
+@contextmanager
+def s3_reads_by_seek() -> Iterator[None]:
+    """moto's GetObject without its whole-object copies: a ranged GET reads only its range from the object's
+    buffer, a whole GET is streamed from it. Test harness only (the product calls S3 as it is).
+
+    `S3Response.get_object` ends with `key.value`; here `_get_key` hands it a view of the key whose `value` is
+    a `KeyBytes`, which `_handle_range_header` slices (len + one slice) and botocore's response reads through
+    `KeyStream`; a request through `responses` (plain HTTP to a presigned URL: the sandbox's dataset download)
+    streams it too.
+    """
+    import responses
+    from moto.core import botocore_stubber
+    from moto.s3.responses import S3Response
+
+    class LazyValue:
+        def __init__(self, key: Any) -> None:
+            self._key = key
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._key, name)
+
+        @property
+        def value(self) -> KeyBytes:
+            return KeyBytes(self._key)
+
+    real_get_object = S3Response.get_object
+    real_raw = botocore_stubber.MockRawResponse
+    real_body = responses._handle_body
+
+    def get_object(self: Any) -> Any:
+        if "partNumber" in self.querystring:  # a part's answer is 206 already, never sliced: moto's own path
+            return real_get_object(self)
+        real_get_key = self._get_key
+
+        def get_key(*args: Any, **kwargs: Any) -> Any:
+            key, not_modified = real_get_key(*args, **kwargs)
+            return LazyValue(key), not_modified
+
+        self._get_key = get_key  # this request's handler instance only
+        try:
+            return real_get_object(self)
+        finally:
+            del self._get_key
+
+    def raw_response(body: Any) -> Any:
+        return KeyStream(body) if isinstance(body, KeyBytes) else real_raw(body)
+
+    def handle_body(body: Any) -> Any:  # `responses` answers a BufferedReader as it is, streamed
+        if isinstance(body, KeyBytes):
+            return io.BufferedReader(KeyStream(body), KeyStream.piece)
+        return real_body(body)
+
+    with (
+        mock.patch.object(S3Response, "get_object", get_object),
+        mock.patch.object(botocore_stubber, "MockRawResponse", raw_response),
+        mock.patch.object(responses, "_handle_body", handle_body),
+    ):
+        yield
+
+
+def decode_aws_chunked(body: Any) -> bytes:
+    """moto's `S3Response._handle_encoded_body` in linear time: the same parse (hex size line, data, CRLF, ...,
+    size 0) over one view of the request body, joined once. moto's own appends each 64 KiB-1 MiB chunk to a
+    growing bytes object: quadratic, a 2 GB PutObject (botocore sends aws-chunked with a trailing checksum)
+    was still being decoded after 17 minutes."""
+    if not body:
+        return b""
+    data = body if isinstance(body, bytes) else body.read()
+    view = memoryview(data)
+    parts = []
+    at = 0
+
+    def line() -> bytes:
+        nonlocal at
+        end = data.find(b"\n", at)
+        end = len(data) if end < 0 else end + 1
+        text, at = data[at:end], end
+        return text
+
+    size = int(line().strip(), 16)
+    while size > 0:
+        parts.append(view[at : at + size])
+        at += size
+        line()  # the CRLF after the chunk's data
+        size = int(line().strip(), 16)
+    return b"".join(parts)
+
+
+@contextmanager
+def s3_uploads_decoded_linearly() -> Iterator[None]:
+    """Uploads in aws-chunked encoding (what botocore sends with a checksum) in linear time, test harness only:
+    moto reads the whole request body with one `read()`, which botocore's `AwsChunkedWrapper` answers by
+    appending chunk after chunk to one bytes object (quadratic; over a network it is read in fixed pieces), and
+    decodes it with `decode_aws_chunked` instead of its own `_handle_encoded_body`."""
+    from botocore.httpchecksum import AwsChunkedWrapper
+    from moto.s3.responses import S3Response
+
+    real_read = AwsChunkedWrapper.read
+
+    def read(self: Any, size: int | None = None) -> bytes:
+        if size is not None and size > 0:
+            return bytes(real_read(self, size))
+        parts = []
+        while piece := real_read(self, 8 * 1024 * 1024):
+            parts.append(piece)
+        return b"".join(parts)
+
+    with (
+        mock.patch.object(AwsChunkedWrapper, "read", read),
+        mock.patch.object(S3Response, "_handle_encoded_body", lambda self, body: decode_aws_chunked(body)),
+    ):
+        yield
 
 
 def create_state_machine(asl_path: Path | None = None) -> str:
