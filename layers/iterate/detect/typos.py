@@ -19,8 +19,9 @@ MAX_CANDIDATES = 20  # references checked by edit distance per value, the ones s
 _PUNCT = re.compile(r"[\s\W_]+", re.UNICODE)
 
 
-def _min_ratio(length: int) -> float:
-    """How much more frequent the reference must be: short spellings sit close together legitimately."""
+def min_reference_ratio(length: int) -> float:
+    """How much more frequent the reference must be (of a value, or of a word in words.py): short spellings
+    sit close together legitimately."""
     if length <= 3:
         return 20.0
     if length <= 5:
@@ -195,7 +196,7 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
 
     def explained(i: int) -> bool:
         """A frequent value that is itself a variant of a much more frequent one."""
-        need = _min_ratio(len(values[i])) * counts[i]
+        need = min_reference_ratio(len(values[i])) * counts[i]
         return any(
             j != i and counts[j] >= need and plausible_typo(values[i], values[j])
             for j in index.near(values[i], same_digits(i))
@@ -242,7 +243,7 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
         length = len(v)
         if length < 1:
             continue
-        need = _min_ratio(length) * density_factor * counts[i]
+        need = min_reference_ratio(length) * density_factor * counts[i]
         if length <= 3 and top_share < 0.5:
             continue  # short codes (states, sizes) are dense: one edit apart is normal for them
         best, best_count = -1, 0.0

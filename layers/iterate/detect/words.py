@@ -39,6 +39,7 @@ from iterate.detect.calibration import DEFAULT, Calibration, repeat_discount
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import MAX_LISTED, Finding, value_finding
 from iterate.detect.textdist import DeletionIndex, _near_keys
+from iterate.detect.typos import min_reference_ratio
 from iterate.wording import agree, plural
 
 MIN_WORD = 3  # shorter words are one edit from nearly every other short word
@@ -302,7 +303,7 @@ def find_slips(
     for w in rare:
         if acronyms and len(w) <= ACRONYM and all(shape(form) == UPPER for form, _ in forms[w]):
             continue
-        need = _min_ratio(len(w)) * df[w]
+        need = min_reference_ratio(len(w)) * df[w]
         best: tuple[int, str, str] | None = None
         for j in index.near(w):
             ref = established[j]
@@ -321,7 +322,7 @@ def find_slips(
             continue
         for form, k in forms[w][1:]:
             held = form[:2].isupper() and form[2:].islower() and len(form) > 2
-            if k <= RARE and held and top_k >= _min_ratio(len(w)) * k:
+            if k <= RARE and held and top_k >= min_reference_ratio(len(w)) * k:
                 case_slips[form] = w
     # A space typed one letter off leaves a rare word that is an established one with a letter more or less.
     est = set(established)
@@ -394,15 +395,6 @@ def column_odds(slips: list[Slip], kind_llr: dict[str, float], legit_share: dict
 
 
 _SHIFTS = np.linspace(-6.0, 6.0, 121)
-
-
-def _min_ratio(length: int) -> float:
-    """How much more often the reference must be written: short words sit close together legitimately."""
-    if length <= 3:
-        return 20.0
-    if length <= 5:
-        return 8.0
-    return 3.0
 
 
 def _recase(reference: str, written: str) -> str:
