@@ -53,3 +53,20 @@ def test_the_sandbox_starts_after_the_detectors_only_on_a_large_input(
         assert events == ["prepare", "detect", "prepare", "prepare data"]
     # And the proofs ran all the same
     assert sum(i.status == "confirmed" for i in result.issues) >= 5
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_large_blocks_are_mapped_one_by_one_only_on_a_large_input(
+    large: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import iterate.memory
+
+    calls: list[str] = []
+    monkeypatch.setattr(iterate.memory, "map_large_blocks", lambda *a, **k: calls.append("map") or True)
+    monkeypatch.setattr(iterate.memory, "use_system_pool", lambda *a, **k: calls.append("pool") or True)
+    if large:
+        monkeypatch.setattr(iterate.pipeline, "LARGE_INPUT_BYTES", SAMPLE.stat().st_size)
+    run_local(SAMPLE, tmp_path / "out", settings=Settings(), sandbox=None)
+    # Given a small input: no mappings of their own (their page faults cost a 1M-row run 3-5 s); given a
+    # large one, both, before the read
+    assert calls == (["map", "pool"] if large else [])
