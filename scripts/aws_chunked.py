@@ -247,10 +247,31 @@ def run_under_moto(
             manifest = resources["s3"].get_object(Bucket=BUCKET, Key=prefix + "chunks/manifest.json")["Body"]
             out["manifest"] = json.loads(manifest.read())
             out["timings"] = sorted(timings, key=lambda r: r["index"])
+            out["investigations"] = _investigations(resources["s3"], BUCKET, prefix)
     finally:
         monkeypatch.undo()
         reset_caches()
     return out
+
+
+def _investigations(s3: Any, bucket: str, prefix: str) -> dict[str, Any]:
+    """How the run's investigations ended (succeeded, or the reason they stopped), and one error per reason."""
+    outcomes: dict[str, int] = {}
+    errors: dict[str, str] = {}
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "investigations/")
+    for page in pages:
+        for item in page.get("Contents", []):
+            name = item["Key"].rsplit("/", 1)[1]
+            if not name.endswith(".json") or ".attempt-" in name or name.count(".") > 1:
+                continue
+            found = json.loads(s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read())
+            if not isinstance(found, dict) or "success" not in found:
+                continue
+            how = "succeeded" if found.get("success") else str(found.get("stopped") or "failed")
+            outcomes[how] = outcomes.get(how, 0) + 1
+            if how != "succeeded":
+                errors.setdefault(how, str(found.get("error") or "")[:300])
+    return {"outcomes": outcomes, "errors": errors}
 
 
 def single_pass_flags(source: Path, work: Path) -> tuple[bytes, float, float]:
@@ -317,6 +338,11 @@ def _report(run: dict[str, Any], concurrency: int) -> None:
     print(
         f"  after MergeChunks (understand, analyze, investigations, report): peak RSS {own:,.0f} MB (tree {tree:,.0f} MB)"
     )
+    found = run.get("investigations") or {}
+    outcomes = ", ".join(f"{n} {how}" for how, n in sorted(found.get("outcomes", {}).items()))
+    print(f"  investigations: {outcomes or 'none'}")
+    for how, error in found.get("errors", {}).items():
+        print(f"    {how}, e.g.: {error}")
     for failure in run["failures"]:
         print(f"  a function raised (the run caught it): {failure}")
 

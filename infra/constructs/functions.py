@@ -138,6 +138,9 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         memory_mb=2048,
         timeout_s=60,
         sandbox=True,
+        # Code that reads every column (an LLM's, a duplicate-rows template) downloads the whole data.parquet
+        # to /tmp (~63 MB per million rows of 20 columns); a template fetches only its columns' chunks.
+        ephemeral_mb=4096,
     ),
     FunctionSpec(
         "report",

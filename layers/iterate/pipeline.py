@@ -324,6 +324,17 @@ def generate_code_step(ctx: RunContext, issue_id: str, attempts: list[CodeInvest
     )
 
 
+def code_columns_step(ctx: RunContext, issue_id: str, source: str) -> list[str] | None:
+    """The only columns an attempt's code of this `source` reads, for the sandbox to fetch and load; None for
+    every column (AWS Map: GenerateCode; iterate.investigate.loop.code_columns)."""
+    from iterate.investigate.loop import code_columns
+
+    if source != "template":
+        return None
+    columns = code_columns(_issue(ctx, issue_id), source)
+    return list(columns) if columns else None
+
+
 def shelf(ctx: RunContext, profile: DatasetProfile | None = None) -> Shelf | None:
     """The run's view of its dataset's stored scripts, or None without a library."""
     if ctx.library is None or not ctx.dataset_id:

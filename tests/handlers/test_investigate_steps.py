@@ -154,3 +154,39 @@ def test_a_stored_proof_that_disagrees_is_kept_as_the_agents_first_attempt(aws: 
     _, recorded = investigate_once(run, issue_ids[0], deps)
     assert agent.calls == 1 and recorded.attempts == 2
     assert [a.code for a in agent.shown] == [stale] and agent.shown[0].reused is not None
+
+
+def test_a_templates_sandbox_request_names_the_columns_it_reads(aws: dict[str, Any]) -> None:
+    from iterate.aws import steps
+    from iterate.aws.deps import build_deps
+    from iterate.aws.payloads import GenerateCodeInput
+    from iterate.investigate.loop import needed_columns
+
+    run, issue_ids = analysed_run(aws)
+    issue, _ = _issue(aws, run, issue_ids[0])
+    # When the offline agent (templates) writes the first attempt's code
+    generated = steps.generate_code(
+        GenerateCodeInput(action="generate", run=run, issueId=issue_ids[0]),  # type: ignore[arg-type]
+        build_deps(),
+    )
+    # Then the sandbox is asked to fetch and load only the issue's columns, and the proof holds on them
+    assert generated.sandboxRequest is not None
+    assert generated.sandboxRequest.dataset.columns == list(needed_columns(issue) or [])
+    assert generated.sandboxRequest.dataset.columns
+    result = CodeInvestigation.model_validate(
+        invoke("sandbox", generated.sandboxRequest.model_dump(mode="json"))
+    )
+    assert result.success, result.error
+
+
+def test_code_an_llm_wrote_is_sent_with_the_whole_dataset(aws: dict[str, Any]) -> None:
+    from iterate.aws import steps
+    from iterate.aws.payloads import GenerateCodeInput
+
+    run, issue_ids = analysed_run(aws)
+    # When an LLM writes the code / Then it may read any column: the sandbox gets the whole dataset
+    llm = steps.generate_code(
+        GenerateCodeInput(action="generate", run=run, issueId=issue_ids[0]),  # type: ignore[arg-type]
+        deps_with(WritesCode()),
+    )
+    assert llm.sandboxRequest is not None and llm.sandboxRequest.dataset.columns is None

@@ -379,6 +379,10 @@ def test_sandbox_runs_in_isolated_subnets_behind_a_read_only_s3_endpoint(synth: 
     assert subnets and subnets <= set(synth.of_type("AWS::EC2::Subnet"))
     assert props["ReservedConcurrentExecutions"] == 10
     assert props["Timeout"] <= 60
+    # and its /tmp holds the largest dataset it agrees to download whole (code that reads every column)
+    from iterate.sandbox.remote import MAX_DATASET_BYTES
+
+    assert props["EphemeralStorage"]["Size"] * 2**20 >= MAX_DATASET_BYTES
     # and nothing in the stack gives that VPC a way to the internet
     for kind in ("AWS::EC2::NatGateway", "AWS::EC2::InternetGateway", "AWS::EC2::EgressOnlyInternetGateway"):
         assert not synth.of_type(kind), kind

@@ -107,6 +107,22 @@ def test_handler_runs_the_code_on_the_presigned_dataset(s3_dataset: str) -> None
 
 
 @pytest.mark.handler
+def test_handler_fetches_and_loads_only_the_columns_the_event_names(s3_dataset: str) -> None:
+    # Given a template's event: the code reads two columns, which the event names
+    event = {
+        "code": "result = {'affected_rows': int((df['city'] == 'Lyon').sum()), 'cols': list(df.columns)}",
+        "dataset": {"presigned_url": s3_dataset, "columns": ["city", "amount"]},
+        "timeout_s": 10,
+    }
+    # When the sandbox function handles it (ranged GETs of the presigned URL, served by moto)
+    out = load_sandbox_handler().lambda_handler(event, Context())
+    # Then the code saw those columns alone, with the data's numbers
+    result = CodeInvestigation.model_validate(out)
+    assert result.success, result.error
+    assert result.output == {"affected_rows": 3, "cols": ["city", "amount"]}
+
+
+@pytest.mark.handler
 def test_handler_puts_a_result_over_the_inline_cap_to_s3_and_returns_its_key(
     s3_dataset: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

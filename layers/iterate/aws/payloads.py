@@ -225,6 +225,8 @@ class AnalyzeOutput(Contract):
 
 class SandboxDataset(Contract):
     presigned_url: str
+    # A template's columns: the sandbox fetches and loads only these (None: every column).
+    columns: list[str] | None = None
 
 
 class SandboxRequest(Contract):

@@ -111,6 +111,13 @@ def validate(investigation: CodeInvestigation) -> CodeInvestigation:
     return investigation.model_copy(update={"success": False, "stopped": "invalid_output", "error": problem})
 
 
+def code_columns(issue: Issue, source: str) -> tuple[str, ...] | None:
+    """The only columns the code of this `source` reads for `issue`, None for every column: a template reads
+    only the columns its issue names (on a wide, long file the rest is never fetched nor loaded); code the
+    model wrote may read any."""
+    return needed_columns(issue) if source == "template" else None
+
+
 def needed_columns(issue: Issue) -> tuple[str, ...] | None:
     """The columns an issue's template reads (from its parameters); None when it reads every column."""
     stats = issue.evidence.stats if issue.evidence else {}
@@ -183,8 +190,7 @@ def investigate_issue(
             break
         # Read after each write_code: a fallback agent says per attempt whether a template or Claude wrote it.
         source = code_source(agent)
-        # A template reads only the columns its issue names: on a wide, long file the rest is never loaded.
-        narrowed = replace(data, columns=needed_columns(issue)) if source == "template" else data
+        narrowed = replace(data, columns=code_columns(issue, source)) if source == "template" else data
         run = sandbox.run(code, narrowed, timeout_s=timeout_s)
         attempts.append(validate(run).model_copy(update={"attempts": len(attempts) + 1, "source": source}))
         if attempts[-1].success:

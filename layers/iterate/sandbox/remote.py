@@ -20,10 +20,11 @@ from pydantic import Field, model_validator
 from iterate.contracts import CodeInvestigation, StopReason
 from iterate.contracts.base import Contract
 from iterate.ports import DatasetRef
-from iterate.sandbox import oslayers
+from iterate.sandbox import oslayers, ranged
 from iterate.sandbox.local import LocalSandbox, SandboxLimits
 
 MAX_DATASET_BYTES = 4 * 1024**3  # what /tmp (ephemeral storage) must hold, at most
+MAX_EVENT_COLUMNS = 10_000
 FETCH_TIMEOUT_S = 60.0
 
 
@@ -46,6 +47,9 @@ class SandboxDataset(Contract):
     bucket: str | None = None
     key: str | None = None
     version_id: str | None = None
+    # The only columns the code reads (names as written; a template's): only their chunks are fetched and
+    # loaded. None: the whole dataset.
+    columns: list[str] | None = Field(default=None, max_length=MAX_EVENT_COLUMNS)
 
     @model_validator(mode="after")
     def _one_location(self) -> SandboxDataset:
@@ -173,6 +177,26 @@ def deliver_result(
     }
 
 
+def fetch_some_columns(
+    dataset: SandboxDataset, target: Path, columns: tuple[str, ...], s3_client: Callable[[], Any] | None
+) -> int | None:
+    """Only the footer and `columns`' chunks of the dataset, by ranged GETs, into a sparse `target`
+    (iterate.sandbox.ranged); the bytes fetched, or None when the whole object must be fetched instead."""
+    if dataset.presigned_url:
+        get = ranged.http_range_get(dataset.presigned_url, timeout_s=FETCH_TIMEOUT_S)
+    else:
+        assert s3_client is not None and dataset.bucket and dataset.key
+        get = ranged.s3_range_get(s3_client(), dataset.bucket, dataset.key, dataset.version_id)
+    try:
+        return ranged.fetch_columns(get, target, columns, limit=MAX_DATASET_BYTES)
+    except ranged.RangeNotServed:
+        return None
+    except ValueError as exc:
+        raise DatasetFetchError(f"dataset download failed: {exc}") from exc
+    except Exception as exc:  # network, HTTP, TLS and S3 errors all mean the same to the caller
+        raise DatasetFetchError(f"dataset download failed: {type(exc).__name__}") from exc
+
+
 def fetch_object(
     s3_client: Any, dataset: SandboxDataset, target: Path, *, limit: int = MAX_DATASET_BYTES
 ) -> int:
@@ -205,15 +229,19 @@ def run_event(
     if refusal is not None:
         return refusal
     workdir = Path(tempfile.mkdtemp(prefix="iterate-dataset-", dir=scratch))
+    dataset = event.dataset
+    columns = tuple(dataset.columns) if dataset.columns else None
     try:
         target = workdir / "data.parquet"
         try:
-            if event.dataset.presigned_url:
-                fetch(event.dataset.presigned_url, target)
-            else:
-                if s3_client is None:
-                    raise DatasetFetchError("no S3 client configured for a bucket/key dataset")
-                fetch_object(s3_client(), event.dataset, target)
+            if not dataset.presigned_url and s3_client is None:
+                raise DatasetFetchError("no S3 client configured for a bucket/key dataset")
+            if columns is None or fetch_some_columns(dataset, target, columns, s3_client) is None:
+                if dataset.presigned_url:
+                    fetch(dataset.presigned_url, target)
+                else:
+                    assert s3_client is not None
+                    fetch_object(s3_client(), dataset, target)
         except DatasetFetchError as exc:
             return CodeInvestigation(
                 code=event.code,
@@ -222,7 +250,9 @@ def run_event(
                 stopped="crash",
                 execution_time_ms=round((time.perf_counter() - started) * 1000, 1),
             )
-        return sandbox.run(event.code, DatasetRef(path=str(target)), timeout_s=event.timeout_s)
+        return sandbox.run(
+            event.code, DatasetRef(path=str(target), columns=columns), timeout_s=event.timeout_s
+        )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -394,10 +424,13 @@ class LambdaSandbox:
         )
 
     def event(self, code: str, data: DatasetRef, *, timeout_s: float | None = None) -> SandboxEvent:
+        columns = list(data.columns) if data.columns else None
         if self.presign is not None:
-            dataset = SandboxDataset(presigned_url=self.presign(data))
+            dataset = SandboxDataset(presigned_url=self.presign(data), columns=columns)
         else:
-            dataset = SandboxDataset(bucket=data.bucket, key=data.key, version_id=data.version_id)
+            dataset = SandboxDataset(
+                bucket=data.bucket, key=data.key, version_id=data.version_id, columns=columns
+            )
         return SandboxEvent(code=code, dataset=dataset, timeout_s=timeout_s)
 
     def _invoke(self, payload: bytes) -> tuple[dict[str, Any], bytes]:
