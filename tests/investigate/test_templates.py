@@ -465,3 +465,50 @@ def test_word_slip_template_recomputes_the_claim(tmp_path: Path) -> None:
     assert inv.output["affected_rows"] == 5
     assert out[0].status == "confirmed"
     assert check_policy(template_code(WORD_CASE)) == []
+
+
+@pytest.mark.unit
+def test_a_template_with_thousands_of_listed_values_fits_the_policy_and_recomputes_the_claim(
+    tmp_path: Path,
+) -> None:
+    from iterate.detect.findings import MAX_LISTED
+    from iterate.sandbox.policy import MAX_CODE_CHARS
+
+    # Given a long names column where the detector listed as many values with stray spaces as it may (each
+    # with its trimmed spelling), and as many excluded values: 3M rows of the bench file made this 136 KB
+    names = [f"CUSTOMER NUMBER {i:06d}" for i in range(2 * MAX_LISTED)]
+    padded = [f"{n}  " for n in names[:MAX_LISTED]]
+    column = padded + names[MAX_LISTED:]
+    stats = {
+        "column": "customer",
+        "bad_values": sorted(padded),
+        "canonical": {p: p.strip() for p in padded},
+        "excluded_values": sorted(names[MAX_LISTED:]),
+    }
+    case = issue("ws-long", "stray_whitespace", 1, stats)
+    case.affectedRows = MAX_LISTED
+    assert case.evidence is not None
+    case.evidence = case.evidence.model_copy(
+        update={"affectedCells": MAX_LISTED, "affectedRows": MAX_LISTED, "affectedShare": 0.5}
+    )
+    code = template_code(case)
+    # Then its code is within the policy's size and passes it, the display-only mapping left out
+    assert len(code) < MAX_CODE_CHARS / 2
+    assert check_policy(code) == []
+    assert "CUSTOMER NUMBER" not in code  # the values travel deflated
+    # and in the sandbox it counts exactly the padded rows
+    table = Table.from_arrow(
+        pa.table({"customer": column}), name="c", source=SourceInfo(path="c.csv", format="csv")
+    )
+    data = write_parquet_text(table, tmp_path / "c.parquet")
+    out = investigate_all(
+        [case],
+        agent=OfflineInvestigationAgent(),
+        sandbox=LocalSandbox(SandboxLimits(timeout_s=20)),
+        data=DatasetRef(path=str(data)),
+        profile=PROFILE.model_copy(update={"rowCount": len(column), "columnCount": 1}),
+    )
+    inv = out[0].investigation
+    assert inv is not None and inv.success, (inv.stopped, inv.error) if inv else None
+    assert inv.output["affected_rows"] == MAX_LISTED
+    assert out[0].status == "confirmed"

@@ -24,6 +24,9 @@ ALLOWED_IMPORTS = frozenset(
         "difflib",
         "string",
         "unicodedata",
+        # Pure computation too: a template's long parameters travel deflated in base64
+        "base64",
+        "zlib",
     }
 )
 

@@ -107,6 +107,8 @@ ALLOWED_IMPORTS = {
     "difflib",
     "string",
     "unicodedata",
+    "base64",
+    "zlib",
 }
 
 # Audit events refused outright once the untrusted code runs (prefix match).

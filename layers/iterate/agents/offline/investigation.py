@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 
 from iterate.contracts import READ_LEVEL_TYPES, CodeInvestigation, DatasetProfile, Issue
 
@@ -16,7 +18,7 @@ import re
 import numpy as np
 import pandas as pd
 
-PARAMS = json.loads({params})
+PARAMS = {params}
 ROWS = len(df)
 NAMES = list(df.columns)
 # Cells another, more specific issue already explains: the detector left them out, so does the recount.
@@ -634,13 +636,25 @@ def supports(issue: Issue) -> bool:
     return all(k in stats for k in REQUIRED_STATS[issue.type])
 
 
-def _params_literal(params: dict) -> str:
-    """A Python literal of the JSON parameters that the sandbox policy accepts whatever the column names."""
+# Stats no template reads (what the report shows and the fixes apply): left out of the code.
+DISPLAY_ONLY = frozenset({"title", "examples", "canonical"})
+# Parameters from this size on travel compressed: a long column's listed values (up to MAX_LISTED of them, and
+# as many excluded) were 136 KB of code on 3M rows, over the sandbox policy's 100,000 characters and the
+# state's room for code; sorted values compress 4-5 fold.
+COMPRESS_FROM = 16 * 1024
+
+
+def _params_literal(params: dict) -> tuple[str, str]:
+    """(imports, an expression of the JSON parameters) that the sandbox policy accepts whatever the column
+    names: a JSON string literal, or from COMPRESS_FROM characters on, the same JSON deflated in base64."""
     text = json.dumps(params, ensure_ascii=True, sort_keys=True)
+    if len(text) >= COMPRESS_FROM:
+        packed = base64.b64encode(zlib.compress(text.encode("ascii"), 9)).decode("ascii")
+        return "import base64\nimport zlib\n", f"json.loads(zlib.decompress(base64.b64decode({packed!r})))"
     # The policy refuses string constants containing "__"; JSON decodes \\u005f back to "_".
     if "__" in text:
         text = text.replace("_", "\\u005f")
-    return repr(text)
+    return "", f"json.loads({text!r})"
 
 
 def template_code(issue: Issue) -> str:
@@ -655,8 +669,8 @@ def template_code(issue: Issue) -> str:
         template = VALUE_RULE  # the values are listed: each one's claim is re-checked, then counted
     elif issue.type == "dependency_violation" and "separator" in stats:
         template = DERIVED  # a column built from two others (state_average = state + "_" + measure_code)
-    params = {k: v for k, v in stats.items() if k not in ("title", "examples")}
-    return PRELUDE.format(params=_params_literal(params)) + template
+    imports, params = _params_literal({k: v for k, v in stats.items() if k not in DISPLAY_ONLY})
+    return imports + PRELUDE.format(params=params) + template
 
 
 def _detector_missing_tokens() -> set[str]:
