@@ -64,6 +64,9 @@ class Settings(BaseModel):
     # (None: one per core). A file of one range or less is read in one pass.
     workers: int | None = Field(default=None, ge=1)
     chunk_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
+    # With one worker, a file up to this size is read in one pass all the same: ranges parsed one after the
+    # other only bound the memory, which a file this small does not need (iterate.io.chunked.Chunking).
+    single_pass_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
     # AWS
     bucket: str | None = None
     table: str | None = None
@@ -104,6 +107,7 @@ class Settings(BaseModel):
             "max_xlsx_cells": e.get("ITERATE_MAX_XLSX_CELLS"),
             "workers": e.get("ITERATE_WORKERS") or None,
             "chunk_bytes": e.get("ITERATE_CHUNK_BYTES"),
+            "single_pass_bytes": e.get("ITERATE_SINGLE_PASS_BYTES"),
             "bucket": e.get("ITERATE_BUCKET"),
             "table": e.get("ITERATE_TABLE"),
             "event_bus": e.get("ITERATE_EVENT_BUS"),

@@ -160,6 +160,7 @@ def test_workers_read_a_large_csv_in_chunks_with_the_same_results(tmp_path, monk
     monkeypatch.setenv("ITERATE_CHUNK_BYTES", str(10**9))
     single = iterate("analyze", str(data), "--out", str(tmp_path / "single"), "--quiet", "--workers", "2")
     monkeypatch.setenv("ITERATE_CHUNK_BYTES", "40000")
+    monkeypatch.setenv("ITERATE_SINGLE_PASS_BYTES", "0")  # one worker reads in ranges too
     one = iterate("analyze", str(data), "--out", str(tmp_path / "one"), "--quiet", "--workers", "1")
     two = iterate("analyze", str(data), "--out", str(tmp_path / "two"), "--quiet", "--workers", "2")
     # Then the three runs write the same flags.csv and the same issues, proofs included

@@ -237,10 +237,24 @@ def test_every_dev_dataset_in_chunks_gives_the_same_profile_issues_and_flags(
 
 def test_workers_and_chunk_size_are_settings() -> None:
     settings = Settings.from_env({"ITERATE_WORKERS": "3", "ITERATE_CHUNK_BYTES": "1000000"})
-    assert Chunking.from_settings(settings) == Chunking(1_000_000, 3)
+    assert Chunking.from_settings(settings) == Chunking(1_000_000, 3, 256 * 2**20)
     default = Chunking.from_settings(Settings.from_env({}))
     assert default.workers == resolve_workers(None) >= 1
     assert default.chunk_bytes == 64 * 1024 * 1024
+    single = Chunking.from_settings(
+        Settings.from_env({"ITERATE_SINGLE_PASS_BYTES": "0", "ITERATE_WORKERS": "1"})
+    )
+    assert single == Chunking(64 * 2**20, 1, 0)
+
+
+def test_one_worker_reads_a_file_of_up_to_the_single_pass_size_in_one_pass() -> None:
+    one, two = Chunking(64 * 2**20, 1, 256 * 2**20), Chunking(64 * 2**20, 2, 256 * 2**20)
+    # One worker: ranges only from the single-pass size on (before that they only cost time)
+    assert [one.splits(mb * 2**20) for mb in (32, 197, 256, 257, 2000)] == [False, False, False, True, True]
+    # Several: from one range on (they are the parallelism)
+    assert [two.splits(mb * 2**20) for mb in (32, 64, 65, 197)] == [False, False, True, True]
+    # Without a single-pass size, one worker splits as several do
+    assert Chunking(64 * 2**20, 1, 0).splits(65 * 2**20)
 
 
 def test_by_default_two_cores_or_fewer_parse_in_process_and_more_use_up_to_four_cores() -> None:

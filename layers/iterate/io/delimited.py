@@ -453,7 +453,7 @@ def _read(
         and source.data is None
         and source.block_size is None
         and encoding in ("utf-8", "utf-8-sig")
-        and source.path.stat().st_size > chunking.chunk_bytes
+        and chunking.splits(source.path.stat().st_size)
     ):
         table, _ = read_chunked(
             source.path,
