@@ -177,12 +177,12 @@ def run_under_moto(
     timings: list[dict[str, Any]] = []
     lock = threading.Lock()
     monkeypatch = pytest.MonkeyPatch()
-    # The sandbox's address-space cap as deployed (3/4 of its 2,048 MB function), its timeout as `make bench-aws`
+    # The sandbox's memory budget as deployed (3/4 of its 3,072 MB function), its timeout as `make bench-aws`
     # always ran it; ITERATE_MAX_CELLS as the caller's environment says (10M rows x 20 columns is over the default).
     base_env(
         monkeypatch,
         ITERATE_SANDBOX_TIMEOUT_S="60",
-        ITERATE_SANDBOX_MEMORY_MB=os.environ.get("ITERATE_SANDBOX_MEMORY_MB", "1536"),
+        ITERATE_SANDBOX_MEMORY_MB=os.environ.get("ITERATE_SANDBOX_MEMORY_MB", "2304"),
         ITERATE_CHUNK_BYTES=str(chunk_bytes),
     )
     out: dict[str, Any] = {"label": label, "size": source.stat().st_size, "chunk_bytes": chunk_bytes}

@@ -135,7 +135,10 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         "sandbox",
         "Runs untrusted investigation code; reaches only a presigned GET for one run's data.parquet",
         ("data", *PIPELINE),
-        memory_mb=2048,
+        # The code's budget is 3/4 of it (2,304 MB): what a duplicate-row proof, which reads every column,
+        # needs on the largest table the default limits accept (ITERATE_MAX_CELLS, 5M rows x 20 columns:
+        # refused for memory at 1,536 MB, proven in 7 s at 2,304 MB).
+        memory_mb=3072,
         timeout_s=60,
         sandbox=True,
         # Code that reads every column (an LLM's, a duplicate-rows template) downloads the whole data.parquet
