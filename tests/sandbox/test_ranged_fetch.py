@@ -168,3 +168,76 @@ def test_an_event_with_columns_runs_on_only_those_columns_fetched_from_s3(tmp_pa
     assert result.success, result.error
     assert result.output == {"affected_rows": 30_000, "cols": ["col 7"], "x": blanks}
     assert sent["ranges"] and sent["bytes"] < len(body) / 5
+
+
+class _RangeServer:
+    """A local HTTP server of one object: answers a Range with 206 and Content-Range, or ignores it."""
+
+    def __init__(self, body: bytes, *, honours_range: bool) -> None:
+        import http.server
+        import threading
+
+        served = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                spec = self.headers.get("Range", "")
+                if not served.honours_range or not spec.startswith("bytes="):
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                first, _, last = spec.removeprefix("bytes=").partition("-")
+                start = len(body) - int(last) if not first else int(first)
+                end = len(body) - 1 if not first or not last else min(int(last), len(body) - 1)
+                start = max(start, 0)
+                self.send_response(206)
+                self.send_header("Content-Range", f"bytes {start}-{end}/{len(body)}")
+                self.send_header("Content-Length", str(end - start + 1))
+                self.end_headers()
+                self.wfile.write(body[start : end + 1])
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.honours_range = honours_range
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/data.parquet?X-Amz-Signature=x"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("client", ["requests", "urllib"])
+def test_ranged_gets_of_a_url_with_requests_or_urllib(
+    wide: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, client: str
+):
+    import sys
+
+    from iterate.sandbox.ranged import http_range_get
+
+    if client == "urllib":
+        monkeypatch.setitem(sys.modules, "requests", None)  # as where requests is not installed
+    honest, deaf = (
+        _RangeServer(wide.read_bytes(), honours_range=True),
+        _RangeServer(b"x" * 100, honours_range=False),
+    )
+    try:
+        # Given a server that honours ranges: the two columns come by ranged GETs and read as in the file
+        fetched = fetch_columns(
+            http_range_get(honest.url, timeout_s=10), tmp_path / "a", ["col 2"], limit=1 << 30
+        )
+        assert fetched is not None and fetched < wide.stat().st_size / 5
+        assert frame_of(tmp_path / "a", ["col 2"]).equals(frame_of(wide, ["col 2"]))
+        # Given one that answers 200 with the whole object: the caller is told to fetch it whole
+        assert (
+            fetch_columns(http_range_get(deaf.url, timeout_s=10), tmp_path / "b", ["x"], limit=1 << 30)
+            is None
+        )
+    finally:
+        honest.close()
+        deaf.close()
