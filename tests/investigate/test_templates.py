@@ -446,25 +446,30 @@ WORD_CASE = issue(
 def test_word_slip_template_recomputes_the_claim(tmp_path: Path) -> None:
     # Given brewery names with a swap, a moved space, a held shift and a dropped letter, listed with two claims
     # that do not hold (two words that are not one slip apart, and an established word called rare)
-    table = Table.from_arrow(
-        pa.table({"brewery": BREWERIES}), name="w", source=SourceInfo(path="w.csv", format="csv")
-    )
-    data = write_parquet_text(table, tmp_path / "w.parquet")
     # When the template runs in the sandbox
-    out = investigate_all(
-        [WORD_CASE],
-        agent=OfflineInvestigationAgent(),
-        sandbox=LocalSandbox(SandboxLimits(timeout_s=20)),
-        data=DatasetRef(path=str(data)),
-        profile=PROFILE.model_copy(update={"rowCount": len(BREWERIES), "columnCount": 1}),
-    )
-    inv = out[0].investigation
+    out = _investigated_on_one_column(WORD_CASE, "brewery", BREWERIES, tmp_path)
+    inv = out.investigation
     # Then it counts exactly the rows whose claim holds (both Cmopany rows, the space, the shift, Compny)
     assert inv is not None and inv.success, (inv.stopped, inv.error) if inv else None
     assert WORD_CASE.affectedRows == 5
     assert inv.output["affected_rows"] == 5
-    assert out[0].status == "confirmed"
+    assert out.status == "confirmed"
     assert check_policy(template_code(WORD_CASE)) == []
+
+
+def _investigated_on_one_column(case: Issue, name: str, values: list[str], tmp_path: Path) -> Issue:
+    """The issue once its template ran in the sandbox on a one-column table of `values`."""
+    table = Table.from_arrow(
+        pa.table({name: values}), name="t", source=SourceInfo(path="t.csv", format="csv")
+    )
+    data = write_parquet_text(table, tmp_path / "t.parquet")
+    return investigate_all(
+        [case],
+        agent=OfflineInvestigationAgent(),
+        sandbox=LocalSandbox(SandboxLimits(timeout_s=20)),
+        data=DatasetRef(path=str(data)),
+        profile=PROFILE.model_copy(update={"rowCount": len(values), "columnCount": 1}),
+    )[0]
 
 
 @pytest.mark.unit
@@ -497,18 +502,8 @@ def test_a_template_with_thousands_of_listed_values_fits_the_policy_and_recomput
     assert check_policy(code) == []
     assert "CUSTOMER NUMBER" not in code  # the values travel deflated
     # and in the sandbox it counts exactly the padded rows
-    table = Table.from_arrow(
-        pa.table({"customer": column}), name="c", source=SourceInfo(path="c.csv", format="csv")
-    )
-    data = write_parquet_text(table, tmp_path / "c.parquet")
-    out = investigate_all(
-        [case],
-        agent=OfflineInvestigationAgent(),
-        sandbox=LocalSandbox(SandboxLimits(timeout_s=20)),
-        data=DatasetRef(path=str(data)),
-        profile=PROFILE.model_copy(update={"rowCount": len(column), "columnCount": 1}),
-    )
-    inv = out[0].investigation
+    out = _investigated_on_one_column(case, "customer", column, tmp_path)
+    inv = out.investigation
     assert inv is not None and inv.success, (inv.stopped, inv.error) if inv else None
     assert inv.output["affected_rows"] == MAX_LISTED
-    assert out[0].status == "confirmed"
+    assert out.status == "confirmed"
