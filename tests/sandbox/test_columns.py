@@ -44,3 +44,107 @@ def test_an_issue_names_the_columns_its_template_reads():
     assert needed_columns(issue) == ("city", "zip", "store", "a", "b")
     dup = issue.model_copy(update={"type": "duplicate_rows"})
     assert needed_columns(dup) is None
+
+
+ON_DEMAND = "# iterate: columns read on demand\n"
+
+
+def _duplicate_rows_issue(columns: list[str]) -> Issue:
+    return Issue(
+        id="duplicates-exact",
+        type="duplicate_rows",
+        severity="low",
+        description="d",
+        affectedColumns=columns,
+        suggestedAction="a",
+        category="quick_fixes",
+        evidence=Evidence(affectedCells=5, affectedRows=1, affectedShare=0.1, stats={"columns": columns}),
+    )
+
+
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "as on Lambda"])
+def test_whole_row_templates_read_their_columns_on_demand_with_the_same_answers(dataset, namespaces: bool):
+    from iterate.agents.offline.investigation import template_code
+    from iterate.sandbox import LocalSandbox, SandboxLimits
+
+    # Given the duplicate-rows template (it reads every column, one at a time) and the same code without the
+    # line that asks for columns on demand
+    names = ["id", "city", "amount", "when", "note"]
+    code = template_code(_duplicate_rows_issue(names))
+    assert ON_DEMAND in code
+    whole = code.replace(ON_DEMAND, "")
+    probe = "result = {'frame': isinstance(df, pd.DataFrame), 'rows': len(df), 'shape': list(df.shape), "
+    probe += (
+        "'cols': list(df.columns), 'head': df.iloc[:3, 1].tolist(), 'picked': df.iloc[[6, 0], 2].tolist()}"
+    )
+    with LocalSandbox(SandboxLimits(timeout_s=20, namespaces=namespaces, prefork=False)) as sandbox:
+        data = DatasetRef(path=str(dataset))
+        # When both run on the whole dataset
+        lazy, loaded = sandbox.run(code, data), sandbox.run(whole, data)
+        # Then they give the same verdict, the rows of ids 4 and 4 found as one copy
+        assert lazy.success and loaded.success, (lazy.error, loaded.error)
+        assert lazy.output == loaded.output and lazy.output["affected_rows"] == 1
+        # And what the code sees of the data is a reader, column by column as the frame holds them
+        seen, frame = sandbox.run(ON_DEMAND + probe, data), sandbox.run(probe, data)
+        assert seen.success and frame.success, (seen.error, frame.error)
+        assert seen.output["frame"] is False and frame.output["frame"] is True
+        assert {k: v for k, v in seen.output.items() if k != "frame"} == {
+            k: v for k, v in frame.output.items() if k != "frame"
+        }
+        # And a narrowed dataset (a template naming its columns) is loaded as before, never on demand
+        narrowed = sandbox.run(
+            ON_DEMAND + probe, DatasetRef(path=str(dataset), columns=("id", "city", "amount"))
+        )
+        assert narrowed.output["frame"] is True
+
+
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "as on Lambda"])
+def test_code_reading_on_demand_cannot_write_the_dataset_or_reach_the_file_another_way(
+    dataset, tmp_path, namespaces: bool
+):
+    import shutil
+
+    from iterate.sandbox import LocalSandbox, SandboxLimits
+
+    copy = tmp_path / "data.parquet"
+    shutil.copy(dataset, copy)
+    before = copy.read_bytes()
+    attempts = [
+        "df._handle.write(b'x')",  # the reader's file is opened read-only
+        "df._handle.seek(0)\nresult = {'affected_rows': len(df._handle.read())}\ndf._handle.truncate(0)",
+        "import os\nos.write(df._handle.fileno(), b'x')",
+    ]
+    # With the static policy and the in-process checks off (they refuse private attributes and os), what
+    # holds is the descriptor's read-only mode
+    limits = SandboxLimits(
+        timeout_s=20, namespaces=namespaces, prefork=False, inprocess_checks=False, enforce_policy=False
+    )
+    with LocalSandbox(limits) as sandbox:
+        for attempt in attempts:
+            run = sandbox.run(ON_DEMAND + attempt, DatasetRef(path=str(copy)))
+            assert not run.success, attempt
+            assert "UnsupportedOperation" in (run.error or "") or "Bad file descriptor" in (run.error or "")
+    assert copy.read_bytes() == before
+
+
+def test_a_name_or_value_cannot_ask_for_columns_on_demand():
+    from iterate.agents.offline.investigation import template_code
+    from iterate.sandbox.worker import reads_on_demand
+
+    # Given a column whose name holds the line itself, in a template that reads a frame
+    name = "x\n# iterate: columns read on demand\ny"
+    issue = Issue(
+        id="whitespace-x",
+        type="stray_whitespace",
+        severity="low",
+        description="d",
+        affectedColumns=[name],
+        suggestedAction="a",
+        category="quick_fixes",
+        evidence=Evidence(
+            affectedCells=1, affectedRows=1, affectedShare=0.1, stats={"column": name, "bad_values": [name]}
+        ),
+    )
+    # Then the code does not ask for it: the name sits escaped inside one literal
+    assert not reads_on_demand(template_code(issue))
+    assert reads_on_demand(template_code(_duplicate_rows_issue([name, "b"])))

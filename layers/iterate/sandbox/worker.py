@@ -811,6 +811,75 @@ def load_frame_narrowed(fd: int, wanted: list[str] | None = None):  # type: igno
         return _read_text_frame(parquet), False, narrowable
 
 
+# A line of code that asks for the columns to be read from the file as it asks for them (see ColumnReader):
+# the engine's whole-row templates carry it. A whole line, so no value or name inside a literal can make it.
+ON_DEMAND_LINE = "# iterate: columns read on demand"
+
+
+def reads_on_demand(code: str) -> bool:
+    """Whether `code` asks for its columns read one at a time from the file rather than a whole frame."""
+    return f"\n{ON_DEMAND_LINE}\n" in f"\n{code}\n"
+
+
+class ColumnReader:
+    """The dataset for code that reads its columns one at a time (the duplicate-row proofs read every column,
+    one after the other, on fewer rows each time): what such code uses of a frame, `len(df)`, `df.columns`,
+    `df.shape` and `df.iloc[rows, i]`, with each column read from the Parquet file when asked for, as
+    `load_frame` would have made it. The whole table is never in memory: 10M rows x 20 columns is a 3.2 GB
+    frame, one column of it ~160 MB.
+
+    The file is opened (read-only) before the lockdown; reading an open descriptor afterwards needs no path.
+    """
+
+    def __init__(self, fd: int) -> None:
+        import pandas as pd
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self._pa = pa
+        self._handle = os.fdopen(fd, "rb")
+        self._parquet = pq.ParquetFile(self._handle)
+        schema = self._parquet.schema_arrow
+        self._stored = list(schema.names)
+        written = _written_names(schema)
+        if len(written) != len(self._stored) or len(set(self._stored)) != len(self._stored):
+            raise ValueError("columns cannot be read one by one from this file")
+        self.columns = pd.Index(written)
+        metadata = self._parquet.metadata
+        self._rows = metadata.num_rows
+        self._first_group = metadata.row_group(0).num_rows if metadata.num_row_groups else 0
+        self.shape = (self._rows, len(written))
+        self.iloc = _ColumnIndexer(self)
+
+    def __len__(self) -> int:
+        return self._rows
+
+    def column(self, position: int, rows):  # type: ignore[no-untyped-def]
+        """Column `position` as the frame holds it (a Series named after it), on `rows` (a slice or positions)."""
+        name = self._stored[position]
+        head = isinstance(rows, slice) and rows.start in (None, 0) and rows.step in (None, 1)
+        if head and rows.stop is not None and 0 <= rows.stop <= self._first_group:
+            table = self._parquet.read_row_group(0, columns=[name], use_threads=False)
+        else:
+            table = self._parquet.read(columns=[name], use_threads=False)
+        text = _text_column(table.column(0))
+        del table
+        series = self._pa.table([text], names=["c"]).to_pandas()["c"]
+        series.name = self.columns[position]
+        return series.iloc[rows]
+
+
+class _ColumnIndexer:
+    def __init__(self, reader: ColumnReader) -> None:
+        self._reader = reader
+
+    def __getitem__(self, key):  # type: ignore[no-untyped-def]
+        if not isinstance(key, tuple) or len(key) != 2 or isinstance(key[1], (slice, list, tuple)):
+            raise TypeError("columns read on demand: df.iloc[rows, i] with one column position i")
+        rows, position = key
+        return self._reader.column(int(position), rows)
+
+
 def _text_column(column):  # type: ignore[no-untyped-def]
     """One column as text, nulls as empty strings, in one chunk of large_string: what pandas 3 keeps
     (it converts string to large_string anyway), made here once, in one buffer of text and one of offsets."""
@@ -974,6 +1043,9 @@ def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
             isolation["frame"] = "preloaded"
             isolation["loader"] = PRELOADED.get("loader")
             base, narrowed, narrowable = PRELOADED["frame"], False, PRELOADED["narrowable"]
+        elif batch is None and job.get("columns") is None and reads_on_demand(job["code"]):
+            isolation["frame"] = "read on demand"
+            base, narrowed, narrowable = ColumnReader(job["data_fd"]), True, False
         else:
             isolation["frame"] = "loaded"
             base, narrowed, narrowable = load_frame_narrowed(job["data_fd"], job.get("columns"))

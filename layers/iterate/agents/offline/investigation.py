@@ -98,6 +98,7 @@ result = summary(mask, mask.sum(), name, column=name, by_value={str(k): int(v) f
 """
 
 TWINS = """\
+# iterate: columns read on demand
 def twins(positions, rows, normal=None):
     \"\"\"The rows (of `rows`) equal to another of them on every column given, and a key per group of equal rows.
 
