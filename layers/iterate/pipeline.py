@@ -163,24 +163,34 @@ def _large_input(path: str | Path) -> bool:
         return False
 
 
+def bound_memory(input_bytes: int) -> bool:
+    """On an input of LARGE_INPUT_BYTES or more, from now on in this process (and the processes it forks):
+    per-row arrays mapped one by one, so each one freed gives its pages back instead of leaving them in a heap,
+    and pyarrow's buffers through the same malloc, not a pool that keeps what it frees (iterate.memory).
+    Whether it was applied.
+
+    On a large input only: the mappings cost page faults on every array (1M rows, 197 MB, alternated: 8.9-9.2 s
+    without either against 11.8-14.6 s with both, the largest process 1.12-1.14 GB against 0.84-0.87 GB), a
+    price worth paying where the memory would pass 2 GB (3M rows), not where the whole run holds a gigabyte.
+    A warm Lambda keeps it for its later invocations: slower on a small file, never wrong."""
+    from iterate.memory import map_large_blocks, use_system_pool
+
+    if input_bytes < LARGE_INPUT_BYTES:
+        return False
+    map_large_blocks()
+    use_system_pool()
+    return True
+
+
 def profile_step(
     ctx: RunContext, source_path: str | Path, *, dataset_name: str | None = None
 ) -> ProfileSummary:
     """Read the file once, profile it, run the detectors; write data, profile, candidate issues and flags."""
     from iterate.io import ReadLimits, read_table
     from iterate.io.chunked import Chunking
-    from iterate.memory import map_large_blocks, use_system_pool
-
     started = time.perf_counter()
-    if _large_input(source_path):
-        # Per-row arrays (and the background profile's, forked from here) are mapped one by one, so each one
-        # freed gives its pages back instead of leaving them in a heap; pyarrow's buffers go through the same
-        # malloc, not a pool that keeps what it frees (iterate.memory). On a large input only: the mappings
-        # cost page faults on every array (1M rows, 197 MB, alternated: 8.9-9.2 s without either against
-        # 11.8-14.6 s with both, the largest process 1.12-1.14 GB against 0.84-0.87 GB), a price worth
-        # paying where the memory would pass 2 GB (3M rows), not where the whole run holds about a gigabyte.
-        map_large_blocks()
-        use_system_pool()
+    if _large_input(source_path):  # (the background profile, forked from here, inherits it)
+        bound_memory(Path(source_path).stat().st_size)
     source_path = Path(source_path)
     ctx.report("read", 0, 1, source_path.name)
     table = read_table(

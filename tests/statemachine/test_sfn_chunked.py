@@ -175,3 +175,21 @@ def test_small_and_odd_files_keep_the_single_pass(
     assert not [name for name, _ in calls if name == "chunk"]
     assert json.loads(done["output"])["summary"]["rowCount"] == 3_000
     assert Path(key).name == "orders.csv"
+
+
+def test_the_merge_of_a_large_upload_bounds_its_memory_as_a_local_run_would(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch, bench_csv: bytes
+) -> None:
+    import iterate.memory
+    import iterate.pipeline
+
+    # Given an upload over the size from which a run is bounded for memory (here: the bench file's)
+    calls: list[str] = []
+    monkeypatch.setattr(iterate.memory, "map_large_blocks", lambda *a, **k: calls.append("map") or True)
+    monkeypatch.setattr(iterate.memory, "use_system_pool", lambda *a, **k: calls.append("pool") or True)
+    monkeypatch.setattr(iterate.pipeline, "LARGE_INPUT_BYTES", len(bench_csv))
+    # When it runs through the chunk Map
+    done, _, _ = _run(machine, monkeypatch, bench_csv, "bounded", chunk_bytes=CHUNK_BYTES)
+    # Then the merge step mapped its large blocks one by one and gave pyarrow malloc, before merging
+    assert done["status"] == "SUCCEEDED", done
+    assert calls == ["map", "pool"]

@@ -420,6 +420,8 @@ def merge_chunks(payload: MergeChunksInput, deps: AwsDeps) -> ProfileOutput:
     name = chunked.fileName
     with running_step(deps, run, "profile") as ctx:
         started = time.perf_counter()
+        # As a local run of a file this size: the merged table and the detectors' arrays bounded for memory.
+        pipeline.bound_memory(chunked.size)
         ctx.report("read", 0, 1, f"merging {chunked.count} chunks")
         table, why = read_merged(deps.s3_client(), ctx.store, chunked, deps.settings)
         if table is not None:
