@@ -271,7 +271,14 @@ def _investigations(s3: Any, bucket: str, prefix: str) -> dict[str, Any]:
             outcomes[how] = outcomes.get(how, 0) + 1
             if how != "succeeded":
                 errors.setdefault(how, str(found.get("error") or "")[:300])
-    return {"outcomes": outcomes, "errors": errors}
+    statuses: dict[str, int] = {}
+    try:
+        report = json.loads(s3.get_object(Bucket=bucket, Key=prefix + "issues.json")["Body"].read())
+        for issue in report.get("issues", []):
+            statuses[str(issue.get("status"))] = statuses.get(str(issue.get("status")), 0) + 1
+    except Exception:  # no report written: the outcomes above say why
+        pass
+    return {"outcomes": outcomes, "errors": errors, "statuses": statuses}
 
 
 def single_pass_flags(source: Path, work: Path) -> tuple[bytes, float, float]:
@@ -341,6 +348,8 @@ def _report(run: dict[str, Any], concurrency: int) -> None:
     found = run.get("investigations") or {}
     outcomes = ", ".join(f"{n} {how}" for how, n in sorted(found.get("outcomes", {}).items()))
     print(f"  investigations: {outcomes or 'none'}")
+    statuses = ", ".join(f"{n} {status}" for status, n in sorted(found.get("statuses", {}).items()))
+    print(f"  issues: {statuses or 'none'}")
     for how, error in found.get("errors", {}).items():
         print(f"    {how}, e.g.: {error}")
     for failure in run["failures"]:
