@@ -192,7 +192,12 @@ def to_issue(
             affectedRows=affected_rows,
             affectedShare=round(share, 6),
             examples=_examples(finding, table, profile),
-            stats={**finding.stats, "title": finding.title, "flagged": finding.flag},
+            stats={
+                **finding.stats,
+                "title": finding.title,
+                "flagged": finding.flag,
+                **_listed(finding, table),
+            },
         ),
         status="confirmed",
         source="detector",
@@ -265,6 +270,33 @@ class Timeline:
             f"{share_hit:.0%} of the affected rows have a '{self.column}' in {span}, a period that holds "
             f"{share_all:.0%} of all rows."
         )
+
+
+def _listed(finding: Finding, table: Table) -> dict[str, int]:
+    """When a finding lists only the first MAX_LISTED of its values: `listed_rows`, how many of its rows hold a
+    listed value, which is what a proof recounting the listed values can confirm (the issue's own count covers
+    every value)."""
+    from iterate.detect.findings import MAX_LISTED
+
+    values = finding.stats.get("bad_values")
+    name = finding.stats.get("column")
+    if not isinstance(values, list) or len(values) < MAX_LISTED or not isinstance(name, str):
+        return {}
+    positions = [i for i, n in enumerate(table.column_names) if n == name]
+    if len(positions) != 1 or finding.n_cells == 0:
+        return {}
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column = table.columns[positions[0]]
+    listed = np.asarray(
+        pc.is_in(column.dictionary, value_set=pa.array([str(v) for v in values])).to_numpy(
+            zero_copy_only=False
+        ),
+        dtype=bool,
+    )
+    rows = finding.rows[finding.cols == positions[0]]
+    return {"listed_rows": int(np.unique(rows[listed[column.codes[rows]]]).size)}
 
 
 def issues_from_findings(

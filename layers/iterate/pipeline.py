@@ -188,6 +188,7 @@ def profile_step(
     """Read the file once, profile it, run the detectors; write data, profile, candidate issues and flags."""
     from iterate.io import ReadLimits, read_table
     from iterate.io.chunked import Chunking
+
     started = time.perf_counter()
     if _large_input(source_path):  # (the background profile, forked from here, inherits it)
         bound_memory(Path(source_path).stat().st_size)

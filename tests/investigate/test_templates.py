@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -507,3 +508,52 @@ def test_a_template_with_thousands_of_listed_values_fits_the_policy_and_recomput
     assert inv is not None and inv.success, (inv.stopped, inv.error) if inv else None
     assert inv.output["affected_rows"] == MAX_LISTED
     assert out.status == "confirmed"
+
+
+@pytest.mark.unit
+def test_an_issue_over_more_values_than_listed_is_confirmed_for_the_listed_rows_and_says_so(
+    tmp_path: Path,
+) -> None:
+    from iterate.detect import Finding
+    from iterate.detect.findings import MAX_LISTED
+    from iterate.issues import issues_from_findings
+
+    # Given a names column where 6,000 distinct values carry stray spaces (two rows each), of which the detector
+    # lists the first MAX_LISTED
+    padded = [f"CUSTOMER NUMBER {i:06d}  " for i in range(MAX_LISTED + 1_000)]
+    column = padded + padded + [f"CLEAN {i}" for i in range(500)]
+    table = Table.from_arrow(
+        pa.table({"customer": column}), name="c", source=SourceInfo(path="c.csv", format="csv")
+    )
+    rows = np.arange(2 * len(padded))
+    finding = Finding(
+        type="stray_whitespace",
+        columns=["customer"],
+        rows=rows,
+        cols=np.zeros(rows.size, dtype=np.int64),
+        title="t",
+        description="d",
+        suggested_action="a",
+        category="quick_fixes",
+        detector="text",
+        stats={"column": "customer", "bad_values": sorted(padded)[:MAX_LISTED]},
+        key="whitespace:customer",
+    )
+    (case,) = issues_from_findings([finding], table, None)
+    # Then the issue counts every row, and knows how many hold a listed value
+    assert case.affectedRows == 2 * len(padded)
+    assert case.evidence is not None and case.evidence.stats["listed_rows"] == 2 * MAX_LISTED
+    # When its template recounts the listed values in the sandbox
+    out = _investigated_on_one_column(case, "customer", column, tmp_path)
+    inv = out.investigation
+    assert inv is not None and inv.success, (inv.stopped, inv.error) if inv else None
+    # Then the recount is the listed rows', the issue is confirmed for them, and both counts are kept, said
+    assert inv.output["affected_rows"] == 2 * MAX_LISTED
+    assert out.status == "confirmed"
+    assert out.affectedRows == 2 * len(padded)
+    stats = out.evidence.stats if out.evidence else {}
+    assert stats["detector_affected_rows"] == 2 * len(padded)
+    assert stats["recount"] == (
+        f"the proof recounted the {MAX_LISTED:,} values the detector lists: {2 * MAX_LISTED:,} of the issue's "
+        f"{2 * len(padded):,} rows"
+    )

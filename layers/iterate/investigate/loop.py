@@ -283,6 +283,17 @@ def confirm(issue: Issue, investigation: CodeInvestigation | None) -> Issue:
         )
     status = "confirmed" if recomputed == claimed else "unconfirmed"
     extra: dict[str, Any] = {}
+    stats_now = issue.evidence.stats if issue.evidence is not None else {}
+    listed = stats_now.get("listed_rows")
+    if status == "unconfirmed" and trusted and isinstance(listed, int) and recomputed == listed:
+        # The detector listed only its first values (MAX_LISTED): the template recounted exactly the rows that
+        # hold them. Confirmed for those, and said so beside both counts.
+        status = "confirmed"
+        n_values = len(stats_now.get("bad_values") or [])
+        extra["recount"] = (
+            f"the proof recounted the {n_values:,} values the detector lists: {recomputed:,} of the issue's "
+            f"{claimed:,} rows"
+        )
     if not trusted and status == "confirmed" and issue.evidence is not None:
         cells = _count(output.get("affected_cells"))
         if cells is None:
