@@ -214,3 +214,28 @@ def test_a_changed_answer_on_a_two_level_conversation_restarts_from_the_first_qu
     step = followup(agent, i, step.history, "drop")
     assert [t.answer for t in step.history] == ["drop"] and step.action is not None
     assert step.action.action == "drop_rows"
+
+
+def test_a_misspelled_word_is_asked_about_as_a_word_and_fixed_with_the_columns_spelling():
+    agent = OfflineFollowupAgent()
+    stats = {
+        "column": "name",
+        "rule": "word_slip",
+        "bad_values": ["Monroe Reigonal", "Ohio Reigonal"],
+        "slips": {
+            "Monroe Reigonal": ["Reigonal", "Regional", "swap"],
+            "Ohio Reigonal": ["Reigonal", "Regional", "swap"],
+        },
+        "canonical": {"Monroe Reigonal": "Monroe Regional", "Ohio Reigonal": "Ohio Regional"},
+    }
+    i = issue("words-name", "inconsistent_category", "name", 2, 1000, stats=stats)
+    # When the conversation starts, Then the question names the word and its usual spelling
+    step = followup(agent, i, [])
+    assert step.question is not None
+    assert "misspelled word" in step.question.prompt and "'Reigonal' for 'Regional'" in step.question.prompt
+    assert "spells the same value" not in step.question.prompt
+    assert step.question.prompt.count("'Reigonal'") == 1  # one slip, named once
+    # And accepting replaces each value by its respelled form
+    step = followup(agent, i, step.history, "standardize")
+    assert step.action is not None and step.action.action == "standardize_values"
+    assert step.action.parameters == {"column": "name", "mapping": stats["canonical"]}

@@ -75,6 +75,26 @@ def main_question(issue: Issue) -> SmartFixFollowup:
             _act("keep"),
         ),
     )
+    if t == "inconsistent_category" and stats.get("rule") == "word_slip":
+        mapping = {str(k): str(v) for k, v in (stats.get("canonical") or {}).items()}
+        slips = [s for s in (stats.get("slips") or {}).values() if isinstance(s, list) and len(s) >= 2]
+        pairs = list(dict.fromkeys((str(s[0]), str(s[1])) for s in slips))
+        shown = ", ".join(f"'{written}' for '{usual}'" for written, usual in pairs[:3])
+        return _q(
+            f"{_rows(issue)} of '{col}' hold a misspelled word"
+            + (f" ({shown})" if shown else "")
+            + ": the column writes that word another way everywhere else. Correct the words?",
+            [
+                (
+                    "standardize",
+                    "Yes, use the column's usual spelling of the word",
+                    _act("standardize_values", column=col, mapping=mapping),
+                ),
+                review,
+                ("keep", "They are spelled right; keep them", _act("keep")),
+            ],
+            ex,
+        )
     if t in {"inconsistent_category", "encoding_damage"}:
         mapping = {str(k): str(v) for k, v in (stats.get("canonical") or {}).items()}
         return _q(
