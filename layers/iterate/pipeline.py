@@ -156,11 +156,16 @@ def _prepare(sandbox: Sandbox | None, data: DatasetRef | None) -> None:
 LARGE_INPUT_BYTES = 256 * 2**20
 
 
-def _large_input(path: str | Path) -> bool:
+def _input_bytes(path: str | Path) -> int:
+    """The input's size; 0 for standard input or a path that cannot be read (the read then says why)."""
     try:
-        return str(path) != "-" and Path(path).stat().st_size >= LARGE_INPUT_BYTES
+        return 0 if str(path) == "-" else Path(path).stat().st_size
     except OSError:
-        return False
+        return 0
+
+
+def _large_input(path: str | Path) -> bool:
+    return _input_bytes(path) >= LARGE_INPUT_BYTES
 
 
 def bound_memory(input_bytes: int) -> bool:
@@ -190,8 +195,7 @@ def profile_step(
     from iterate.io.chunked import Chunking
 
     started = time.perf_counter()
-    if _large_input(source_path):  # (the background profile, forked from here, inherits it)
-        bound_memory(Path(source_path).stat().st_size)
+    bound_memory(_input_bytes(source_path))  # (the background profile, forked from here, inherits it)
     source_path = Path(source_path)
     ctx.report("read", 0, 1, source_path.name)
     table = read_table(

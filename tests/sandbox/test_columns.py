@@ -148,3 +148,18 @@ def test_a_name_or_value_cannot_ask_for_columns_on_demand():
     # Then the code does not ask for it: the name sits escaped inside one literal
     assert not reads_on_demand(template_code(issue))
     assert reads_on_demand(template_code(_duplicate_rows_issue([name, "b"])))
+
+
+def test_a_file_whose_columns_cannot_be_read_one_by_one_is_loaded_as_a_frame_instead(sandbox, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # Given a Parquet file (not the engine's) with one stored name twice: its columns cannot be picked by name
+    path = tmp_path / "repeated.parquet"
+    pq.write_table(pa.table([["a", "a", "b"], ["x", "x", "y"]], names=["k", "k"]), path)
+    probe = "result = {'frame': isinstance(df, pd.DataFrame), 'rows': len(df), 'cols': list(df.columns)}"
+    # When code that asks for columns on demand runs on it
+    run = sandbox.run(ON_DEMAND + probe, DatasetRef(path=str(path)))
+    # Then it gets the frame, as code that does not ask would
+    assert run.success, run.error
+    assert run.output == {"frame": True, "rows": 3, "cols": ["k", "k"]}

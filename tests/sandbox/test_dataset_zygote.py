@@ -343,7 +343,7 @@ def _whole_table_frame(worker: ModuleType, path: Path, wanted: list[str] | None 
     """The frame as the worker built it before it read column by column: the whole table at once."""
     table = pq.ParquetFile(path).read()
     if wanted is not None:
-        written = worker._written_names(table.schema)
+        written = worker.written_names(table.schema)
         picked = [i for i, name in enumerate(written) if name in set(wanted)]
         table = table.select(picked).replace_schema_metadata(
             {b"iterate.names": json.dumps([written[i] for i in picked]).encode()}

@@ -11,13 +11,14 @@ or no column named: the whole object, as before.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from iterate.sandbox.worker import written_names
 
 # The first request asks for the object's last 64 KiB: the footer of a 20-column data.parquet with ten row
 # groups is ~20 KB, so one request usually brings it whole.
@@ -69,6 +70,15 @@ def _read_capped(body: BinaryIO, limit: int) -> bytes:
     return b"".join(parts)
 
 
+def _part(start: int, end: int | None, content_range: str | None, body: BinaryIO) -> Part:
+    """The answer to a ranged GET of [start, end] (start < 0: the last -start bytes): its body, read no further
+    than what was asked for, placed by the object's size its Content-Range gives."""
+    total = content_range_total(content_range)
+    asked = -start if start < 0 else (end - start + 1 if end is not None else 1 << 62)
+    data = _read_capped(body, asked)
+    return Part(total - len(data) if start < 0 else start, data, total)
+
+
 def http_range_get(url: str, *, timeout_s: float) -> RangeGet:
     """Ranged GETs of a presigned URL (a GET's Range header is not part of its signature). With requests
     when installed (as iterate.sandbox.remote.fetch_url), else urllib."""
@@ -79,24 +89,18 @@ def http_range_get(url: str, *, timeout_s: float) -> RangeGet:
 
     def get(start: int, end: int | None) -> Part:
         headers = {"Range": _spec(start, end)}
-        asked = -start if start < 0 else (end - start + 1 if end is not None else 1 << 62)
         if requests is not None:
             with requests.get(url, headers=headers, stream=True, timeout=timeout_s) as response:
                 if response.status_code != 206:
                     raise RangeNotServed(f"HTTP {response.status_code} to a ranged GET")
-                total = content_range_total(response.headers.get("Content-Range"))
-                data = _read_capped(response.raw, asked)
-        else:
-            import urllib.request
+                return _part(start, end, response.headers.get("Content-Range"), response.raw)
+        import urllib.request
 
-            request = urllib.request.Request(url, headers=headers)
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                if response.status != 206:
-                    raise RangeNotServed(f"HTTP {response.status} to a ranged GET")
-                total = content_range_total(response.headers.get("Content-Range"))
-                data = _read_capped(response, asked)
-        first = total - len(data) if start < 0 else start
-        return Part(first, data, total)
+        request = urllib.request.Request(url, headers=headers)
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            if response.status != 206:
+                raise RangeNotServed(f"HTTP {response.status} to a ranged GET")
+            return _part(start, end, response.headers.get("Content-Range"), response)
 
     return get
 
@@ -107,19 +111,9 @@ def s3_range_get(client: Any, bucket: str, key: str, version_id: str | None) -> 
 
     def get(start: int, end: int | None) -> Part:
         response = client.get_object(Bucket=bucket, Key=key, Range=_spec(start, end), **extra)
-        total = content_range_total(response.get("ContentRange"))
-        asked = -start if start < 0 else (end - start + 1 if end is not None else 1 << 62)
-        data = _read_capped(response["Body"], asked)
-        first = total - len(data) if start < 0 else start
-        return Part(first, data, total)
+        return _part(start, end, response.get("ContentRange"), response["Body"])
 
     return get
-
-
-def _written_names(schema: Any) -> list[str]:
-    # As iterate.sandbox.worker reads them: the worker picks its columns by these names, so must this.
-    meta = schema.metadata or {}
-    return json.loads(meta[b"iterate.names"]) if b"iterate.names" in meta else list(schema.names)
 
 
 def chunk_ranges(metadata: Any, positions: Sequence[int]) -> list[tuple[int, int]]:
@@ -174,7 +168,7 @@ def fetch_columns(get: RangeGet, target: Path, columns: Sequence[str], *, limit:
         os.pwrite(out.fileno(), tail.data, tail.start)
     metadata = pq.read_metadata(target)
     schema = metadata.schema.to_arrow_schema()
-    written = _written_names(schema)
+    written = written_names(schema)  # the names the worker picks its columns by
     wanted = set(columns)
     positions = [i for i, name in enumerate(written) if name in wanted]
     if not positions or len(written) != len(schema.names) or metadata.num_columns != len(schema.names):

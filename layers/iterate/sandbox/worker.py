@@ -764,7 +764,7 @@ def _jsonable(value: object, depth: int = 0) -> object:
     raise TypeError(f"result contains a {type(value).__name__}, which is not JSON-serialisable")
 
 
-def _written_names(schema) -> list[str]:  # type: ignore[no-untyped-def]
+def written_names(schema) -> list[str]:  # type: ignore[no-untyped-def]
     """The names as written (repeats included), which iterate.io.write_parquet_text keeps in metadata."""
     meta = schema.metadata or {}
     return json.loads(meta[b"iterate.names"]) if b"iterate.names" in meta else list(schema.names)
@@ -781,7 +781,7 @@ def _text_frame(table):  # type: ignore[no-untyped-def]
             column = pc.cast(column, pa.string())
         columns.append(pc.fill_null(column, ""))
     frame = pa.table(columns, names=[f"c{i}" for i in range(len(columns))]).to_pandas()
-    names = _written_names(table.schema)
+    names = written_names(table.schema)
     frame.columns = names if len(names) == len(columns) else table.column_names
     return frame
 
@@ -802,7 +802,7 @@ def load_frame_narrowed(fd: int, wanted: list[str] | None = None):  # type: igno
     with os.fdopen(fd, "rb") as handle:
         parquet = pq.ParquetFile(handle)
         schema = parquet.schema_arrow
-        written = _written_names(schema)
+        written = written_names(schema)
         narrowable = len(written) == len(schema.names)
         if wanted is not None:
             picked = [i for i, name in enumerate(written) if name in set(wanted)]
@@ -831,6 +831,16 @@ class ColumnReader:
     The file is opened (read-only) before the lockdown; reading an open descriptor afterwards needs no path.
     """
 
+    @classmethod
+    def open(cls, fd: int) -> "ColumnReader | None":
+        """A reader of the file behind `fd` (on a duplicate of it: `fd` stays open), or None when its columns
+        cannot be read one by one (the caller then loads the frame from `fd` as before)."""
+        copy = os.dup(fd)
+        try:
+            return cls(copy)
+        except ValueError:
+            return None
+
     def __init__(self, fd: int) -> None:
         import pandas as pd
         import pyarrow as pa
@@ -841,8 +851,9 @@ class ColumnReader:
         self._parquet = pq.ParquetFile(self._handle)
         schema = self._parquet.schema_arrow
         self._stored = list(schema.names)
-        written = _written_names(schema)
+        written = written_names(schema)
         if len(written) != len(self._stored) or len(set(self._stored)) != len(self._stored):
+            self._handle.close()
             raise ValueError("columns cannot be read one by one from this file")
         self.columns = pd.Index(written)
         metadata = self._parquet.metadata
@@ -920,7 +931,7 @@ def _read_text_frame(parquet, picked: list[int] | None = None):  # type: ignore[
         columns = [_text_column(table.column(i)) for i in positions]
         del table
     frame = pa.table(columns, names=[f"c{k}" for k in range(len(columns))]).to_pandas()
-    written = _written_names(schema)
+    written = written_names(schema)
     names = written if len(written) == len(stored) else stored
     frame.columns = [names[i] for i in positions]
     return frame
@@ -956,7 +967,7 @@ def preload_frame(fd: int, max_mb: int):  # type: ignore[no-untyped-def]
         if estimate_mb > max_mb:
             raise MemoryError(f"about {estimate_mb:.0f} MB in memory, over the {max_mb} MB preload cap")
         table = reader.read_all()
-        narrowable = len(_written_names(table.schema)) == table.num_columns
+        narrowable = len(written_names(table.schema)) == table.num_columns
         return _text_frame(table), narrowable
     with os.fdopen(fd, "rb") as handle:
         meta = pq.read_metadata(handle)
@@ -968,7 +979,7 @@ def preload_frame(fd: int, max_mb: int):  # type: ignore[no-untyped-def]
         parquet = pq.ParquetFile(handle)
         frame = _read_text_frame(parquet)
         # load_frame narrows only when the written names match the stored columns one to one.
-        narrowable = len(_written_names(parquet.schema_arrow)) == len(parquet.schema_arrow.names)
+        narrowable = len(written_names(parquet.schema_arrow)) == len(parquet.schema_arrow.names)
     _hand_back()
     return frame, narrowable
 
@@ -1043,9 +1054,14 @@ def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
             isolation["frame"] = "preloaded"
             isolation["loader"] = PRELOADED.get("loader")
             base, narrowed, narrowable = PRELOADED["frame"], False, PRELOADED["narrowable"]
-        elif batch is None and job.get("columns") is None and reads_on_demand(job["code"]):
+        elif (
+            batch is None
+            and job.get("columns") is None
+            and reads_on_demand(job["code"])
+            and (reader := ColumnReader.open(job["data_fd"])) is not None
+        ):
             isolation["frame"] = "read on demand"
-            base, narrowed, narrowable = ColumnReader(job["data_fd"]), True, False
+            base, narrowed, narrowable = reader, True, False
         else:
             isolation["frame"] = "loaded"
             base, narrowed, narrowable = load_frame_narrowed(job["data_fd"], job.get("columns"))
