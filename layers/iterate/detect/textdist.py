@@ -61,8 +61,14 @@ class DeletionIndex:
             for d in deletes1(text):
                 self._by_key[d].append(ident)
 
-    def near(self, query: str, accept: Callable[[int], bool] | None = None) -> set[int]:
-        """Indexed ids within one edit of `query`; `accept` filters candidates cheaply before the distance."""
+    def near(self, query: str, accept: Callable[[int], bool] | None = None) -> list[int]:
+        """Indexed ids within one edit of `query`, in ascending order; `accept` filters candidates cheaply
+        before the distance.
+
+        In order, not as a set: callers keep the first of equally good candidates, and a set's order follows
+        the order its ids were added in, which follows the iteration of a set of strings (`deletes1`), which
+        changes with Python's per-process string hashing. The same file then gave different findings from
+        one run to the next (a 'MARKT' read as a slip of 'MART' in one run, of 'MARKET' in the next)."""
         found: set[int] = set()
         for d in deletes1(query):
             ids = self._by_key.get(d)
@@ -70,7 +76,7 @@ class DeletionIndex:
                 found.update(ids)
         if accept is not None:
             found = {i for i in found if accept(i)}
-        return {i for i in found if bounded_distance(query, self._text[i], 1) is not None}
+        return sorted(i for i in found if bounded_distance(query, self._text[i], 1) is not None)
 
 
 def qgrams(s: str, q: int = 3) -> set[str]:

@@ -266,7 +266,8 @@ def find_variants(values: list[str], counts: np.ndarray, n_present: int) -> dict
                 for j in posting:
                     tally[j] = tally.get(j, 0) + 1
             k = _max_edits(length)
-            ranked = sorted(tally.items(), key=lambda kv: -kv[1])[:MAX_CANDIDATES]
+            # Ties in order of the values (the tally's own order follows the hashing of a set of strings).
+            ranked = sorted(tally.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_CANDIDATES]
             for j, shared in ranked:
                 if j == i or counts[j] < need or shared < len(gs) * 0.3 or _other_unit(marks[i], marks[j]):
                     continue

@@ -304,16 +304,20 @@ def find_slips(
         if acronyms and len(w) <= ACRONYM and all(shape(form) == UPPER for form, _ in forms[w]):
             continue
         need = min_reference_ratio(len(w)) * df[w]
-        best: tuple[int, str, str] | None = None
+        # The most common reference; of two as common ('MARKT': 'MART' with a letter more, 'MARKET' with one
+        # less), the one whose kind of slip this column's words least explain as legitimate variation.
+        best: tuple[int, float, str, str] | None = None
         for j in index.near(w):
             ref = established[j]
-            if df[ref] < need or (best is not None and df[ref] <= best[0]):
+            if df[ref] < need or (best is not None and df[ref] < best[0]):
                 continue
             kind = slip_kind(w, ref)
-            if kind and edit_signature(w, ref) not in legit_edits:
-                best = (df[ref], ref, kind)
+            if not kind or edit_signature(w, ref) in legit_edits:
+                continue
+            if best is None or (df[ref], kind_llr[kind]) > best[:2]:
+                best = (df[ref], kind_llr[kind], ref, kind)
         if best is not None:
-            best_ref[w] = (best[1], best[2])
+            best_ref[w] = (best[2], best[3])
     # A case slip: the shift key held one letter too long ('BRewing' where the column writes 'Brewing').
     case_slips: dict[str, str] = {}
     for w in established:
