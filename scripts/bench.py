@@ -16,6 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from same_outputs import outcomes  # scripts/ is not a package: found beside this file
+
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_FILE = REPO / "bench" / "data" / "bench_1m.csv"
 WIDE_FILE = REPO / "bench" / "data" / "wide.csv"
@@ -193,24 +196,6 @@ def analyze(
     return result
 
 
-def _outcomes(out: Path) -> list[tuple[Any, ...]]:
-    """Each issue's id, status, counts and examples, as analysis.json has them (to compare two runs)."""
-    analysis = json.loads((out / "analysis.json").read_text(encoding="utf-8"))
-    found = []
-    for issue in analysis.get("issues", []):
-        evidence = issue.get("evidence") or {}
-        found.append(
-            (
-                issue["id"],
-                issue["status"],
-                issue.get("affectedRows"),
-                json.dumps(evidence.get("examples"), sort_keys=True),
-                json.dumps((issue.get("investigation") or {}).get("output"), sort_keys=True),
-            )
-        )
-    return found
-
-
 WIDE_STEPS = ("profile", "detect", "investigate", "report")
 
 
@@ -238,7 +223,7 @@ def wide_table(out: Path, path: Path = WIDE_FILE, runs: int = 1) -> dict[str, An
             shutil.rmtree(folder, ignore_errors=True)
             result = analyze(path, folder, env={"ITERATE_INVESTIGATION_BATCH": value}) or {"rc": "n/a"}
             if result.get("rc") == 0:
-                result["outcomes"] = _outcomes(folder)
+                result["outcomes"] = outcomes(folder)
             found[mode].append(result)
     print(f"\nwide table {path.name} (2,000 rows x 500 columns): batch on vs off, alternately, {runs} run(s)")
     print(f"  load average now {_load()}")
@@ -293,7 +278,7 @@ def _workers_compared(path: Path, out: Path) -> dict[str, Any]:
     found["identical"] = (
         all(found[f"workers {n}"].get("rc") == 0 for n in (1, 2))
         and (ones / "flags.csv").read_bytes() == (twos / "flags.csv").read_bytes()
-        and _outcomes(ones) == _outcomes(twos)
+        and outcomes(ones) == outcomes(twos)
     )
     return found
 

@@ -220,7 +220,7 @@ def detect(table: Table, calibration: Calibration = DEFAULT, *, null_marker: str
         findings = findings[:n_read] + missing.result() + findings[n_read:]
         fd_findings, deps, judgements = voted.result()
     findings = [_discount_consistent(f, judgements, table, calibration) for f in findings]
-    # Four per-row arrays per dependent column (72 MB a column on 3M rows), needed no further: not held (nor by
+    # One per-row array per dependent column (24 MB a column on 3M rows), needed no further: not held (nor by
     # their future) through the decision, the detection's peak.
     del judgements, voted
     determines = {(d.lhs, d.rhs) for d in deps}

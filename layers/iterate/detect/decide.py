@@ -60,7 +60,7 @@ def _family_index(findings: list[Finding]) -> tuple[np.ndarray, list[str]]:
     """Each finding's signal family as an index into the sorted family names."""
     names = sorted({FAMILIES.get(f.detector, f.detector) for f in findings})
     pos = {n: i for i, n in enumerate(names)}
-    return np.array([pos[FAMILIES.get(f.detector, f.detector)] for f in findings], dtype=np.int64), names
+    return np.array([pos[FAMILIES.get(f.detector, f.detector)] for f in findings], dtype=np.int32), names
 
 
 def _strongest_per_family(cell: np.ndarray, fam: np.ndarray, llr: np.ndarray) -> np.ndarray:
@@ -189,11 +189,14 @@ def decide(
         np.concatenate([f.llr if f.llr is not None else np.full(f.n_cells, cal.certain_llr) for f in judged]),
         cal.max_llr,
     )
-    owner = np.repeat(np.arange(len(judged)), sizes_k)
+    # Per evidence item (every cell of every finding: millions on a long table), the finding it came from
+    # and its family as int32, not int64: the decision's arrays are the detection's last peak.
+    owner = np.repeat(np.arange(len(judged), dtype=np.int32), sizes_k)
     fam = fam_of[owner]
     value_level = np.array([f.value_level for f in judged])[owner]
 
     ucid, where = unique(cid, return_inverse=True)
+    del cid
     where = where.reshape(-1)
     # Each family's strongest item on each cell: the same entries for the totals and for who supports whom.
     strongest = _strongest_per_family(where, fam, llr)
@@ -219,7 +222,10 @@ def decide(
     cell_group = cell_group.reshape(-1)
     sizes = group_size[first_of_group]
     table_rate, rates, cell_prior = estimate_rates(own, cell_col, cell_group, sizes, n_rows, n_cols, cal)
+    # Per evidence cell arrays needed no further, let go before the reporting's (the decision's peak).
+    del own, cell_row, cell_code, group_size, cell_group, first_of_group, sizes
     prior = logit(cell_prior)
+    del cell_prior
     posterior = sigmoid(prior + total)
     # Flagged: the combined evidence points to a wrong value and carries the posterior over the line.
     flagged = (posterior >= cal.decide_at) & (total > 0)
@@ -228,7 +234,7 @@ def decide(
     v_total, _ = _totals(where[value_level], fam[value_level], llr[value_level], ucid.size, supporting)
     by_value = (sigmoid(prior + v_total) >= cal.decide_at) & (v_total > 0)
     eligible = flagged[where] & np.where(value_level, by_value[where], ~by_value[where])
-    specificity = np.array([rank.get(f.type, len(rank)) for f in judged])[owner]
+    specificity = np.array([rank.get(f.type, len(rank)) for f in judged], dtype=np.int32)[owner]
     order = np.lexsort((specificity, -llr, ~eligible, where))
     first = np.ones(order.size, dtype=bool)
     first[1:] = where[order][1:] != where[order][:-1]

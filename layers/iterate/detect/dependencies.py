@@ -26,7 +26,7 @@ from iterate.detect.context import ColumnFacts, missing_markers
 from iterate.detect.findings import Finding
 from iterate.detect.stats import poisson_tail
 from iterate.grouping import unique
-from iterate.table import wide
+from iterate.table import code_dtype, wide
 
 MIN_GROUP = 3  # rows a group needs before its consensus judges anyone
 # Rows in such groups a dependency is learned from: a rule read off a few dozen rows (47 cars) says more
@@ -70,7 +70,7 @@ def group_majority(x: np.ndarray, y: np.ndarray, n_x: int, n_y: int) -> GroupMaj
         second_count = table.max(axis=1) if n_y > 1 else np.zeros(n_x, dtype=np.int64)
         return GroupMajority(size, major, major_count, second_count)
     combined = x * n_y + y
-    pairs, counts = np.unique(combined, return_counts=True)
+    pairs, counts = unique(combined, return_counts=True)
     gx, gy = pairs // n_y, pairs % n_y
     order = np.lexsort((-counts, gx))
     gx, gy, counts = gx[order], gy[order], counts[order]
@@ -122,7 +122,7 @@ def compact_codes(codes: np.ndarray) -> tuple[np.ndarray, int]:
     """Codes renumbered 0..k-1 (-1 kept), and k (at least 1)."""
     out = np.full(codes.size, -1, dtype=np.int64)
     valid = codes >= 0
-    uniq, inverse = np.unique(codes[valid], return_inverse=True)
+    uniq, inverse = unique(codes[valid], return_inverse=True)
     out[valid] = inverse.reshape(-1)
     return out, max(int(uniq.size), 1)
 
@@ -374,7 +374,9 @@ def consensus(
     llr = np.where(
         judged, np.clip(strict + mode_share, -cal.dependency_llr_cap, cal.dependency_llr_cap), out.llr
     )
-    spelled = np.where(judged, fy.meaning.spelling[np.maximum(out.group_mode[xr], 0)], out.expected)
+    spelled = np.where(judged, fy.meaning.spelling[np.maximum(out.group_mode[xr], 0)], out.expected).astype(
+        out.expected.dtype, copy=False
+    )
     rates = dict(out.rates, pasted_groups=pasted.share)
     covered, deviant = out.covered | judged, out.deviant | judged
     return Consensus(dep, llr, covered, deviant, spelled, rates, out.group_mode, pasted)
@@ -419,7 +421,7 @@ def pasted_value(
     minority = use & sized[xr] & (y != gm.major[xr])
     if not minority.any():
         return None
-    keys, counts = np.unique(xu[minority].astype(np.int64) * n_y + y[minority], return_counts=True)
+    keys, counts = unique(xu[minority].astype(np.int64) * n_y + y[minority], return_counts=True)
     factions = keys[counts >= 2]  # a value held by two or more rows of a group whose consensus is another
     if factions.size == 0:
         return None
@@ -492,14 +494,13 @@ def _group_consensus(
     gm = group_majority(xu, np.maximum(y, 0), n_x, n_y)
     size, mode, k1 = gm.size, gm.major, gm.major_count
     xr = np.maximum(xu, 0)
-    g_size = np.where(use, size[xr], 0)
     g_mode = np.where(use, mode[xr], -1)
     g_k1 = np.where(use, k1[xr], 0)
-    pair_key = xu.astype(np.int64) * n_y + np.maximum(y, 0)
     pair_count = np.zeros(n, dtype=np.int64)
     if use.any():
-        _, inv, cnt = unique(pair_key[use], return_inverse=True, return_counts=True)
+        _, inv, cnt = unique(xu[use].astype(np.int64) * n_y + y[use], return_inverse=True, return_counts=True)
         pair_count[use] = cnt[inv.reshape(-1)]
+        del inv
     # A group judges when it has a consensus: enough rows, its most common value held by most of them and
     # at least twice as common as any other (a group of many large factions, every respondent without an
     # affair, judges nobody).
@@ -528,8 +529,13 @@ def _group_consensus(
     noise_rate = float(np.clip((deviant & (pair_count == 1)).sum() / n_judged, 1e-3, 0.5))
     dev_counts = np.bincount(y[deviant], minlength=n_y).astype(np.float64)
     q_noise = (dev_counts + 1.0) / (dev_counts.sum() + n_y)
-    lam = np.where(deviant, g_size * noise_rate * q_noise[np.maximum(y, 0)], 0.0)
-    split = deviant & (poisson_tail(pair_count, lam) < cal.split_tail)
+    # Only a deviant can be a split: the Poisson tail is computed on those rows alone (a few per cent of a
+    # long column; on every row it was three more per-row arrays at the detection's peak).
+    off = np.flatnonzero(deviant)
+    lam = size[xr[off]] * noise_rate * q_noise[y[off]]
+    split = np.zeros(n, dtype=bool)
+    split[off] = poisson_tail(pair_count[off], lam) < cal.split_tail
+    del off, lam
     judged_groups = int(judging.sum())
     split_groups = np.zeros(n_x, dtype=bool)
     split_groups[xr[split]] = True
@@ -582,23 +588,22 @@ def _group_consensus(
     llr = np.where(judged & ~deviant & usual, math.log(split_rate + floor), llr)
     llr = np.clip(llr, -cal.dependency_llr_cap, cal.dependency_llr_cap)
     # The consensus is shown by its most common spelling (a dictionary code of Y).
-    spelled = np.where(judged, fy.meaning.spelling[np.maximum(g_mode, 0)], -1)
+    spelled = np.where(judged, fy.meaning.spelling[np.maximum(g_mode, 0)], -1).astype(
+        code_dtype(fy.column.n_unique), copy=False
+    )  # a dictionary code of Y: int32 wherever Y's dictionary fits (kept per row while the dependency is)
     return Consensus(dep, llr, judged, deviant, spelled, rates, np.where(judging, mode, -1))
 
 
 @dataclass
 class Judgement:
-    """Per row, for one dependent column: how many dependencies judged the cell, how many voted against, and
-    their combined evidence (negative where strict dependencies vouch for the value)."""
+    """Per row, for one dependent column, what the other detectors ask of the dependencies once they are done:
+    the sum of what the dependencies that agree with the cell say for it (<= 0; 0 where none vouches).
 
-    cover: np.ndarray
-    votes: np.ndarray
-    llr: np.ndarray
-    vouch: np.ndarray  # the sum of what the dependencies that agree with the cell say for it (<= 0)
+    (The votes, cover and combined evidence a judgement is made of stay inside detect_dependency_violations:
+    kept for every dependent column until the detection ends, they were 16 bytes a row more, 48 MB a dependent
+    column on 3M rows, for nothing read after.)"""
 
-    def consistent(self, rows: np.ndarray) -> np.ndarray:
-        """Rows whose value every judging dependency agrees with (judged at least once)."""
-        return (self.cover[rows] >= 1) & (self.votes[rows] == 0)
+    vouch: np.ndarray
 
 
 @dataclass
@@ -613,6 +618,10 @@ class Entities:
 Memo = dict[tuple[tuple[int, ...], int, bool], "Consensus"]
 
 
+def _memo_key(d: Dependency, entity: Entity | None) -> tuple[tuple[int, ...], int, bool]:
+    return (d.determinants, d.rhs, entity is not None)
+
+
 def _measured(
     facts: list[ColumnFacts],
     d: Dependency,
@@ -624,7 +633,7 @@ def _measured(
 ) -> Consensus:
     """consensus(), computed once per dependency and entity pairing (with rows excluded: afresh). `deps`: all
     the dependencies, for Y's other determinants."""
-    key = (d.determinants, d.rhs, entity is not None)
+    key = _memo_key(d, entity)
     if excluded is None and key in memo:
         return memo[key]
     others = [determinant(facts, e) for e in deps if e.rhs == d.rhs and e is not d]
@@ -670,7 +679,8 @@ def _blame_determinants(
 ) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray], dict[int, list[str]]]:
     """Rows whose X value is the likelier mistake: they disagree with their X group on two or more dependents.
 
-    Returns, per blamed column X: the blamed rows (mask), their evidence, and the dependents that disagreed.
+    Returns, per blamed column X: the blamed rows (mask), their evidence (one value per blamed row, in row
+    order), and the dependents that disagreed.
     """
     by_lhs: dict[int, list[Dependency]] = {}
     for d in deps:
@@ -683,8 +693,9 @@ def _blame_determinants(
         if len(group) < 2:
             continue
         fx = facts[lhs]
-        against = np.zeros(fx.column.codes.size, dtype=np.int64)
-        judged = np.zeros(fx.column.codes.size, dtype=np.int64)
+        # Counts of dependents (a few dozen at most): int32 holds them, at half the memory of int64 a row.
+        against = np.zeros(fx.column.codes.size, dtype=np.int32)
+        judged = np.zeros(fx.column.codes.size, dtype=np.int32)
         strength = np.zeros(fx.column.codes.size)
         measured = []
         for d in group:
@@ -699,10 +710,10 @@ def _blame_determinants(
             rows &= _belongs_elsewhere(fx, facts, measured, rows)
         if rows.any():
             blamed[lhs] = rows
-            # Two independent slips in the dependents are far less likely than one in the key.
-            evidence[lhs] = np.where(
-                rows, strength / np.maximum(against, 1) + np.log(np.maximum(against, 1)), 0.0
-            )
+            # Two independent slips in the dependents are far less likely than one in the key (kept for the
+            # blamed rows only, in row order).
+            at = np.flatnonzero(rows)
+            evidence[lhs] = strength[at] / np.maximum(against[at], 1) + np.log(np.maximum(against[at], 1))
             witnesses[lhs] = [facts[d.rhs].name for d in group]
     return blamed, evidence, witnesses
 
@@ -759,11 +770,23 @@ def detect_dependency_violations(
     for d in sorted(deps, key=lambda d: -len(d.more)):  # composites first: they judge before their parts
         by_rhs.setdefault(d.rhs, []).append(d)
 
-    def judge(group: list[Dependency]) -> tuple[Judgement, np.ndarray, dict[str, int]]:
-        """Y's judgement by its determinants, the expected values, and the values pasted across groups."""
+    def entity_of(d: Dependency) -> Entity | None:
+        return None if d.more else paired.get(d.lhs)
+
+    # Each measured dependency is four per-row arrays (14 bytes a row): one the judgements below will not
+    # ask for again (the pairing's measures of a paired column) is let go now, and each one they ask for is
+    # let go once read, so the judging holds the dependencies of one column at a time, not all of them.
+    wanted = {_memo_key(d, entity_of(d)) for d in deps if blamed.get(d.rhs) is None}
+    for key in [k for k in memo if k not in wanted]:
+        del memo[key]
+
+    def judge(
+        group: list[Dependency],
+    ) -> tuple[Judgement, np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+        """Y's judgement by its determinants; per row the votes against the cell, their combined evidence and
+        the expected value; and the values pasted across groups."""
         pasted: dict[str, int] = {}
         total = np.zeros(n_rows)
-        cover = np.zeros(n_rows, dtype=np.int32)
         votes = np.zeros(n_rows, dtype=np.int32)
         expected = np.full(n_rows, -1, dtype=np.int64)
         best = np.full(n_rows, -np.inf)
@@ -774,7 +797,8 @@ def detect_dependency_violations(
         finer = np.zeros(n_rows, dtype=bool)
         refined = {c for d in group if d.more for c in d.determinants}
         for d in group:
-            c = _measured(facts, d, deps, cal, memo, None if d.more else paired.get(d.lhs), excluded)
+            c = _measured(facts, d, deps, cal, memo, entity_of(d), excluded)
+            memo.pop(_memo_key(d, entity_of(d)), None)
             judged = c.covered
             for x_col in d.determinants:
                 if x_col in blamed:
@@ -790,7 +814,6 @@ def detect_dependency_violations(
             total += np.where(judged, w * c.llr, 0.0)
             vouch += np.where(judged & ~c.deviant, w * np.minimum(c.llr, 0.0), 0.0)
             weights += np.where(judged, w, 0.0)
-            cover += judged
             votes += judged & c.deviant & (c.llr > 0)
             better = judged & c.deviant & (c.llr > best)
             expected[better] = c.expected[better]
@@ -801,24 +824,22 @@ def detect_dependency_violations(
                 pasted[text] = max(pasted.get(text, 0), c.pasted.groups)
         # Each determinant that judges the cell votes with its evidence; the cell takes their weighted mean.
         llr = np.where(weights > 0, total / np.maximum(weights, 1e-9), 0.0)
-        return Judgement(cover, votes, llr, vouch), expected, pasted
+        return Judgement(vouch), votes, llr, expected, pasted
 
-    judged_by = {rhs: judge(group) for rhs, group in by_rhs.items()}
     findings: list[Finding] = []
     judgements: dict[int, Judgement] = {}
-    for rhs, group in by_rhs.items():
-        judgement, expected, pasted = judged_by[rhs]
+    for rhs, group in by_rhs.items():  # one column at a time: only its vouch is kept past its findings
+        judgement, votes, llr, expected, pasted = judge(group)
         judgements[rhs] = judgement
-        llr = judgement.llr
         if rhs in blamed:
             llr = np.where(blamed[rhs], 0.0, llr)
-        rows = np.flatnonzero((judgement.votes >= 1) & (llr > 0) & (expected >= 0))
+        rows = np.flatnonzero((votes >= 1) & (llr > 0) & (expected >= 0))
         if rows.size:
             found = _violation_finding(facts[rhs], group, facts, rows, llr[rows], expected[rows], pasted)
             findings.append(found)
     for lhs, mask in blamed.items():
         rows = np.flatnonzero(mask)
-        findings.append(_blame_finding(facts[lhs], rows, blame_llr[lhs][rows], witnesses[lhs]))
+        findings.append(_blame_finding(facts[lhs], rows, blame_llr[lhs], witnesses[lhs]))
     return findings, [d for d in deps if not d.more], judgements
 
 
