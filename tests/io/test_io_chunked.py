@@ -311,3 +311,39 @@ def test_a_column_keeps_codes_and_rebuilds_its_text_on_demand() -> None:
     assert plain.values.to_pylist() == ["b", "a", "b", "", "c", "a"]
     assert plain.values_at(np.array([4, 0])).to_pylist() == ["c", "b"]
     assert "values" not in vars(plain)
+
+
+def test_a_file_in_chunks_over_the_cell_limit_is_refused_before_the_rest_is_read(
+    bench_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import iterate.io.chunked as chunked
+    from iterate.io import ReadLimits
+
+    # Given the 20,000-row bench file (20 columns), a limit of 100,000 cells, and ranges of ~200 KB
+    parsed: list[int] = []
+    real = chunked.parse_range
+
+    def counted(*args: object, **kwargs: object) -> chunked.ChunkParse:
+        part = real(*args, **kwargs)  # type: ignore[arg-type]
+        parsed.append(part.rows)
+        return part
+
+    monkeypatch.setattr(chunked, "parse_range", counted)
+    limits = ReadLimits(max_cells=100_000)
+    ranges = chunked.line_ranges(bench_file, 200_000)
+    # When it is read in ranges (in-process: the spy sees every parse)
+    with pytest.raises(DatasetReadError) as refused:
+        read_table(bench_file, limits=limits, chunking=Chunking(200_000, 1, 0))
+    # Then it is refused on the cell limit as soon as the rows counted pass it, not after every range
+    err = refused.value
+    assert err.limit is not None and err.limit.setting == "ITERATE_MAX_CELLS"
+    assert len(parsed) < len(ranges)
+    rows = sum(parsed)
+    assert rows * 20 > 100_000 >= (rows - parsed[-1]) * 20
+    assert f"has at least {rows:,} rows × 20 columns = {rows * 20:,} cells (counted in its first" in str(err)
+    assert "set ITERATE_MAX_CELLS above 100000" in str(err)
+    # And the single pass refuses the same file on the same limit, with its exact count
+    with pytest.raises(DatasetReadError) as single:
+        read_table(bench_file, limits=limits)
+    assert single.value.limit is not None and single.value.limit.setting == "ITERATE_MAX_CELLS"
+    assert "has 20,000 rows × 20 columns = 400,000 cells, more than" in str(single.value)

@@ -193,3 +193,25 @@ def test_the_merge_of_a_large_upload_bounds_its_memory_as_a_local_run_would(
     # Then the merge step mapped its large blocks one by one and gave pyarrow malloc, before merging
     assert done["status"] == "SUCCEEDED", done
     assert calls == ["map", "pool"]
+
+
+def test_an_upload_over_the_cell_limit_is_refused_by_the_merge_before_every_range_is_merged(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch, bench_csv: bytes
+) -> None:
+    import re
+
+    # Given a deployment that takes up to 20,000 cells, and the 3,000-row upload (20 columns: 60,000 cells)
+    monkeypatch.setenv("ITERATE_MAX_CELLS", "20000")
+    # When it runs through the chunk Map (a dozen ranges)
+    done, calls, _ = _run(machine, monkeypatch, bench_csv, "toolarge", chunk_bytes=CHUNK_BYTES)
+    # Then the run FAILED through RecordFailure, naming the limit and how to raise it
+    assert done["status"] == "FAILED", done
+    # (ProfileDataset and MergeChunks are both the profile function)
+    assert [name for name, _ in calls if name != "chunk"] == ["profile", "profile", "record_failure"]
+    (run,) = DynamoRunRepository(machine["table"], "alice").list_runs("toolarge")
+    assert run["status"] == "FAILED" and run["error"] == "DatasetReadError", run
+    assert "set ITERATE_MAX_CELLS above 20000" in run["reason"]
+    # And it was refused once the ranges merged so far passed the limit, not after all 3,000 rows
+    counted = re.search(r"has at least ([\d,]+) rows × 20 columns", run["reason"])
+    assert counted is not None, run["reason"]
+    assert 1_000 < int(counted.group(1).replace(",", "")) < 3_000

@@ -29,7 +29,7 @@ from iterate.aws.payloads import (
 )
 from iterate.io.chunked import ChunkParse, merge_columns, parse_bytes, read_partial, write_partial
 from iterate.io.delimited import Dialect, chunk_options
-from iterate.io.limits import ReadLimits
+from iterate.io.limits import ReadLimits, cells_refusal
 from iterate.io.reader import plan_ranges, stream_digest, table_from_ranges, text_layout
 from iterate.settings import Settings
 from iterate.table import Table
@@ -174,10 +174,19 @@ def read_merged(s3: Any, store: Any, chunked: ChunkedRead, settings: Settings) -
         digest = hasher.submit(stream_digest, ranges.pieces(), find_nul=True, stop=stop)
         pool = ThreadPoolExecutor(max_workers=_FETCHERS, thread_name_prefix="iterate-part")
         parsed = []
+        rows = 0
         try:
             for item, part in zip(items, pool.map(fetch, items), strict=True):
                 if part.columns is None:
                     return None, f"range {item.index} (bytes {item.start:,}-{item.end:,}): {part.reason}"
+                # Refused as a local read refuses it: once the ranges merged so far pass ITERATE_MAX_CELLS, not
+                # after every partial is in memory (a 5 GB upload would need ~8 GB, past the function's 4 GB).
+                rows += part.rows
+                if not item.last:
+                    counted = (item.end, chunked.size)
+                    too_many = cells_refusal(path, rows, len(text.layout.names), limits, counted=counted)
+                    if too_many is not None:
+                        raise too_many
                 parsed.append(part.columns)
         finally:
             if len(parsed) < len(items):  # untrusted or failed: the single pass hashes, or nobody needs it

@@ -26,6 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from iterate.io.limits import ReadLimits, cells_refusal
+
 # A range this big parses in ~0.5 s and holds ~3x its size while parsing; past a few ranges the parse is
 # spread over the workers and the file's raw text is never all in memory.
 DEFAULT_CHUNK_BYTES = 64 * 1024 * 1024
@@ -283,17 +285,29 @@ def read_chunked(
     names: list[str],
     options: ParseOptions,
     chunking: Chunking,
+    limits: ReadLimits | None = None,
 ) -> tuple[pa.Table | None, str]:
     """The file as a table of dictionary-encoded text columns, read in ranges; (None, why) when it does
-    not fit the chunked path (the caller reads it in one pass), or when it is one range anyway."""
+    not fit the chunked path (the caller reads it in one pass), or when it is one range anyway.
+
+    With `limits`, a file whose ranges read so far already hold more than `max_cells` is refused there
+    (DatasetReadError), before the rest is read: the single pass would refuse it too, after all of it."""
     ranges = line_ranges(path, chunking.chunk_bytes)
     if len(ranges) < 2:
         return None, "one range"
     parsed: list[list[pa.DictionaryArray]] = []
+    size, rows = ranges[-1][1], 0
     try:
-        for part in _parse_all(path, ranges, skip, options, chunking.workers):
+        for (_, end), part in zip(
+            ranges, _parse_all(path, ranges, skip, options, chunking.workers), strict=True
+        ):
             if part.columns is None:
                 return None, part.reason
+            rows += part.rows
+            if limits is not None and end < size:
+                too_many = cells_refusal(path, rows, len(names), limits, counted=(end, size))
+                if too_many is not None:
+                    raise too_many
             parsed.append(part.columns)
     except BrokenProcessPool:  # a worker was killed (out of memory, a signal): the single pass decides
         return None, "a worker process stopped"

@@ -461,6 +461,7 @@ def _read(
             names=internal_names(width),
             options=functools.partial(chunk_options, dialect, width, encoding),
             chunking=chunking,
+            limits=limits,
         )
         if table is not None:
             return table, []

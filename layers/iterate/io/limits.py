@@ -85,6 +85,39 @@ def refuse(
     )
 
 
+def cells_refusal(
+    path: str | Path,
+    rows: int,
+    columns: int,
+    limits: ReadLimits,
+    *,
+    counted: tuple[int, int] | None = None,
+) -> DatasetReadError | None:
+    """The refusal of a file holding more than `max_cells` rows × columns; None within the limit.
+
+    `counted`: (bytes read, the file's size) when `rows` are the rows counted so far in the file's first bytes
+    (a file read in ranges is refused as soon as they pass the limit: 25M rows of a 5 GB file would
+    otherwise be read, about 8 GB of memory, to be refused after)."""
+    cells = rows * columns
+    if cells <= limits.max_cells:
+        return None
+    start = "" if counted is None else "at least "
+    where = (
+        ""
+        if counted is None
+        else f" (counted in its first {size_text(counted[0])} of {size_text(counted[1])})"
+    )
+    return refuse(
+        path,
+        "max_cells",
+        limits.max_cells,
+        cells,
+        f"has {start}{rows:,} rows × {columns:,} columns = {cells:,} cells{where},"
+        f" more than the {limits.max_cells:,} allowed",
+        advice="split the file into parts with fewer rows or columns",
+    )
+
+
 def check_expansion(
     path: str | Path, unpacked: int, packed: int, limits: ReadLimits, *, what: str, advice: str
 ) -> None:

@@ -34,7 +34,7 @@ from iterate.io.errors import DatasetReadError
 from iterate.io.header import internal_names, normalize_header
 from iterate.io.inflate import inflate
 from iterate.io.jsonl import read_json_records
-from iterate.io.limits import ReadLimits, refuse, size_text
+from iterate.io.limits import ReadLimits, cells_refusal, refuse, size_text
 from iterate.io.typed import read_parquet, read_xlsx
 from iterate.table import ReadProblem, SourceInfo, Table, row_places
 
@@ -418,17 +418,9 @@ def _open_head(path: Path, limit: int = HEAD_BYTES) -> bytes:
 
 def _check_shape(path: Path, table: pa.Table, names: list[str], limits: ReadLimits) -> None:
     """What every format is held to once read: the number of cells, and the size of the largest one."""
-    cells = table.num_rows * table.num_columns
-    if cells > limits.max_cells:
-        raise refuse(
-            path,
-            "max_cells",
-            limits.max_cells,
-            cells,
-            f"has {table.num_rows:,} rows × {table.num_columns:,} columns = {cells:,} cells,"
-            f" more than the {limits.max_cells:,} allowed",
-            advice="split the file into parts with fewer rows or columns",
-        )
+    too_many = cells_refusal(path, table.num_rows, table.num_columns, limits)
+    if too_many is not None:
+        raise too_many
     longest = _longest_cell(table)
     if longest is not None and longest[0] > limits.max_cell_bytes:
         size, row, column = longest
