@@ -557,3 +557,47 @@ def test_an_issue_over_more_values_than_listed_is_confirmed_for_the_listed_rows_
         f"the proof recounted the {MAX_LISTED:,} values the detector lists: {2 * MAX_LISTED:,} of the issue's "
         f"{2 * len(padded):,} rows"
     )
+
+
+@pytest.mark.unit
+def test_a_cut_list_shortened_by_the_decision_still_counts_the_rows_it_lists() -> None:
+    from iterate.detect import Finding
+    from iterate.detect.findings import MAX_LISTED
+    from iterate.issues import issues_from_findings
+
+    # Given 6,000 padded names (two rows each): the detector listed the first MAX_LISTED, and the decision then
+    # gave up 3,000 of those (excluded_values), leaving a list shorter than MAX_LISTED that still leaves out
+    # the last 1,000 names, whose rows the finding keeps
+    padded = [f"CUSTOMER NUMBER {i:06d}  " for i in range(MAX_LISTED + 1_000)]
+    column = np.array(padded + padded)
+    table = Table.from_arrow(
+        pa.table({"customer": column.tolist()}), name="c", source=SourceInfo(path="c.csv", format="csv")
+    )
+    listed, given_up = sorted(padded)[3_000:MAX_LISTED], sorted(padded)[:3_000]
+
+    def issue(rows: np.ndarray, stats: dict[str, object]) -> Issue:
+        finding = Finding(
+            type="stray_whitespace",
+            columns=["customer"],
+            rows=rows,
+            cols=np.zeros(rows.size, dtype=np.int64),
+            title="t",
+            description="d",
+            suggested_action="a",
+            category="quick_fixes",
+            detector="text",
+            stats={"column": "customer", **stats},
+            key="whitespace:customer",
+        )
+        (made,) = issues_from_findings([finding], table, None)
+        return made
+
+    # When the issue is made from it
+    kept = np.flatnonzero(~np.isin(column, given_up))
+    case = issue(kept, {"bad_values": listed, "excluded_values": given_up})
+    # Then it counts every row it keeps, and the rows holding a listed value apart
+    assert case.affectedRows == kept.size == 2 * 3_000
+    assert case.evidence is not None and case.evidence.stats["listed_rows"] == 2 * len(listed)
+    # And a list that was never cut (no value given up, fewer than MAX_LISTED values) adds nothing
+    whole = issue(np.flatnonzero(np.isin(column, listed)), {"bad_values": listed})
+    assert whole.evidence is not None and "listed_rows" not in whole.evidence.stats
