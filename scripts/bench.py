@@ -44,10 +44,11 @@ print(json.dumps({"times": times, "cpus": cpus, "rows": rows,
 _PROFILE = """
 import json, resource, sys, time
 t0 = time.perf_counter()
-from iterate.io import read_table
+from iterate.io import ReadLimits, read_table
 from iterate.profile import profile_table
+from iterate.settings import Settings
 t1, c1 = time.perf_counter(), time.process_time()
-table = read_table(sys.argv[1])
+table = read_table(sys.argv[1], limits=ReadLimits.from_settings(Settings.from_env()))  # ITERATE_MAX_* as a run
 t2, c2 = time.perf_counter(), time.process_time()
 profile = profile_table(table)
 t3, c3 = time.perf_counter(), time.process_time()
