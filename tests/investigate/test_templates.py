@@ -22,6 +22,7 @@ from iterate.agents.offline.investigation import (
     template_code,
 )
 from iterate.contracts import DatasetProfile, DuplicateStats, Evidence, Issue
+from iterate.detect import Finding
 from iterate.detect.numeric import NUMBER
 from iterate.investigate import investigate_all, save_scripts
 from iterate.io import write_parquet_text
@@ -510,11 +511,27 @@ def test_a_template_with_thousands_of_listed_values_fits_the_policy_and_recomput
     assert out.status == "confirmed"
 
 
+def _padded_names(rows: np.ndarray, stats: dict[str, Any]) -> Finding:
+    """A stray-whitespace finding on these rows of the column 'customer', with these stats."""
+    return Finding(
+        type="stray_whitespace",
+        columns=["customer"],
+        rows=rows,
+        cols=np.zeros(rows.size, dtype=np.int64),
+        title="t",
+        description="d",
+        suggested_action="a",
+        category="quick_fixes",
+        detector="text",
+        stats={"column": "customer", **stats},
+        key="whitespace:customer",
+    )
+
+
 @pytest.mark.unit
 def test_an_issue_over_more_values_than_listed_is_confirmed_for_the_listed_rows_and_says_so(
     tmp_path: Path,
 ) -> None:
-    from iterate.detect import Finding
     from iterate.detect.findings import MAX_LISTED
     from iterate.issues import issues_from_findings
 
@@ -525,20 +542,7 @@ def test_an_issue_over_more_values_than_listed_is_confirmed_for_the_listed_rows_
     table = Table.from_arrow(
         pa.table({"customer": column}), name="c", source=SourceInfo(path="c.csv", format="csv")
     )
-    rows = np.arange(2 * len(padded))
-    finding = Finding(
-        type="stray_whitespace",
-        columns=["customer"],
-        rows=rows,
-        cols=np.zeros(rows.size, dtype=np.int64),
-        title="t",
-        description="d",
-        suggested_action="a",
-        category="quick_fixes",
-        detector="text",
-        stats={"column": "customer", "bad_values": sorted(padded)[:MAX_LISTED]},
-        key="whitespace:customer",
-    )
+    finding = _padded_names(np.arange(2 * len(padded)), {"bad_values": sorted(padded)[:MAX_LISTED]})
     (case,) = issues_from_findings([finding], table, None)
     # Then the issue counts every row, and knows how many hold a listed value
     assert case.affectedRows == 2 * len(padded)
@@ -561,7 +565,6 @@ def test_an_issue_over_more_values_than_listed_is_confirmed_for_the_listed_rows_
 
 @pytest.mark.unit
 def test_a_cut_list_shortened_by_the_decision_still_counts_the_rows_it_lists() -> None:
-    from iterate.detect import Finding
     from iterate.detect.findings import MAX_LISTED
     from iterate.issues import issues_from_findings
 
@@ -576,20 +579,7 @@ def test_a_cut_list_shortened_by_the_decision_still_counts_the_rows_it_lists() -
     listed, given_up = sorted(padded)[3_000:MAX_LISTED], sorted(padded)[:3_000]
 
     def issue(rows: np.ndarray, stats: dict[str, object]) -> Issue:
-        finding = Finding(
-            type="stray_whitespace",
-            columns=["customer"],
-            rows=rows,
-            cols=np.zeros(rows.size, dtype=np.int64),
-            title="t",
-            description="d",
-            suggested_action="a",
-            category="quick_fixes",
-            detector="text",
-            stats={"column": "customer", **stats},
-            key="whitespace:customer",
-        )
-        (made,) = issues_from_findings([finding], table, None)
+        (made,) = issues_from_findings([_padded_names(rows, stats)], table, None)
         return made
 
     # When the issue is made from it
