@@ -285,9 +285,10 @@ def _listed(finding: Finding, table: Table) -> dict[str, int]:
     values = finding.stats.get("bad_values")
     name = finding.stats.get("column")
     given_up = finding.stats.get("excluded_values")
-    cut = len(values) + (len(given_up) if isinstance(given_up, list) else 0) if isinstance(values, list) else 0
-    if not isinstance(values, list) or cut < MAX_LISTED or not isinstance(name, str):
+    if not isinstance(values, list) or not isinstance(name, str):
         return {}
+    if len(values) + (len(given_up) if isinstance(given_up, list) else 0) < MAX_LISTED:
+        return {}  # the list was never cut
     positions = [i for i, n in enumerate(table.column_names) if n == name]
     if len(positions) != 1 or finding.n_cells == 0:
         return {}
@@ -303,7 +304,8 @@ def _listed(finding: Finding, table: Table) -> dict[str, int]:
     )
     rows = np.unique(finding.rows[finding.cols == positions[0]])
     held = int(listed[column.codes[rows]].sum())
-    return {"listed_rows": held} if held < rows.size else {}  # every row holds a listed value: nothing was cut
+    # Every row holding a listed value: nothing the finding keeps was left out of the list.
+    return {"listed_rows": held} if held < rows.size else {}
 
 
 def issues_from_findings(
