@@ -134,3 +134,28 @@ def test_a_row_under_the_wrong_name_has_its_name_blamed_not_its_other_values() -
     assert moved <= flagged(table, "name")
     # (not even as evidence: the name's group does not judge a row whose name is blamed)
     assert not (moved & (listed(table, "surname") | listed(table, "born")))
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_group_majority_of_row_states_with_their_counts_is_that_of_the_rows(
+    dense: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import iterate.detect.dependencies as dependencies
+
+    # Given rows of X groups and Y values (some excluded: X = -1), a few hundred distinct pairs among 5,000 rows
+    rng = np.random.default_rng(11)
+    x = rng.integers(-1, 60, 5_000)
+    y = (np.maximum(x, 0) * 7 + (rng.random(5_000) < 0.2) * rng.integers(0, 30, 5_000)) % 30
+    n_x = 60
+    if not dense:  # a table of groups x values over twice the rows: counted per distinct pair
+        monkeypatch.setattr(dependencies, "DENSE_LIMIT", 0)
+        n_x = 1_000
+    # When the majority is taken over the rows, and over their distinct (X, Y) states counted by their rows
+    states, counts = np.unique(np.stack([x, y]), axis=1, return_counts=True)
+    by_rows = dependencies.group_majority(x, y, n_x, 30)
+    by_states = dependencies.group_majority(states[0], states[1], n_x, 30, weights=counts)
+    # Then every group's size, majority, its count and the runner-up's count are the same, as integers
+    for field in ("size", "major", "major_count", "second_count"):
+        a, b = getattr(by_rows, field), getattr(by_states, field)
+        assert np.array_equal(a, b), field
+        assert b.dtype.kind == "i", field

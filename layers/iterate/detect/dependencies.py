@@ -56,12 +56,18 @@ class GroupMajority:
     second_count: np.ndarray
 
 
-def group_majority(x: np.ndarray, y: np.ndarray, n_x: int, n_y: int) -> GroupMajority:
-    """Majority of y within each x group (x, y: per-row dictionary codes; x may hold -1 for excluded rows)."""
+def group_majority(
+    x: np.ndarray, y: np.ndarray, n_x: int, n_y: int, weights: np.ndarray | None = None
+) -> GroupMajority:
+    """Majority of y within each x group (x, y: per-row dictionary codes; x may hold -1 for excluded rows).
+    `weights`: how many rows each entry stands for (entries that are distinct row states); None: one each."""
     keep = x >= 0
     x, y = wide(x[keep]), y[keep]  # int64 before `x * n_y`: int32 codes of two big columns would wrap
-    if n_x * n_y <= max(DENSE_LIMIT, 2 * x.size):
-        table = np.bincount(x * n_y + y, minlength=n_x * n_y).reshape(n_x, n_y)
+    w = None if weights is None else weights[keep]
+    counted = x.size if w is None else int(w.sum())  # rows: the same path for rows or their states
+    if n_x * n_y <= max(DENSE_LIMIT, 2 * counted):
+        table = np.bincount(x * n_y + y, weights=w, minlength=n_x * n_y).astype(np.int64, copy=False)
+        table = table.reshape(n_x, n_y)
         major = table.argmax(axis=1)
         rows = np.arange(n_x)
         major_count = table[rows, major]
@@ -70,7 +76,11 @@ def group_majority(x: np.ndarray, y: np.ndarray, n_x: int, n_y: int) -> GroupMaj
         second_count = table.max(axis=1) if n_y > 1 else np.zeros(n_x, dtype=np.int64)
         return GroupMajority(size, major, major_count, second_count)
     combined = x * n_y + y
-    pairs, counts = unique(combined, return_counts=True)
+    if w is None:
+        pairs, counts = unique(combined, return_counts=True)
+    else:
+        pairs, inverse = unique(combined, return_inverse=True)
+        counts = np.bincount(inverse.reshape(-1), weights=w, minlength=pairs.size).astype(np.int64)
     gx, gy = pairs // n_y, pairs % n_y
     order = np.lexsort((-counts, gx))
     gx, gy, counts = gx[order], gy[order], counts[order]
@@ -490,64 +500,84 @@ def _group_consensus(
     if excluded is not None:
         use &= ~excluded
     n_x, n_y = fx.column.n_unique, fy.meaning.n_keys
-    xu = np.where(use, x, -1)
-    gm = group_majority(xu, np.maximum(y, 0), n_x, n_y)
+    # Everything below is a function of a row's state: its (X, Y) pair, whether Y is spelled the usual way,
+    # and (with an entity) its partner's value. It is computed once per distinct state, counted by its rows
+    # (`w`), and handed to the rows at the end: a long column has far fewer states than rows, and the per-row
+    # arrays of the computation (a dozen, 8 bytes a row each) were the dependency detector's peak.
+    at = np.flatnonzero(use)
+    kx, ky = wide(x[at]), wide(y[at])
+    state = (kx * n_y + ky) * 2 + (fy.column.codes[at] == fy.meaning.spelling[ky])
+    del kx, ky
+    if entity is not None:
+        # With the partner's value too: the states renumbered first (their keys could pass 64 bits), and
+        # each state's pair read back from its first row.
+        _, state = unique(state, return_inverse=True)
+        kp = wide(entity.partner_codes[at]) + 1  # 0: no partner value
+        n_p = int(kp.max()) + 1 if kp.size else 1
+        state = state.reshape(-1).astype(np.int64) * n_p + kp
+        del kp
+        keys, first, inverse, w = unique(state, return_index=True, return_inverse=True, return_counts=True)
+        kx, ky = wide(x[at[first]]), wide(y[at[first]])
+        ku = fy.column.codes[at[first]] == fy.meaning.spelling[ky]
+        kp = keys % n_p - 1
+    else:
+        keys, inverse, w = unique(state, return_inverse=True, return_counts=True)
+        ku = (keys % 2).astype(bool)
+        kx, ky = (keys // 2) // n_y, (keys // 2) % n_y
+    del state
+    inverse = inverse.reshape(-1)
+    w = w.astype(np.int64, copy=False)
+    gm = group_majority(kx, ky, n_x, n_y, weights=w)
     size, mode, k1 = gm.size, gm.major, gm.major_count
-    xr = np.maximum(xu, 0)
-    g_mode = np.where(use, mode[xr], -1)
-    g_k1 = np.where(use, k1[xr], 0)
-    pair_count = np.zeros(n, dtype=np.int64)
-    if use.any():
-        _, inv, cnt = unique(xu[use].astype(np.int64) * n_y + y[use], return_inverse=True, return_counts=True)
-        pair_count[use] = cnt[inv.reshape(-1)]
-        del inv
+    g_mode = mode[kx]
+    g_k1 = k1[kx]
+    # Rows sharing the state's (X, Y) pair (its faction in the group).
+    _, pair_of = unique(kx * n_y + ky, return_inverse=True)
+    pair_of = pair_of.reshape(-1)
+    pair_count = np.bincount(pair_of, weights=w).astype(np.int64)[pair_of]
     # A group judges when it has a consensus: enough rows, its most common value held by most of them and
     # at least twice as common as any other (a group of many large factions, every respondent without an
     # affair, judges nobody).
     judging = (size >= MIN_GROUP) & (k1 >= 2) & (2 * k1 > size) & (k1 >= 2 * gm.second_count)
-    foreign = np.zeros(n, dtype=bool)
+    foreign = np.zeros(keys.size, dtype=bool)
     if entity is not None:
-        p = entity.partner_codes
-        owned = entity.matching.x_to_y[xr]
-        own = use & (p >= 0) & (owned >= 0) & (p == owned)
-        gmo = group_majority(np.where(own, xu, -1), np.maximum(y, 0), n_x, n_y)
+        owned = entity.matching.x_to_y[kx]
+        own = (kp >= 0) & (owned >= 0) & (kp == owned)
+        gmo = group_majority(np.where(own, kx, -1), ky, n_x, n_y, weights=w)
         has = (gmo.size >= 2) & (2 * gmo.major_count > gmo.size) & (gmo.major_count >= 2 * gmo.second_count)
         mode = np.where(has, gmo.major, mode)
         k1 = np.where(has, gmo.major_count, k1)
-        g_mode = np.where(use, mode[xr], -1)
-        g_k1 = np.where(use, k1[xr], 0)
+        g_mode = mode[kx]
+        g_k1 = k1[kx]
         judging = np.where(has, size >= MIN_GROUP, judging)
-        belongs = entity.matching.y_to_x[np.maximum(p, 0)]
-        foreign = use & ~own & (p >= 0) & (belongs >= 0) & (belongs != xu) & has[xr] & (y != g_mode)
-    judged = use & judging[xr]
-    deviant = judged & (y != g_mode)
-    n_judged = max(int(judged.sum()), 1)
+        belongs = entity.matching.y_to_x[np.maximum(kp, 0)]
+        foreign = ~own & (kp >= 0) & (belongs >= 0) & (belongs != kx) & has[kx] & (ky != g_mode)
+    judged = judging[kx]
+    deviant = judged & (ky != g_mode)
+    n_judged = max(int(w[judged].sum()), 1)
     # A faction noise would rarely produce. Noise is what scatters: its rate is read from the rows that
     # deviate alone in their group (all deviation would count the legitimate factions as noise), and it is
     # spread over values as the deviants are.
-    dev_rate = float(np.clip(deviant.sum() / n_judged, 1e-3, 0.5))
-    noise_rate = float(np.clip((deviant & (pair_count == 1)).sum() / n_judged, 1e-3, 0.5))
-    dev_counts = np.bincount(y[deviant], minlength=n_y).astype(np.float64)
+    dev_rate = float(np.clip(w[deviant].sum() / n_judged, 1e-3, 0.5))
+    noise_rate = float(np.clip(w[deviant & (pair_count == 1)].sum() / n_judged, 1e-3, 0.5))
+    dev_counts = np.bincount(ky[deviant], weights=w[deviant], minlength=n_y).astype(np.float64)
     q_noise = (dev_counts + 1.0) / (dev_counts.sum() + n_y)
-    # Only a deviant can be a split: the Poisson tail is computed on those rows alone (a few per cent of a
-    # long column; on every row it was three more per-row arrays at the detection's peak).
+    # Only a deviant can be a split: the Poisson tail is computed on those states alone.
     off = np.flatnonzero(deviant)
-    lam = size[xr[off]] * noise_rate * q_noise[y[off]]
-    split = np.zeros(n, dtype=bool)
+    lam = size[kx[off]] * noise_rate * q_noise[ky[off]]
+    split = np.zeros(keys.size, dtype=bool)
     split[off] = poisson_tail(pair_count[off], lam) < cal.split_tail
     del off, lam
-    judged_groups = int(judging.sum())
     split_groups = np.zeros(n_x, dtype=bool)
-    split_groups[xr[split]] = True
+    split_groups[kx[split]] = True
     # How often X's groups hold several values: groups with a split faction, and groups with no consensus at
     # all (many large factions), as a share of the rows in groups big enough to show it. A column that is
     # not a key (a measure shared by many records) has big mixed groups, and that is what makes it loose.
     sized = size >= MIN_GROUP
     multi = sized & (split_groups | ~judging)
     split_rate = float(np.clip(size[multi].sum() / max(size[sized].sum(), 1), 0.0, 1 - 1e-3))
-    del judged_groups
     lone = deviant & ~split
-    in_split_group = split_groups[xr]
+    in_split_group = split_groups[kx]
     rates = {"split_groups": split_rate, "deviation": dev_rate, "noise": noise_rate}
     floor = cal.dependency_floor
     # How sure the group is of its consensus against the cell's own faction.
@@ -556,42 +586,50 @@ def _group_consensus(
     # Lone deviations are as telling as they are rare for this dependency: in a strict one (a hospital's
     # city) nearly every row agrees, in a loose one (the visibility at three airports in one hour) many rows
     # differ legitimately, one at a time.
-    lone_rate = float(np.clip((lone & ~in_split_group).sum() / n_judged, floor, 0.5))
+    lone_rate = float(np.clip(w[lone & ~in_split_group].sum() / n_judged, floor, 0.5))
     rates["lone"] = lone_rate
-    llr = np.zeros(n)
+    llr = np.zeros(keys.size)
     llr = np.where(lone & ~in_split_group, -math.log(lone_rate + split_rate) + mode_share, llr)
     llr = np.where(lone & in_split_group, mode_share, llr)
     llr = np.where(split, logit(max(1 - split_rate, floor)) + mode_share, llr)
     # A row of another entity: as telling as such rows are rare among this column's entities (groups).
     if foreign.any():
         hosts = np.zeros(n_x, dtype=bool)
-        hosts[xr[foreign]] = True
+        hosts[kx[foreign]] = True
         # Rows of other entities are rare either way they are counted: by the groups that host them (a
         # surname pasted over a whole season of one player) or by the rows (values swapped one at a time,
         # so that nearly every group hosts one); the rarer of the two says how telling one is.
-        foreign_rate = min(float(foreign.sum() / n_judged), float(hosts.sum() / max(int(sized.sum()), 1)))
+        foreign_rate = min(float(w[foreign].sum() / n_judged), float(hosts.sum() / max(int(sized.sum()), 1)))
         rates["foreign_groups"] = foreign_rate
         llr = np.where(foreign, np.maximum(llr, -math.log(foreign_rate + floor) + mode_share), llr)
     # A deviant holding the column's usual value in a group whose consensus is unusual (FALSE, 99% of the
     # column, in a group mostly TRUE) is as telling as such groups rarely hold the usual value: an attribute
     # of the record rather than of the entity (a weekend inspection) shows up there often.
-    y_mode = int(np.bincount(y[use], minlength=n_y).argmax()) if use.any() else -1
+    y_mode = int(np.bincount(ky, weights=w, minlength=n_y).argmax()) if keys.size else -1
     unusual = judged & (g_mode != y_mode)
-    back = deviant & unusual & (y == y_mode)
+    back = deviant & unusual & (ky == y_mode)
     if back.any():
-        back_rate = float(back.sum() / max(int(unusual.sum()), 1))
+        back_rate = float(w[back].sum() / max(int(w[unusual].sum()), 1))
         rates["usual_in_unusual"] = back_rate
         llr = np.where(back, np.minimum(llr, -math.log(back_rate + floor)), llr)
     # A row that agrees with its group is vouched for only as written the usual way: 'electronics ' agrees
     # with 'Electronics' on meaning, but its spelling is not the group's to vouch for.
-    usual = fy.column.codes == fy.meaning.spelling[np.maximum(y, 0)]
-    llr = np.where(judged & ~deviant & usual, math.log(split_rate + floor), llr)
+    llr = np.where(judged & ~deviant & ku, math.log(split_rate + floor), llr)
     llr = np.clip(llr, -cal.dependency_llr_cap, cal.dependency_llr_cap)
     # The consensus is shown by its most common spelling (a dictionary code of Y).
     spelled = np.where(judged, fy.meaning.spelling[np.maximum(g_mode, 0)], -1).astype(
         code_dtype(fy.column.n_unique), copy=False
     )  # a dictionary code of Y: int32 wherever Y's dictionary fits (kept per row while the dependency is)
-    return Consensus(dep, llr, judged, deviant, spelled, rates, np.where(judging, mode, -1))
+    # To the rows: a row outside every state (missing X or Y, excluded) is neither judged nor judging.
+    row_llr = np.zeros(n)
+    row_llr[at] = llr[inverse]
+    row_judged = np.zeros(n, dtype=bool)
+    row_judged[at] = judged[inverse]
+    row_deviant = np.zeros(n, dtype=bool)
+    row_deviant[at] = deviant[inverse]
+    row_spelled = np.full(n, -1, dtype=spelled.dtype)
+    row_spelled[at] = spelled[inverse]
+    return Consensus(dep, row_llr, row_judged, row_deviant, row_spelled, rates, np.where(judging, mode, -1))
 
 
 @dataclass
