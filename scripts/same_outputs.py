@@ -49,6 +49,12 @@ def main(argv: list[str]) -> int:
     if len(argv) < 2 or len(argv) % 2:
         print(__doc__, file=sys.stderr)
         return 2
+    needed = ("flags.csv", "candidates.json", "analysis.json")
+    for folder in argv:
+        missing = [name for name in needed if not (Path(folder) / name).is_file()]
+        if missing:
+            print(f"{folder}: no {', '.join(missing)}: not the --out folder of a finished `iterate analyze`")
+            return 2
     differ = 0
     for a, b in zip(argv[::2], argv[1::2], strict=True):
         found = differences(Path(a), Path(b))
