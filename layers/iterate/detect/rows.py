@@ -11,7 +11,6 @@ import pyarrow.compute as pc
 
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import Finding, cells
-from iterate.grouping import first_seen
 from iterate.table import Table
 
 # A column's per-row codes: an array, or (per_value, codes) standing for per_value[codes] (see _row_keys).
@@ -43,10 +42,8 @@ def _row_keys(code_columns: list[Codes], n_rows: int) -> np.ndarray:
             mult = np.uint64(rng.integers(1, 2**63) | 1)
             h = (h ^ _codes_at(column).astype(np.uint64)) * mult
             h ^= h >> np.uint64(29)
-    # id = first row with the same hash (hashed, not sorted: only the first row of each hash is needed)
-    ids, first, _ = first_seen(h)
-    keys = first[ids].astype(np.int64)
-    del ids
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    keys = first[inverse.reshape(-1)].astype(np.int64)  # id = first row with the same hash
     candidates = np.flatnonzero(keys != np.arange(n_rows))
     if candidates.size:
         stacked = np.stack([_codes_at(c, candidates) for c in code_columns], axis=1)
@@ -58,7 +55,7 @@ def _row_keys(code_columns: list[Codes], n_rows: int) -> np.ndarray:
 
 def _later_copies(keys: np.ndarray) -> np.ndarray:
     """Rows that repeat an earlier row with the same key."""
-    _, first, _ = first_seen(keys)
+    _, first = np.unique(keys, return_index=True)
     is_first = np.zeros(keys.size, dtype=bool)
     is_first[first] = True
     return np.flatnonzero(~is_first)
