@@ -200,9 +200,24 @@ def test_result_url_and_key_come_together() -> None:
 
 
 @pytest.mark.handler
-def test_handler_refuses_hostile_code_again_inside_the_function(s3_dataset: str) -> None:
+def test_handler_refuses_hostile_code_again_inside_the_function(
+    s3_dataset: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from iterate.settings import get_settings
+
+    # The in-process policy is what this checks: on, even in a run of the suite with
+    # ITERATE_SANDBOX_INPROCESS_CHECKS=0 (the OS layers alone are the red-team suites' business).
+    handler = load_sandbox_handler()
+    monkeypatch.setenv("ITERATE_SANDBOX_INPROCESS_CHECKS", "1")
+    get_settings.cache_clear()
+    handler._limits.cache_clear()
     event = {"code": "import os\nos.system('id')", "dataset": {"presigned_url": s3_dataset}}
-    result = CodeInvestigation.model_validate(load_sandbox_handler().lambda_handler(event, Context()))
+    try:
+        result = CodeInvestigation.model_validate(handler.lambda_handler(event, Context()))
+    finally:
+        monkeypatch.undo()
+        get_settings.cache_clear()
+        handler._limits.cache_clear()
     assert result.success is False and result.stopped == "policy"
     assert "os" in (result.error or "")
 
