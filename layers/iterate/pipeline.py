@@ -339,14 +339,12 @@ def generate_code_step(ctx: RunContext, issue_id: str, attempts: list[CodeInvest
     )
 
 
-def code_columns_step(ctx: RunContext, issue_id: str, source: str) -> list[str] | None:
-    """The only columns an attempt's code of this `source` reads, for the sandbox to fetch and load; None for
-    every column (AWS Map: GenerateCode; iterate.investigate.loop.code_columns)."""
+def code_columns_step(ctx: RunContext, issue_id: str, source: str, code: str) -> list[str] | None:
+    """The only columns an attempt's `code` (written by `source`) reads, for the sandbox to fetch and load;
+    None for every column (AWS Map: GenerateCode; iterate.investigate.loop.code_columns)."""
     from iterate.investigate.loop import code_columns
 
-    if source != "template":
-        return None
-    columns = code_columns(_issue(ctx, issue_id), source)
+    columns = code_columns(_issue(ctx, issue_id), source, code)
     return list(columns) if columns else None
 
 

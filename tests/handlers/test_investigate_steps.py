@@ -179,14 +179,43 @@ def test_a_templates_sandbox_request_names_the_columns_it_reads(aws: dict[str, A
     assert result.success, result.error
 
 
-def test_code_an_llm_wrote_is_sent_with_the_whole_dataset(aws: dict[str, Any]) -> None:
+def test_code_an_llm_wrote_is_sent_with_the_columns_it_names(aws: dict[str, Any]) -> None:
     from iterate.aws import steps
     from iterate.aws.payloads import GenerateCodeInput
 
     run, issue_ids = analysed_run(aws)
-    # When an LLM writes the code / Then it may read any column: the sandbox gets the whole dataset
+    # When an LLM writes code that reads df['amount'] only
     llm = steps.generate_code(
         GenerateCodeInput(action="generate", run=run, issueId=issue_ids[0]),  # type: ignore[arg-type]
         deps_with(WritesCode()),
+    )
+    # Then the sandbox is asked to fetch and load that column only, and the code runs on it
+    assert llm.sandboxRequest is not None and llm.sandboxRequest.dataset.columns == ["amount"]
+    result = CodeInvestigation.model_validate(invoke("sandbox", llm.sandboxRequest.model_dump(mode="json")))
+    assert result.success, result.error
+    whole = CodeInvestigation.model_validate(
+        invoke(
+            "sandbox",
+            llm.sandboxRequest.model_copy(
+                update={"dataset": llm.sandboxRequest.dataset.model_copy(update={"columns": None})}
+            ).model_dump(mode="json"),
+        )
+    )
+    assert result.output == whole.output
+
+
+class ReadsEveryColumn(WritesCode):
+    code = "blank = (df == '').any(axis=1)\nresult = {'affected_rows': int(blank.sum())}"
+
+
+def test_code_an_llm_wrote_that_may_read_any_column_gets_the_whole_dataset(aws: dict[str, Any]) -> None:
+    from iterate.aws import steps
+    from iterate.aws.payloads import GenerateCodeInput
+
+    run, issue_ids = analysed_run(aws)
+    # When an LLM writes code that compares the whole frame / Then the sandbox gets every column
+    llm = steps.generate_code(
+        GenerateCodeInput(action="generate", run=run, issueId=issue_ids[0]),  # type: ignore[arg-type]
+        deps_with(ReadsEveryColumn()),
     )
     assert llm.sandboxRequest is not None and llm.sandboxRequest.dataset.columns is None

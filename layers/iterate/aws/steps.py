@@ -600,7 +600,7 @@ def generate_code(payload: GenerateCodeInput, deps: AwsDeps) -> GenerateCodeOutp
         if reused is not None:
             state["pending"]["reused"] = reused.model_dump(mode="json")
         _save_attempts(store, payload.issueId, state)
-        columns = pipeline.code_columns_step(ctx, payload.issueId, source)
+        columns = pipeline.code_columns_step(ctx, payload.issueId, source, code)
         url = store.presigned_get("data.parquet", expires_s=deps.config.presign_expiry_s)
         out_key = store.prefix + result_key(payload.issueId, attempt)
         out_url = deps.s3_client().generate_presigned_url(

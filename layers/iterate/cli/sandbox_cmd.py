@@ -84,6 +84,7 @@ def _as_parquet(data: Path, scratch: Path) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    from iterate.investigate.projection import frame_columns
     from iterate.io import DatasetReadError, ReadLimits, check_source
     from iterate.ports import DatasetRef
     from iterate.sandbox import LocalSandbox, SandboxLimits
@@ -115,7 +116,9 @@ def run(args: argparse.Namespace) -> int:
         except DatasetReadError as exc:
             print(f"iterate sandbox: {visible(exc)}", file=sys.stderr)
             return EXIT_BAD_INPUT
-        outcome = LocalSandbox(limits).run_detailed(code, DatasetRef(path=str(parquet)))
+        # Only the columns the code names are loaded when its syntax shows it reads no other.
+        dataset = DatasetRef(path=str(parquet), columns=frame_columns(code) or None)
+        outcome = LocalSandbox(limits).run_detailed(code, dataset)
     # The person running this wrote the code: never labelled as the engine's template (which is trusted).
     investigation = outcome.investigation.model_copy(update={"source": "user"})
     print(json.dumps(investigation.model_dump(mode="json"), indent=2))

@@ -18,6 +18,7 @@ from iterate.contracts import (
     Issue,
     ReusedScript,
 )
+from iterate.investigate.projection import frame_columns
 from iterate.ports import DatasetRef, InvestigationAgent, Sandbox
 
 
@@ -111,11 +112,14 @@ def validate(investigation: CodeInvestigation) -> CodeInvestigation:
     return investigation.model_copy(update={"success": False, "stopped": "invalid_output", "error": problem})
 
 
-def code_columns(issue: Issue, source: str) -> tuple[str, ...] | None:
-    """The only columns the code of this `source` reads for `issue`, None for every column: a template reads
-    only the columns its issue names (on a wide, long file the rest is never fetched nor loaded); code the
-    model wrote may read any."""
-    return needed_columns(issue) if source == "template" else None
+def code_columns(issue: Issue, source: str, code: str) -> tuple[str, ...] | None:
+    """The only columns `code` (written by `source`) reads for `issue`, None for every column: a template
+    reads only the columns its issue names; other code (the model's, or a stored script) those its syntax
+    shows it can reach (iterate.investigate.projection). On a wide, long file the rest is never fetched nor
+    loaded."""
+    if source == "template":
+        return needed_columns(issue)
+    return frame_columns(code) or None
 
 
 def needed_columns(issue: Issue) -> tuple[str, ...] | None:
@@ -174,7 +178,9 @@ def investigate_issue(
         offered = reuse.offer(issue, attempts, agent) if reuse is not None else None
         if reuse is not None and offered is not None:
             stored, reused = offered
-            run = sandbox.run(stored, data, timeout_s=timeout_s)
+            run = sandbox.run(
+                stored, replace(data, columns=frame_columns(stored) or None), timeout_s=timeout_s
+            )
             attempts.append(reuse.judge(issue, run, reused, attempt=len(attempts) + 1))
             if attempts[-1].success:
                 return attempts[-1]
@@ -190,8 +196,7 @@ def investigate_issue(
             break
         # Read after each write_code: a fallback agent says per attempt whether a template or Claude wrote it.
         source = code_source(agent)
-        narrowed = replace(data, columns=code_columns(issue, source)) if source == "template" else data
-        run = sandbox.run(code, narrowed, timeout_s=timeout_s)
+        run = sandbox.run(code, replace(data, columns=code_columns(issue, source, code)), timeout_s=timeout_s)
         attempts.append(validate(run).model_copy(update={"attempts": len(attempts) + 1, "source": source}))
         if attempts[-1].success:
             return attempts[-1]

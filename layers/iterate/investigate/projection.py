@@ -1,0 +1,261 @@
+"""Which columns of `df` a piece of investigation code can read, proved from its syntax tree.
+
+Code a model writes used to get the whole table: on AWS every column fetched by ranged GETs and loaded as
+text (a 3.2 GB frame at 10M rows x 20 columns, past the sandbox's memory budget from about 5M rows), even
+when it counts one column. `frame_columns` reads the code and, when every use of `df` is one whose answer
+does not depend on the columns it does not name, returns the names it uses; the sandbox then loads only
+those (`DatasetRef.columns`, as for the engine's own templates). Anything it cannot prove gives None, and
+the code gets the whole frame as before: the projection changes what is loaded, never what the code sees.
+
+Uses of `df` that are kept (each one's answer is the same on the frame of its columns as on the whole):
+- `df["a"]`, `df[["a", "b"]]` (read, or assigned: a new column), with names that are string constants or
+  variables bound only to string constants (`col = "a"`, `cols = ["a", "b"]`, `for c in ["a", "b"]`);
+- `df.loc[rows, "a"]`, `df.loc[rows, ["a", "b"]]`, `df.at[row, "a"]`, `df.get("a")`;
+- `len(df)`, `df.index`, `df.shape[0]`.
+Anything else (`df.columns`, `df.shape`, `df.loc[rows]`, `df.apply(...)`, `df.duplicated()`, `"a" in df`,
+`df` passed to a function or rebound, names built at run time, `globals()`, `eval`, `pd.eval`, `query`,
+attributes starting with `_`) reads the whole frame.
+"""
+
+from __future__ import annotations
+
+import ast
+
+FRAME = "df"
+
+# Names whose use can reach `df` (or its columns) without naming it: the code then gets the whole frame.
+_OPAQUE_NAMES = frozenset(
+    {"globals", "locals", "vars", "eval", "exec", "compile", "getattr", "__import__", "__builtins__", "dir"}
+)
+# Attributes (on anything) that evaluate a string against the caller's variables (`pd.eval("df.shape")`) or
+# reach a frame's variables.
+_OPAQUE_ATTRIBUTES = frozenset({"eval", "query", "f_globals", "f_locals", "f_back", "tb_frame", "gi_frame"})
+# `df.<attribute>` that read no column and mean the same on any choice of columns.
+_ROW_ATTRIBUTES = frozenset({"index"})
+
+_Values = tuple[str, frozenset[str]]  # ("str" | "list", the strings it can be)
+
+
+class _Unprovable(Exception):
+    """Some use of `df` may read a column it does not name."""
+
+
+def frame_columns(code: str) -> tuple[str, ...] | None:
+    """The names of the only columns `code` can read from `df`, in the order first named; None when it may
+        read any (or when that cannot be proved), each once, in the order of the uses of `df` that name them (the
+    sandbox loads them in the file's order). An empty tuple: it reads no column (only `len(df)` and such)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    try:
+        return tuple(_Reader(tree).columns())
+    except (_Unprovable, RecursionError):
+        return None
+
+
+class _Reader:
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.parent: dict[ast.AST, ast.AST] = {}
+        self.bindings: dict[str, list[ast.AST]] = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                self.parent[child] = node
+        self._index_bindings()
+
+    def _index_bindings(self) -> None:
+        """Every place a name is bound; a binding of `df` itself, or one that hides what it holds, is refused."""
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                if node.id == FRAME:
+                    raise _Unprovable("df is rebound or deleted")
+                self.bindings.setdefault(node.id, []).append(node)
+            elif isinstance(node, ast.Global | ast.Nonlocal) and FRAME in node.names:
+                raise _Unprovable("df is declared global")
+            elif isinstance(node, ast.Name) and node.id in _OPAQUE_NAMES:
+                raise _Unprovable(f"{node.id} can reach df")
+            elif isinstance(node, ast.Attribute) and (
+                node.attr.startswith("_") or node.attr in _OPAQUE_ATTRIBUTES
+            ):
+                raise _Unprovable(f".{node.attr}")
+            else:
+                for name in _opaquely_bound(node):
+                    if name == FRAME:
+                        raise _Unprovable("df is bound by a statement")
+                    # Recorded as the node itself: `_binding` refuses whatever is not an assignment or a loop.
+                    self.bindings.setdefault(name, []).append(node)
+
+    def columns(self) -> list[str]:
+        names: dict[str, None] = {}
+        uses = [n for n in ast.walk(self.tree) if isinstance(n, ast.Name) and n.id == FRAME]
+        for node in sorted(uses, key=lambda n: (n.lineno, n.col_offset)):  # in the order they are written
+            for name in sorted(self._use(node)):
+                names.setdefault(name, None)
+        return list(names)
+
+    def _use(self, node: ast.Name) -> frozenset[str]:
+        """The columns one use of `df` reads."""
+        parent = self.parent.get(node)
+        if isinstance(parent, ast.Subscript) and parent.value is node:
+            if isinstance(parent.ctx, ast.Del):
+                raise _Unprovable("del df[...]")
+            return self._names(parent.slice)
+        if isinstance(parent, ast.Call) and node in parent.args:
+            func = parent.func
+            if (
+                isinstance(func, ast.Name)
+                and func.id == "len"
+                and len(parent.args) == 1
+                and not parent.keywords
+            ):
+                return frozenset()
+            raise _Unprovable("df passed to a function")
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return self._attribute(parent)
+        raise _Unprovable("df used whole")
+
+    def _attribute(self, attribute: ast.Attribute) -> frozenset[str]:
+        outer = self.parent.get(attribute)
+        if attribute.attr in _ROW_ATTRIBUTES:
+            return frozenset()
+        if attribute.attr == "shape":
+            if (
+                isinstance(outer, ast.Subscript)
+                and outer.value is attribute
+                and isinstance(outer.slice, ast.Constant)
+                and outer.slice.value == 0
+                and not isinstance(outer.slice.value, bool)
+            ):
+                return frozenset()
+            raise _Unprovable("df.shape")
+        if attribute.attr in ("loc", "at"):
+            if (
+                isinstance(outer, ast.Subscript)
+                and outer.value is attribute
+                and not isinstance(outer.ctx, ast.Del)
+                and isinstance(outer.slice, ast.Tuple)
+                and len(outer.slice.elts) == 2
+                and not any(isinstance(e, ast.Starred) for e in outer.slice.elts)
+            ):
+                return self._names(outer.slice.elts[1])
+            raise _Unprovable(f"df.{attribute.attr} without a column")
+        if attribute.attr == "get":
+            if (
+                isinstance(outer, ast.Call)
+                and outer.func is attribute
+                and outer.args
+                and not any(isinstance(a, ast.Starred) for a in outer.args)
+                and not outer.keywords
+                and len(outer.args) <= 2
+            ):
+                return self._names(outer.args[0])
+            raise _Unprovable("df.get without a column")
+        raise _Unprovable(f"df.{attribute.attr}")
+
+    def _names(self, node: ast.AST) -> frozenset[str]:
+        """Column names a subscript's key can be: a string, or a list of strings."""
+        return self._values(node, set())[1]
+
+    def _values(self, node: ast.AST, seen: set[str]) -> _Values:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return "str", frozenset({node.value})
+        if isinstance(node, ast.List | ast.Tuple):
+            found: set[str] = set()
+            for element in node.elts:
+                kind, values = self._values(element, seen)
+                if kind != "str":
+                    raise _Unprovable("a list inside a list of names")
+                found |= values
+            return "list", frozenset(found)
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            return self._variable(node.id, seen)
+        raise _Unprovable("a name computed at run time")
+
+    def _variable(self, name: str, seen: set[str]) -> _Values:
+        """What a variable can hold, when every binding of it holds constant names (and it is bound at all)."""
+        if name in seen:
+            raise _Unprovable("a name defined through itself")
+        seen = seen | {name}
+        kinds: set[str] = set()
+        found: set[str] = set()
+        for target in self.bindings.get(name, ()):
+            kind, values = self._binding(target, seen)
+            kinds.add(kind)
+            found |= values
+        if len(kinds) != 1:
+            raise _Unprovable(f"{name} is unbound or bound to different kinds")
+        kind = kinds.pop()
+        if kind == "list":
+            self._unchanged(name)
+        return kind, frozenset(found)
+
+    def _unchanged(self, name: str) -> None:
+        """A list of names stays what it was bound to: it is only read where a column key or a loop reads it
+        (never handed on, where `cols.append("b")` or an alias could change it)."""
+        for node in ast.walk(self.tree):
+            if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)):
+                continue
+            parent = self.parent.get(node)
+            if isinstance(parent, ast.Subscript) and parent.slice is node:
+                ok = isinstance(parent.value, ast.Name) and parent.value.id == FRAME
+            elif isinstance(parent, ast.Tuple):  # df.loc[rows, cols]
+                outer = self.parent.get(parent)
+                ok = (
+                    isinstance(outer, ast.Subscript)
+                    and outer.slice is parent
+                    and isinstance(outer.value, ast.Attribute)
+                    and outer.value.attr in ("loc", "at")
+                    and isinstance(outer.value.value, ast.Name)
+                    and outer.value.value.id == FRAME
+                )
+            elif isinstance(parent, ast.For | ast.comprehension):
+                ok = parent.iter is node
+            elif isinstance(parent, ast.Call):
+                func = parent.func
+                ok = parent.args == [node] and (
+                    (isinstance(func, ast.Name) and func.id == "len")
+                    or (
+                        isinstance(func, ast.Attribute)
+                        and func.attr == "get"
+                        and isinstance(func.value, ast.Name)
+                        and func.value.id == FRAME
+                    )
+                )
+            else:
+                ok = False
+            if not ok:
+                raise _Unprovable(f"{name} may change")
+
+    def _binding(self, target: ast.AST, seen: set[str]) -> _Values:
+        statement = self.parent.get(target)
+        if isinstance(statement, ast.Assign) and statement.targets == [target]:
+            return self._values(statement.value, seen)
+        if (
+            isinstance(statement, ast.AnnAssign)
+            and statement.target is target
+            and statement.value is not None
+        ):
+            return self._values(statement.value, seen)
+        if isinstance(statement, ast.For | ast.comprehension) and statement.target is target:
+            kind, values = self._values(statement.iter, seen)
+            if kind != "list":
+                raise _Unprovable("a loop over a string")
+            return "str", values
+        raise _Unprovable("a binding that is not a constant")
+
+
+def _opaquely_bound(node: ast.AST) -> list[str]:
+    """Names a statement binds other than by assigning a Name: parameters, imports, `except ... as`,
+    definitions, match patterns."""
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    if isinstance(node, ast.alias):
+        return [(node.asname or node.name).split(".")[0]]
+    if isinstance(node, ast.ExceptHandler | ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [node.name] if node.name else []
+    if isinstance(node, ast.MatchAs | ast.MatchStar):
+        return [node.name] if node.name else []
+    if isinstance(node, ast.MatchMapping):
+        return [node.rest] if node.rest else []
+    return []
