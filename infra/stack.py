@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from infra.assets import REPO, BuiltLayer
 from infra.constructs.alerts import RegressionAlertsConstruct
 from infra.constructs.api import ApiConstruct
-from infra.constructs.functions import FUNCTION_SPECS, FunctionsConstruct
+from infra.constructs.functions import FUNCTION_SPECS, PROFILE_MEMORY_MB, FunctionsConstruct
 from infra.constructs.layers import LayersConstruct
 from infra.constructs.monitoring import MonitoringConstruct
 from infra.constructs.network import SandboxNetworkConstruct
@@ -50,6 +50,13 @@ class StackConfig(BaseModel):
     # Chunk functions of one run at once (the ProfileChunks Map's MaxConcurrency): a large upload's byte ranges
     # parsed in parallel; each takes one of the account's Lambda concurrency while it runs.
     chunk_concurrency: int = Field(default=CHUNK_CONCURRENCY, ge=1, le=1000)
+    # The largest input a run takes (ITERATE_MAX_FILE_BYTES, ITERATE_MAX_CELLS in every function; None: the
+    # engine's defaults, 5 GB and 100 M cells), and the profile function's memory, which merges a chunked upload
+    # and profiles the whole table in one process: MergeChunks alone peaked at 2.5 GB for 5M rows x 20 columns
+    # and 4.3 GB for 10M (scripts/merge_memory.py, docs/large-files.md), so more cells need more memory too.
+    max_file_bytes: int | None = Field(default=None, ge=1)
+    max_cells: int | None = Field(default=None, ge=1)
+    profile_memory_mb: int = Field(default=PROFILE_MEMORY_MB, ge=1024, le=10240)
     # Every alarm goes to one SNS topic; with an address, the topic also e-mails it (confirm the subscription).
     alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
     # Iterate.IssueRegressed events go to an SNS topic; with an address, the topic also e-mails it.
@@ -58,6 +65,11 @@ class StackConfig(BaseModel):
     min_schedule_minutes: int = Field(default=DEFAULT_MIN_SCHEDULE_MINUTES, ge=SCHEDULE_FLOOR_MINUTES)
     # Template tests only: functions whose handler.py is missing are packaged from this placeholder dir.
     placeholder_code: Path | None = None
+
+    def limits_env(self) -> dict[str, str]:
+        """The input limits set in the context, as the settings every function reads."""
+        limits = {"ITERATE_MAX_FILE_BYTES": self.max_file_bytes, "ITERATE_MAX_CELLS": self.max_cells}
+        return {name: str(value) for name, value in limits.items() if value is not None}
 
     def map_concurrency(self) -> int:
         """The investigation Map's MaxConcurrency: one run may use the whole sandbox concurrency, not more."""
@@ -122,6 +134,8 @@ class IterateStack(Stack):
             sandbox_reserved_concurrency=config.sandbox_reserved_concurrency,
             sandbox_code_timeout_s=config.sandbox_code_timeout_s,
             max_concurrent_runs=config.owner_concurrent_runs,
+            limits_env=config.limits_env(),
+            memory_mb={"profile": config.profile_memory_mb},
             placeholder_code=config.placeholder_code,
         )
         fns = self.functions.functions

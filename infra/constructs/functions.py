@@ -70,6 +70,8 @@ class FunctionSpec:
 
 
 PIPELINE = ("powertools", "iterate")
+# The profile function's memory by default: it merges a large upload's chunks and profiles the whole table.
+PROFILE_MEMORY_MB = 4096
 # The agent steps need the LLM SDK, and also pandas/pyarrow: the engine's offline agents (used when no key is
 # set, and as the fallback when Claude fails) import the detectors, which import pandas. Measured with the
 # trimmed data layer: 210 MiB of 250 (scripts/measure_functions.py). Should the offline agents stop needing
@@ -80,7 +82,7 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         "profile",
         "Claims the upload, creates the run, reads the file once and profiles it",
         ("data", *PIPELINE),
-        memory_mb=4096,
+        memory_mb=PROFILE_MEMORY_MB,  # iterate:profile_memory_mb changes it (infra/stack.py StackConfig)
         timeout_s=600,
         s3_read=(UPLOADS, ARTIFACTS, VERSIONS),  # versions/: a run started on a fixed version
         s3_write=(ARTIFACTS,),
@@ -229,7 +231,11 @@ class FunctionsConstruct(Construct):
         sandbox_code_timeout_s: int,
         max_concurrent_runs: int,
         placeholder_code: Path | None,
+        limits_env: dict[str, str] | None = None,
+        memory_mb: dict[str, int] | None = None,
     ) -> None:
+        """`limits_env`: input limits (ITERATE_MAX_*) for every function but the sandbox; `memory_mb`: memory
+        by function name, over its spec's."""
         super().__init__(scope, construct_id)
         self.specs = {s.name: s for s in specs}
         self.functions: dict[str, lambda_.Function] = {}
@@ -260,6 +266,7 @@ class FunctionsConstruct(Construct):
             }
             if not spec.sandbox:
                 env["ITERATE_BUCKET"] = storage.bucket.bucket_name
+                env.update(limits_env or {})
             if spec.table:
                 env["ITERATE_TABLE"] = storage.table.table_name
             if spec.llm:
@@ -301,7 +308,7 @@ class FunctionsConstruct(Construct):
                 handler=HANDLER,
                 code=lambda_.Code.from_asset(str(code_dir), exclude=CODE_EXCLUDES),
                 layers=layers.get(spec.layers),
-                memory_size=spec.memory_mb,
+                memory_size=(memory_mb or {}).get(spec.name, spec.memory_mb),
                 timeout=Duration.seconds(spec.timeout_s),
                 ephemeral_storage_size=Size.mebibytes(spec.ephemeral_mb),
                 environment=env,

@@ -612,6 +612,9 @@ def configured(tmp_path_factory: pytest.TempPathFactory) -> Synth:
         "iterate:sandbox_reserved_concurrency": 4,
         "iterate:regression_email": "data-team@example.com",
         "iterate:min_schedule_minutes": 15,
+        "iterate:max_cells": "200000000",  # as `cdk -c` passes it: a string
+        "iterate:max_file_bytes": 3 * 2**30,
+        "iterate:profile_memory_mb": 8192,
     }
     app, _stack = build_app(outdir=outdir, placeholder_assets=True, context=context)
     app.synth()
@@ -637,6 +640,38 @@ def test_context_sets_the_alarm_address_and_the_sandbox_concurrency(configured: 
     assert (
         json.loads(sm["Properties"]["DefinitionString"])["States"]["InvestigateEach"]["MaxConcurrency"] == 4
     )
+
+
+def test_context_raises_the_input_limits_with_the_memory_that_holds_them(
+    configured: Synth, synth: Synth
+) -> None:
+    # Given larger inputs allowed in the context, and more memory for the profile function
+    for name in ("api", "profile", "chunk", "fix"):
+        env = configured.resources[configured.function_id(name)]["Properties"]["Environment"]["Variables"]
+        # Then every function that sizes or reads an input holds the same limits
+        assert env["ITERATE_MAX_CELLS"] == "200000000" and env["ITERATE_MAX_FILE_BYTES"] == str(3 * 2**30), (
+            name
+        )
+    sandbox = configured.resources[configured.function_id("sandbox")]["Properties"]["Environment"][
+        "Variables"
+    ]
+    assert "ITERATE_MAX_CELLS" not in sandbox  # it reads no input file: nothing to size
+    # And the profile function (which merges and profiles the whole table) gets the memory asked for
+    assert configured.resources[configured.function_id("profile")]["Properties"]["MemorySize"] == 8192
+    # While without that context the engine's defaults hold and the profile function keeps 4 GB
+    default = synth.resources[synth.function_id("profile")]["Properties"]
+    assert "ITERATE_MAX_CELLS" not in default["Environment"]["Variables"] and default["MemorySize"] == 4096
+
+
+def test_the_profile_functions_memory_stays_within_lambdas_range() -> None:
+    from pydantic import ValidationError
+
+    from infra.stack import StackConfig
+
+    with pytest.raises(ValidationError):
+        StackConfig(profile_memory_mb=20480)
+    with pytest.raises(ValidationError):
+        StackConfig(max_cells=0)
 
 
 def test_each_function_holds_exactly_the_table_actions_its_code_makes(synth: Synth) -> None:
