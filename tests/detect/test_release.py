@@ -1,0 +1,33 @@
+"""The columns' per-value caches are not held past the detectors, and read again they are the same."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from iterate.detect import detect
+from iterate.detect.context import ColumnFacts, facts_for
+from iterate.io import read_table
+
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "orders.csv"
+
+
+def test_the_detection_keeps_no_per_value_cache_of_any_column() -> None:
+    table = read_table(SAMPLE)
+    detection = detect(table)
+    assert detection.findings
+    for f in detection.facts:
+        assert not set(ColumnFacts.HEAVY_CACHES) & set(vars(f)), f.name
+
+
+def test_a_released_cache_read_again_is_computed_again_the_same() -> None:
+    table = read_table(SAMPLE)
+    facts = facts_for(table, "")
+    before = [(f.meaning.key_of.copy(), f.folded.to_pylist(), f.numeric.numbers.copy()) for f in facts]
+    for f in facts:
+        f.release()
+        assert "meaning" not in vars(f) and "numeric" not in vars(f)
+    for f, (keys, folded, values) in zip(facts, before, strict=True):
+        assert np.array_equal(f.meaning.key_of, keys) and f.folded.to_pylist() == folded
+        assert np.array_equal(f.numeric.numbers, values, equal_nan=True)
