@@ -31,3 +31,16 @@ def test_a_released_cache_read_again_is_computed_again_the_same() -> None:
     for f, (keys, folded, values) in zip(facts, before, strict=True):
         assert np.array_equal(f.meaning.key_of, keys) and f.folded.to_pylist() == folded
         assert np.array_equal(f.numeric.numbers, values, equal_nan=True)
+
+
+def test_values_folding_leaves_alone_share_the_dictionary() -> None:
+    import pyarrow as pa
+
+    from iterate.table import SourceInfo, Table
+
+    arrow = pa.table({"when": ["2023-01-02 10:17", "2023-01-03 11:00"], "who": ["Ann", "bob"]})
+    table = Table.from_arrow(arrow, name="t", source=SourceInfo(path="t.csv", format="csv"))
+    when, who = facts_for(table, "")
+    # A column folding changes nowhere keeps its dictionary as its folded values; another gets its own
+    assert when.folded is when.column.dictionary
+    assert who.folded.to_pylist() == ["ann", "bob"] and who.folded is not who.column.dictionary

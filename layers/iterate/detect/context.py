@@ -65,7 +65,11 @@ class ColumnFacts:
 
     @cached_property
     def folded(self) -> pa.Array:
-        return pc.utf8_lower(pc.utf8_trim_whitespace(self.column.dictionary))
+        dictionary = self.column.dictionary
+        folded = pc.utf8_lower(pc.utf8_trim_whitespace(dictionary))
+        # Values that folding leaves as they are (digits and signs, dates, lower-case text: a phone or a
+        # timestamp column, millions of distinct values on a long file) share the dictionary, not a copy of it.
+        return dictionary if folded.equals(dictionary) else folded
 
     @cached_property
     def is_blank(self) -> np.ndarray:
