@@ -47,8 +47,9 @@ class SandboxDataset(Contract):
     bucket: str | None = None
     key: str | None = None
     version_id: str | None = None
-    # The only columns the code reads (names as written; a template's): only their chunks are fetched and
-    # loaded. None: the whole dataset.
+    # The only columns the code reads (names as written: a template's, or those the syntax of other code shows,
+    # iterate.investigate.projection; each is written in the code, so the list is never longer than the code):
+    # only their chunks are fetched and loaded. None: the whole dataset.
     columns: list[str] | None = Field(default=None, max_length=MAX_EVENT_COLUMNS)
 
     @model_validator(mode="after")
