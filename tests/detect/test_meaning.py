@@ -65,3 +65,23 @@ def test_sources_that_write_times_differently_agree_and_only_a_wrong_time_is_lis
     # Then the flight determines the time, and only the wrong time breaks it
     assert any(d.lhs == 0 and d.rhs == 1 for d in deps)
     assert listed == {4}
+
+
+def test_an_identity_answers_as_the_arange_it_stands_for() -> None:
+    import numpy as np
+    import pytest
+
+    from iterate.detect.context import Identity
+
+    identity, arange = Identity(5), np.arange(5)
+    for keys in (np.array([0, 3, 4, 3], dtype=np.int32), [1, -1], 2, np.array([], dtype=np.int64)):
+        got, want = identity[keys], arange[keys]
+        assert np.array_equal(got, want) and got.dtype == want.dtype
+    assert int(identity[np.int64(4)]) == 4 and len(identity) == 5
+    for bad in (5, [0, 7], -6):
+        with pytest.raises(IndexError):
+            identity[bad]
+    keys = np.array([1, 2])
+    picked = identity[keys]
+    picked[0] = 9  # a copy, as fancy indexing gives: the caller's keys are untouched
+    assert keys.tolist() == [1, 2]
