@@ -163,11 +163,12 @@ def detect_duplicates(table: Table, facts: list[ColumnFacts]) -> list[Finding]:
     if big and candidates.size:
         big_codes = [codes_of(normalise(f.column.values_at(candidates))) for f in big]
         keys_c = _row_keys([small_keys[candidates], *big_codes], candidates.size)
-        near_keys = np.arange(n, dtype=np.int64) + n  # rows that are not candidates: their own ids
-        near_keys[candidates] = keys_c
+        # Rows that are not candidates repeat no row; candidates ascend, so a candidate's id (an earlier
+        # candidate) is an earlier row: the copies are read off the candidates' ids, no row-long array sorted.
+        copies = candidates[_later_rows(keys_c)]
     else:
-        near_keys = small_keys
-    near = np.setdiff1d(_later_copies(near_keys), exact, assume_unique=True)
+        copies = _later_rows(small_keys)
+    near = np.setdiff1d(copies, exact, assume_unique=True)
     if near.size:
         out.append(
             Finding(
