@@ -34,7 +34,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import _WRAP  # noqa: E402  (scripts/ is not a package: found beside this file)
+from bench import _WRAP, DEFAULT_FILE  # noqa: E402  (scripts/ is not a package: found beside this file)
 
 BUCKET, KEY = "bench", "uploads/bench/d1/source.csv"
 FUNCTION_MB = 4096  # the profile function's memory (infra: ProfileFunction), which runs MergeChunks
@@ -230,6 +230,11 @@ def main(argv: list[str] | None = None) -> int:
         plan = json.loads((args.merge_only / "plan.json").read_text())
         merge(source, args.merge_only, plan, args.merge_only / "merge.json")
         return 0
+    if not source.exists() and source == DEFAULT_FILE.resolve():
+        from gen_bench import write  # the bench file `make bench` makes, made here when it is not there yet
+
+        print(f"generating {source} (1,000,000 rows) ...", flush=True)
+        write(source, 1_000_000)
     result = measure(source, args.chunk_mb, args.keep)
     plan, process = result["plan"], result["process"]
     tree = process["tree_pss_mb"]
