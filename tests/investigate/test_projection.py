@@ -46,6 +46,21 @@ READS = [
     ("df['flag'] = df['email'] == ''\nresult = {'affected_rows': int(df['flag'].sum())}", ("email", "flag")),
     ("result = {'affected_rows': len(df)}", ()),
     (
+        "bad = df[df['email'].str.strip() == '']\nresult = {'affected_rows': len(bad), 'first': bad.index[:3].tolist()}",
+        ("email",),
+    ),
+    (
+        "m = df['zip'].str.match(r'^\\d{5}$') & ~df['city'].isin(['Paris'])\nsub = df.loc[m]\n"
+        "result = {'affected_rows': int(len(sub)), 'zips': sub['zip'].head(3).tolist()}",
+        ("zip", "city"),
+    ),
+    ("result = {'affected_rows': len(df[(df['amount'] == '') | df['notes'].isna()])}", ("amount", "notes")),
+    (
+        "d = df\nm = d['email'] == ''\nresult = {'affected_rows': int(d[m]['phone'].str.len().sum())}",
+        ("email", "phone"),
+    ),
+    ("rows = df.loc[df['city'] == '']\nresult = {'affected_rows': len(rows)}", ("city",)),
+    (
         "name: str = 'zip'\ndef count(s):\n    return int((s == '').sum())\nresult = {'affected_rows': count(df[name])}",
         ("zip",),
     ),
@@ -59,9 +74,7 @@ WHOLE = [
     "result = {'affected_rows': int('email' in df)}",
     "for c in df:\n    pass\nresult = {'affected_rows': 0}",
     "for c in df.columns:\n    pass\nresult = {'affected_rows': 0}",
-    "rows = df.loc[df['city'] == '']\nresult = {'affected_rows': len(rows)}",
     "result = {'affected_rows': int(df.iloc[:, 0].eq('').sum())}",
-    "d = df\nresult = {'affected_rows': int((d['email'] == '').sum())}",
     "df = df[df['email'] != '']\nresult = {'affected_rows': len(df)}",
     "del df['email']\nresult = {'affected_rows': 0}",
     "c = 'em' + 'ail'\nresult = {'affected_rows': int((df[c] == '').sum())}",
@@ -83,6 +96,12 @@ WHOLE = [
     "x = [df]\nresult = {'affected_rows': 0}",
     "def g(df):\n    return df\nresult = {'affected_rows': 0}",
     "not python (",
+    "bad = df[df['email'] == '']\nresult = {'affected_rows': len(bad), 'rows': bad.head().to_dict()}",
+    "bad = df[df['email'] == '']\nbad = bad[bad['phone'] == '']\nresult = {'affected_rows': len(bad)}",
+    "result = {'affected_rows': len(df[['email'] + ['phone']])}",
+    "key = df['city']\nresult = {'affected_rows': len(df[key])}",
+    "m = df['email'] == ''\nresult = {'affected_rows': len(df.loc[m].columns)}",
+    "a, b = df[df['email'] == ''], 0\nresult = {'affected_rows': len(a)}",
 ]
 
 

@@ -11,7 +11,10 @@ Uses of `df` that are kept (each one's answer is the same on the frame of its co
 - `df["a"]`, `df[["a", "b"]]` (read, or assigned: a new column), with names that are string constants or
   variables bound only to string constants (`col = "a"`, `cols = ["a", "b"]`, `for c in ["a", "b"]`);
 - `df.loc[rows, "a"]`, `df.loc[rows, ["a", "b"]]`, `df.at[row, "a"]`, `df.get("a")`;
-- `len(df)`, `df.index`, `df.shape[0]`.
+- `len(df)`, `df.index`, `df.shape[0]`;
+- rows picked by a mask, `df[mask]` and `df.loc[mask]` (a comparison, a predicate method such as `.isna()`,
+  `.isin(...)` or `.str.contains(...)`, or `~`, `&`, `|` of masks: never a column name), and a variable bound
+  once to `df` or to such rows, each used in the ways listed here.
 Anything else (`df.columns`, `df.shape`, `df.loc[rows]`, `df.apply(...)`, `df.duplicated()`, `"a" in df`,
 `df` passed to a function or rebound, names built at run time, `globals()`, `eval`, `pd.eval`, `query`,
 attributes starting with `_`) reads the whole frame.
@@ -32,6 +35,44 @@ _OPAQUE_NAMES = frozenset(
 _OPAQUE_ATTRIBUTES = frozenset({"eval", "query", "f_globals", "f_locals", "f_back", "tb_frame", "gi_frame"})
 # `df.<attribute>` that read no column and mean the same on any choice of columns.
 _ROW_ATTRIBUTES = frozenset({"index"})
+
+# What makes a mask (see _Reader._boolean): comparisons, and methods of a Series that answer one boolean a row.
+_MASK_COMPARISONS = (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+_MASK_METHODS = frozenset(
+    {
+        "isna",
+        "notna",
+        "isnull",
+        "notnull",
+        "isin",
+        "duplicated",
+        "between",
+        "eq",
+        "ne",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+    }
+)
+_STR_PREDICATES = frozenset(
+    {
+        "contains",
+        "startswith",
+        "endswith",
+        "match",
+        "fullmatch",
+        "isalnum",
+        "isalpha",
+        "isdigit",
+        "isdecimal",
+        "isnumeric",
+        "isspace",
+        "islower",
+        "isupper",
+        "istitle",
+    }
+)
 
 _Values = tuple[str, frozenset[str]]  # ("str" | "list", the strings it can be)
 
@@ -59,6 +100,7 @@ class _Reader:
         self.tree = tree
         self.parent: dict[ast.AST, ast.AST] = {}
         self.bindings: dict[str, list[ast.AST]] = {}
+        self.visiting: set[int] = set()
         for node in ast.walk(tree):
             for child in ast.iter_child_nodes(node):
                 self.parent[child] = node
@@ -94,13 +136,40 @@ class _Reader:
                 names.setdefault(name, None)
         return list(names)
 
-    def _use(self, node: ast.Name) -> frozenset[str]:
-        """The columns one use of `df` reads."""
+    def _use(self, node: ast.expr) -> frozenset[str]:
+        """The columns one use of a frame reads: of `df`, of rows picked from it by a mask (`df[mask]`,
+        `df.loc[mask]`), or of a variable bound once to one of those (`bad = df[mask]`)."""
+        if id(node) in self.visiting:
+            raise _Unprovable("a frame defined through itself")
+        self.visiting.add(id(node))
+        try:
+            return self._frame_use(node)
+        finally:
+            self.visiting.discard(id(node))
+
+    def _frame_use(self, node: ast.expr) -> frozenset[str]:
         parent = self.parent.get(node)
         if isinstance(parent, ast.Subscript) and parent.value is node:
             if isinstance(parent.ctx, ast.Del):
                 raise _Unprovable("del df[...]")
+            if isinstance(parent.ctx, ast.Load) and self._boolean(parent.slice, set()):
+                # Rows picked by a mask: a frame of the same columns (the mask's own reads are uses of their own)
+                return self._use(parent)
             return self._names(parent.slice)
+        if (
+            isinstance(parent, ast.Assign)
+            and parent.value is node
+            and len(parent.targets) == 1
+            and isinstance(parent.targets[0], ast.Name)
+            and len(self.bindings.get(parent.targets[0].id, ())) == 1
+        ):
+            # A variable bound once to the frame: every use of it is a use of the frame.
+            name = parent.targets[0].id
+            names: set[str] = set()
+            for use in ast.walk(self.tree):
+                if isinstance(use, ast.Name) and use.id == name and isinstance(use.ctx, ast.Load):
+                    names |= self._use(use)
+            return frozenset(names)
         if isinstance(parent, ast.Call) and node in parent.args:
             func = parent.func
             if (
@@ -129,6 +198,13 @@ class _Reader:
             ):
                 return frozenset()
             raise _Unprovable("df.shape")
+        if attribute.attr == "loc" and (
+            isinstance(outer, ast.Subscript)
+            and outer.value is attribute
+            and isinstance(outer.ctx, ast.Load)
+            and self._boolean(outer.slice, set())
+        ):
+            return self._use(outer)  # df.loc[mask]: rows picked, every column kept
         if attribute.attr in ("loc", "at"):
             if (
                 isinstance(outer, ast.Subscript)
@@ -152,6 +228,33 @@ class _Reader:
                 return self._names(outer.args[0])
             raise _Unprovable("df.get without a column")
         raise _Unprovable(f"df.{attribute.attr}")
+
+    def _boolean(self, node: ast.AST, seen: set[str]) -> bool:
+        """Whether `node` is a mask for sure (never a column name or a list of names): a comparison, a
+        predicate method (`.isna()`, `.isin(...)`, `.str.contains(...)`), `~`, `&`, `|`, `^` of masks, or a
+        variable bound once to one."""
+        if isinstance(node, ast.Compare):
+            return all(isinstance(op, _MASK_COMPARISONS) for op in node.ops)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
+            return self._boolean(node.operand, seen)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitAnd | ast.BitOr | ast.BitXor):
+            return self._boolean(node.left, seen) and self._boolean(node.right, seen)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            method = node.func
+            if method.attr in _MASK_METHODS:
+                return True
+            return (
+                method.attr in _STR_PREDICATES
+                and isinstance(method.value, ast.Attribute)
+                and method.value.attr == "str"
+            )
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in seen:
+            bound = self.bindings.get(node.id, ())
+            if len(bound) == 1:
+                statement = self.parent.get(bound[0])
+                if isinstance(statement, ast.Assign) and statement.targets == [bound[0]]:
+                    return self._boolean(statement.value, seen | {node.id})
+        return False
 
     def _names(self, node: ast.AST) -> frozenset[str]:
         """Column names a subscript's key can be: a string, or a list of strings."""
