@@ -44,3 +44,20 @@ def test_values_folding_leaves_alone_share_the_dictionary() -> None:
     # A column folding changes nowhere keeps its dictionary as its folded values; another gets its own
     assert when.folded is when.column.dictionary
     assert who.folded.to_pylist() == ["ann", "bob"] and who.folded is not who.column.dictionary
+
+
+def test_a_numeric_model_weighs_its_values_by_their_rows_without_copying_a_gapless_column() -> None:
+    import pyarrow as pa
+
+    from iterate.table import SourceInfo, Table
+
+    arrow = pa.table({"id": ["a1", "b2", "c3", "a1"], "qty": ["1", "", "3", "1"]})
+    table = Table.from_arrow(arrow, name="t", source=SourceInfo(path="t.csv", format="csv"))
+    ids_col, qty = facts_for(table, "")
+    # Every value present: the weights are the column's counts, shared and read-only
+    assert np.array_equal(ids_col.numeric.weights, ids_col.counts[ids_col.numeric.ids])
+    assert np.shares_memory(ids_col.numeric.weights, ids_col.counts)
+    assert not ids_col.numeric.weights.flags.writeable
+    # A gap: only the present values are weighed, in a copy of their own
+    assert np.array_equal(qty.numeric.weights, qty.counts[qty.numeric.ids]) and qty.numeric.ids.size == 2
+    assert not np.shares_memory(qty.numeric.weights, qty.counts)
