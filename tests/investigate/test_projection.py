@@ -61,6 +61,15 @@ READS = [
     ),
     ("rows = df.loc[df['city'] == '']\nresult = {'affected_rows': len(rows)}", ("city",)),
     (
+        "col = 'email'\nif col not in df.columns:\n    raise KeyError(col)\n"
+        "result = {'affected_rows': int((df[col] == '').sum())}",
+        ("email",),
+    ),
+    (
+        "result = {'affected_rows': int('phone' in df.columns) + int('absent' in df.columns)}",
+        ("phone", "absent"),
+    ),
+    (
         "name: str = 'zip'\ndef count(s):\n    return int((s == '').sum())\nresult = {'affected_rows': count(df[name])}",
         ("zip",),
     ),
@@ -102,6 +111,9 @@ WHOLE = [
     "key = df['city']\nresult = {'affected_rows': len(df[key])}",
     "m = df['email'] == ''\nresult = {'affected_rows': len(df.loc[m].columns)}",
     "a, b = df[df['email'] == ''], 0\nresult = {'affected_rows': len(a)}",
+    "result = {'affected_rows': int(df.columns[0] in df.columns)}",
+    "result = {'affected_rows': int(['email'] == df.columns)}",
+    "result = {'affected_rows': int('email' in df.columns.tolist())}",
 ]
 
 

@@ -11,7 +11,7 @@ Uses of `df` that are kept (each one's answer is the same on the frame of its co
 - `df["a"]`, `df[["a", "b"]]` (read, or assigned: a new column), with names that are string constants or
   variables bound only to string constants (`col = "a"`, `cols = ["a", "b"]`, `for c in ["a", "b"]`);
 - `df.loc[rows, "a"]`, `df.loc[rows, ["a", "b"]]`, `df.at[row, "a"]`, `df.get("a")`;
-- `len(df)`, `df.index`, `df.shape[0]`;
+- `len(df)`, `df.index`, `df.shape[0]`, `"a" in df.columns`;
 - rows picked by a mask, `df[mask]` and `df.loc[mask]` (a comparison, a predicate method such as `.isna()`,
   `.isin(...)` or `.str.contains(...)`, or `~`, `&`, `|` of masks: never a column name), and a variable bound
   once to `df` or to such rows, each used in the ways listed here.
@@ -188,6 +188,17 @@ class _Reader:
         outer = self.parent.get(attribute)
         if attribute.attr in _ROW_ATTRIBUTES:
             return frozenset()
+        if attribute.attr == "columns":
+            # `"a" in df.columns`: whether the table has that column, the same on a frame that loads "a" if it
+            # exists; any other use of the names reads them all.
+            if (
+                isinstance(outer, ast.Compare)
+                and outer.comparators == [attribute]
+                and len(outer.ops) == 1
+                and isinstance(outer.ops[0], ast.In | ast.NotIn)
+            ):
+                return self._names(outer.left)
+            raise _Unprovable("df.columns")
         if attribute.attr == "shape":
             if (
                 isinstance(outer, ast.Subscript)
