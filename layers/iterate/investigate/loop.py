@@ -178,9 +178,10 @@ def investigate_issue(
         offered = reuse.offer(issue, attempts, agent) if reuse is not None else None
         if reuse is not None and offered is not None:
             stored, reused = offered
-            run = sandbox.run(
-                stored, replace(data, columns=frame_columns(stored) or None), timeout_s=timeout_s
-            )
+            # A stored script is untrusted code, however it was first written: its syntax says what it reads
+            # (as on AWS, where GenerateCode sends it as the model's).
+            narrowed = replace(data, columns=code_columns(issue, "llm", stored))
+            run = sandbox.run(stored, narrowed, timeout_s=timeout_s)
             attempts.append(reuse.judge(issue, run, reused, attempt=len(attempts) + 1))
             if attempts[-1].success:
                 return attempts[-1]

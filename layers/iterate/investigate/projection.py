@@ -15,7 +15,8 @@ Uses of `df` that are kept (each one's answer is the same on the frame of its co
 - rows picked by a mask, `df[mask]` and `df.loc[mask]` (a comparison, a predicate method such as `.isna()`,
   `.isin(...)` or `.str.contains(...)`, or `~`, `&`, `|` of masks: never a column name), and a variable bound
   once to `df` or to such rows, each used in the ways listed here.
-Anything else (`df.columns`, `df.shape`, `df.loc[rows]`, `df.apply(...)`, `df.duplicated()`, `"a" in df`,
+Anything else (`df.columns` otherwise, `df.shape`, `df.loc[rows]` by anything but a mask, `df.apply(...)`,
+`df.duplicated()`, `bad.head()`, `"a" in df`,
 `df` passed to a function or rebound, names built at run time, `globals()`, `eval`, `pd.eval`, `query`,
 attributes starting with `_`) reads the whole frame.
 """
@@ -82,9 +83,9 @@ class _Unprovable(Exception):
 
 
 def frame_columns(code: str) -> tuple[str, ...] | None:
-    """The names of the only columns `code` can read from `df`, in the order first named; None when it may
-        read any (or when that cannot be proved), each once, in the order of the uses of `df` that name them (the
-    sandbox loads them in the file's order). An empty tuple: it reads no column (only `len(df)` and such)."""
+    """The names of the only columns `code` can read from `df`, each once, in the order of the uses of `df`
+    that name them (the sandbox loads them in the file's order); None when it may read any, or when that cannot
+    be proved. An empty tuple: it reads no column (only `len(df)` and such)."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
