@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
 
-.PHONY: install demo test lint format typecheck bench bench-aws bench-merge bench-library cost-model score score-stress realdata realdata-stage synth deploy schemas clean
+.PHONY: install demo test lint format typecheck bench bench-aws bench-merge bench-bound bench-library cost-model score score-stress realdata realdata-stage synth deploy schemas clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -48,6 +48,9 @@ bench-aws: $(DEV) ## a large bench CSV through the real state machine under moto
 
 bench-merge: $(DEV) ## MergeChunks alone in a fresh process: merge + profile step memory (SOURCE=a CSV over 64 MiB; default: the 1M bench file)
 	$(BIN)/python scripts/merge_memory.py --source $(or $(SOURCE),bench/data/bench_1m.csv)
+
+bench-bound: $(DEV) ## does a whole run finish inside a hard memory limit (a cgroup, all processes, no swap)? (ROWS=3000000 MB=2048, or SOURCE=)
+	$(BIN)/python scripts/bound_run.py $(if $(SOURCE),--source $(SOURCE),--rows $(or $(ROWS),3000000)) --mb $(or $(MB),2048)
 
 bench-library: $(DEV) ## investigation tokens in LLM mode (fake server): first run, unchanged rerun, new rows
 	$(BIN)/python scripts/bench_library.py

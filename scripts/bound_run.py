@@ -1,0 +1,235 @@
+"""Does a whole `iterate analyze` finish inside a hard memory limit? The laptop check of issue 14, for real.
+
+Peak RSS or PSS sampled every 0.1 s misses short peaks and, at 10M rows, differs by up to 300 MB from run to
+run. Here the run (the CLI, its forked profile, the sandbox's zygotes and runners: every process it starts) is
+put in a memory cgroup of its own with a limit and no swap, as a laptop with that much free memory would be:
+either it finishes, or the kernel kills it when it needs more than the limit after reclaiming what it can
+(page cache of the input, clean file pages). The answer does not depend on sampling.
+
+It prints whether the run finished (and its exit status), its wall time, the kernel's OOM kills in the group,
+and two peaks over all the group's processes: anonymous memory (sampled every 0.05 s: what cannot be given
+back without swap) and everything charged to the group (the kernel's own high-water mark, page cache of the
+input included, so up to the limit on a large file).
+
+Needs a writable memory cgroup (v1 `/sys/fs/cgroup/memory`, or v2 with the memory controller), as root in a
+container or on a machine where the user has been delegated one; says so and exits 2 otherwise.
+
+    python scripts/bound_run.py --rows 3000000 --mb 2048       # a generated bench file of that many rows
+    python scripts/bound_run.py --source big.csv --mb 2048 -- --workers 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+V1 = Path("/sys/fs/cgroup/memory")
+V2 = Path("/sys/fs/cgroup")
+
+
+class Group:
+    """A fresh memory cgroup with `limit` bytes and no swap; removed by close()."""
+
+    def __init__(self, limit: int) -> None:
+        name = f"iterate-bound-{os.getpid()}"
+        controllers = V2 / "cgroup.controllers"
+        if (V1 / "memory.limit_in_bytes").exists():
+            self.v2, self.path = False, V1 / name
+        elif controllers.exists() and "memory" in controllers.read_text(errors="replace").split():
+            self.v2, self.path = True, V2 / name
+        else:
+            raise OSError("no memory cgroup controller on this machine")
+        self.path.mkdir()
+        try:
+            if self.v2:
+                self._write("memory.max", limit)
+                if (self.path / "memory.swap.max").exists():
+                    self._write("memory.swap.max", 0)
+            else:
+                self._write("memory.limit_in_bytes", limit)
+                if (self.path / "memory.memsw.limit_in_bytes").exists():
+                    self._write("memory.memsw.limit_in_bytes", limit)
+                self._write("memory.swappiness", 0)
+        except OSError:
+            self.close()
+            raise
+
+    def _write(self, name: str, value: int) -> None:
+        (self.path / name).write_text(str(value))
+
+    def _stat(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for line in (self.path / "memory.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if value.isdigit():
+                out[key] = int(value)
+        return out
+
+    def anon(self) -> int:
+        """Anonymous memory charged to the group now (bytes), all its processes together."""
+        stat = self._stat()
+        return stat.get("anon", 0) if self.v2 else stat.get("total_rss", stat.get("rss", 0))
+
+    def peak(self) -> int | None:
+        """The kernel's high-water mark of everything charged to the group (None where it keeps none)."""
+        name = "memory.peak" if self.v2 else "memory.max_usage_in_bytes"
+        path = self.path / name
+        return int(path.read_text()) if path.exists() else None
+
+    def oom_kills(self) -> int:
+        name = "memory.events" if self.v2 else "memory.oom_control"
+        for line in (self.path / name).read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+        return 0
+
+    def join_command(self, argv: list[str]) -> list[str]:
+        """`argv` run from a shell that first moves itself into the group (so every process it starts is in it)."""
+        procs = self.path / "cgroup.procs"
+        quoted = " ".join(_quote(a) for a in argv)
+        return ["/bin/sh", "-c", f"echo $$ > {_quote(str(procs))} && exec {quoted}"]
+
+    def close(self) -> None:
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:  # processes still leaving the group
+                time.sleep(0.1)
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def _source(args: argparse.Namespace) -> Path:
+    if args.source is not None:
+        return args.source
+    path = REPO / "bench" / "data" / f"bench_{args.rows}.csv"
+    if args.rows == 1_000_000:
+        path = REPO / "bench" / "data" / "bench_1m.csv"
+    if not path.exists():
+        print(f"generating {path.name} ({args.rows:,} rows) ...", flush=True)
+        subprocess.run(
+            [
+                str(BIN / "python"),
+                str(REPO / "scripts" / "gen_bench.py"),
+                "--rows",
+                str(args.rows),
+                "--out",
+                str(path),
+            ],
+            check=True,
+        )
+    return path
+
+
+@dataclass
+class Bounded:
+    """How a command ran in a memory cgroup of its own."""
+
+    returncode: int
+    oom_kills: int
+    wall_s: float
+    peak_anon: int  # bytes, sampled
+    peak_charged: int | None  # bytes, the kernel's mark
+    output: str
+
+    def finished(self, ok_codes: tuple[int, ...] = (0,)) -> bool:
+        return self.returncode in ok_codes and self.oom_kills == 0
+
+
+def run_bounded(argv: list[str], limit: int) -> Bounded:
+    """Run `argv` (and everything it starts) inside a fresh memory cgroup of `limit` bytes without swap.
+    Raises OSError where no memory cgroup can be made."""
+    group = Group(limit)
+    peak_anon = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak_anon
+        while not done.is_set():
+            with contextlib.suppress(OSError):
+                peak_anon = max(peak_anon, group.anon())
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run(group.join_command(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        wall = time.perf_counter() - started
+        done.set()
+        sampler.join()
+        return Bounded(
+            proc.returncode,
+            group.oom_kills(),
+            wall,
+            peak_anon,
+            group.peak(),
+            proc.stdout.decode(errors="replace"),
+        )
+    finally:
+        done.set()
+        group.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--source", type=Path, help="the file to analyze (default: a generated bench file)")
+    parser.add_argument("--rows", type=int, default=3_000_000, help="rows of the generated bench file")
+    parser.add_argument("--mb", type=int, default=2048, help="the memory limit in MiB (default 2048)")
+    parser.add_argument("analyze_args", nargs="*", help="more arguments for iterate analyze (after --)")
+    args = parser.parse_args()
+    source = _source(args)
+    cells = os.environ.get("ITERATE_MAX_CELLS")
+    print(
+        f"{source.name}: {source.stat().st_size / 2**20:,.0f} MiB; limit {args.mb:,} MiB, no swap"
+        + (f"; ITERATE_MAX_CELLS={cells}" if cells else ""),
+        flush=True,
+    )
+    out = Path(tempfile.mkdtemp(prefix="iterate-bound-"))
+    argv = [str(BIN / "iterate"), "analyze", str(source), "--out", str(out), *args.analyze_args]
+    try:
+        result = run_bounded(argv, args.mb * 2**20)
+    except OSError as exc:
+        print(f"bound_run: cannot make a memory cgroup here ({exc}); run it as root or in a delegated cgroup")
+        return 2
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    finished = result.finished((0, 3))  # 3: --fail-on's gate, a finished run
+    print(
+        f"  finished: {'yes' if finished else 'NO'} (exit {result.returncode}, OOM kills in the group: {result.oom_kills})"
+    )
+    print(f"  wall: {result.wall_s:.1f} s")
+    print(
+        f"  peak anonymous memory, all processes (sampled every 0.05 s): {result.peak_anon / 2**20:,.0f} MiB"
+    )
+    if result.peak_charged is not None:
+        print(
+            f"  peak charged to the group (kernel's mark, page cache included): {result.peak_charged / 2**20:,.0f} MiB"
+        )
+    if not finished:
+        for line in result.output.strip().splitlines()[-3:]:
+            print(f"  | {line}")
+    return 0 if finished else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

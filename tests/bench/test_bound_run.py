@@ -1,0 +1,35 @@
+"""scripts/bound_run.py: a command and everything it starts, inside a hard memory limit."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import bound_run  # noqa: E402
+
+# A child of the command allocates and touches 300 MiB, then exits 0: the limit must hold every process.
+ALLOCATE = [
+    sys.executable,
+    "-c",
+    "import subprocess, sys; sys.exit(subprocess.call([sys.executable, '-c', "
+    "'b = bytearray(300 * 2**20); b[::4096] = bytes(len(b[::4096])); print(\"done\")']))",
+]
+
+
+def _run(limit_mb: int) -> bound_run.Bounded:
+    try:
+        return bound_run.run_bounded(ALLOCATE, limit_mb * 2**20)
+    except OSError as exc:
+        pytest.skip(f"no writable memory cgroup here: {exc}")
+
+
+def test_a_run_over_the_limit_is_killed_and_one_under_it_finishes() -> None:
+    over = _run(128)
+    assert not over.finished() and over.oom_kills >= 1 and "done" not in over.output
+    under = _run(1024)
+    assert under.finished() and "done" in under.output and under.oom_kills == 0
+    # The grandchild's 300 MiB were charged to the group: the sample saw them.
+    assert under.peak_anon >= 250 * 2**20
