@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from iterate.io.limits import ReadLimits, cells_refusal
+from iterate.table import one_array
 
 # A range this big parses in ~0.5 s and holds ~3x its size while parsing; past a few ranges the parse is
 # spread over the workers and the file's raw text is never all in memory.
@@ -209,7 +210,7 @@ def read_partial(data: bytes) -> ChunkParse:
     rows = int(meta.get(_ROWS, b"0"))
     if _REASON in meta:
         return ChunkParse(None, rows, meta[_REASON].decode())
-    return ChunkParse([column.combine_chunks() for column in table.columns], rows)
+    return ChunkParse([one_array(column) for column in table.columns], rows)
 
 
 def _map(fn: Callable[[Any], Any], items: list[Any], threads: bool) -> Iterator[Any]:
