@@ -61,3 +61,26 @@ def test_a_numeric_model_weighs_its_values_by_their_rows_without_copying_a_gaple
     # A gap: only the present values are weighed, in a copy of their own
     assert np.array_equal(qty.numeric.weights, qty.counts[qty.numeric.ids]) and qty.numeric.ids.size == 2
     assert not np.shares_memory(qty.numeric.weights, qty.counts)
+
+
+def test_missing_and_placeholder_tests_keep_no_folded_copy_and_match_the_folded_values() -> None:
+    import pyarrow as pa
+
+    from iterate.detect.context import PLACEHOLDERS
+    from iterate.profile.shapes import MISSING_TOKENS
+    from iterate.table import SourceInfo, Table
+
+    values = ["  N/A", "Ann", "", "UNKNOWN ", "9999", " -1 ", "bob", "NA"]
+    arrow = pa.table({"who": values})
+    table = Table.from_arrow(arrow, name="t", source=SourceInfo(path="t.csv", format="csv"))
+    (who,) = facts_for(table, "unknown")
+    # When the tests on trimmed, lower-cased values are asked
+    blank, token, marker, placeholder = who.is_blank, who.is_token, who.is_null_marker, who.is_placeholder_text
+    # Then no folded copy of the dictionary is kept for them (only `meanings` keeps one, for short columns)
+    assert "folded" not in vars(who)
+    # And each agrees with the folded values, value by value
+    folded = [v.strip().lower() for v in who.column.uniques]
+    assert blank.tolist() == [v == "" for v in folded]
+    assert token.tolist() == [v in MISSING_TOKENS | {"unknown"} for v in folded]
+    assert marker.tolist() == [v in ("", "unknown") for v in folded]
+    assert placeholder.tolist() == [v in set(PLACEHOLDERS.to_pylist()) for v in folded]

@@ -33,10 +33,10 @@ def test_finding_counts_each_row_once() -> None:
 
 
 def test_placeholder_texts_are_unchanged_by_lower_casing() -> None:
-    # detect_sentinels compares them with the trimmed, lower-cased dictionary (ColumnFacts.folded).
-    from iterate.detect.missing import _SENTINEL_TEXTS
+    # detect_sentinels compares them with the trimmed, lower-cased dictionary (ColumnFacts.is_placeholder_text).
+    from iterate.detect.context import PLACEHOLDERS
 
-    texts = _SENTINEL_TEXTS.to_pylist()
+    texts = PLACEHOLDERS.to_pylist()
     assert texts and all(t == t.strip().lower() for t in texts)
 
 

@@ -798,23 +798,10 @@ def _pattern_finding(
     )
 
 
-def _sentinel_texts() -> pa.Array:
-    from iterate.profile.sketch import SENTINEL_DATES, SENTINEL_NUMBERS
-
-    texts = {d for d in SENTINEL_DATES}
-    for v in SENTINEL_NUMBERS:
-        texts |= {f"{v:g}", f"{v:.1f}", f"{v:.2f}"}
-    return pa.array(sorted(texts), pa.string())
-
-
-_SENTINEL_TEXTS = _sentinel_texts()  # no letters: compared with the lower-cased dictionary as they are
-
-
 def detect_sentinels(f: ColumnFacts) -> Finding | None:
     """Placeholder numbers and dates (9999, -1, 1900-01-01) standing in for missing: a spike far outside the
     range of every other value. The profiler's rule decides; only columns holding such a value pay for it."""
-    # The trimmed, lower-cased dictionary the other detectors share (the placeholders have no letters).
-    hit = np.asarray(pc.is_in(f.folded, value_set=_SENTINEL_TEXTS).to_numpy(zero_copy_only=False), dtype=bool)
+    hit = f.is_placeholder_text
     if not (hit & f.present & (f.counts > 0)).any():
         return None
     from iterate.profile.sketch import disguised_sentinels
