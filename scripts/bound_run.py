@@ -195,6 +195,9 @@ def main() -> int:
     parser.add_argument("--source", type=Path, help="the file to analyze (default: a generated bench file)")
     parser.add_argument("--rows", type=int, default=3_000_000, help="rows of the generated bench file")
     parser.add_argument("--mb", type=int, default=2048, help="the memory limit in MiB (default 2048)")
+    parser.add_argument(
+        "--keep", type=Path, help="write the run here and keep it (default: a temporary directory)"
+    )
     parser.add_argument("analyze_args", nargs="*", help="more arguments for iterate analyze (after --)")
     args = parser.parse_args()
     source = _source(args)
@@ -204,7 +207,7 @@ def main() -> int:
         + (f"; ITERATE_MAX_CELLS={cells}" if cells else ""),
         flush=True,
     )
-    out = Path(tempfile.mkdtemp(prefix="iterate-bound-"))
+    out = args.keep if args.keep is not None else Path(tempfile.mkdtemp(prefix="iterate-bound-"))
     argv = [str(BIN / "iterate"), "analyze", str(source), "--out", str(out), *args.analyze_args]
     try:
         result = run_bounded(argv, args.mb * 2**20)
@@ -212,7 +215,8 @@ def main() -> int:
         print(f"bound_run: cannot make a memory cgroup here ({exc}); run it as root or in a delegated cgroup")
         return 2
     finally:
-        shutil.rmtree(out, ignore_errors=True)
+        if args.keep is None:
+            shutil.rmtree(out, ignore_errors=True)
     finished = result.finished((0, 3))  # 3: --fail-on's gate, a finished run
     print(
         f"  finished: {'yes' if finished else 'NO'} (exit {result.returncode}, OOM kills in the group: {result.oom_kills})"
@@ -225,6 +229,8 @@ def main() -> int:
         print(
             f"  peak charged to the group (kernel's mark, page cache included): {result.peak_charged / 2**20:,.0f} MiB"
         )
+    if result.oom_kills and result.returncode == 0:
+        print("  (the run finished, but the kernel killed one of its processes: see the run's proofs)")
     if not finished:
         for line in result.output.strip().splitlines()[-3:]:
             print(f"  | {line}")

@@ -347,3 +347,46 @@ def test_a_file_in_chunks_over_the_cell_limit_is_refused_before_the_rest_is_read
         read_table(bench_file, limits=limits)
     assert single.value.limit is not None and single.value.limit.setting == "ITERATE_MAX_CELLS"
     assert "has 20,000 rows × 20 columns = 400,000 cells, more than" in str(single.value)
+
+
+def test_columns_merged_by_sorting_give_the_single_pass_table(
+    bench_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import iterate.io.chunked as chunked
+
+    # Given every column long enough to be merged by sorting when its ranges hardly share values
+    monkeypatch.setattr(chunked, "SORT_MERGE_VALUES", 1)
+    sorted_merges: list[int] = []
+    real = chunked._merge_by_sorting
+
+    def spy(parts: list) -> object:  # type: ignore[type-arg]
+        sorted_merges.append(sum(len(p) for p in parts))
+        return real(parts)
+
+    monkeypatch.setattr(chunked, "_merge_by_sorting", spy)
+    # When the bench file is read in ranges
+    merged = read_table(bench_file, chunking=Chunking(100_000, 1))
+    # Then the near-unique columns (ids, e-mails, phone numbers) were merged by sorting, the repeated ones
+    # (status, category, ...) by pyarrow's unification, and the table is the single pass's
+    assert 3 <= len(sorted_merges) < len(merged.columns)
+    assert_same_table(read_table(bench_file), merged)
+
+
+def test_merging_by_sorting_is_unify_dictionaries() -> None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from iterate.io.chunked import _merge_by_sorting
+
+    rng = np.random.default_rng(3)
+    words = ["", "a", "ab", "b", "é", "e\u0301", "zz", "a ", " a", "10", "9", "1e3", "Ab"]
+    pool = words + [f"v{i}" for i in range(300)]
+    # Ranges of random values: repeats inside a range and across ranges, one empty range, one range of one value
+    parts = [
+        pc.dictionary_encode(pa.array(list(rng.choice(pool, size=n)), pa.string())) for n in (400, 0, 250, 1, 700)
+    ]
+    expected = pa.table({"c": pa.chunked_array(parts)}).unify_dictionaries().column(0).combine_chunks()
+    got = _merge_by_sorting(parts)
+    assert got.dictionary.equals(expected.dictionary)
+    assert np.array_equal(got.indices.to_numpy(), expected.indices.to_numpy())
+    assert got.indices.type == expected.indices.type
