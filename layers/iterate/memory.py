@@ -80,3 +80,80 @@ def hand_back() -> None:
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)
+
+
+_UNLIMITED = (
+    1 << 60
+)  # a cgroup limit at or above this is "no limit" (v1 writes 2**63 - 4096 rounded to pages)
+
+
+def _cgroup_dirs() -> list[str]:
+    """This process's memory cgroup directories, its own first, then each one above it (v1 or v2)."""
+    import os
+
+    try:
+        with open("/proc/self/cgroup") as handle:
+            lines = [line.rstrip("\n").split(":", 2) for line in handle]
+    except OSError:
+        return []
+    v1 = next((p for _, c, p in lines if "memory" in c.split(",")), None)
+    if v1 is not None:
+        root, path = "/sys/fs/cgroup/memory", v1
+    else:
+        root, path = "/sys/fs/cgroup", next((p for _, c, p in lines if c == ""), "")
+    parts = [p for p in path.split("/") if p]
+    # Inside a container the path may be written from the host's root: the longest tail that exists here.
+    for start in range(len(parts) + 1):
+        here = os.path.join(root, *parts[start:])
+        if os.path.isdir(here):
+            break
+    else:
+        return []
+    dirs = []
+    while True:
+        dirs.append(here)
+        if os.path.normpath(here) == os.path.normpath(root):
+            return dirs
+        here = os.path.dirname(here)
+
+
+def _cgroup_room(directory: str) -> int | None:
+    """Bytes the cgroup lets its processes still take: its limit less its anonymous memory (page cache is
+    reclaimed before anything is killed); None without a limit."""
+    import os
+
+    for limit_name, anon_keys in (("memory.max", ("anon",)), ("memory.limit_in_bytes", ("total_rss", "rss"))):
+        path = os.path.join(directory, limit_name)
+        if not os.path.exists(path):
+            continue
+        try:
+            with open(path) as handle:
+                text = handle.read().strip()
+            if text == "max" or int(text) >= _UNLIMITED:
+                return None
+            with open(os.path.join(directory, "memory.stat")) as handle:
+                stat = dict(line.split() for line in handle if line.count(" ") == 1)
+        except (OSError, ValueError):
+            return None
+        anon = next((int(stat[k]) for k in anon_keys if k in stat), 0)
+        return max(0, int(text) - anon)
+    return None
+
+
+def available_memory_mb() -> int | None:
+    """Memory (MiB) this process and the processes it starts can still take: the least of the system's
+    MemAvailable and, for this process's memory cgroup and each one above it, its limit less its anonymous
+    memory. None where neither can be read (not Linux)."""
+    room: list[int] = []
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    room.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for directory in _cgroup_dirs():
+        left = _cgroup_room(directory)
+        if left is not None:
+            room.append(left)
+    return min(room) // 2**20 if room else None

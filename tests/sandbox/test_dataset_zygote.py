@@ -416,3 +416,31 @@ print(json.dumps([before, after, upper.iloc[999], frame["a"].iloc[999]]))
     # Then what the runners allocate comes from malloc, and the frame made before is read as ever
     assert before != "system" and after == "system"
     assert (upper, kept) == ("Z-999", "z-999")
+
+
+def test_a_dataset_over_the_memory_available_is_loaded_by_each_run(
+    dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import iterate.memory
+
+    # Given a machine (or a cgroup) with almost no memory left, and the default preload cap
+    monkeypatch.setattr(iterate.memory, "available_memory_mb", lambda: 0)
+    with LocalSandbox(limits()) as sandbox:
+        outcome = sandbox.run_detailed(
+            "result = {'n': len(df)}", DatasetRef(path=str(dataset), columns=("city",))
+        )
+    # Then the frame is not preloaded: the run loads its own columns and succeeds
+    assert outcome.investigation.output == {"n": 8}
+    assert outcome.isolation["frame"] == "loaded"
+
+
+def test_the_preload_cap_follows_the_memory_available(monkeypatch: pytest.MonkeyPatch) -> None:
+    import iterate.memory
+
+    with LocalSandbox(limits(preload_max_mb=4096)) as sandbox:
+        monkeypatch.setattr(iterate.memory, "available_memory_mb", lambda: 2000)
+        assert sandbox._preload_cap_mb() == 1500
+        monkeypatch.setattr(iterate.memory, "available_memory_mb", lambda: 100_000)
+        assert sandbox._preload_cap_mb() == 4096
+        monkeypatch.setattr(iterate.memory, "available_memory_mb", lambda: None)
+        assert sandbox._preload_cap_mb() == 4096

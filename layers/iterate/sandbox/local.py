@@ -517,11 +517,22 @@ class LocalSandbox:
         return _DatasetZygote(
             base,
             data_fd,
-            max_mb=self.limits.preload_max_mb,
+            max_mb=self._preload_cap_mb(),
             timeout_s=self.limits.preload_timeout_s,
             counters=self._counters,
             runners=self._runner_settings(),
         )
+
+    def _preload_cap_mb(self) -> int:
+        """The size above which a dataset is not preloaded: the setting, or less where the memory available now
+        (the system's, or an enclosing cgroup's: a container, a laptop's limit) would not hold the frame with a
+        quarter of it left for the runners. Preloaded anyway, a 5M-row frame (1.9 GB) was killed by the kernel
+        in a run limited to 2 GB; each runner then loaded its own columns, as it does when it is not preloaded."""
+        from iterate.memory import available_memory_mb
+
+        available = available_memory_mb()
+        cap = self.limits.preload_max_mb
+        return cap if available is None else min(cap, available * 3 // 4)
 
     def _runner_settings(self) -> dict[str, Any]:
         """What a dataset zygote must know of its runners to confine its own load without hindering them."""
