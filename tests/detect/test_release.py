@@ -75,7 +75,12 @@ def test_missing_and_placeholder_tests_keep_no_folded_copy_and_match_the_folded_
     table = Table.from_arrow(arrow, name="t", source=SourceInfo(path="t.csv", format="csv"))
     (who,) = facts_for(table, "unknown")
     # When the tests on trimmed, lower-cased values are asked
-    blank, token, marker, placeholder = who.is_blank, who.is_token, who.is_null_marker, who.is_placeholder_text
+    blank, token, marker, placeholder = (
+        who.is_blank,
+        who.is_token,
+        who.is_null_marker,
+        who.is_placeholder_text,
+    )
     # Then no folded copy of the dictionary is kept for them (only `meanings` keeps one, for short columns)
     assert "folded" not in vars(who)
     # And each agrees with the folded values, value by value

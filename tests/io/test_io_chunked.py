@@ -383,7 +383,8 @@ def test_merging_by_sorting_is_unify_dictionaries() -> None:
     pool = words + [f"v{i}" for i in range(300)]
     # Ranges of random values: repeats inside a range and across ranges, one empty range, one range of one value
     parts = [
-        pc.dictionary_encode(pa.array(list(rng.choice(pool, size=n)), pa.string())) for n in (400, 0, 250, 1, 700)
+        pc.dictionary_encode(pa.array(list(rng.choice(pool, size=n)), pa.string()))
+        for n in (400, 0, 250, 1, 700)
     ]
     expected = pa.table({"c": pa.chunked_array(parts)}).unify_dictionaries().column(0).combine_chunks()
     got = _merge_by_sorting(parts)
