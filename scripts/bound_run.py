@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -34,86 +35,48 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-V1 = Path("/sys/fs/cgroup/memory")
-V2 = Path("/sys/fs/cgroup")
+# The group's task limit: far above what a run starts (the sandbox caps its own runs' tasks inside it).
+MAX_TASKS = 4096
 
 
 class Group:
-    """A fresh memory cgroup with `limit` bytes and no swap; removed by close()."""
+    """A fresh cgroup below this process's own with `limit` bytes of memory and no swap: the sandbox's own
+    `create_cgroup` (v1 memory + pids, or a delegated v2), read for what a bound run reports."""
 
     def __init__(self, limit: int) -> None:
-        name = f"iterate-bound-{os.getpid()}"
-        controllers = V2 / "cgroup.controllers"
-        if (V1 / "memory.limit_in_bytes").exists():
-            self.v2, self.path = False, V1 / name
-        elif controllers.exists() and "memory" in controllers.read_text(errors="replace").split():
-            self.v2, self.path = True, V2 / name
-        else:
-            raise OSError("no memory cgroup controller on this machine")
-        self.path.mkdir()
-        try:
-            if self.v2:
-                self._write("memory.max", limit)
-                if (self.path / "memory.swap.max").exists():
-                    self._write("memory.swap.max", 0)
-            else:
-                self._write("memory.limit_in_bytes", limit)
-                if (self.path / "memory.memsw.limit_in_bytes").exists():
-                    self._write("memory.memsw.limit_in_bytes", limit)
-                self._write("memory.swappiness", 0)
-        except OSError:
-            self.close()
-            raise
+        from iterate.sandbox.oslayers import create_cgroup
 
-    def _write(self, name: str, value: int) -> None:
-        (self.path / name).write_text(str(value))
-
-    def _stat(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for line in (self.path / "memory.stat").read_text().splitlines():
-            key, _, value = line.partition(" ")
-            if value.isdigit():
-                out[key] = int(value)
-        return out
+        cgroup = create_cgroup(f"iterate-bound-{os.getpid()}", memory_bytes=limit, max_tasks=MAX_TASKS)
+        if cgroup is None:
+            raise OSError("no memory and pids cgroup can be made here")
+        self.cgroup = cgroup
+        self.memory = cgroup.dirs["memory"]
 
     def anon(self) -> int:
         """Anonymous memory charged to the group now (bytes), all its processes together."""
-        stat = self._stat()
-        return stat.get("anon", 0) if self.v2 else stat.get("total_rss", stat.get("rss", 0))
+        from iterate.memory import cgroup_anon
+
+        return cgroup_anon(self.memory) or 0
 
     def peak(self) -> int | None:
         """The kernel's high-water mark of everything charged to the group (None where it keeps none)."""
-        name = "memory.peak" if self.v2 else "memory.max_usage_in_bytes"
-        path = self.path / name
+        name = "memory.peak" if self.cgroup.version == 2 else "memory.max_usage_in_bytes"
+        path = Path(self.memory) / name
         return int(path.read_text()) if path.exists() else None
 
     def oom_kills(self) -> int:
-        name = "memory.events" if self.v2 else "memory.oom_control"
-        for line in (self.path / name).read_text().splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill":
-                return int(value)
-        return 0
+        return self.cgroup.events()["oom_kill"]
 
     def join_command(self, argv: list[str]) -> list[str]:
         """`argv` run from a shell that first moves itself into the group (so every process it starts is in it)."""
-        procs = self.path / "cgroup.procs"
-        quoted = " ".join(_quote(a) for a in argv)
-        return ["/bin/sh", "-c", f"echo $$ > {_quote(str(procs))} && exec {quoted}"]
+        joins = " && ".join(f"echo $$ > {shlex.quote(path)}" for path in self.cgroup.procs_files)
+        quoted = " ".join(shlex.quote(a) for a in argv)
+        return ["/bin/sh", "-c", f"{joins} && exec {quoted}"]
 
     def close(self) -> None:
-        for _ in range(50):
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:  # processes still leaving the group
-                time.sleep(0.1)
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("'", "'\"'\"'") + "'"
+        """Nothing left running in the group, then the group removed."""
+        self.cgroup.kill_all()
+        self.cgroup.remove()
 
 
 def _source(args: argparse.Namespace) -> Path:
@@ -123,18 +86,11 @@ def _source(args: argparse.Namespace) -> Path:
     if args.rows == 1_000_000:
         path = REPO / "bench" / "data" / "bench_1m.csv"
     if not path.exists():
+        sys.path.insert(0, str(REPO / "scripts"))
+        from gen_bench import write  # the generator `make bench` uses
+
         print(f"generating {path.name} ({args.rows:,} rows) ...", flush=True)
-        subprocess.run(
-            [
-                str(BIN / "python"),
-                str(REPO / "scripts" / "gen_bench.py"),
-                "--rows",
-                str(args.rows),
-                "--out",
-                str(path),
-            ],
-            check=True,
-        )
+        write(path, args.rows)
     return path
 
 
@@ -201,6 +157,9 @@ def main() -> int:
     parser.add_argument("analyze_args", nargs="*", help="more arguments for iterate analyze (after --)")
     args = parser.parse_args()
     source = _source(args)
+    if not source.is_file():
+        print(f"bound_run: {source} is not a file: give --source an existing file, or --rows to generate one")
+        return 2
     cells = os.environ.get("ITERATE_MAX_CELLS")
     print(
         f"{source.name}: {source.stat().st_size / 2**20:,.0f} MiB; limit {args.mb:,} MiB, no swap"

@@ -91,16 +91,16 @@ def _cgroup_dirs() -> list[str]:
     """This process's memory cgroup directories, its own first, then each one above it (v1 or v2)."""
     import os
 
+    from iterate.sandbox.oslayers import own_cgroups
+
     try:
-        with open("/proc/self/cgroup") as handle:
-            lines = [line.rstrip("\n").split(":", 2) for line in handle]
-    except OSError:
+        own = own_cgroups()
+    except (OSError, ValueError):
         return []
-    v1 = next((p for _, c, p in lines if "memory" in c.split(",")), None)
-    if v1 is not None:
-        root, path = "/sys/fs/cgroup/memory", v1
+    if "memory" in own:
+        root, path = "/sys/fs/cgroup/memory", own["memory"]
     else:
-        root, path = "/sys/fs/cgroup", next((p for _, c, p in lines if c == ""), "")
+        root, path = "/sys/fs/cgroup", own.get("", "")
     parts = [p for p in path.split("/") if p]
     # Inside a container the path may be written from the host's root: the longest tail that exists here.
     for start in range(len(parts) + 1):
@@ -117,12 +117,25 @@ def _cgroup_dirs() -> list[str]:
         here = os.path.dirname(here)
 
 
+def cgroup_anon(directory: str) -> int | None:
+    """Anonymous memory (bytes) charged to the memory cgroup at `directory`, its processes and the cgroups below
+    it together (v2 `anon`, v1 `total_rss`); None where it cannot be read."""
+    import os
+
+    try:
+        with open(os.path.join(directory, "memory.stat")) as handle:
+            stat = dict(line.split() for line in handle if line.count(" ") == 1)
+        return next((int(stat[k]) for k in ("anon", "total_rss", "rss") if k in stat), None)
+    except (OSError, ValueError):
+        return None
+
+
 def _cgroup_room(directory: str) -> int | None:
     """Bytes the cgroup lets its processes still take: its limit less its anonymous memory (page cache is
     reclaimed before anything is killed); None without a limit."""
     import os
 
-    for limit_name, anon_keys in (("memory.max", ("anon",)), ("memory.limit_in_bytes", ("total_rss", "rss"))):
+    for limit_name in ("memory.max", "memory.limit_in_bytes"):
         path = os.path.join(directory, limit_name)
         if not os.path.exists(path):
             continue
@@ -131,12 +144,9 @@ def _cgroup_room(directory: str) -> int | None:
                 text = handle.read().strip()
             if text == "max" or int(text) >= _UNLIMITED:
                 return None
-            with open(os.path.join(directory, "memory.stat")) as handle:
-                stat = dict(line.split() for line in handle if line.count(" ") == 1)
         except (OSError, ValueError):
             return None
-        anon = next((int(stat[k]) for k in anon_keys if k in stat), 0)
-        return max(0, int(text) - anon)
+        return max(0, int(text) - (cgroup_anon(directory) or 0))
     return None
 
 

@@ -572,7 +572,7 @@ class RunCgroup:
             time.sleep(0.005)
 
 
-def _own_cgroups() -> dict[str, str]:
+def own_cgroups() -> dict[str, str]:
     """controller (or '' for v2) → this process's cgroup path, from /proc/self/cgroup."""
     found: dict[str, str] = {}
     with open("/proc/self/cgroup") as handle:
@@ -586,7 +586,7 @@ def _own_cgroups() -> dict[str, str]:
 def create_cgroup(name: str, *, memory_bytes: int, max_tasks: int) -> RunCgroup | None:
     """A fresh cgroup below this process's own, limiting memory and tasks; None where none can be made."""
     try:
-        own = _own_cgroups()
+        own = own_cgroups()
     except OSError:
         return None
     root = "/sys/fs/cgroup"
