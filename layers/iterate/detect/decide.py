@@ -112,11 +112,16 @@ def _totals(
     learns from). A supporting family's evidence counts only on a cell where another family has positive
     evidence. `strongest`: `_strongest_per_family(cell, fam, llr)`, when the caller has it already."""
     keep = _strongest_per_family(cell, fam, llr) if strongest is None else strongest
-    where = cell[keep]
+    # Each selection made once (before: `llr[keep]` three times, `where[~sup]` twice, all alive at once at
+    # the detection's peak on a long table).
     sup = supporting[fam[keep]]
-    own = np.bincount(where[~sup], weights=llr[keep][~sup], minlength=n_cells)
-    agreed = np.bincount(where[~sup], weights=(llr[keep][~sup] > 0), minlength=n_cells) > 0
-    extra = np.bincount(where[sup], weights=llr[keep][sup], minlength=n_cells)
+    where, kept_llr = cell[keep], llr[keep]
+    del keep
+    own_cells, own_llr = where[~sup], kept_llr[~sup]
+    own = np.bincount(own_cells, weights=own_llr, minlength=n_cells)
+    agreed = np.bincount(own_cells, weights=own_llr > 0, minlength=n_cells) > 0
+    del own_cells, own_llr
+    extra = np.bincount(where[sup], weights=kept_llr[sup], minlength=n_cells)
     return own + np.where(agreed, extra, np.minimum(extra, 0.0)), own
 
 
@@ -168,13 +173,15 @@ def decide(
     cal: Calibration = DEFAULT,
     codes_of: Callable[[int], np.ndarray] | None = None,
     texts_of: Callable[[int, np.ndarray], list[str]] | None = None,
+    counts_of: Callable[[int], np.ndarray] | None = None,
 ) -> Decision:
     """Keep, in each finding, the cells the combined evidence says are wrong; drop findings left empty.
 
     `codes_of(col)` gives a column's per-row dictionary codes (to judge a value against its column's rate
     without its own cells; without it every cell counts as a value of its own) and `texts_of(col, codes)` the
     values they stand for: a finding lists the values it gave up (reported by another finding, or not
-    wrong after all) as `excluded_values`, so that code recounting it leaves them out.
+    wrong after all) as `excluded_values`, so that code recounting it leaves them out. `counts_of(col)`: the
+    rows of each code, when the caller has them (else counted here, a pass over every row of the column).
     """
     n_cols = max(len(column_names), 1)
     judged = [f for f in findings if f.flag and f.n_cells and (f.cols >= 0).all()]
@@ -200,10 +207,11 @@ def decide(
     where = where.reshape(-1)
     # Each family's strongest item on each cell: the same entries for the totals and for who supports whom.
     strongest = _strongest_per_family(where, fam, llr)
-    total, _ = _totals(where, fam, llr, ucid.size, supporting, strongest)
+    # (Each call's other total is dropped at once: bound to `_`, it was held to the decision's peak.)
+    total = _totals(where, fam, llr, ucid.size, supporting, strongest)[0]
     # What the error rates learn from: every family but the supporting ones and the gaps.
     unrated = supporting | np.array([n in NOT_RATED for n in fam_names], dtype=bool)
-    _, own = _totals(where, fam, llr, ucid.size, unrated, strongest)
+    own = _totals(where, fam, llr, ucid.size, unrated, strongest)[1]
     cell_col = (ucid % n_cols).astype(np.int64)
     cell_row = ucid // n_cols
     # Each evidence cell's (column, value) group, for judging it without its own value's cells.
@@ -214,11 +222,12 @@ def decide(
             on = cell_col == c
             codes = codes_of(int(c))
             cell_code[on] = codes[cell_row[on]]
-            group_size[on] = np.bincount(codes)[cell_code[on]]
+            counts = counts_of(int(c)) if counts_of is not None else np.bincount(codes)
+            group_size[on] = counts[cell_code[on]]
     span = int(cell_code.max()) + 1
-    _, first_of_group, cell_group = unique(
-        cell_col * span + cell_code, return_index=True, return_inverse=True
-    )
+    first_of_group, cell_group = unique(cell_col * span + cell_code, return_index=True, return_inverse=True)[
+        1:
+    ]
     cell_group = cell_group.reshape(-1)
     sizes = group_size[first_of_group]
     table_rate, rates, cell_prior = estimate_rates(own, cell_col, cell_group, sizes, n_rows, n_cols, cal)
@@ -231,7 +240,7 @@ def decide(
     flagged = (posterior >= cal.decide_at) & (total > 0)
 
     # Which finding reports each flagged cell: value-level evidence first when it flags the cell on its own.
-    v_total, _ = _totals(where[value_level], fam[value_level], llr[value_level], ucid.size, supporting)
+    v_total = _totals(where[value_level], fam[value_level], llr[value_level], ucid.size, supporting)[0]
     by_value = (sigmoid(prior + v_total) >= cal.decide_at) & (v_total > 0)
     eligible = flagged[where] & np.where(value_level, by_value[where], ~by_value[where])
     specificity = np.array([rank.get(f.type, len(rank)) for f in judged], dtype=np.int32)[owner]
