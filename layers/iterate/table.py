@@ -66,9 +66,13 @@ def row_places(unit: str, places: Any) -> dict[str, Any]:
 
 
 def code_dtype(n_unique: int) -> type[np.signedinteger[Any]]:
-    """The narrowest code type for a dictionary of `n_unique` values (and -1 for "none"): int32 up to 2**31 - 1
-    values, int64 past that."""
-    return np.int32 if n_unique <= np.iinfo(np.int32).max else np.int64
+    """The narrowest signed code type for a dictionary of `n_unique` values (and -1 for "none"): int8 up to 127
+    values, int16 up to 32,767, int32 up to 2**31 - 1, int64 past that. Codes index and compare; code that
+    does arithmetic on them (x * n_y + y, sums) widens them first (`wide`)."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if n_unique <= np.iinfo(dtype).max:
+            return dtype
+    return np.int64
 
 
 def one_array(values: pa.ChunkedArray) -> pa.Array:

