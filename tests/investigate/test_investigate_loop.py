@@ -387,3 +387,74 @@ def test_whole_row_proofs_of_a_long_table_run_one_at_a_time(monkeypatch, long_ta
         assert sandbox.max_whole == 1 and sandbox.beside_whole
     else:
         assert sandbox.max_whole == 2  # both whole-row proofs start first, side by side
+
+
+class CrowdedSandbox(ScriptedSandbox):
+    """Stops the proof named `big` on memory whenever another proof runs beside it (as a machine with little
+    memory free would), and records how many ran at once each time it started."""
+
+    def __init__(self, delay_s: float) -> None:
+        super().__init__(delay_s)
+        self.big_beside: list[int] = []
+
+    def run(self, code: str, data: DatasetRef, *, timeout_s: float | None = None) -> CodeInvestigation:
+        if code.split("#")[1] != "big":
+            return super().run(code, data, timeout_s=timeout_s)
+        time.sleep(self.delay_s / 2)  # the others have started
+        with self.lock:
+            self.runs.append(code)
+            self.big_beside.append(self.active)
+            crowded = self.active > 0
+        if crowded:
+            return CodeInvestigation(
+                code=code, success=False, error="past the memory budget", stopped="memory"
+            )
+        return CodeInvestigation(code=code, success=True, output={"affected_rows": 3, "share": 0.3})
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_proof_stopped_on_memory_beside_others_runs_again_alone(workers: int) -> None:
+    # Given a proof that runs out of memory whenever another proof runs beside it
+    issues = [make_issue("big")] + [make_issue(f"c{k}") for k in range(3)]
+    sandbox = CrowdedSandbox(delay_s=0.2)
+    out = investigate_all(
+        issues, agent=NamedProofs(), sandbox=sandbox, data=DATA, profile=PROFILE, workers=workers
+    )
+    big = out[0]
+    assert big.investigation is not None
+    if workers == 2:
+        # Then, after the others, it ran again with nothing beside it, and that run is the one reported
+        assert sandbox.big_beside[0] > 0 and sandbox.big_beside[-1] == 0 and len(sandbox.big_beside) == 2
+        assert big.investigation.success and big.status == "confirmed"
+        assert big.investigation.attempts == 2  # the run stopped beside the others counts
+        assert "investigation_failed" not in (big.evidence.stats if big.evidence else {})
+    else:
+        # One at a time it never had company: it ran once
+        assert sandbox.big_beside == [0] and big.investigation.success and big.investigation.attempts == 1
+    assert [i.id for i in out] == ["big", "c0", "c1", "c2"]
+    assert all(i.investigation is not None for i in out)
+
+
+def test_a_proof_stopped_on_memory_alone_is_reported_after_one_more_run() -> None:
+    # Given a proof that always runs out of memory
+    class AlwaysOut(ScriptedSandbox):
+        def run(self, code: str, data: DatasetRef, *, timeout_s: float | None = None) -> CodeInvestigation:
+            if code.split("#")[1] == "big":
+                with self.lock:
+                    self.runs.append(code)
+                return CodeInvestigation(code=code, success=False, error="past the budget", stopped="memory")
+            return super().run(code, data, timeout_s=timeout_s)
+
+    sandbox = AlwaysOut()
+    out = investigate_all(
+        [make_issue("big"), make_issue("c0")],
+        agent=NamedProofs(),
+        sandbox=sandbox,
+        data=DATA,
+        profile=PROFILE,
+    )
+    # Then it ran twice (once more, alone), and the failure is reported with its reason
+    assert sum(code.endswith("#big") for code in sandbox.runs) == 2
+    assert out[0].investigation is not None and out[0].investigation.stopped == "memory"
+    assert out[0].evidence is not None
+    assert out[0].evidence.stats["investigation_failed"].startswith("past the budget")
