@@ -586,7 +586,9 @@ def investigate_all(
                 if again.investigation is not None:
                     attempts = tried.attempts + again.investigation.attempts
                     again = again.model_copy(
-                        update={"investigation": again.investigation.model_copy(update={"attempts": attempts})}
+                        update={
+                            "investigation": again.investigation.model_copy(update={"attempts": attempts})
+                        }
                     )
                 done[i] = again
     return [done[i] for i in range(len(issues))]
