@@ -458,3 +458,26 @@ def test_a_proof_stopped_on_memory_alone_is_reported_after_one_more_run() -> Non
     assert out[0].investigation is not None and out[0].investigation.stopped == "memory"
     assert out[0].evidence is not None
     assert out[0].evidence.stats["investigation_failed"].startswith("past the budget")
+
+
+def test_code_an_llm_wrote_is_not_rerun_after_a_memory_stop() -> None:
+    # Given LLM-written code that runs out of memory beside another proof
+    class Crowded(ScriptedSandbox):
+        def run(self, code: str, data: DatasetRef, *, timeout_s: float | None = None) -> CodeInvestigation:
+            with self.lock:
+                self.runs.append(code)
+            return CodeInvestigation(code=code, success=False, error="past the budget", stopped="memory")
+
+    agent = ScriptedAgent(["big = 1"])
+    sandbox = Crowded()
+    out = investigate_all(
+        [make_issue("big"), make_issue("c0")],
+        agent=agent,
+        sandbox=sandbox,
+        data=DATA,
+        profile=PROFILE,
+        workers=2,
+    )
+    # Then no second loop (and no second bill) follows: each issue's code ran in its own loop only
+    assert len(agent.seen) == 4  # two writes per issue (the second repeats the first and ends its loop)
+    assert all(i.investigation is not None and i.investigation.stopped == "memory" for i in out)

@@ -225,9 +225,10 @@ def decide(
             counts = counts_of(int(c)) if counts_of is not None else np.bincount(codes)
             group_size[on] = counts[cell_code[on]]
     span = int(cell_code.max()) + 1
-    first_of_group, cell_group = unique(cell_col * span + cell_code, return_index=True, return_inverse=True)[
-        1:
-    ]
+    keys, first_of_group, cell_group = unique(
+        cell_col * span + cell_code, return_index=True, return_inverse=True
+    )
+    del keys  # not read: bound to `_`, it was held to the decision's peak
     cell_group = cell_group.reshape(-1)
     sizes = group_size[first_of_group]
     table_rate, rates, cell_prior = estimate_rates(own, cell_col, cell_group, sizes, n_rows, n_cols, cal)

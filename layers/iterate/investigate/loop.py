@@ -577,11 +577,17 @@ def investigate_all(
     # has ended: where little memory is free, such a stop says more about what ran beside it than about the
     # proof (5M rows in a 1,792 MiB limit: the phone column's format proof stopped beside a whole-row proof,
     # and the report said "proof failed"). The second outcome is the one reported, whatever it is, with the
-    # first run counted among its attempts.
+    # first run counted among its attempts. Only the engine's own templates: code an LLM wrote would be written
+    # again, and paid for again, by a rerun.
     if workers > 1 and len(issues) > 1:
         for i in range(len(issues)):
             tried = done[i].investigation
-            if tried is not None and not tried.success and tried.stopped == "memory":
+            if (
+                tried is not None
+                and not tried.success
+                and tried.stopped == "memory"
+                and tried.source == "template"
+            ):
                 again = _one(issues[i])
                 if again.investigation is not None:
                     attempts = tried.attempts + again.investigation.attempts
