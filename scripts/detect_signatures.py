@@ -5,6 +5,8 @@ Python's string hashing.
     python scripts/detect_signatures.py FILE ... > before.txt     (then again after a change, and diff)
     python scripts/detect_signatures.py --seeds 0,1,2 FILE ...    (each file under each PYTHONHASHSEED; exit 1
                                                                     when a file's signature changes with it)
+    python scripts/detect_signatures.py --spill FILE ...          (the table moved to mapped files first, as a
+                                                                    large one is: Table.spill)
 
 The signature is a hash: it says whether, not where. scripts/same_outputs.py compares two whole runs.
 """
@@ -20,13 +22,18 @@ import sys
 import numpy as np
 
 
-def signature(path: str) -> str:
-    """The hash of the detection's findings on `path`, in their order."""
+def signature(path: str, *, spill: bool = False) -> str:
+    """The hash of the detection's findings on `path`, in their order; with `spill`, detected on the table
+    moved to mapped files (Table.spill) whatever its size."""
     from iterate.detect import detect
     from iterate.io import ReadLimits, read_table
     from iterate.settings import Settings
 
     table = read_table(path, limits=ReadLimits.from_settings(Settings.from_env()))
+    if spill:
+        import tempfile
+
+        table.spill(tempfile.gettempdir())
     digest = hashlib.sha256()
     for f in detect(table).findings:
         record = (
@@ -50,10 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--seeds", help="comma-separated PYTHONHASHSEED values: run each in its own interpreter"
     )
+    parser.add_argument("--spill", action="store_true", help="detect on the table moved to mapped files")
     args = parser.parse_args(argv)
     if not args.seeds:
         for path in args.files:
-            print(f"{path} {signature(path)}", flush=True)
+            print(f"{path} {signature(path, spill=args.spill)}", flush=True)
         return 0
     runs = {}
     for seed in args.seeds.split(","):

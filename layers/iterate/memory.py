@@ -167,3 +167,42 @@ def available_memory_mb() -> int | None:
         if left is not None:
             room.append(left)
     return min(room) // 2**20 if room else None
+
+
+MEMORY_FILESYSTEMS = frozenset({"tmpfs", "ramfs"})
+
+
+def in_memory_fs(path: str, mountinfo: str | None = None) -> bool:
+    """Whether `path` lies on a filesystem kept in memory (tmpfs, ramfs: /tmp on some systems), where a file
+    costs the same memory as the array it holds. Read from /proc/self/mountinfo (or the `mountinfo` text
+    given): False where there is none."""
+    import os
+
+    if mountinfo is None:
+        try:
+            with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as fh:
+                mountinfo = fh.read()
+        except OSError:
+            return False
+    real = os.path.realpath(path)
+    best, kind = "", ""
+    for line in mountinfo.splitlines():
+        fields, _, rest = line.partition(" - ")
+        parts = fields.split()
+        if len(parts) < 5 or not rest.split():
+            continue
+        point = parts[4].replace("\\040", " ")
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):  # the last of equal mount points is the one on top
+            best, kind = point, rest.split()[0]
+    return kind in MEMORY_FILESYSTEMS
+
+
+def spill_directory() -> str | None:
+    """Where a large table's arrays may be moved to mapped files (Table.spill): the temporary directory
+    (TMPDIR), unless it is kept in memory itself or the files could not be removed while mapped (Windows)."""
+    import os
+    import tempfile
+
+    directory = tempfile.gettempdir()
+    return None if os.name == "nt" or in_memory_fs(directory) else directory

@@ -187,6 +187,25 @@ def bound_memory(input_bytes: int) -> bool:
     return True
 
 
+def spill_table(table: Table, settings: Settings, timings_ms: dict[str, float] | None = None) -> int:
+    """A table of `settings.spill_bytes` or more moved to files in the temporary directory and mapped back
+    (Table.spill), so the detectors page it in rather than hold it; the bytes moved (0: left in memory).
+    Not where the temporary directory is itself memory (tmpfs): the files would cost what they save."""
+    from iterate.memory import hand_back, spill_directory
+
+    if settings.spill_bytes <= 0 or table.nbytes < settings.spill_bytes:
+        return 0
+    directory = spill_directory()
+    if directory is None:
+        return 0
+    t = time.perf_counter()
+    moved = table.spill(directory)
+    hand_back()  # the columns' arrays in memory are free now: give their pages back
+    if timings_ms is not None:
+        timings_ms["spill"] = round((time.perf_counter() - t) * 1000, 1)
+    return moved
+
+
 def profile_step(
     ctx: RunContext, source_path: str | Path, *, dataset_name: str | None = None
 ) -> ProfileSummary:
@@ -221,6 +240,7 @@ def profile_read_step(ctx: RunContext, table: Table, *, source_name: str, starte
 
     ctx.timings_ms["read"] = round((time.perf_counter() - started) * 1000, 1)
     ctx.report("read", 1, 1, f"{table.n_rows:,} rows × {len(table.columns)} columns")
+    spill_table(table, ctx.settings, ctx.timings_ms)
 
     with tempfile.TemporaryDirectory(prefix="iterate-") as tmp:
         data_path = Path(tmp) / DATA

@@ -67,6 +67,10 @@ class Settings(BaseModel):
     # With one worker, a file up to this size is read in one pass all the same: ranges parsed one after the
     # other only bound the memory, which a file this small does not need (iterate.io.chunked.Chunking).
     single_pass_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
+    # A table whose codes and dictionaries take this much memory or more is moved to files in the temporary
+    # directory (TMPDIR) and mapped back (Table.spill): the kernel pages it in as the detectors read it and
+    # can drop it again under pressure, instead of every page staying in the process. 0: never.
+    spill_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
     # AWS
     bucket: str | None = None
     table: str | None = None
@@ -108,6 +112,7 @@ class Settings(BaseModel):
             "workers": e.get("ITERATE_WORKERS") or None,
             "chunk_bytes": e.get("ITERATE_CHUNK_BYTES"),
             "single_pass_bytes": e.get("ITERATE_SINGLE_PASS_BYTES"),
+            "spill_bytes": e.get("ITERATE_SPILL_BYTES"),
             "bucket": e.get("ITERATE_BUCKET"),
             "table": e.get("ITERATE_TABLE"),
             "event_bus": e.get("ITERATE_EVENT_BUS"),

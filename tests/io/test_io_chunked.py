@@ -237,14 +237,16 @@ def test_every_dev_dataset_in_chunks_gives_the_same_profile_issues_and_flags(
 
 def test_workers_and_chunk_size_are_settings() -> None:
     settings = Settings.from_env({"ITERATE_WORKERS": "3", "ITERATE_CHUNK_BYTES": "1000000"})
-    assert Chunking.from_settings(settings) == Chunking(1_000_000, 3, 256 * 2**20)
+    assert Chunking.from_settings(settings) == Chunking(1_000_000, 3, 256 * 2**20, 256 * 2**20)
     default = Chunking.from_settings(Settings.from_env({}))
     assert default.workers == resolve_workers(None) >= 1
     assert default.chunk_bytes == 64 * 1024 * 1024
     single = Chunking.from_settings(
-        Settings.from_env({"ITERATE_SINGLE_PASS_BYTES": "0", "ITERATE_WORKERS": "1"})
+        Settings.from_env(
+            {"ITERATE_SINGLE_PASS_BYTES": "0", "ITERATE_WORKERS": "1", "ITERATE_SPILL_BYTES": "0"}
+        )
     )
-    assert single == Chunking(64 * 2**20, 1, 0)
+    assert single == Chunking(64 * 2**20, 1, 0, 0)
 
 
 def test_one_worker_reads_a_file_of_up_to_the_single_pass_size_in_one_pass() -> None:
@@ -391,3 +393,41 @@ def test_merging_by_sorting_is_unify_dictionaries() -> None:
     assert got.dictionary.equals(expected.dictionary)
     assert np.array_equal(got.indices.to_numpy(), expected.indices.to_numpy())
     assert got.indices.type == expected.indices.type
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ranges_kept_in_mapped_files_until_the_merge_make_the_same_table(
+    bench_file: Path, workers: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    import iterate.io.chunked as chunked_module
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the spill directory: TMPDIR
+    kept: list[tuple[str, int]] = []
+    map_arrays = chunked_module.map_arrays
+
+    def counting(arrays, path):  # type: ignore[no-untyped-def]
+        mapped = map_arrays(arrays, path)
+        assert not path.exists()  # unlinked once mapped
+        kept.append((path.name.split("-")[0], len(mapped[0])))
+        return mapped
+
+    monkeypatch.setattr(chunked_module, "map_arrays", counting)
+    single = read_table(bench_file)
+    # Below the setting, nothing is kept in files
+    assert_same_table(single, read_table(bench_file, chunking=Chunking(100_000, workers, 0, 10**9)))
+    assert kept == []
+    # From it on, every range is, then every merged column, and the merged table is the same
+    chunked = read_table(bench_file, chunking=Chunking(100_000, workers, 0, 1))
+    assert_same_table(single, chunked)
+    ranges = [rows for kind, rows in kept if kind == "range"]
+    assert len(ranges) == len(line_ranges(bench_file, 100_000)) > 1 and sum(ranges) == single.n_rows
+    assert [rows for kind, rows in kept if kind == "column"] == [single.n_rows] * len(single.columns)
+    assert list(tmp_path.iterdir()) == []  # nothing left behind
+
+    def full_disk(arrays, path):  # type: ignore[no-untyped-def]
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(chunked_module, "map_arrays", full_disk)  # the ranges stay in memory
+    assert_same_table(single, read_table(bench_file, chunking=Chunking(100_000, workers, 0, 1)))
