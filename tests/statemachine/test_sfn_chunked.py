@@ -195,6 +195,44 @@ def test_the_merge_of_a_large_upload_bounds_its_memory_as_a_local_run_would(
     assert calls == ["map", "pool"]
 
 
+def test_the_merge_keeps_ranges_and_table_in_mapped_files_and_writes_the_same_artifacts(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch, bench_csv: bytes, tmp_path: Path
+) -> None:
+    import tempfile
+
+    import iterate.aws.chunks
+    import iterate.pipeline
+
+    # Given the chunked run of the bench file as it is (too small to spill)
+    plain, _, _ = _run(machine, monkeypatch, bench_csv, "inmemory", chunk_bytes=CHUNK_BYTES)
+    # When it runs again with ITERATE_SPILL_BYTES at its smallest, TMPDIR a directory of its own
+    monkeypatch.setenv("ITERATE_SPILL_BYTES", "1")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    kept: list[int] = []
+    spilled: list[int] = []
+    keep_range, spill_table = iterate.aws.chunks.keep_range, iterate.pipeline.spill_table
+
+    def counting_keep(columns, directory, index):  # type: ignore[no-untyped-def]
+        kept.append(index if directory is not None else -1)
+        return keep_range(columns, directory, index)
+
+    def counting_spill(*args, **kwargs):  # type: ignore[no-untyped-def]
+        spilled.append(spill_table(*args, **kwargs))
+        return spilled[-1]
+
+    monkeypatch.setattr(iterate.aws.chunks, "keep_range", counting_keep)
+    monkeypatch.setattr(iterate.pipeline, "spill_table", counting_spill)
+    done, _, _ = _run(machine, monkeypatch, bench_csv, "spilled", chunk_bytes=CHUNK_BYTES)
+    # Then MergeChunks kept every range in a file, the profile step moved the table, nothing is left in TMPDIR
+    assert done["status"] == "SUCCEEDED", done
+    assert plain["status"] == "SUCCEEDED", plain
+    assert kept == list(range(len(kept))) and len(kept) >= 10
+    assert len(spilled) == 1 and spilled[0] > 0
+    assert [p for p in tmp_path.iterdir() if p.name.startswith(("iterate-ranges-", "iterate-spill-"))] == []
+    # And the profile, candidate issues, flags and data are the same, byte for byte
+    assert _artifacts(machine, done) == _artifacts(machine, plain)
+
+
 def test_an_upload_over_the_cell_limit_is_refused_by_the_merge_before_every_range_is_merged(
     machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch, bench_csv: bytes
 ) -> None:

@@ -27,7 +27,15 @@ from iterate.aws.payloads import (
     RunState,
     S3ObjectRef,
 )
-from iterate.io.chunked import ChunkParse, merge_columns, parse_bytes, read_partial, write_partial
+from iterate.io.chunked import (
+    ChunkParse,
+    keep_range,
+    keeping_ranges,
+    merge_columns,
+    parse_bytes,
+    read_partial,
+    write_partial,
+)
 from iterate.io.delimited import Dialect, chunk_options
 from iterate.io.limits import ReadLimits, cells_refusal
 from iterate.io.reader import plan_ranges, stream_digest, table_from_ranges, text_layout
@@ -170,7 +178,10 @@ def read_merged(s3: Any, store: Any, chunked: ChunkedRead, settings: Settings) -
             ) from None
 
     stop = threading.Event()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="iterate-hash") as hasher:
+    with (
+        keeping_ranges(chunked.size, settings.spill_bytes) as kept,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="iterate-hash") as hasher,
+    ):
         digest = hasher.submit(stream_digest, ranges.pieces(), find_nul=True, stop=stop)
         pool = ThreadPoolExecutor(max_workers=_FETCHERS, thread_name_prefix="iterate-part")
         parsed = []
@@ -187,12 +198,13 @@ def read_merged(s3: Any, store: Any, chunked: ChunkedRead, settings: Settings) -
                     too_many = cells_refusal(path, rows, len(text.layout.names), limits, counted=counted)
                     if too_many is not None:
                         raise too_many
-                parsed.append(part.columns)
+                parsed.append(keep_range(part.columns, kept, item.index))
+                del part
         finally:
             if len(parsed) < len(items):  # untrusted or failed: the single pass hashes, or nobody needs it
                 stop.set()
             pool.shutdown(wait=True, cancel_futures=True)  # no partial fetched past the first untrusted one
-        columns = merge_columns(parsed)
+        columns = merge_columns(parsed, keep=kept)
         del parsed
         hashed = digest.result()
     table = table_from_ranges(path, text, columns, size=chunked.size, digest=hashed, limits=limits)

@@ -354,8 +354,8 @@ def _merge_by_sorting(parts: list[pa.DictionaryArray]) -> pa.DictionaryArray:
 
 
 def _keep_mapped(columns: list[pa.DictionaryArray], path: Path) -> list[pa.DictionaryArray]:
-    """A range's columns moved to a mapped file (iterate.table.map_arrays), their memory handed back; as
-    they were where the file cannot be written (a full disk)."""
+    """Columns moved to a mapped file (iterate.table.map_arrays), their memory handed back; as they were
+    where the file cannot be written (a full disk)."""
     try:
         mapped = map_arrays(columns, path)
     except OSError:
@@ -363,6 +363,26 @@ def _keep_mapped(columns: list[pa.DictionaryArray], path: Path) -> list[pa.Dicti
     del columns
     pa.default_memory_pool().release_unused()
     return mapped  # type: ignore[return-value]
+
+
+@contextlib.contextmanager
+def keeping_ranges(size: int, spill_bytes: int) -> Iterator[Path | None]:
+    """Where the parsed ranges of a file of `size` bytes wait for the merge: a temporary directory when the
+    file is `spill_bytes` or more (and TMPDIR is a disk: iterate.memory.spill_directory), else None (in
+    memory). The ranges' columns together are about half the file's text (10M rows: 1.7 GB in memory when
+    the merge began, and the read's peak anonymous memory 2.6-2.8 GB; 0.8 GB with ranges and merged columns
+    in mapped files)."""
+    spill = spill_directory() if spill_bytes and size >= spill_bytes else None
+    if spill is None:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="iterate-ranges-", dir=spill) as kept:
+        yield Path(kept)
+
+
+def keep_range(columns: list[pa.DictionaryArray], kept: Path | None, index: int) -> list[pa.DictionaryArray]:
+    """Range `index`'s columns, in a mapped file under `kept` (keeping_ranges) or as they are."""
+    return columns if kept is None else _keep_mapped(columns, kept / f"range-{index}.arrow")
 
 
 def read_chunked(
@@ -384,12 +404,7 @@ def read_chunked(
         return None, "one range"
     parsed: list[list[pa.DictionaryArray]] = []
     size, rows = ranges[-1][1], 0
-    # The ranges' columns wait for the merge in mapped files, and each merged column goes to one as it is made:
-    # the ranges' columns together are about half the file's text (10M rows: 1.7 GB in memory when the merge
-    # began, and the read's peak anonymous memory 2.6-2.8 GB; 2.0 GB with the ranges mapped).
-    spill = spill_directory() if chunking.spill_bytes and size >= chunking.spill_bytes else None
-    keeping = tempfile.TemporaryDirectory(prefix="iterate-ranges-", dir=spill) if spill else None
-    with keeping or contextlib.nullcontext() as kept:
+    with keeping_ranges(size, chunking.spill_bytes) as kept:
         try:
             for k, ((_, end), part) in enumerate(
                 zip(ranges, _parse_all(path, ranges, skip, options, chunking.workers), strict=True)
@@ -403,10 +418,8 @@ def read_chunked(
                         raise too_many
                 columns = part.columns
                 del part
-                if kept is not None:
-                    columns = _keep_mapped(columns, Path(kept) / f"range-{k}.arrow")
-                parsed.append(columns)
+                parsed.append(keep_range(columns, kept, k))
         except BrokenProcessPool:  # a worker was killed (out of memory, a signal): the single pass decides
             return None, "a worker process stopped"
-        columns = merge_columns(parsed, keep=None if kept is None else Path(kept))
+        columns = merge_columns(parsed, keep=kept)
     return pa.Table.from_arrays(columns, names=names), ""
