@@ -139,6 +139,32 @@ def _hwm_mb() -> float:
         return next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:")) / 1024
 
 
+class _AnonPeak:
+    """The process's largest anonymous memory (RssAnon) sampled every 0.02 s: what it cannot give back
+    without swap. VmHWM also counts the pages of files it maps (a spilled table: Table.spill), which the
+    kernel can drop under pressure."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak_mb = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            with open("/proc/self/status") as fh:
+                anon = next((int(line.split()[1]) for line in fh if line.startswith("RssAnon:")), 0) / 1024
+            self.peak_mb = max(self.peak_mb, anon)
+            self._stop.wait(0.02)
+
+    def take(self) -> float:
+        """The peak so far, and start again from now."""
+        peak, self.peak_mb = self.peak_mb, 0.0
+        return peak
+
+
 def merge(source: Path, run_dir: Path, plan: dict[str, Any], out: Path) -> None:
     """MergeChunks' body (iterate.aws.steps.merge_chunks without the run record around it), timed."""
     started = time.perf_counter()
@@ -160,12 +186,14 @@ def merge(source: Path, run_dir: Path, plan: dict[str, Any], out: Path) -> None:
         parse=ChunkParseSettings(**plan["parse"]),
     )
     store = LocalArtifactStore(run_dir)
+    anon = _AnonPeak()
     pipeline.bound_memory(chunked.size)
     table, why = read_merged(FileS3(source), store, chunked, settings)
     if table is None:
         raise SystemExit(f"not merged: {why}")
     merged = time.perf_counter()
     merged_hwm = _hwm_mb()
+    merge_anon = anon.take()
     ctx = pipeline.RunContext(
         run_id="merge-memory",
         store=store,
@@ -185,6 +213,8 @@ def merge(source: Path, run_dir: Path, plan: dict[str, Any], out: Path) -> None:
                 "profile_s": done - merged,
                 "merge_hwm_mb": merged_hwm,
                 "end_hwm_mb": _hwm_mb(),
+                "merge_anon_mb": merge_anon,
+                "profile_anon_mb": anon.take(),
                 "import_s": imported - started,
                 "timings_ms": ctx.timings_ms,
             }
@@ -245,9 +275,17 @@ def main(argv: list[str] | None = None) -> int:
     print("| MergeChunks, alone in a fresh process | figure |")
     print("|---|---|")
     print(f"| merge (partials fetched, digest streamed, merged) | {result['merge_s']:.1f} s |")
-    print(f"| peak RSS once merged (VmHWM) | {result['merge_hwm_mb']:,.0f} MB |")
+    print(
+        f"| peak RSS once merged (VmHWM, mapped files' pages included) | {result['merge_hwm_mb']:,.0f} MB |"
+    )
+    print(f"| peak anonymous memory of the merge (RssAnon, sampled) | {result['merge_anon_mb']:,.0f} MB |")
     print(f"| profile step on the merged Table | {result['profile_s']:.1f} s |")
-    print(f"| peak RSS of the process (VmHWM) | {result['end_hwm_mb']:,.0f} MB |")
+    print(
+        f"| peak RSS of the process (VmHWM, mapped files' pages included) | {result['end_hwm_mb']:,.0f} MB |"
+    )
+    print(
+        f"| peak anonymous memory of the profile step (RssAnon, sampled) | {result['profile_anon_mb']:,.0f} MB |"
+    )
     print(
         f"| peak PSS, the process and its forked profile | {tree:,.0f} MB |" if tree else "| peak PSS | - |"
     )
