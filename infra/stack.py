@@ -52,8 +52,9 @@ class StackConfig(BaseModel):
     chunk_concurrency: int = Field(default=CHUNK_CONCURRENCY, ge=1, le=1000)
     # The largest input a run takes (ITERATE_MAX_FILE_BYTES, ITERATE_MAX_CELLS in every function; None: the
     # engine's defaults, 5 GB and 100 M cells), and the profile function's memory, which merges a chunked upload
-    # and profiles the whole table in one process: MergeChunks alone peaked at 1.8 GB for 5M rows x 20 columns
-    # and 2.9 GB for 10M (scripts/merge_memory.py, docs/large-files.md), so more cells need more memory too.
+    # and profiles the whole table in one process: MergeChunks alone, 10M rows x 20 columns, peaks at 1.8 GB of
+    # anonymous memory, the ranges and the table in mapped files under its /tmp (2.9 GB without them;
+    # scripts/merge_memory.py, docs/large-files.md), so more cells need more memory too.
     max_file_bytes: int | None = Field(default=None, ge=1)
     max_cells: int | None = Field(default=None, ge=1)
     profile_memory_mb: int = Field(default=PROFILE_MEMORY_MB, ge=1024, le=10240)
