@@ -183,9 +183,9 @@ def test_a_long_run_shows_the_time_left_a_short_one_does_not():
     # Given a run half done (by the weights) after 20 s
     stream = Terminal("utf-8")
     progress = Progress(stream, quiet=False, tty=True, clock=lambda: 20.0, started=0.0, columns=200)
-    progress("detect", 1, 2, "")  # read (12) + half of detect (20) = 32% of the run
-    # Then the estimate is the time so far scaled to what is left: 20 × 68 / 32 = 42.5 s
-    assert "20.0s, about 42s left" in stream.getvalue()
+    progress("detect", 1, 2, "")  # read (12) + the profile (10) + half of detect (20) = 42% of the run
+    # Then the estimate is the time so far scaled to what is left: 20 × 58 / 42 = 27.6 s
+    assert "20.0s, about 28s left" in stream.getvalue()
     # And near the end, with less than a second to go, it says nothing rather than "about 0s left"
     ending = Terminal("utf-8")
     Progress(ending, quiet=False, tty=True, clock=lambda: 6.0, started=0.0, columns=200)(
@@ -209,7 +209,7 @@ def test_the_progress_line_never_wraps_a_narrow_terminal():
 def test_a_terminal_that_cannot_print_blocks_gets_an_ascii_bar():
     stream = Terminal("ascii")
     Progress(stream, quiet=False, tty=True, clock=lambda: 0.0, columns=200)("detect", 1, 1, "")
-    assert "##########----------" in stream.getvalue()  # read and detect: 52% of the run
+    assert "############--------" in stream.getvalue()  # read, the profile and detect: 62% of the run
 
 
 def test_unreadable_input_is_one_line_and_exit_2(data_file, tmp_path, fake_pipeline, capsys):

@@ -61,6 +61,11 @@ class BackgroundProfile:
         self._reader = threading.Thread(target=self._receive, args=(receive,), daemon=True)
         self._reader.start()
 
+    @property
+    def forked(self) -> bool:
+        """Whether a child computes the profile; if not, `result()` computes it in the caller."""
+        return self._process is not None
+
     def _receive(self, receive: Connection) -> None:
         try:
             self._received.append(receive.recv())
