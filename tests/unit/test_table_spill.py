@@ -161,3 +161,30 @@ def test_the_profile_step_writes_the_same_artifacts_with_the_table_spilled(tmp_p
     assert outputs[0] == outputs[1]
     assert outputs[1][0].flaggedCells > 0
     assert set(Path(tempfile.gettempdir()).glob("iterate-spill-*")) == spill_dirs  # nothing left behind
+
+
+def test_nothing_is_spilled_where_the_disk_would_keep_less_than_the_reserve(tmp_path, monkeypatch):
+    import shutil
+
+    from iterate.io.chunked import keep_range
+
+    table = read_table(SAMPLE)
+    before = _snapshot(table)
+    usage = shutil.disk_usage(tmp_path)
+    # Given a disk whose free space is the reserve and a little more than one column
+    first = table.columns[0]
+    room = first.codes.nbytes + 1
+    monkeypatch.setattr(
+        shutil, "disk_usage", lambda path: usage._replace(free=table_module.SPILL_RESERVE_BYTES + room)
+    )
+    # Then nothing moves: the first column's codes would fit beside the reserve, its counts not, and a column
+    # moves whole or not at all (nor do the ones after it)
+    assert table.spill(tmp_path) == 0
+    assert all(c.codes.flags.writeable for c in table.columns)
+    for column, (codes, counts, dictionary) in zip(table.columns, before, strict=True):
+        assert np.array_equal(column.codes, codes) and np.array_equal(column.counts, counts)
+        assert column.dictionary.to_pylist() == dictionary
+    # And a range's columns stay in memory as they are
+    columns = [c.values.dictionary_encode() for c in table.columns]
+    assert keep_range(columns, tmp_path, 0) is columns
+    assert list(tmp_path.iterdir()) == []
