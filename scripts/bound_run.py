@@ -7,7 +7,8 @@ either it finishes, or the kernel kills it when it needs more than the limit aft
 (page cache of the input, clean file pages). The answer does not depend on sampling.
 
 It prints whether the run finished (and its exit status), its wall time, the kernel's OOM kills in the group,
-and two peaks over all the group's processes: anonymous memory (sampled every 0.05 s: what cannot be given
+what its proofs did (how many succeeded, which stopped and why, which ran again: from analysis.json, not from the
+issues' statuses, which stay "confirmed" when a proof fails), and two peaks over all the group's processes: anonymous memory (sampled every 0.05 s: what cannot be given
 back without swap) and everything charged to the group (the kernel's own high-water mark, page cache of the
 input included, so up to the limit on a large file).
 
@@ -144,6 +145,29 @@ def run_bounded(argv: list[str], limit: int) -> Bounded:
         group.close()
 
 
+def proofs_line(analysis: Path) -> str | None:
+    """What the run's proofs did, from its analysis.json: how many succeeded, which stopped and why, which ran
+    more than once (a proof stopped on memory beside others runs again alone). The issues' statuses cannot say:
+    an issue the detection found stays "confirmed" when its proof fails. None when the run wrote no analysis."""
+    import json
+
+    try:
+        issues = json.loads(analysis.read_text("utf-8"))["issues"]
+    except (OSError, ValueError, KeyError):
+        return None
+    runs = [(i["id"], i.get("investigation")) for i in issues]
+    proven = [(name, run) for name, run in runs if run is not None]
+    ok = sum(1 for _, run in proven if run.get("success"))
+    line = f"proofs: {ok} of {len(proven)} succeeded"
+    failed = [f"{name} ({run.get('stopped') or 'failed'})" for name, run in proven if not run.get("success")]
+    again = [name for name, run in proven if (run.get("attempts") or 1) > 1]
+    if failed:
+        line += "; not: " + ", ".join(failed)
+    if again:
+        line += "; ran more than once: " + ", ".join(again)
+    return line
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -170,6 +194,7 @@ def main() -> int:
     argv = [str(BIN / "iterate"), "analyze", str(source), "--out", str(out), *args.analyze_args]
     try:
         result = run_bounded(argv, args.mb * 2**20)
+        proofs = proofs_line(out / "analysis.json")
     except OSError as exc:
         print(f"bound_run: cannot make a memory cgroup here ({exc}); run it as root or in a delegated cgroup")
         return 2
@@ -188,6 +213,8 @@ def main() -> int:
         print(
             f"  peak charged to the group (kernel's mark, page cache included): {result.peak_charged / 2**20:,.0f} MiB"
         )
+    if proofs:
+        print(f"  {proofs}")
     if result.oom_kills and result.returncode == 0:
         print("  (the run finished, but the kernel killed one of its processes: see the run's proofs)")
     if not finished:

@@ -36,3 +36,24 @@ def test_a_run_over_the_limit_is_killed_and_one_under_it_finishes() -> None:
     assert under.finished() and "done" in under.output and under.oom_kills == 0
     # The grandchild's 300 MiB were charged to the group: the sample saw them.
     assert under.peak_anon >= 250 * 2**20
+
+
+def test_the_proofs_line_counts_proofs_not_statuses(tmp_path: Path) -> None:
+    import json
+
+    analysis = tmp_path / "analysis.json"
+    issues = [
+        {
+            "id": "shape-phone",
+            "status": "confirmed",
+            "investigation": {"success": False, "stopped": "memory", "attempts": 2},
+        },
+        {"id": "duplicates-exact", "status": "confirmed", "investigation": {"success": True, "attempts": 2}},
+        {"id": "typos-city", "status": "confirmed", "investigation": {"success": True, "attempts": 1}},
+        {"id": "notes", "status": "confirmed", "investigation": None},  # not proven by code
+    ]
+    analysis.write_text(json.dumps({"issues": issues}))
+    assert bound_run.proofs_line(analysis) == (
+        "proofs: 2 of 3 succeeded; not: shape-phone (memory); ran more than once: shape-phone, duplicates-exact"
+    )
+    assert bound_run.proofs_line(tmp_path / "missing.json") is None
