@@ -198,11 +198,15 @@ def in_memory_fs(path: str, mountinfo: str | None = None) -> bool:
     return kind in MEMORY_FILESYSTEMS
 
 
-def spill_directory() -> str | None:
-    """Where a large table's arrays may be moved to mapped files (Table.spill): the temporary directory
-    (TMPDIR), unless it is kept in memory itself or the files could not be removed while mapped (Windows)."""
+def spill_directory(nbytes: int, threshold: int) -> str | None:
+    """Where `nbytes` of a run's arrays are moved to mapped files (a table: Table.spill; a file's parsed ranges:
+    iterate.io.chunked.keeping_ranges): the temporary directory (TMPDIR) once `nbytes` reaches `threshold`
+    (ITERATE_SPILL_BYTES; 0: never). None below it, where TMPDIR is kept in memory itself, or where files could
+    not be removed while mapped (Windows)."""
     import os
     import tempfile
 
+    if threshold <= 0 or nbytes < threshold or os.name == "nt":
+        return None
     directory = tempfile.gettempdir()
-    return None if os.name == "nt" or in_memory_fs(directory) else directory
+    return None if in_memory_fs(directory) else directory

@@ -194,9 +194,7 @@ def spill_table(table: Table, settings: Settings, timings_ms: dict[str, float] |
     Not where the temporary directory is itself memory (tmpfs): the files would cost what they save."""
     from iterate.memory import hand_back, spill_directory
 
-    if settings.spill_bytes <= 0 or table.nbytes < settings.spill_bytes:
-        return 0
-    directory = spill_directory()
+    directory = spill_directory(table.nbytes, settings.spill_bytes)
     if directory is None:
         return 0
     t = time.perf_counter()

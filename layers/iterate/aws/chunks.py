@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from iterate.aws.payloads import (
     PARTIAL_TAG_KEY,
     PARTIAL_TAG_VALUE,
@@ -200,6 +202,8 @@ def read_merged(s3: Any, store: Any, chunked: ChunkedRead, settings: Settings) -
                         raise too_many
                 parsed.append(keep_range(part.columns, kept, item.index))
                 del part
+                if kept is not None:  # the partial's columns in memory are gone now: hand their pages back
+                    pa.default_memory_pool().release_unused()
         finally:
             if len(parsed) < len(items):  # untrusted or failed: the single pass hashes, or nobody needs it
                 stop.set()

@@ -295,6 +295,7 @@ def merge_columns(
             chunk[index] = None  # type: ignore[call-overload]
         if keep is not None:
             (unified,) = _keep_mapped([unified], keep / f"column-{index}.arrow")
+            pa.default_memory_pool().release_unused()  # the column in memory is gone now
         return unified
 
     return list(_map(merge, list(range(len(chunks[0]))), True))
@@ -354,15 +355,13 @@ def _merge_by_sorting(parts: list[pa.DictionaryArray]) -> pa.DictionaryArray:
 
 
 def _keep_mapped(columns: list[pa.DictionaryArray], path: Path) -> list[pa.DictionaryArray]:
-    """Columns moved to a mapped file (iterate.table.map_arrays), their memory handed back; as they were
-    where the file cannot be written (a full disk)."""
+    """Columns moved to a mapped file (iterate.table.map_arrays); as they were where the file cannot be written
+    (a full disk, the disk's reserve). The caller still holds the ones in memory: once it lets them go,
+    `pa.default_memory_pool().release_unused()` hands their pages back."""
     try:
-        mapped = map_arrays(columns, path)
+        return map_arrays(columns, path)  # type: ignore[return-value]
     except OSError:
         return columns
-    del columns
-    pa.default_memory_pool().release_unused()
-    return mapped  # type: ignore[return-value]
 
 
 @contextlib.contextmanager
@@ -372,7 +371,7 @@ def keeping_ranges(size: int, spill_bytes: int) -> Iterator[Path | None]:
     memory). The ranges' columns together are about half the file's text (10M rows: 1.7 GB in memory when
     the merge began, and the read's peak anonymous memory 2.6-2.8 GB; 0.8 GB with ranges and merged columns
     in mapped files)."""
-    spill = spill_directory() if spill_bytes and size >= spill_bytes else None
+    spill = spill_directory(size, spill_bytes)
     if spill is None:
         yield None
         return
@@ -416,9 +415,10 @@ def read_chunked(
                     too_many = cells_refusal(path, rows, len(names), limits, counted=(end, size))
                     if too_many is not None:
                         raise too_many
-                columns = part.columns
+                parsed.append(keep_range(part.columns, kept, k))
                 del part
-                parsed.append(keep_range(columns, kept, k))
+                if kept is not None:  # the range's columns in memory are gone now: hand their pages back
+                    pa.default_memory_pool().release_unused()
         except BrokenProcessPool:  # a worker was killed (out of memory, a signal): the single pass decides
             return None, "a worker process stopped"
         columns = merge_columns(parsed, keep=kept)
