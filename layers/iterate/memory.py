@@ -198,15 +198,37 @@ def in_memory_fs(path: str, mountinfo: str | None = None) -> bool:
     return kind in MEMORY_FILESYSTEMS
 
 
-def spill_directory(nbytes: int, threshold: int) -> str | None:
+# Where the memory left is at least this many times the bytes that would be moved to files, they stay in memory:
+# a run that keeps its table in memory peaks at about 2.4 times the table's bytes, its read at 1.5 times the
+# file's (10M rows x 20 columns: a 1,266 MB table, a 1,881 MiB file; the whole run finished in a 3,072 MiB cgroup
+# and was killed in 2,816; the read peaked at 2,773 MB). The files save nothing a run with that much room needs,
+# and cost writes (about 4 GB to the page cache and 3 GB of TMPDIR at 10M rows) and some time (+5 to +8 s in one
+# session's pairs of runs, within the machine's swing in the next: docs/large-files.md). The same room lets the read merge its ranges the quicker way
+# (iterate.io.chunked.merge_columns).
+ROOM_FACTOR = 3
+
+
+def memory_short(nbytes: int) -> bool:
+    """Whether less than ROOM_FACTOR times `nbytes` is available to this process and the ones it starts
+    (`available_memory_mb`), or that cannot be told: then a run takes the path that needs less memory."""
+    room = available_memory_mb()
+    return room is None or room * 2**20 < ROOM_FACTOR * nbytes
+
+
+def spill_directory(nbytes: int, threshold: int, mode: str = "auto") -> str | None:
     """Where `nbytes` of a run's arrays are moved to mapped files (a table: Table.spill; a file's parsed ranges:
     iterate.io.chunked.keeping_ranges): the temporary directory (TMPDIR) once `nbytes` reaches `threshold`
-    (ITERATE_SPILL_BYTES; 0: never). None below it, where TMPDIR is kept in memory itself, or where files could
-    not be removed while mapped (Windows)."""
+    (ITERATE_SPILL_BYTES; 0: never) and, in `mode` "auto" (ITERATE_SPILL), memory is short (`memory_short`:
+    less than ROOM_FACTOR times `nbytes` available, the system's and its memory cgroups'; short where it cannot
+    be read). "always": whatever the memory; "never": not at all. None where
+    nothing is moved, and also where TMPDIR is kept in memory itself, or where files could not be removed
+    while mapped (Windows)."""
     import os
     import tempfile
 
-    if threshold <= 0 or nbytes < threshold or os.name == "nt":
+    if mode == "never" or threshold <= 0 or nbytes < threshold or os.name == "nt":
+        return None
+    if mode != "always" and not memory_short(nbytes):
         return None
     directory = tempfile.gettempdir()
     return None if in_memory_fs(directory) else directory

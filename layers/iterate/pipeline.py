@@ -191,10 +191,11 @@ def bound_memory(input_bytes: int) -> bool:
 def spill_table(table: Table, settings: Settings, timings_ms: dict[str, float] | None = None) -> int:
     """A table of `settings.spill_bytes` or more moved to files in the temporary directory and mapped back
     (Table.spill), so the detectors page it in rather than hold it; the bytes moved (0: left in memory).
-    Not where the temporary directory is itself memory (tmpfs): the files would cost what they save."""
+    By default only where memory is short (`settings.spill`), and never where the temporary directory is itself
+    memory (tmpfs): the files would cost what they save (iterate.memory.spill_directory)."""
     from iterate.memory import hand_back, spill_directory
 
-    directory = spill_directory(table.nbytes, settings.spill_bytes)
+    directory = spill_directory(table.nbytes, settings.spill_bytes, settings.spill)
     if directory is None:
         return 0
     t = time.perf_counter()

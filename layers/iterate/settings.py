@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -71,6 +72,9 @@ class Settings(BaseModel):
     # directory (TMPDIR) and mapped back (Table.spill): the kernel pages it in as the detectors read it and
     # can drop it again under pressure, instead of every page staying in the process. 0: never.
     spill_bytes: int = Field(default=256 * 1024 * 1024, ge=0)
+    # When: "auto", only where memory is short (less than 3x the table's bytes available: iterate.memory
+    # .spill_directory); "always", from spill_bytes on whatever the memory; "never".
+    spill: Literal["auto", "always", "never"] = "auto"
     # AWS
     bucket: str | None = None
     table: str | None = None
@@ -113,12 +117,29 @@ class Settings(BaseModel):
             "chunk_bytes": e.get("ITERATE_CHUNK_BYTES"),
             "single_pass_bytes": e.get("ITERATE_SINGLE_PASS_BYTES"),
             "spill_bytes": e.get("ITERATE_SPILL_BYTES"),
+            "spill": e.get("ITERATE_SPILL"),
             "bucket": e.get("ITERATE_BUCKET"),
             "table": e.get("ITERATE_TABLE"),
             "event_bus": e.get("ITERATE_EVENT_BUS"),
             "sandbox_function": e.get("ITERATE_SANDBOX_FUNCTION"),
         }
         return cls.model_validate({k: v for k, v in raw.items() if v is not None})
+
+
+# The settings read from variables not named ITERATE_<FIELD>.
+_ENV_NAMES = {"anthropic_api_key": "ANTHROPIC_API_KEY", "anthropic_base_url": "ANTHROPIC_BASE_URL"}
+
+
+def env_name(field: str) -> str:
+    """The environment variable `Settings.from_env` reads `field` from."""
+    return _ENV_NAMES.get(field, f"ITERATE_{field.upper()}")
+
+
+def invalid_settings(errors: list[Any]) -> str:
+    """What is wrong with the environment, from a `Settings.from_env` ValidationError's `errors()`: each
+    variable by its name with what it should be ("ITERATE_SPILL: Input should be 'auto', 'always' or 'never'").
+    The values themselves are never repeated (one may be a key)."""
+    return "; ".join(f"{env_name(str(e['loc'][0]))}: {e['msg']}" for e in errors)
 
 
 LIBRARY_OFF = frozenset({"off", "none", "false", "0", "no"})

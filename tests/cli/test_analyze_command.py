@@ -245,8 +245,13 @@ def test_missing_files_and_directories_exit_2_without_running(tmp_path, fake_pip
 
 def test_a_bad_setting_in_the_environment_exits_2(data_file, fake_pipeline, capsys, monkeypatch):
     monkeypatch.setenv("ITERATE_SANDBOX_TIMEOUT_S", "soon")
+    monkeypatch.setenv("ITERATE_SPILL", "sometimes")
     assert main(["analyze", str(data_file), "--quiet"]) == 2
-    assert "sandbox_timeout_s" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # Each variable by the name it is set under, with what it should be; the values are not repeated
+    assert "ITERATE_SANDBOX_TIMEOUT_S: Input should be a valid number" in err
+    assert "ITERATE_SPILL: Input should be 'auto', 'always' or 'never'" in err
+    assert "soon" not in err and "sometimes" not in err and err.count("\n") == 1
 
 
 def test_default_out_dir_is_named_after_the_file():

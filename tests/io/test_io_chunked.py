@@ -236,8 +236,10 @@ def test_every_dev_dataset_in_chunks_gives_the_same_profile_issues_and_flags(
 
 
 def test_workers_and_chunk_size_are_settings() -> None:
-    settings = Settings.from_env({"ITERATE_WORKERS": "3", "ITERATE_CHUNK_BYTES": "1000000"})
-    assert Chunking.from_settings(settings) == Chunking(1_000_000, 3, 256 * 2**20, 256 * 2**20)
+    settings = Settings.from_env(
+        {"ITERATE_WORKERS": "3", "ITERATE_CHUNK_BYTES": "1000000", "ITERATE_SPILL": "always"}
+    )
+    assert Chunking.from_settings(settings) == Chunking(1_000_000, 3, 256 * 2**20, 256 * 2**20, "always")
     default = Chunking.from_settings(Settings.from_env({}))
     assert default.workers == resolve_workers(None) >= 1
     assert default.chunk_bytes == 64 * 1024 * 1024
@@ -356,8 +358,9 @@ def test_columns_merged_by_sorting_give_the_single_pass_table(
 ) -> None:
     import iterate.io.chunked as chunked
 
-    # Given every column long enough to be merged by sorting when its ranges hardly share values
+    # Given every column long enough to be merged by sorting when its ranges hardly share values, and memory short
     monkeypatch.setattr(chunked, "SORT_MERGE_VALUES", 1)
+    monkeypatch.setattr(chunked, "memory_short", lambda nbytes: True)
     sorted_merges: list[int] = []
     real = chunked._merge_by_sorting
 
@@ -371,7 +374,13 @@ def test_columns_merged_by_sorting_give_the_single_pass_table(
     # Then the near-unique columns (ids, e-mails, phone numbers) were merged by sorting, the repeated ones
     # (status, category, ...) by pyarrow's unification, and the table is the single pass's
     assert 3 <= len(sorted_merges) < len(merged.columns)
-    assert_same_table(read_table(bench_file), merged)
+    single = read_table(bench_file)
+    assert_same_table(single, merged)
+    # With memory to spare, every column is unified by pyarrow's hash table instead: the same table
+    monkeypatch.setattr(chunked, "memory_short", lambda nbytes: False)
+    sorted_merges.clear()
+    assert_same_table(single, read_table(bench_file, chunking=Chunking(100_000, 1)))
+    assert sorted_merges == []
 
 
 def test_merging_by_sorting_is_unify_dictionaries() -> None:
@@ -416,10 +425,13 @@ def test_ranges_kept_in_mapped_files_until_the_merge_make_the_same_table(
     monkeypatch.setattr(chunked_module, "map_arrays", counting)
     single = read_table(bench_file)
     # Below the setting, nothing is kept in files
-    assert_same_table(single, read_table(bench_file, chunking=Chunking(100_000, workers, 0, 10**9)))
+    assert_same_table(single, read_table(bench_file, chunking=Chunking(100_000, workers, 0, 10**9, "always")))
+    assert kept == []
+    # At the setting but with memory to spare (by default), nothing either
+    assert_same_table(single, read_table(bench_file, chunking=Chunking(100_000, workers, 0, 1)))
     assert kept == []
     # From it on, every range is, then every merged column, and the merged table is the same
-    chunked = read_table(bench_file, chunking=Chunking(100_000, workers, 0, 1))
+    chunked = read_table(bench_file, chunking=Chunking(100_000, workers, 0, 1, "always"))
     assert_same_table(single, chunked)
     ranges = [rows for kind, rows in kept if kind == "range"]
     assert len(ranges) == len(line_ranges(bench_file, 100_000)) > 1 and sum(ranges) == single.n_rows
@@ -430,4 +442,4 @@ def test_ranges_kept_in_mapped_files_until_the_merge_make_the_same_table(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(chunked_module, "map_arrays", full_disk)  # the ranges stay in memory
-    assert_same_table(single, read_table(bench_file, chunking=Chunking(100_000, workers, 0, 1)))
+    assert_same_table(single, read_table(bench_file, chunking=Chunking(100_000, workers, 0, 1, "always")))

@@ -205,8 +205,10 @@ def test_the_merge_keeps_ranges_and_table_in_mapped_files_and_writes_the_same_ar
 
     # Given the chunked run of the bench file as it is (too small to spill)
     plain, _, _ = _run(machine, monkeypatch, bench_csv, "inmemory", chunk_bytes=CHUNK_BYTES)
-    # When it runs again with ITERATE_SPILL_BYTES at its smallest, TMPDIR a directory of its own
+    # When it runs again with ITERATE_SPILL_BYTES at its smallest, whatever the memory left, TMPDIR a directory of
+    # its own
     monkeypatch.setenv("ITERATE_SPILL_BYTES", "1")
+    monkeypatch.setenv("ITERATE_SPILL", "always")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     kept: list[int] = []
     spilled: list[int] = []

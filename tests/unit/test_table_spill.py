@@ -100,15 +100,50 @@ def test_spill_table_only_moves_a_table_at_the_setting_and_not_into_memory(monke
 
     table = read_table(SAMPLE)
     size = table.nbytes
-    assert pipeline.spill_table(table, Settings(spill_bytes=0)) == 0  # switched off
-    assert pipeline.spill_table(table, Settings(spill_bytes=size + 1)) == 0  # below the setting
+    always = {"spill": "always"}
+    assert pipeline.spill_table(table, Settings(spill_bytes=0, **always)) == 0  # switched off
+    assert pipeline.spill_table(table, Settings(spill_bytes=size, spill="never")) == 0
+    assert pipeline.spill_table(table, Settings(spill_bytes=size + 1, **always)) == 0  # below the setting
     assert table.columns[0].codes.flags.writeable
     monkeypatch.setattr("iterate.memory.in_memory_fs", lambda path: True)  # TMPDIR on tmpfs
-    assert pipeline.spill_table(table, Settings(spill_bytes=size)) == 0
+    assert pipeline.spill_table(table, Settings(spill_bytes=size, **always)) == 0
     monkeypatch.undo()
     timings: dict[str, float] = {}
-    assert pipeline.spill_table(table, Settings(spill_bytes=size), timings) == size
+    assert pipeline.spill_table(table, Settings(spill_bytes=size, **always), timings) == size
     assert not table.columns[0].codes.flags.writeable and timings["spill"] >= 0
+
+
+@pytest.mark.parametrize(
+    ("room_mb", "spilled"),
+    [
+        (None, True),  # the memory left cannot be read: spilled, as memory may be short
+        (0, True),
+        (2.9, True),  # less than ROOM_FACTOR (3) times the table
+        (3, False),  # at least 3 times: kept in memory, where the files would only cost time
+        (10**6, False),
+    ],
+)
+def test_by_default_a_table_is_spilled_only_where_memory_is_short(monkeypatch, room_mb, spilled):
+    from iterate import memory, pipeline
+
+    table = read_table(SAMPLE)
+    size = table.nbytes
+    assert memory.ROOM_FACTOR == 3
+    # The room, in units of the table's bytes: the test speaks of multiples of the table, whatever its size
+    monkeypatch.setattr(
+        memory, "available_memory_mb", lambda: None if room_mb is None else room_mb * size / 2**20
+    )
+    assert Settings().spill == "auto"
+    moved = pipeline.spill_table(table, Settings(spill_bytes=size))
+    assert moved == (size if spilled else 0)
+    assert table.columns[0].codes.flags.writeable is not spilled
+
+
+def test_the_spill_mode_is_a_setting_with_a_clear_refusal_of_other_values():
+    assert Settings.from_env({"ITERATE_SPILL": "always"}).spill == "always"
+    assert Settings.from_env({"ITERATE_SPILL": "never"}).spill == "never"
+    with pytest.raises(ValueError, match=r"auto.*always.*never"):
+        Settings.from_env({"ITERATE_SPILL": "sometimes"})
 
 
 MOUNTINFO = """\
@@ -140,8 +175,8 @@ def test_the_profile_step_writes_the_same_artifacts_with_the_table_spilled(tmp_p
     gen_bench.write(source, n_rows=20_000, seed=11)
     spill_dirs = set(Path(tempfile.gettempdir()).glob("iterate-spill-*"))
     outputs = {}
-    for spill in (0, 1):  # never, and whatever the size
-        settings = Settings(spill_bytes=spill)
+    for spill in (0, 1):  # never, and whatever the size and the memory left
+        settings = Settings(spill_bytes=spill, spill="always")
         ctx = pipeline.RunContext(
             run_id=f"spill-{spill}",
             store=LocalArtifactStore(tmp_path / f"spill-{spill}"),

@@ -41,6 +41,7 @@ from iterate.io.chunked import (
 from iterate.io.delimited import Dialect, chunk_options
 from iterate.io.limits import ReadLimits, cells_refusal
 from iterate.io.reader import plan_ranges, stream_digest, table_from_ranges, text_layout
+from iterate.memory import memory_short
 from iterate.settings import Settings
 from iterate.table import Table
 
@@ -181,7 +182,7 @@ def read_merged(s3: Any, store: Any, chunked: ChunkedRead, settings: Settings) -
 
     stop = threading.Event()
     with (
-        keeping_ranges(chunked.size, settings.spill_bytes) as kept,
+        keeping_ranges(chunked.size, settings.spill_bytes, settings.spill) as kept,
         ThreadPoolExecutor(max_workers=1, thread_name_prefix="iterate-hash") as hasher,
     ):
         digest = hasher.submit(stream_digest, ranges.pieces(), find_nul=True, stop=stop)
@@ -208,7 +209,7 @@ def read_merged(s3: Any, store: Any, chunked: ChunkedRead, settings: Settings) -
             if len(parsed) < len(items):  # untrusted or failed: the single pass hashes, or nobody needs it
                 stop.set()
             pool.shutdown(wait=True, cancel_futures=True)  # no partial fetched past the first untrusted one
-        columns = merge_columns(parsed, keep=kept)
+        columns = merge_columns(parsed, keep=kept, frugal=memory_short(chunked.size))
         del parsed
         hashed = digest.result()
     table = table_from_ranges(path, text, columns, size=chunked.size, digest=hashed, limits=limits)

@@ -454,14 +454,15 @@ def run(args: argparse.Namespace) -> int:
     from iterate.cli.rundir import RunDirError, claim
     from iterate.io import DatasetReadError, ReadLimits, check_source
     from iterate.pipeline import run_local
-    from iterate.settings import Settings
+    from iterate.settings import Settings, invalid_settings
 
     started = getattr(args, "started", None)
     try:
         settings = Settings.from_env()
     except ValidationError as exc:
-        bad = ", ".join(str(e["loc"][0]) for e in exc.errors())
-        return _error(f"invalid setting in the environment: {bad} — fix or unset it")
+        return _error(
+            f"invalid setting in the environment: {invalid_settings(exc.errors())} — fix or unset it"
+        )
     if getattr(args, "workers", None) is not None:
         settings = settings.model_copy(update={"workers": args.workers})
     weights = LLM_WEIGHTS if settings.anthropic_api_key else OFFLINE_WEIGHTS

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from iterate.io.limits import ReadLimits, cells_refusal
-from iterate.memory import spill_directory
+from iterate.memory import memory_short, spill_directory
 from iterate.table import map_arrays, one_array
 
 # A range this big parses in ~0.5 s and holds ~3x its size while parsing; past a few ranges the parse is
@@ -52,19 +52,22 @@ class Chunking:
     workers: int = 1
     single_pass_bytes: int = 0
     # A file of this size or more keeps its parsed ranges in mapped files until they are merged (0: never),
-    # as a large table is kept once read (iterate.settings.Settings.spill_bytes, Table.spill).
+    # as a large table is kept once read (iterate.settings.Settings.spill_bytes, Table.spill); `spill`: when
+    # (iterate.memory.spill_directory: "auto" where memory is short, "always", "never").
     spill_bytes: int = 0
+    spill: str = "auto"
 
     @classmethod
     def from_settings(cls, settings: Any) -> Chunking:
         """From an `iterate.settings.Settings` (its `chunk_bytes`, `workers` (None: see resolve_workers),
-        `single_pass_bytes` and `spill_bytes`)."""
+        `single_pass_bytes`, `spill_bytes` and `spill`)."""
         workers = resolve_workers(settings.workers)
         return cls(
             chunk_bytes=settings.chunk_bytes,
             workers=workers,
             single_pass_bytes=settings.single_pass_bytes,
             spill_bytes=settings.spill_bytes,
+            spill=settings.spill,
         )
 
     def splits(self, size: int) -> bool:
@@ -274,17 +277,21 @@ def _process_pool(workers: int) -> ProcessPoolExecutor | None:
 
 
 def merge_columns(
-    chunks: list[list[pa.DictionaryArray]], *, keep: Path | None = None
+    chunks: list[list[pa.DictionaryArray]], *, keep: Path | None = None, frugal: bool = True
 ) -> list[pa.DictionaryArray]:
     """Per column, one dictionary over all chunks (first-seen order kept: chunks are in file order) and
     the codes remapped to it; the same dictionary and codes as encoding the whole column at once. With
-    `keep`, each merged column is moved to a mapped file there as soon as it is made (`_keep_mapped`)."""
+    `keep`, each merged column is moved to a mapped file there as soon as it is made (`_keep_mapped`).
+    `frugal` (where memory is short: iterate.memory.memory_short): long dictionaries that hardly repeat are
+    merged by sorting, in about half the memory of pyarrow's unification and three times its time; otherwise
+    every column is unified (10M rows of the bench file read in ranges: 20.2-21.0 s against 23.4-24.3 s, the
+    peak 3.1-3.2 GB against 2.8-2.9 GB)."""
     if len(chunks) == 1:
         return chunks[0]
 
     def merge(index: int) -> pa.DictionaryArray:
         parts = [chunk[index] for chunk in chunks]
-        if _rarely_repeated(parts):
+        if frugal and _rarely_repeated(parts):
             unified = _merge_by_sorting(parts)
         else:
             column = pa.chunked_array(parts)
@@ -365,17 +372,17 @@ def _keep_mapped(columns: list[pa.DictionaryArray], path: Path) -> list[pa.Dicti
 
 
 @contextlib.contextmanager
-def keeping_ranges(size: int, spill_bytes: int) -> Iterator[Path | None]:
+def keeping_ranges(size: int, spill_bytes: int, spill: str = "auto") -> Iterator[Path | None]:
     """Where the parsed ranges of a file of `size` bytes wait for the merge: a temporary directory when the
-    file is `spill_bytes` or more (and TMPDIR is a disk: iterate.memory.spill_directory), else None (in
-    memory). The ranges' columns together are about half the file's text (10M rows: 1.7 GB in memory when
+    file is `spill_bytes` or more and `spill` says so (by default where memory is short; and TMPDIR is a
+    disk: iterate.memory.spill_directory), else None (in memory). The ranges' columns together are about half the file's text (10M rows: 1.7 GB in memory when
     the merge began, and the read's peak anonymous memory 2.6-2.8 GB; 0.8 GB with ranges and merged columns
     in mapped files)."""
-    spill = spill_directory(size, spill_bytes)
-    if spill is None:
+    directory = spill_directory(size, spill_bytes, spill)
+    if directory is None:
         yield None
         return
-    with tempfile.TemporaryDirectory(prefix="iterate-ranges-", dir=spill) as kept:
+    with tempfile.TemporaryDirectory(prefix="iterate-ranges-", dir=directory) as kept:
         yield Path(kept)
 
 
@@ -403,7 +410,7 @@ def read_chunked(
         return None, "one range"
     parsed: list[list[pa.DictionaryArray]] = []
     size, rows = ranges[-1][1], 0
-    with keeping_ranges(size, chunking.spill_bytes) as kept:
+    with keeping_ranges(size, chunking.spill_bytes, chunking.spill) as kept:
         try:
             for k, ((_, end), part) in enumerate(
                 zip(ranges, _parse_all(path, ranges, skip, options, chunking.workers), strict=True)
@@ -421,5 +428,5 @@ def read_chunked(
                     pa.default_memory_pool().release_unused()
         except BrokenProcessPool:  # a worker was killed (out of memory, a signal): the single pass decides
             return None, "a worker process stopped"
-        columns = merge_columns(parsed, keep=kept)
+        columns = merge_columns(parsed, keep=kept, frugal=memory_short(size))
     return pa.Table.from_arrays(columns, names=names), ""
