@@ -37,6 +37,12 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 MB = 1024 * 1024
 SIZES_MB = {"1 MB": 1.0, "1 GB": 1024.0, "100 GB": 102_400.0}
 LAMBDA_MAX_MB = 10_240  # the largest memory a Lambda function can have
+# What the merging profile function holds, per MB of CSV: where memory is short for the file it keeps the ranges,
+# merged columns and table in mapped files (iterate.memory.memory_short), and MergeChunks alone on 10M rows
+# (1,881 MiB of CSV) peaked at 0.9 GB of anonymous memory in the merge and 1.8 GB in the profile step
+# (scripts/merge_memory.py, docs/large-files.md); with room to spare (3x the file) it holds them instead, ~1.6x
+# the CSV. 1.0: the bound it works within where memory is what limits it (it was ~7.5x before the mapped files).
+MERGE_MEMORY_PER_CSV = 1.0
 # GenerateCode and RecordAttempt: the investigate function's two invocations per proof. Measured under moto
 # (tests/statemachine, InvestigateDurationMs): 23-216 ms, most near 100 ms against moto's slow S3.
 INVESTIGATE_CALL_S = 0.1
@@ -190,9 +196,9 @@ def model(
         parse_s = (large.parse_s_per_mb or 0.0) * size if chunks else 0.0
         proofs = large.proofs
         load = _interpolate(small.load_s, large.load_s, small.size_mb, large.size_mb, size)
-        # One Lambda merges and profiles the whole table: it holds ~7.5x the CSV today (docs/large-files.md),
-        # so past its configured memory it is priced at what it would need (at most Lambda's largest).
-        merge_mb = size * 7.5
+        # One Lambda merges and profiles the whole table, past its configured memory priced at what it would
+        # need (at most Lambda's largest): MERGE_MEMORY_PER_CSV times the CSV.
+        merge_mb = size * MERGE_MEMORY_PER_CSV
         merge_s = max(step("profile") - parse_s, 0.0)
         profile_memory = min(max(memory["profile"], merge_mb), LAMBDA_MAX_MB)
         gb_s = {
