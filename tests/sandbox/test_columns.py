@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from iterate.contracts import Evidence, Issue
@@ -163,3 +165,81 @@ def test_a_file_whose_columns_cannot_be_read_one_by_one_is_loaded_as_a_frame_ins
     # Then it gets the frame, as code that does not ask would
     assert run.success, run.error
     assert run.output == {"frame": True, "rows": 3, "cols": ["k", "k"]}
+
+
+def test_the_column_reader_factorizes_from_dictionary_pages_exactly_as_pandas_does_from_text(tmp_path):
+    import os
+
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from iterate.sandbox.worker import ColumnReader
+
+    # Given a file of three row groups: a column of few values (stored as dictionary indices), one of values
+    # nearly all distinct (the writer falls back to plain values), one of few values with blanks and nulls
+    rng = np.random.default_rng(5)
+    n = 30_000
+    few = rng.choice(["b", "a", "", "c ", "é", "10"], size=n).tolist()
+    many = [f"value-{i}-{'x' * (i % 7)}" for i in rng.permutation(n)]
+    gaps = [None if i % 11 == 0 else v for i, v in enumerate(few)]
+    path = tmp_path / "data.parquet"
+    table = pa.table({"few": few, "many": many, "gaps": gaps})
+    pq.write_table(table, path, row_group_size=10_000, dictionary_pagesize_limit=64 * 1024)
+    reader = ColumnReader.open(os.open(path, os.O_RDONLY))
+    assert reader is not None
+    # Then the column of few values is read from its dictionary pages, the other as text
+    assert [reader._dictionary_encoded(i) for i in range(3)] == [True, False, True]
+    picks = [
+        slice(None),
+        np.arange(n)[::7],
+        rng.permutation(n)[:500],  # in no order, as a filtered key's rows are not
+        np.array([], dtype=np.int64),
+        np.array([n - 1, 0, n - 1]),
+    ]
+    for position in range(3):
+        for rows in picks:
+            # And each gives pandas' codes and distinct values, in the same order, as the text would
+            codes, uniques = reader.factorized(position, rows)
+            expected_codes, expected = pd.factorize(
+                reader.column(position, rows).astype(str), use_na_sentinel=False
+            )
+            assert np.array_equal(codes, expected_codes), (position, rows)
+            assert list(uniques) == list(expected), (position, rows)
+
+
+@pytest.mark.parametrize("kind", ["duplicate_rows", "near_duplicate_rows"])
+def test_whole_row_proofs_find_the_same_rows_on_a_file_with_several_row_groups(tmp_path, kind: str):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from iterate.agents.offline.investigation import template_code
+    from iterate.io.parquet_text import NAMES_KEY
+    from iterate.sandbox import LocalSandbox, SandboxLimits
+
+    # Given 40,000 rows in four row groups with copies and near-copies (case, punctuation) across groups
+    rng = np.random.default_rng(9)
+    n = 40_000
+    names = ["status", "city", "ref", "note"]
+    columns = {
+        "status": rng.choice(["open", "Open", "closed", ""], size=n).tolist(),
+        "city": rng.choice(["Paris", "paris!", "Lyon", "Nice"], size=n).tolist(),
+        "ref": [f"r{i % 39_000}" for i in range(n)],  # 1,000 refs twice, far apart
+        "note": rng.choice(["a", "b", "c"], size=n).tolist(),
+    }
+    table = pa.table(columns).replace_schema_metadata({NAMES_KEY: json.dumps(names).encode()})
+    path = tmp_path / "data.parquet"
+    pq.write_table(table, path, row_group_size=10_000)
+    issue = _duplicate_rows_issue(names).model_copy(update={"type": kind, "id": f"{kind}-x"})
+    code = template_code(issue)
+    assert ON_DEMAND in code
+    with LocalSandbox(SandboxLimits(timeout_s=30, prefork=False)) as sandbox:
+        data = DatasetRef(path=str(path))
+        # When the proof reads its columns on demand (codes from dictionary pages) and from a loaded frame
+        lazy, loaded = sandbox.run(code, data), sandbox.run(code.replace(ON_DEMAND, ""), data)
+    # Then both find the same rows, with the same examples
+    assert lazy.success and loaded.success, (lazy.error, loaded.error)
+    assert lazy.output == loaded.output
+    assert lazy.output["affected_rows"] > 0

@@ -851,6 +851,9 @@ class ColumnReader:
         self._parquet = pq.ParquetFile(self._handle)
         schema = self._parquet.schema_arrow
         self._stored = list(schema.names)
+        # The same file read with its dictionary pages kept as dictionaries (`factorized`): made now, before
+        # the lockdown, as the other reader is.
+        self._coded = pq.ParquetFile(self._handle, read_dictionary=self._stored)
         written = written_names(schema)
         if len(written) != len(self._stored) or len(set(self._stored)) != len(self._stored):
             self._handle.close()
@@ -878,6 +881,42 @@ class ColumnReader:
         series = self._pa.table([text], names=["c"]).to_pandas()["c"]
         series.name = self.columns[position]
         return series.iloc[rows]
+
+    def factorized(self, position: int, rows):  # type: ignore[no-untyped-def]
+        """`pd.factorize(df.iloc[rows, position].astype(str), use_na_sentinel=False)`, the same codes and distinct
+        values in the same order, read from the file's dictionary pages where its column is stored as one (the
+        engine's data.parquet on a column of repeated values): the codes come from the page's indices and only
+        the distinct values are text, instead of every row's text being read and hashed again (10M rows, the
+        bench's dictionary-encoded columns: 0.02-0.13 s a column against 0.2-0.9 s). A column stored as plain values (most values distinct, where the writer
+        gave up its dictionary) is read as text and factorized, as before."""
+        import numpy as np
+        import pandas as pd
+
+        if not self._dictionary_encoded(position):
+            return pd.factorize(self.column(position, rows).astype(str), use_na_sentinel=False)
+        name = self._stored[position]
+        table = self._coded.read(columns=[name], use_threads=False).unify_dictionaries()
+        column = table.column(0)
+        if column.null_count or not self._pa.types.is_dictionary(column.type) or column.num_chunks == 0:
+            del table, column
+            return pd.factorize(self.column(position, rows).astype(str), use_na_sentinel=False)
+        dictionary = column.chunk(0).dictionary
+        indices = np.concatenate([chunk.indices.to_numpy() for chunk in column.chunks])
+        del table, column
+        codes, used = pd.factorize(indices[rows], use_na_sentinel=False)
+        del indices
+        values = _text_column(self._pa.chunked_array([dictionary.take(self._pa.array(used))]))
+        return codes, pd.array(values, dtype="str")
+
+    def _dictionary_encoded(self, position: int) -> bool:
+        """Whether column `position` is stored as dictionary indices in every row group: under 4 bytes a value
+        uncompressed, which a value written plainly never is (its length alone takes 4)."""
+        metadata = self._parquet.metadata
+        for group in range(metadata.num_row_groups):
+            chunk = metadata.row_group(group).column(position)
+            if not chunk.has_dictionary_page or chunk.total_uncompressed_size >= 4 * max(chunk.num_values, 1):
+                return False
+        return metadata.num_row_groups > 0
 
 
 class _ColumnIndexer:

@@ -113,8 +113,11 @@ def twins(positions, rows, normal=None):
     key = np.zeros(len(rows), dtype=np.int64)
     span = 1  # every key is below this
     for i in order:
-        values = df.iloc[:, i] if len(rows) == ROWS else df.iloc[rows, i]
-        codes, uniques = pd.factorize(values.astype(str), use_na_sentinel=False)
+        if not isinstance(df, pd.DataFrame):  # the sandbox's column reader: codes from the file's dictionary pages
+            codes, uniques = df.factorized(i, slice(None) if len(rows) == ROWS else rows)
+        else:
+            values = df.iloc[:, i] if len(rows) == ROWS else df.iloc[rows, i]
+            codes, uniques = pd.factorize(values.astype(str), use_na_sentinel=False)
         if normal is not None:
             normal_codes, uniques = pd.factorize(normal(uniques), use_na_sentinel=False)
             codes = normal_codes[codes]
