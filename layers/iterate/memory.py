@@ -203,8 +203,8 @@ def in_memory_fs(path: str, mountinfo: str | None = None) -> bool:
 # file's (10M rows x 20 columns: a 1,266 MB table, a 1,881 MiB file; the whole run finished in a 3,072 MiB cgroup
 # and was killed in 2,816; the read peaked at 2,773 MB). The files save nothing a run with that much room needs,
 # and cost writes (about 4 GB to the page cache and 3 GB of TMPDIR at 10M rows) and some time (+5 to +8 s in one
-# session's pairs of runs, within the machine's swing in the next: docs/large-files.md). The same room lets the read merge its ranges the quicker way
-# (iterate.io.chunked.merge_columns).
+# session's pairs of runs, within the machine's swing in the next: docs/large-files.md). The same room lets the
+# read merge its ranges the quicker way (iterate.io.chunked.merge_columns).
 ROOM_FACTOR = 3
 
 
@@ -220,9 +220,8 @@ def spill_directory(nbytes: int, threshold: int, mode: str = "auto") -> str | No
     iterate.io.chunked.keeping_ranges): the temporary directory (TMPDIR) once `nbytes` reaches `threshold`
     (ITERATE_SPILL_BYTES; 0: never) and, in `mode` "auto" (ITERATE_SPILL), memory is short (`memory_short`:
     less than ROOM_FACTOR times `nbytes` available, the system's and its memory cgroups'; short where it cannot
-    be read). "always": whatever the memory; "never": not at all. None where
-    nothing is moved, and also where TMPDIR is kept in memory itself, or where files could not be removed
-    while mapped (Windows)."""
+    be read). "always": whatever the memory; "never": not at all. None where nothing is moved, and also where
+    TMPDIR is kept in memory itself, or where files could not be removed while mapped (Windows)."""
     import os
     import tempfile
 

@@ -375,9 +375,9 @@ def _keep_mapped(columns: list[pa.DictionaryArray], path: Path) -> list[pa.Dicti
 def keeping_ranges(size: int, spill_bytes: int, spill: str = "auto") -> Iterator[Path | None]:
     """Where the parsed ranges of a file of `size` bytes wait for the merge: a temporary directory when the
     file is `spill_bytes` or more and `spill` says so (by default where memory is short; and TMPDIR is a
-    disk: iterate.memory.spill_directory), else None (in memory). The ranges' columns together are about half the file's text (10M rows: 1.7 GB in memory when
-    the merge began, and the read's peak anonymous memory 2.6-2.8 GB; 0.8 GB with ranges and merged columns
-    in mapped files)."""
+    disk: iterate.memory.spill_directory), else None (in memory). The ranges' columns together are about half
+    the file's text (10M rows: 1.7 GB in memory when the merge began, and the read's peak anonymous memory
+    2.6-2.8 GB; 0.8 GB with ranges and merged columns in mapped files)."""
     directory = spill_directory(size, spill_bytes, spill)
     if directory is None:
         yield None
