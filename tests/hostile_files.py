@@ -43,7 +43,10 @@ def run_capped(
 ) -> Capped:
     """Run `argv` with its address space capped (RLIMIT_AS, soft: a regression fails the test with a
     MemoryError instead of taking the machine down) and killed, with every process it started, after
-    `timeout` seconds. The peak resident memory comes from wait4 on that very process."""
+    `timeout` seconds. The peak resident memory comes from wait4 on that very process; Linux carries the
+    forking process's high-water mark across execve into it, so it is at least this test process's memory at
+    the fork (a pytest worker's hundreds of MB): a tight bound is measured by the command itself (VmHWM, as
+    test_io_hostile_files' reader does)."""
     cap = int(memory_gib * GIB)
 
     def limit() -> None:

@@ -39,18 +39,30 @@ from iterate.settings import Settings
 pytestmark = pytest.mark.unit
 
 # Reads argv[1] with the ReadLimits in argv[2] (JSON) and prints what happened as one JSON line.
+# The reading process reports its own peak (VmHWM: the high-water mark of its own memory since it started the
+# interpreter). wait4's ru_maxrss would also count the test process's memory at the fork, which Linux carries
+# across execve: a pytest worker of 537 MB made a bomb refused at 85 MB read as 537 MB.
 READ = """
 import json, sys
 from iterate.io import DatasetReadError, ReadLimits, read_table
+
+def peak_mb():
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) / 1024 for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return None
+
 try:
     table = read_table(sys.argv[1], limits=ReadLimits(**json.loads(sys.argv[2])))
 except DatasetReadError as err:
     limit = err.limit
     print(json.dumps({"message": str(err), "line": err.line, "setting": limit and limit.setting,
-                      "measured": limit and limit.measured}))
+                      "measured": limit and limit.measured, "peak_mb": peak_mb()}))
     sys.exit(2)
 longest = max(max((len(v) for v in c.uniques), default=0) for c in table.columns)
-print(json.dumps({"rows": table.n_rows, "columns": len(table.columns), "longest": longest}))
+print(json.dumps({"rows": table.n_rows, "columns": len(table.columns), "longest": longest,
+                  "peak_mb": peak_mb()}))
 """
 
 
@@ -65,7 +77,9 @@ def read_capped(
         env={**os.environ, **(env or {})},
     )
     assert done.returncode in (0, 2), done.stderr[-2000:]
-    return done.returncode, json.loads(done.stdout.splitlines()[-1]), done.seconds, done.max_rss_mb
+    said = json.loads(done.stdout.splitlines()[-1])
+    own = said.pop("peak_mb")
+    return done.returncode, said, done.seconds, own if own is not None else done.max_rss_mb
 
 
 def refused(path: Path, setting: str | None, *, line: int | None = None, **kwargs) -> dict:  # type: ignore[no-untyped-def]
