@@ -377,3 +377,27 @@ def test_the_pattern_template_agrees_across_slices_of_many_distinct_values(dtype
         assert_same(df, case)
         result = run(template_code(case), df.copy())
         assert result["affected_rows"] == (8 if "excluded_values" not in stats else 7)
+
+
+@pytest.mark.parametrize("distinct", [True, False], ids=["mostly distinct: row by row", "repeated: encoded"])
+def test_format_proofs_on_a_long_column_agree_with_the_plain_template_either_way(distinct: bool) -> None:
+    # Given 150,000 rows (three slices of 65,536) of phone-like values, nearly all distinct or 5,000 repeated,
+    # with blanks, missing markers, listed exclusions and values of the wrong shape among them
+    rng = random.Random(13)
+    rows = 150_000
+    spread = rows if distinct else 5_000
+    values = [f"({k % 900}) {k % 1000}-{k}" for k in (rng.randrange(spread) for _ in range(rows))]
+    for at in rng.sample(range(rows), 3_000):
+        values[at] = rng.choice(["", " ", "N/A", "n/a", "555 0100", "(1) 2-3 ", "٣) 1-2", "(12)  3-4"])
+    df = pd.DataFrame({"phone": values, "other": ["x"] * rows}).astype("str")
+    stats = {
+        "column": "phone",
+        "expected_regex": r"^(?:\(\d+\)\s+\d+\-\d+)$",
+        "missing_markers": ["N/A"],
+        "excluded_values": ["555 0100"],
+    }
+    case = issue("format_violation", stats)
+    # Then the fast template (judging rows, or distinct values, by the column's estimated variety) finds
+    # exactly what the plain one does
+    assert_same(df, case)
+    assert run(template_code(case), df.copy())["affected_rows"] > 0
