@@ -185,7 +185,15 @@ def test_the_column_reader_factorizes_from_dictionary_pages_exactly_as_pandas_do
     many = [f"value-{i}-{'x' * (i % 7)}" for i in rng.permutation(n)]
     gaps = [None if i % 11 == 0 else v for i, v in enumerate(few)]
     path = tmp_path / "data.parquet"
-    table = pa.table({"few": few, "many": many, "gaps": gaps})
+    # (`not null` where there is none, as the engine writes data.parquet: a nullable column is read as text)
+    schema = pa.schema(
+        [
+            pa.field("few", pa.string(), False),
+            pa.field("many", pa.string(), False),
+            pa.field("gaps", pa.string()),
+        ]
+    )
+    table = pa.table({"few": few, "many": many, "gaps": gaps}, schema=schema)
     pq.write_table(table, path, row_group_size=10_000, dictionary_pagesize_limit=64 * 1024)
     reader = ColumnReader.open(os.open(path, os.O_RDONLY))
     assert reader is not None
@@ -229,7 +237,8 @@ def test_whole_row_proofs_find_the_same_rows_on_a_file_with_several_row_groups(t
         "ref": [f"r{i % 39_000}" for i in range(n)],  # 1,000 refs twice, far apart
         "note": rng.choice(["a", "b", "c"], size=n).tolist(),
     }
-    table = pa.table(columns).replace_schema_metadata({NAMES_KEY: json.dumps(names).encode()})
+    schema = pa.schema([pa.field(name, pa.string(), False) for name in names])  # as the engine writes it
+    table = pa.table(columns, schema=schema).replace_schema_metadata({NAMES_KEY: json.dumps(names).encode()})
     path = tmp_path / "data.parquet"
     pq.write_table(table, path, row_group_size=10_000)
     issue = _duplicate_rows_issue(names).model_copy(update={"type": kind, "id": f"{kind}-x"})

@@ -851,6 +851,7 @@ class ColumnReader:
         self._parquet = pq.ParquetFile(self._handle)
         schema = self._parquet.schema_arrow
         self._stored = list(schema.names)
+        self._nullable = [field.nullable for field in schema]
         # The same file read with its dictionary pages kept as dictionaries (`factorized`): made now, before
         # the lockdown, as the other reader is.
         self._coded = pq.ParquetFile(self._handle, read_dictionary=self._stored)
@@ -887,19 +888,18 @@ class ColumnReader:
         values in the same order, read from the file's dictionary pages where its column is stored as one (the
         engine's data.parquet on a column of repeated values): the codes come from the page's indices and only
         the distinct values are text, instead of every row's text being read and hashed again (10M rows, the
-        bench's dictionary-encoded columns: 0.02-0.13 s a column against 0.2-0.9 s). A column stored as plain values (most values distinct, where the writer
-        gave up its dictionary) is read as text and factorized, as before."""
+        bench's dictionary-encoded columns: 0.02-0.13 s a column against 0.2-0.9 s). A column stored as plain
+        values (most values distinct, where the writer gave up its dictionary) is read as text and factorized,
+        as before."""
         import numpy as np
         import pandas as pd
 
-        if not self._dictionary_encoded(position):
+        # A column that may hold nulls (not the engine's: its columns are written `not null`) is read as text,
+        # which turns them into "" as the frame does.
+        if self._nullable[position] or not self._dictionary_encoded(position):
             return pd.factorize(self.column(position, rows).astype(str), use_na_sentinel=False)
-        name = self._stored[position]
-        table = self._coded.read(columns=[name], use_threads=False).unify_dictionaries()
-        column = table.column(0)
-        if column.null_count or not self._pa.types.is_dictionary(column.type) or column.num_chunks == 0:
-            del table, column
-            return pd.factorize(self.column(position, rows).astype(str), use_na_sentinel=False)
+        table = self._coded.read(columns=[self._stored[position]], use_threads=False).unify_dictionaries()
+        column = table.column(0)  # dictionary-typed, one chunk or more (the file has row groups)
         dictionary = column.chunk(0).dictionary
         indices = np.concatenate([chunk.indices.to_numpy() for chunk in column.chunks])
         del table, column
