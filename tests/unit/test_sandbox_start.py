@@ -45,12 +45,13 @@ def test_the_sandbox_starts_after_the_detectors_only_on_a_large_input(
     settings = Settings()
     with Recording(events, SandboxLimits.from_settings(settings)) as sandbox:
         result = run_local(SAMPLE, tmp_path / "out", settings=settings, sandbox=sandbox)
-    # Given the sample: small, the interpreter starts while it is read; large, once the detectors are done
-    # (their peak is then not shared with it); either way before the frame is loaded for the proofs
+    # Given the sample: small, the interpreter starts while it is read and the frame is loaded as soon as the
+    # detectors' per-column phase is over (asked again after the step: found loaded); large, the interpreter
+    # starts once the detectors are done (their peak is then not shared with it) and the frame after the step
     if large:
         assert events == ["detect", "prepare", "prepare data"]
     else:
-        assert events == ["prepare", "detect", "prepare", "prepare data"]
+        assert events == ["prepare", "detect", "prepare data", "prepare", "prepare data"]
     # And the proofs ran all the same
     assert sum(i.status == "confirmed" for i in result.issues) >= 5
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -168,16 +169,26 @@ def _veto_derived(f: Finding, derivations: list[Derivation], table: Table) -> Fi
     return f
 
 
-def detect(table: Table, calibration: Calibration = DEFAULT, *, null_marker: str | None = None) -> Detection:
+def detect(
+    table: Table,
+    calibration: Calibration = DEFAULT,
+    *,
+    null_marker: str | None = None,
+    phase_done: Callable[[str], None] | None = None,
+) -> Detection:
     """Run every detector over the table, then decide on their evidence together.
 
     Findings are in a stable order (by detector, then column); each flagged cell is reported by one finding.
-    `null_marker`: `dataset_null_marker(table)`, when the caller has it already.
+    `null_marker`: `dataset_null_marker(table)`, when the caller has it already. `phase_done`: called with
+    each phase's name as it ends ("setup", "columns", "dependencies", "rows", "decide", the keys of
+    `timings_ms`); from "columns" on, the rest runs on one core (the pipeline starts the sandbox's load then).
     """
     timings: dict[str, float] = {}
 
     def timed(name: str, start: float) -> None:
         timings[name] = timings.get(name, 0.0) + (time.perf_counter() - start) * 1000
+        if phase_done is not None:
+            phase_done(name)
 
     t = time.perf_counter()
     if null_marker is None:
