@@ -225,10 +225,28 @@ def profile_step(
         limits=ReadLimits.from_settings(ctx.settings),
         chunking=Chunking.from_settings(ctx.settings),
     )
-    # Below LARGE_INPUT_BYTES a run is run for speed: data.parquet is written, and a sandbox that loads data
-    # ahead loads it, beside the detectors (see profile_read_step).
-    overlap = callable(getattr(ctx.sandbox, "prepare", None)) and not _large_input(source_path)
-    return profile_read_step(ctx, table, source_name=source_path.name, started=started, overlap=overlap)
+    return profile_read_step(
+        ctx, table, source_name=source_path.name, started=started, overlap=_overlap(ctx, source_path)
+    )
+
+
+# What writing data.parquet and loading the sandbox's frame beside the detectors add to a run's memory, per
+# byte of input: the frame is 1.6-1.7 times the CSV (3.2 GB for 10M rows x 20 columns, 1,972 MB of CSV), the
+# text of the row group being written a tenth of it.
+OVERLAP_BYTES_PER_INPUT_BYTE = 2
+
+
+def _overlap(ctx: RunContext, source_path: Path) -> bool:
+    """Whether the profile step writes data.parquet and has the sandbox load it beside the detectors
+    (profile_read_step's `overlap`): with a sandbox that loads data ahead, for an input below LARGE_INPUT_BYTES
+    (run for speed), or a larger one where memory is not short for what that adds (`memory_short`, the rule
+    that also keeps a table in memory rather than in mapped files)."""
+    from iterate.memory import memory_short
+
+    if not callable(getattr(ctx.sandbox, "prepare", None)):
+        return False
+    size = _input_bytes(source_path)
+    return size < LARGE_INPUT_BYTES or not memory_short(OVERLAP_BYTES_PER_INPUT_BYTE * size)
 
 
 def _collect_profile(ctx: RunContext, pending: BackgroundProfile) -> DatasetProfile:
@@ -250,8 +268,9 @@ def profile_read_step(
     `overlap`: write data.parquet in a thread beside the column statistics and the detectors, and ask the
     sandbox to load it (`_prepare`) once the detectors' per-column phase is over. Those phases keep every core
     busy, while writing the file (0.6 s on 1M rows x 20 columns), the detectors' last phases (0.45 s) and the
-    sandbox's load (0.6 s) each ran on one core, one after the other. Only where memory is plenty (the
-    caller's choice): the file's text and the sandbox's frame are then held beside the detectors' arrays.
+    sandbox's load (0.6 s) each ran on one core, one after the other (on 10M rows: 9, 6 and 6 s). Only where
+    memory is plenty (`_overlap`): the file's text and the sandbox's frame are then held beside the detectors'
+    arrays.
     """
     import numpy as np
 

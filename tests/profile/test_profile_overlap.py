@@ -106,13 +106,29 @@ def test_a_failed_detection_stops_the_step_and_loads_nothing(tmp_path, source, m
     assert not [t for t in set(threading.enumerate()) - before if t.is_alive() and not t.daemon]
 
 
-def test_a_large_input_is_loaded_after_the_step(tmp_path, source, monkeypatch):
+@pytest.mark.parametrize("short", [True, False])
+def test_a_large_input_is_loaded_beside_the_detectors_only_where_memory_is_plenty(
+    tmp_path, source, monkeypatch, short
+):
+    import iterate.memory
     from iterate import pipeline
 
     monkeypatch.setattr(pipeline, "LARGE_INPUT_BYTES", 1)
+    asked: list[int] = []
+
+    def memory_short(nbytes: int) -> bool:
+        asked.append(nbytes)
+        return short
+
+    monkeypatch.setattr(iterate.memory, "memory_short", memory_short)
     events: list[str] = []
     _recording_detect(monkeypatch, events)
     sandbox = Preparing(events)
     _step(tmp_path, source, "large", sandbox)
-    # run_local asks for the load once the step has handed its memory back; the step itself does not
-    assert "prepare: load" not in events and "prepare: start" in events
+    # The room asked for is the frame's and the text's: twice the input
+    assert asked == [pipeline.OVERLAP_BYTES_PER_INPUT_BYTE * source.stat().st_size]
+    if short:
+        # run_local asks for the load once the step has handed its memory back; the step itself does not
+        assert "prepare: load" not in events and "prepare: start" in events
+    else:
+        assert events.index("detect: columns") < events.index("prepare: load")
