@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import itertools
 import json
 import lzma
 import os
@@ -429,3 +430,49 @@ def test_a_limit_error_keeps_its_limit_through_pickling() -> None:
     )
     again = pickle.loads(pickle.dumps(err))
     assert again.limit == err.limit and str(again) == str(err)
+
+
+@pytest.mark.parametrize("chunks", [1, 3])
+def test_the_longest_coded_value_and_its_first_row_are_the_plain_scans(chunks: int) -> None:
+    """A file read in ranges is checked per distinct value: the same (bytes, row, column) as the plain scan,
+    ties going to the first row, whatever the number of values sharing the longest length."""
+    import numpy as np
+    import pyarrow as pa
+
+    from iterate.io.reader import _longest_cell
+
+    rng = np.random.default_rng(3)
+    phones = [f"({a}) {b}-{c}" for a, b, c in rng.integers(100, 999, size=(500, 3))]  # all 13 bytes
+    rows = 6_000
+    columns = {
+        "phone": [phones[i] for i in rng.integers(0, len(phones), rows)],
+        "note": ["ok"] * rows,
+        "code": [str(i % 97) for i in range(rows)],
+    }
+    columns["note"][4_321] = "a longer note"  # 13 bytes: ties the phones; the first column wins the tie
+    columns["code"][5_000] = "x" * 20  # the longest value, held once
+    columns["code"][5_500] = "y" * 20  # as long, later: not the one named
+    plain = pa.table({k: pa.array(v, pa.string()) for k, v in columns.items()})
+    bounds = np.linspace(0, rows, chunks + 1).astype(int)
+    coded = pa.table(
+        {
+            k: pa.chunked_array(
+                [pa.array(v[a:b], pa.string()).dictionary_encode() for a, b in itertools.pairwise(bounds)]
+            )
+            for k, v in columns.items()
+        }
+    )
+    assert _longest_cell(coded) == _longest_cell(plain) == (20, 5_000, 2)
+    # And one column alone: the first of its many longest phones
+    first = next(i for i, v in enumerate(columns["phone"]) if len(v) == 13)
+    assert _longest_cell(coded.select(["phone"])) == _longest_cell(plain.select(["phone"])) == (13, first, 0)
+
+
+def test_a_dictionary_value_no_row_holds_is_not_the_longest() -> None:
+    import pyarrow as pa
+
+    from iterate.io.reader import _longest_cell
+
+    dictionary = pa.array(["short", "never used by any row, and long"], pa.string())
+    column = pa.DictionaryArray.from_arrays(pa.array([0, 0, 0], pa.int32()), dictionary)
+    assert _longest_cell(pa.table({"a": column})) == (5, 0, 0)
