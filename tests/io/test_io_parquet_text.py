@@ -110,3 +110,33 @@ def test_a_table_is_written_a_row_group_at_a_time_with_the_same_content(tmp_path
     single = pq.read_table(write_parquet_text(text_arrow(table), tmp_path / "single.parquet"))
     assert pq.read_table(path).equals(single)
     assert list(read_parquet_text(path).columns) == ["id", "v", "v", "note"]
+
+
+def test_columns_whose_values_fit_a_dictionary_page_are_stored_as_one_and_the_rest_plainly(
+    tmp_path: Path,
+) -> None:
+    from iterate.sandbox.worker import ColumnReader
+
+    # Given a column of a few repeated values, one of distinct ids, and one of few values, 30 of them long
+    rows = 100_000
+    source = tmp_path / "t.csv"
+    lines = ["status,id,blob"] + [
+        f"s{i % 5},id-{i:09d},{'x' * 40_000 + str(i) if i < 30 else 'short'}" for i in range(rows)
+    ]
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    table = read_table(source)
+    # When it is written for the sandbox
+    target = write_parquet_text(table, tmp_path / "data.parquet")
+    # Then only the short dictionary is stored as one (30 values of 40 KB overflow a 1 MiB page, 100,000 ids too)
+    chunks = [pq.ParquetFile(target).metadata.row_group(0).column(i) for i in range(3)]
+    assert [c.has_dictionary_page for c in chunks] == [True, False, False]
+    # And the content, and the codes the sandbox takes from the dictionary pages, are the table's
+    frame = read_parquet_text(target)
+    for i, column in enumerate(table.columns):
+        assert frame.iloc[:, i].tolist() == column.values.to_pylist()
+    import os
+
+    reader = ColumnReader.open(os.open(target, os.O_RDONLY))
+    assert reader is not None and reader._dictionary_encoded(0) and not reader._dictionary_encoded(1)
+    codes, uniques = reader.factorized(0, slice(None))
+    assert list(uniques) == table.columns[0].uniques and (codes == table.columns[0].codes).all()

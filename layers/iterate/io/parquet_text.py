@@ -6,10 +6,12 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from iterate.table import Table
+from iterate.table import Column, Table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -67,12 +69,37 @@ def write_parquet_text(table: Table | pa.Table, path: str | Path) -> Path:
     # A Table's text is built one row group at a time: all of it at once was 771 MB on 3M rows x 20 columns,
     # on top of the codes, at the read's peak. The row groups are those pyarrow makes of the whole table.
     first = text_arrow(table, 0, ROW_GROUP)
-    with pq.ParquetWriter(path, first.schema, compression="lz4", write_statistics=False) as writer:
+    coded = [name for name, column in zip(first.schema.names, table.columns, strict=True) if _fits(column)]
+    with pq.ParquetWriter(
+        path, first.schema, compression="lz4", write_statistics=False, use_dictionary=coded
+    ) as writer:
         writer.write_table(first, row_group_size=ROW_GROUP)
         del first
         for start in range(ROW_GROUP, table.n_rows, ROW_GROUP):
             writer.write_table(text_arrow(table, start, start + ROW_GROUP), row_group_size=ROW_GROUP)
     return path
+
+
+# pyarrow's default: a column chunk whose dictionary page would pass this many bytes (each value PLAIN-encoded,
+# its length then its bytes) falls back to plain values for the rest of the chunk.
+DICTIONARY_PAGE_LIMIT = 1 << 20
+
+
+def _fits(column: Column) -> bool:
+    """Whether the column's values in the first row group fit one dictionary page: such a column is written
+    dictionary-encoded (its indices and distinct values: the sandbox reads its codes from them), any other as
+    plain values. A dictionary that overflows its page leaves a column chunk half dictionary, half plain values,
+    the slowest to read: on 10M rows, the e-mails in 0.92 s against 0.43 s written plainly, the URLs in 0.55 s
+    against 0.14 s, for the same file size. The first row group stands for the others (pyarrow decides per
+    chunk; a later one that overflows is written as before)."""
+    if len(column) == 0:
+        return True
+    dictionary = column.dictionary
+    if dictionary.nbytes <= DICTIONARY_PAGE_LIMIT:
+        return True  # every value of the column fits: its bytes and 4-byte offsets, as a page holds them
+    held = np.bincount(column.codes[:ROW_GROUP], minlength=column.n_unique) > 0
+    lengths = pc.binary_length(dictionary).to_numpy(zero_copy_only=False)
+    return int(lengths[held].sum()) + 4 * int(held.sum()) <= DICTIONARY_PAGE_LIMIT
 
 
 def read_parquet_text(path: str | Path) -> pd.DataFrame:
