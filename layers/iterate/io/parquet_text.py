@@ -97,7 +97,8 @@ def _fits(column: Column) -> bool:
     dictionary = column.dictionary
     if dictionary.nbytes <= DICTIONARY_PAGE_LIMIT:
         return True  # every value of the column fits: its bytes and 4-byte offsets, as a page holds them
-    held = np.bincount(column.codes[:ROW_GROUP], minlength=column.n_unique) > 0
+    held = np.zeros(column.n_unique, dtype=bool)  # the values the first row group holds
+    held[column.codes[:ROW_GROUP]] = True
     lengths = pc.binary_length(dictionary).to_numpy(zero_copy_only=False)
     return int(lengths[held].sum()) + 4 * int(held.sum()) <= DICTIONARY_PAGE_LIMIT
 
