@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
 
-.PHONY: install demo test lint format typecheck bench bench-aws bench-merge bench-bound bench-library cost-model score score-stress realdata realdata-stage synth deploy schemas clean
+.PHONY: install demo test lint format typecheck bench bench-aws timeline bench-merge bench-bound bench-library cost-model score score-stress realdata realdata-stage synth deploy schemas clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -45,6 +45,9 @@ bench: $(DEV) ## 1M-row benchmark: iterate analyze vs a bare pyarrow read; sandb
 
 bench-aws: $(DEV) ## a large bench CSV through the real state machine under moto, chunked (ROWS=200000)
 	$(BIN)/python scripts/aws_chunked.py --rows $(or $(ROWS),200000)
+
+timeline: $(DEV) ## cores a whole run keeps busy, second by second, and its one-core stretches (ARGS="-- cmd ..." for another command)
+	$(BIN)/python scripts/cpu_timeline.py $(ARGS)
 
 bench-merge: $(DEV) ## MergeChunks alone in a fresh process: merge + profile step memory (SOURCE=a CSV over 64 MiB; default: the 1M bench file)
 	$(BIN)/python scripts/merge_memory.py --source $(or $(SOURCE),bench/data/bench_1m.csv)

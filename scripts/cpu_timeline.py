@@ -1,0 +1,152 @@
+"""`make timeline`: how many cores a whole `iterate analyze` keeps busy, second by second.
+
+Runs the command given after `--` (default: `iterate analyze` on the 1M-row bench file), reads the CPU time of
+its whole process tree (the sandbox's zygotes and runners included) from /proc every TICK seconds, and prints
+one bar per bucket with the run's progress lines where they fall, then the stretches where less than
+ONE_CORE of the machine's cores were busy: the phases that run on one core, where overlapping other work
+costs no time (docs/large-files.md, "Filling the one-core phases", was found this way). Linux only.
+
+A process that starts and ends between two readings (a proof forked from a zygote can take 20 ms) is counted
+when its parent reaps it, through the parent's count of its reaped children's CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+DEFAULT_FILE = REPO / "bench" / "data" / "bench_1m.csv"
+# A stretch counts as one-core when the tree used less than this many cores on average over it.
+ONE_CORE = 1.3
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> tuple[int, float, float] | None:
+    """(parent pid, CPU seconds it used, CPU seconds of its children it has reaped) of one process, None once
+    it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / HZ, (int(fields[13]) + int(fields[14])) / HZ
+
+
+class TreeClock:
+    """CPU seconds used by a process tree between two readings, short-lived processes included: a process that
+    ended between readings shows in its parent's count of reaped children's CPU; what was already counted of
+    it while it ran (its last reading) is taken off, so nothing is counted twice."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.last: dict[
+            int, tuple[int, float, float]
+        ] = {}  # pid -> (parent, own, reaped) at the last reading
+
+    def read(self) -> float:
+        stats: dict[int, tuple[int, float, float]] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                stat = _stat(int(entry))
+                if stat is not None:
+                    stats[int(entry)] = stat
+        tree, grown = {self.root}, True
+        while grown:
+            more = {pid for pid, (parent, _, _) in stats.items() if parent in tree} - tree
+            grown = bool(more)
+            tree |= more
+        used = 0.0
+        for pid in tree & stats.keys():
+            _, own, reaped = stats[pid]
+            _, own_before, reaped_before = self.last.get(pid, (0, 0.0, 0.0))
+            used += max(own - own_before, 0.0) + max(reaped - reaped_before, 0.0)
+        for pid, (parent, own, reaped) in self.last.items():
+            if pid not in stats and parent in tree:  # reaped by a parent of the tree: counted there in full
+                used -= own + reaped
+        self.last = {pid: stats[pid] for pid in tree if pid in stats}
+        return max(used, 0.0)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tick", type=float, default=0.1, help="seconds between readings (default 0.1)")
+    parser.add_argument("--bucket", type=float, default=0.5, help="seconds per printed bar (default 0.5)")
+    parser.add_argument("command", nargs="*", help="the command to time (after --)")
+    args = parser.parse_args()
+    if not sys.platform.startswith("linux"):
+        print("cpu_timeline: reads /proc, Linux only", file=sys.stderr)
+        return 2
+    command = args.command or [
+        str(BIN / "iterate"),
+        "analyze",
+        str(DEFAULT_FILE),
+        "--out",
+        str(REPO / "bench" / "out" / "timeline"),
+    ]
+    if not args.command and not DEFAULT_FILE.exists():
+        subprocess.run([sys.executable, str(REPO / "scripts" / "gen_bench.py")], check=True)
+    cores = os.cpu_count() or 1
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    said: list[tuple[float, str]] = []
+
+    def listen() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            said.append((time.perf_counter() - started, line.rstrip()))
+
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    clock = TreeClock(process.pid)
+    readings: list[tuple[float, float]] = []  # (seconds since start, cores used since the reading before)
+    last = 0.0
+    while process.poll() is None:
+        time.sleep(args.tick)
+        now = time.perf_counter() - started
+        used = clock.read()
+        readings.append((now, used / max(now - last, 1e-9)))
+        last = now
+    listener.join(timeout=5)
+    wall = time.perf_counter() - started
+
+    buckets: dict[int, list[float]] = {}
+    for at, busy in readings:
+        buckets.setdefault(int(at / args.bucket), []).append(busy)
+    lines = sorted(said)
+    print(
+        f"{' '.join(command)}\nexit {process.returncode}, {wall:.1f} s wall, {cores} cores; cores busy per "
+        f"{args.bucket:g} s (# = 0.1 core)"
+    )
+    for k in sorted(buckets):
+        while lines and lines[0][0] < k * args.bucket:
+            print(f"{lines[0][0]:7.2f}  >> {lines.pop(0)[1].strip()}")
+        busy = sum(buckets[k]) / len(buckets[k])
+        print(f"{k * args.bucket:7.2f}  {busy:4.2f} {'#' * round(busy * 10)}")
+    for at, text in lines:
+        print(f"{at:7.2f}  >> {text.strip()}")
+
+    # Stretches of consecutive readings under ONE_CORE (the tree's own start-up included).
+    low, spans = None, []
+    for at, busy in [*readings, (wall, float(cores))]:
+        if busy < ONE_CORE and low is None:
+            low = at - args.tick
+        elif busy >= ONE_CORE and low is not None:
+            spans.append((max(low, 0.0), at - args.tick))
+            low = None
+    spans = [(a, b) for a, b in spans if b - a >= 2 * args.tick]
+    total = sum(b - a for a, b in spans)
+    print(f"\nless than {ONE_CORE} cores busy: {total:.1f} s of {wall:.1f} s in {len(spans)} stretches")
+    for a, b in spans:
+        print(f"  {a:7.2f} - {b:7.2f}  ({b - a:.1f} s)")
+    return process.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
