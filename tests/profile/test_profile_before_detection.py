@@ -4,7 +4,9 @@ beside their findings); a short table's are forked beside them. Either way the s
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,20 +18,15 @@ import gen_bench  # noqa: E402
 pytestmark = pytest.mark.unit
 
 
-def _profile_step(tmp_path: Path, source: Path, name: str) -> tuple[object, dict[str, bytes], list[str]]:
+def _profile_step(
+    context: Callable[..., Any], tmp_path: Path, source: Path, name: str
+) -> tuple[object, dict[str, bytes], list[str]]:
     from iterate import pipeline
-    from iterate.agents import build_agents
-    from iterate.settings import Settings
-    from iterate.storage.local import LocalArtifactStore
 
-    settings = Settings()
     reported: list[str] = []
-    ctx = pipeline.RunContext(
-        run_id=name,
-        store=LocalArtifactStore(tmp_path / name),
-        agents=build_agents(settings),
-        sandbox=None,  # type: ignore[arg-type]
-        settings=settings,
+    ctx = context(
+        tmp_path / name,
+        name,
         progress=lambda step, done, total, message: reported.append(f"{step} {done}/{total}"),
     )
     summary = pipeline.profile_step(ctx, source)
@@ -40,14 +37,16 @@ def _profile_step(tmp_path: Path, source: Path, name: str) -> tuple[object, dict
     return summary, written, reported
 
 
-def test_a_long_tables_statistics_come_before_the_detection_and_are_the_same(tmp_path, monkeypatch):
+def test_a_long_tables_statistics_come_before_the_detection_and_are_the_same(
+    tmp_path, monkeypatch, profile_context
+):
     import iterate.detect
     import iterate.profile.background as background
 
     source = tmp_path / "bench.csv"
     gen_bench.write(source, n_rows=20_000, seed=5)
     # Given the short table's run: statistics forked beside the detectors
-    forked = _profile_step(tmp_path, source, "forked")
+    forked = _profile_step(profile_context, tmp_path, source, "forked")
     assert forked[2].index("detect 1/1") < forked[2].index("profile 1/1")
     # When the same table counts as long (no fork), the calls are recorded
     monkeypatch.setattr(background, "MAX_ROWS", 0)
@@ -64,7 +63,7 @@ def test_a_long_tables_statistics_come_before_the_detection_and_are_the_same(tmp
 
     monkeypatch.setattr(background, "profile_table", profiling)
     monkeypatch.setattr(iterate.detect, "detect", detecting)
-    in_process = _profile_step(tmp_path, source, "in-process")
+    in_process = _profile_step(profile_context, tmp_path, source, "in-process")
     # Then the statistics were computed once, before the detection, and reported in that order
     assert calls == ["profile", "detect"]
     assert in_process[2].index("profile 1/1") < in_process[2].index("detect 0/1")

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -35,21 +37,12 @@ class Preparing:
         self.rows.append(pq.ParquetFile(data.path).metadata.num_rows)  # type: ignore[attr-defined]
 
 
-def _step(tmp_path: Path, source: Path, name: str, sandbox: object) -> tuple[object, dict[str, bytes]]:
+def _step(
+    context: Callable[..., Any], tmp_path: Path, source: Path, name: str, sandbox: object
+) -> tuple[object, dict[str, bytes]]:
     from iterate import pipeline
-    from iterate.agents import build_agents
-    from iterate.settings import Settings
-    from iterate.storage.local import LocalArtifactStore
 
-    settings = Settings()
-    ctx = pipeline.RunContext(
-        run_id=name,
-        store=LocalArtifactStore(tmp_path / name),
-        agents=build_agents(settings),
-        sandbox=sandbox,  # type: ignore[arg-type]
-        settings=settings,
-    )
-    summary = pipeline.profile_step(ctx, source)
+    summary = pipeline.profile_step(context(tmp_path / name, name, sandbox), source)
     names = ("profile.json", "candidates.json", "flags.csv", "data.parquet")
     return summary, {n: (tmp_path / name / n).read_bytes() for n in names}
 
@@ -79,14 +72,16 @@ def _recording_detect(monkeypatch: pytest.MonkeyPatch, events: list[str], fail: 
     monkeypatch.setattr(iterate.detect, "detect", detecting)
 
 
-def test_the_sandbox_loads_the_written_file_once_the_columns_are_examined(tmp_path, source, monkeypatch):
+def test_the_sandbox_loads_the_written_file_once_the_columns_are_examined(
+    tmp_path, source, monkeypatch, profile_context
+):
     # Given the step without a sandbox (the file written first, nothing loaded ahead)
-    alone = _step(tmp_path, source, "alone", None)
+    alone = _step(profile_context, tmp_path, source, "alone", None)
     # When a sandbox that loads data ahead is there
     events: list[str] = []
     _recording_detect(monkeypatch, events)
     sandbox = Preparing(events)
-    overlapped = _step(tmp_path, source, "overlapped", sandbox)
+    overlapped = _step(profile_context, tmp_path, source, "overlapped", sandbox)
     # Then it is asked to load the file once, whole, after the detectors' per-column phase
     assert events.count("prepare: load") == 1 and sandbox.rows == [20_000]
     assert events.index("detect: columns") < events.index("prepare: load")
@@ -94,13 +89,13 @@ def test_the_sandbox_loads_the_written_file_once_the_columns_are_examined(tmp_pa
     assert overlapped == alone
 
 
-def test_a_failed_detection_stops_the_step_and_loads_nothing(tmp_path, source, monkeypatch):
+def test_a_failed_detection_stops_the_step_and_loads_nothing(tmp_path, source, monkeypatch, profile_context):
     events: list[str] = []
     _recording_detect(monkeypatch, events, fail=True)
     sandbox = Preparing(events)
     before = set(threading.enumerate())
     with pytest.raises(RuntimeError, match="the detectors failed"):
-        _step(tmp_path, source, "failed", sandbox)
+        _step(profile_context, tmp_path, source, "failed", sandbox)
     # The writer was waited for and nothing was loaded
     assert "prepare: load" not in events
     assert not [t for t in set(threading.enumerate()) - before if t.is_alive() and not t.daemon]
@@ -108,7 +103,7 @@ def test_a_failed_detection_stops_the_step_and_loads_nothing(tmp_path, source, m
 
 @pytest.mark.parametrize("short", [True, False])
 def test_a_large_input_is_loaded_beside_the_detectors_only_where_memory_is_plenty(
-    tmp_path, source, monkeypatch, short
+    tmp_path, source, monkeypatch, short, profile_context
 ):
     import iterate.memory
     from iterate import pipeline
@@ -124,7 +119,7 @@ def test_a_large_input_is_loaded_beside_the_detectors_only_where_memory_is_plent
     events: list[str] = []
     _recording_detect(monkeypatch, events)
     sandbox = Preparing(events)
-    _step(tmp_path, source, "large", sandbox)
+    _step(profile_context, tmp_path, source, "large", sandbox)
     # The room asked for is the frame's and the text's: twice the input
     assert asked == [pipeline.OVERLAP_BYTES_PER_INPUT_BYTE * source.stat().st_size]
     if short:
