@@ -67,11 +67,21 @@ class TreeClock:
             _, own, reaped = stats[pid]
             _, own_before, reaped_before = self.last.get(pid, (0, 0.0, 0.0))
             used += max(own - own_before, 0.0) + max(reaped - reaped_before, 0.0)
-        for pid, (parent, own, reaped) in self.last.items():
-            if pid not in stats and parent in tree:  # reaped by a parent of the tree: counted there in full
+        for pid, (_, own, reaped) in self.last.items():
+            if pid not in stats and self._reaped_in(pid, tree, stats):  # counted there in full: take it off
                 used -= own + reaped
         self.last = {pid: stats[pid] for pid in tree if pid in stats}
         return max(used, 0.0)
+
+    def _reaped_in(self, pid: int, tree: set[int], stats: dict[int, tuple[int, float, float]]) -> bool:
+        """Whether a process gone since the last reading was reaped inside the tree: its parent then, or the
+        first of its ancestors then still there, is in the tree (a reaped process's count of reaped children
+        carries its own, so a runner and the process that forked it, both ended, reach the zygote's count)."""
+        seen: set[int] = set()
+        while pid in self.last and pid not in stats and pid not in seen:
+            seen.add(pid)
+            pid = self.last[pid][0]
+        return pid in tree
 
 
 def main() -> int:

@@ -27,10 +27,18 @@ def burn(seconds):
     end = time.process_time() + seconds
     while time.process_time() < end:
         pass
+NESTED = {nested}
 for _ in range(10):
     pid = os.fork()
     if pid == 0:
-        burn(0.04)
+        if NESTED:  # a process that forks the one doing the work, waits for it, and ends with it
+            inner = os.fork()
+            if inner == 0:
+                burn(0.04)
+                os._exit(0)
+            os.waitpid(inner, 0)
+        else:
+            burn(0.04)
         os._exit(0)
     os.waitpid(pid, 0)
 burn(0.2)
@@ -41,8 +49,12 @@ time.sleep(0.5)  # idle: the readings after this see everything it used
 """
 
 
-def test_short_lived_children_are_counted_once() -> None:
-    process = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+@pytest.mark.parametrize("nested", [False, True])
+def test_short_lived_children_are_counted_once(nested: bool) -> None:
+    # nested: the worker and the process that forked it end between two readings, reaped one by the other
+    # (as a sandbox runner and its launcher): the worker's CPU reaches the parent's count through both
+    program = PARENT.replace("{nested}", str(nested))
+    process = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, text=True)
     clock = cpu_timeline.TreeClock(process.pid)
     counted = 0.0
     while process.poll() is None:
