@@ -101,7 +101,9 @@ def main() -> int:
         str(REPO / "bench" / "out" / "timeline"),
     ]
     if not args.command and not DEFAULT_FILE.exists():
-        subprocess.run([sys.executable, str(REPO / "scripts" / "gen_bench.py")], check=True)
+        subprocess.run(
+            [sys.executable, str(REPO / "scripts" / "gen_bench.py"), "--out", str(DEFAULT_FILE)], check=True
+        )
     cores = os.cpu_count() or 1
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
