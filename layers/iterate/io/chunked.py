@@ -31,7 +31,7 @@ import pyarrow.csv as pacsv
 
 from iterate.io.limits import ReadLimits, cells_refusal
 from iterate.memory import memory_short, spill_directory
-from iterate.table import map_arrays, one_array
+from iterate.table import dictionary_encoded, map_arrays, one_array
 
 # A range this big parses in ~0.5 s and holds ~3x its size while parsing; past a few ranges the parse is
 # spread over the workers and the file's raw text is never all in memory.
@@ -193,7 +193,7 @@ def parse_bytes(data: bytes, *, last: bool, skip: int, options: ParseOptions, th
     if table.num_rows != lines:
         # A value spanning lines, a blank line or a lone CR line break: only a single pass reads it right.
         return ChunkParse(None, table.num_rows, f"{table.num_rows} records on {lines} lines")
-    columns = list(_map(lambda column: pc.dictionary_encode(column.combine_chunks()), table.columns, threads))
+    columns = list(_map(dictionary_encoded, table.columns, threads))
     return ChunkParse(columns, table.num_rows)
 
 
