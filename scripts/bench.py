@@ -132,6 +132,25 @@ def bare_read(path: Path, repeats: int) -> dict[str, Any]:
 
 _BARE_PROCESS = "import sys, pyarrow.csv as c; c.read_csv(sys.argv[1])"
 
+# Writes 512 MiB a process has never touched, then the same memory again: what memory new to a process costs
+# here. In a virtual machine that hands free memory back to its host (virtio_balloon's free page reporting),
+# the first write also waits for the host to back each page: 0.5-2.7 GB/s against 15 GB/s rewritten, measured
+# on the machine these figures come from (iterate analyze's CPU on 1M rows was 18% the kernel clearing such
+# pages, perf). The whole-process ratio below is read on such a machine; bare metal clears pages far faster.
+_FIRST_TOUCH = """
+import json, time
+import numpy as np
+n = 512 * 2**20 // 8
+t = time.perf_counter(); a = np.ones(n); first = time.perf_counter() - t
+t = time.perf_counter(); a[:] = 2.0; again = time.perf_counter() - t
+print(json.dumps({"first_gb_s": 0.5 / first, "again_gb_s": 0.5 / again}))
+"""
+
+
+def first_touch() -> dict[str, Any]:
+    """GB/s writing memory new to a fresh process, and rewriting it (`_FIRST_TOUCH`)."""
+    return _child(_FIRST_TOUCH)
+
 
 def bare_process(path: Path) -> dict[str, Any]:
     """Wall time and peak of a whole process that imports pyarrow and reads the file (what `iterate analyze`,
@@ -429,6 +448,12 @@ def run(
             f" = {ratio:.2f}x -> {'MET' if ratio <= TARGET_PROCESS_RATIO else 'NOT MET'}"
             f" (issue 14: <= {TARGET_PROCESS_RATIO:.0f}x)"
         )
+    results["first_touch"] = touch = first_touch()
+    print(
+        f"  memory new to a process written at {touch['first_gb_s']:.1f} GB/s, rewritten at "
+        f"{touch['again_gb_s']:.1f} GB/s (slow first writes: a VM handing free memory back to its host; "
+        "every process of a run pays them, a bare read least)"
+    )
     if with_sandbox:
         print("\nsandbox (scripts/bench_sandbox.py):", flush=True)
         printed = io.StringIO()

@@ -49,6 +49,8 @@ def test_given_a_small_file_when_benchmarked_then_numbers_and_json_are_written(
     assert results["profile"]["peak_mb"] > 0
     saved = json.loads((tmp_path / "out" / "bench.json").read_text())
     assert saved["profile"]["rows"] == 2000
+    # what memory new to a process costs here, beside what rewriting it costs (both measured, both positive)
+    assert saved["first_touch"]["first_gb_s"] > 0 and saved["first_touch"]["again_gb_s"] > 0
 
 
 def test_given_chunks_when_benchmarked_then_workers_1_and_2_agree_and_the_process_ratio_is_printed(
