@@ -114,15 +114,15 @@ class CgroupClock:
 
     @classmethod
     def make(cls, name: str) -> CgroupClock | None:
+        from iterate.sandbox.oslayers import own_cgroups  # controller ('' for v2) -> this process's cgroup
+
         try:
-            with open("/proc/self/cgroup") as fh:
-                own = {parts[1]: parts[2] for parts in (line.rstrip("\n").split(":", 2) for line in fh)}
+            own = own_cgroups()
         except OSError:
             return None
         v1 = "/sys/fs/cgroup/cpuacct"
-        v1_own = next((path for names, path in own.items() if "cpuacct" in names.split(",")), None)
-        if v1_own is not None and os.path.exists(os.path.join(v1, "cpuacct.usage")):
-            path, version = os.path.join(v1, v1_own.lstrip("/"), name), 1
+        if "cpuacct" in own and os.path.exists(os.path.join(v1, "cpuacct.usage")):
+            path, version = os.path.join(v1, own["cpuacct"].lstrip("/"), name), 1
         elif "" in own and os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
             parent = os.path.join("/sys/fs/cgroup", own[""].lstrip("/"))
             try:

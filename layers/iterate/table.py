@@ -90,7 +90,7 @@ def dictionary_encoded(values: pa.Array | pa.ChunkedArray) -> pa.DictionaryArray
     the 1M-row bench file's text first copied 280 MB of fresh memory, freed again once encoded.)"""
     if isinstance(values, pa.ChunkedArray):
         if values.num_chunks <= 1:
-            return pc.dictionary_encode(one_array(values) if values.num_chunks else pa.array([], values.type))
+            return pc.dictionary_encode(one_array(values))
         encoded = pc.dictionary_encode(values)
         dictionary = encoded.chunk(0).dictionary
         shared = dictionary.buffers()[1].address  # its offsets: one buffer, when the dictionary is shared
@@ -116,10 +116,8 @@ class Column:
     def __init__(self, name: str, index: int, values: pa.Array | pa.ChunkedArray) -> None:
         self.name = name
         self.index = index
-        if isinstance(values, pa.ChunkedArray) and (
-            values.num_chunks <= 1 or pa.types.is_dictionary(values.type) or values.null_count
-        ):
-            values = one_array(values) if values.num_chunks else pa.array([], values.type)
+        if isinstance(values, pa.ChunkedArray) and pa.types.is_dictionary(values.type):
+            values = one_array(values)  # (text in chunks is encoded as it is: dictionary_encoded)
         if pa.types.is_dictionary(values.type) and (values.null_count or values.dictionary.null_count):
             values = values.dictionary_decode()
         if pa.types.is_dictionary(values.type):  # already encoded (a file read in chunks)

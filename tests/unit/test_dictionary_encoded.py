@@ -45,3 +45,11 @@ def test_a_column_built_from_chunks_is_the_column_built_from_their_join() -> Non
     assert np.array_equal(a.codes, b.codes) and a.codes.dtype == b.codes.dtype
     assert np.array_equal(a.counts, b.counts)
     assert a.values.to_pylist() == values.to_pylist()
+
+
+def test_a_chunked_column_with_nulls_reads_them_as_blanks_as_its_join_does() -> None:
+    values = pa.chunked_array([["a", None, "b"], [None, "c", "a"]])
+    a, b = Column("c", 0, values), Column("c", 0, values.combine_chunks())
+    assert a.dictionary.to_pylist() == b.dictionary.to_pylist() == ["a", "", "b", "c"]
+    assert np.array_equal(a.codes, b.codes)
+    assert a.values.to_pylist() == ["a", "", "b", "", "c", "a"]
