@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
+
+import numpy as np
+import pytest
 
 from iterate.detect import detect
 from iterate.detect.calibration import DEFAULT
 from iterate.detect.missing import gap_llr
+from iterate.io import read_table
 from iterate.table import SourceInfo, Table
 
 
@@ -50,3 +55,19 @@ def test_gaps_in_a_nearly_filled_column_are_flagged() -> None:
     detection = detect(make_table({"ounces": sizes, "ibu": ibu}))
     gaps = [f for f in detection.findings if f.flag and f.type == "missing_values" and f.columns == ["ibu"]]
     assert gaps and gaps[0].n_cells == 10
+
+
+def test_a_number_with_an_absurd_exponent_does_not_break_detection(tmp_path: Path) -> None:
+    # Given a numeric column whose gaps meet zeros, and one value a typo turned into 1.5e9999
+    from iterate.detect.context import facts_for
+    from iterate.detect.missing import _resolution
+
+    path = tmp_path / "t.csv"
+    path.write_text("x,y\n" + "".join(f"{v},a\n" for v in ["1.5e9999", "0", "", "2.25", "3e-4"] * 10))
+    table = read_table(path)
+    f = facts_for(table, "")[0]
+    # When the resolution of its values is worked out
+    half = _resolution(f, np.arange(table.n_rows))
+    # Then the absurd one has none (NaN) and the others half a unit of their last digit
+    assert np.isnan(half[0])
+    assert half[3] == pytest.approx(0.005) and half[4] == pytest.approx(0.00005)

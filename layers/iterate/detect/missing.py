@@ -381,7 +381,9 @@ def _resolution(f: ColumnFacts, rows: np.ndarray) -> np.ndarray:
             decimals -= int(exponent) if exponent else 0
         except ValueError:
             continue
-        half[i] = 0.5 * 10.0 ** (-decimals)
+        # A typo can turn an exponent absurd (1e9999): beyond float range the value has no resolution.
+        if abs(decimals) <= 300:
+            half[i] = 0.5 * 10.0 ** (-decimals)
     return half[codes]
 
 
