@@ -27,15 +27,6 @@ if TYPE_CHECKING:
 
 MAX_EXAMPLES = 20
 MAX_VALUE_CHARS = 200
-# Facts about a column or a row, not wrong values: they do not gain severity from the column's importance.
-FACT_TYPES = {
-    "missing_values",
-    "missing_together",
-    "constant_column",
-    "all_unique_column",
-    "duplicate_rows",
-    "near_duplicate_rows",
-}
 
 
 def issue_id(finding: Finding) -> str:
@@ -43,13 +34,29 @@ def issue_id(finding: Finding) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", finding.key or finding.type).strip("-")[:120]
 
 
-def share_severity(share: float, *, blocks_analysis: bool = False) -> Severity:
-    """The seed rule: high above 50% of rows (or when it blocks analysis), medium from 20%, low below."""
-    if blocks_analysis or share > 0.5:
+# What an issue costs the user, by the kind of damage and the share of rows it touches: one rule for every
+# detector (issue 32). The shares are lower bounds of each severity: (medium from, high from).
+SEVERITY_SHARES: dict[str, tuple[float, float]] = {
+    "wrong": (0.01, 0.10),  # wrong values: 15% of a category misspelt is high, a handful of typos low
+    "missing": (0.05, 0.20),  # gaps where the record should have a value
+}
+
+
+def severity_of(
+    damage: str, share: float, *, blocks_analysis: bool = False, key_column: bool = False
+) -> Severity:
+    """The severity rule: "format" (the same value written another way) and "fact" (a pattern reported,
+    nothing flagged: an optional column's blanks, a constant column) are low; wrong and missing values rise
+    with the share of rows they touch (SEVERITY_SHARES); wrong values in a key or determining column rise one
+    step (they spread to everything joined on it); whatever blocks the analysis (rows that do not parse) is
+    high."""
+    if blocks_analysis:
         return "high"
-    if share >= 0.2:
-        return "medium"
-    return "low"
+    if damage not in SEVERITY_SHARES:
+        return "low"
+    medium, high = SEVERITY_SHARES[damage]
+    severity: Severity = "high" if share >= high else "medium" if share >= medium else "low"
+    return _bump(severity, 1) if damage == "wrong" and key_column else severity
 
 
 def _bump(severity: Severity, steps: int) -> Severity:
@@ -167,17 +174,15 @@ def to_issue(
     n_rows = max(table.n_rows, 1)
     affected_rows = finding.n_rows
     share = affected_rows / n_rows
-    severity = share_severity(share, blocks_analysis=finding.blocks_analysis)
-    if finding.type not in FACT_TYPES and finding.flag and important & set(finding.columns):
-        severity = _bump(
-            severity, 1
-        )  # wrong values in a key or determining column spread to everything joined on it
-    if finding.type == "missing_values" and minor and set(finding.columns) <= minor:
-        severity = _bump(severity, -1)  # an optional comment field left empty is normal
-    # `is True`: numeric findings keep the column's decimal separator under the same key ("point" or
-    # "comma"), which made every malformed-number issue "low" whatever its share.
-    if finding.type == "constant_column" or finding.stats.get("convention") is True:
-        severity = "low"  # a column that is empty by its own convention is documented, not broken
+    damage = finding.damage_kind
+    if damage == "missing" and minor and set(finding.columns) <= minor:
+        damage = "fact"  # an optional comment field left empty is normal
+    severity = severity_of(
+        damage,
+        share,
+        blocks_analysis=finding.blocks_analysis,
+        key_column=bool(important & set(finding.columns)),
+    )
     return Issue(
         id=issue_id(finding),
         type=finding.type,

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 # Values listed in a finding's stats (so code can recount it) are capped: enough for any real vocabulary
 # of variants, small enough for analysis.json and an investigation script to carry.
 MAX_LISTED = 5000
+MISSING_TYPES = frozenset({"missing_values", "disguised_missing", "missing_together"})
 
 
 @dataclass
@@ -60,6 +61,10 @@ class Finding:
     vouchable: bool = True
     score: np.ndarray | None = None  # per cell, after the decision: probability that the value is wrong
     describe: Callable[[Finding], str] | None = None
+    # What the flagged cells cost (iterate.severity): "wrong" values, "missing" ones, values written unlike
+    # the column's convention ("format": the same value, another way), or a "fact" that flags nothing.
+    # Empty: worked out from `flag` and `type` (see `damage_kind`).
+    damage: str = ""
 
     def __post_init__(self) -> None:
         self.rows = np.asarray(self.rows, dtype=np.int64)
@@ -82,6 +87,14 @@ class Finding:
             arr = getattr(self, name)
             if arr is not None:
                 setattr(self, name, arr[mask])
+
+    @property
+    def damage_kind(self) -> str:
+        if self.damage:
+            return self.damage
+        if not self.flag:
+            return "fact"
+        return "missing" if self.type in MISSING_TYPES else "wrong"
 
     @property
     def n_cells(self) -> int:

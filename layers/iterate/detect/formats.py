@@ -300,6 +300,7 @@ def detect_units(f: ColumnFacts) -> Finding | None:
     spell = sorted({stext[i].strip("|").replace("|", " ").strip() for i in real if i != plain})
     return Finding(
         type="unit_in_number",
+        damage="format",
         columns=[f.name],
         rows=rows,
         cols=cols,
@@ -487,6 +488,7 @@ def detect_date_formats(f: ColumnFacts) -> Finding | None:
         suggested_action=f"Rewrite every date in one format ({DATE_FORMATS[main]} or ISO 8601).",
         category="quick_fixes",
         detector="dates",
+        damage="format",
         stats={
             "column": f.name,
             "bad_values": sorted(set(f.column.texts(ids)))[:MAX_LISTED],

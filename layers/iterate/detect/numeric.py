@@ -840,6 +840,7 @@ def detect_float_written_integers(
         stat_name="share of the column's rows written as integers",
         stats={"column": name, "rule": "integer_written", "bad_values": _values(f, ids)},
         key=f"floatint:{name}",
+        damage="format",
     )
 
 

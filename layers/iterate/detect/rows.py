@@ -123,6 +123,7 @@ def detect_duplicates(table: Table, facts: list[ColumnFacts]) -> list[Finding]:
                 flag=False,
                 row_level=True,
                 key="duplicates:exact",
+                damage="wrong",  # a row counted twice is wrong in every sum over the table
             )
         )
 

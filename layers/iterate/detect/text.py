@@ -44,6 +44,7 @@ def detect_whitespace(f: ColumnFacts) -> Finding | None:
         suggested_action="Trim leading and trailing whitespace.",
         category="quick_fixes",
         detector="whitespace",
+        damage="format",
         stats={
             "column": f.name,
             "bad_values": sorted(trimmed)[:MAX_LISTED],
