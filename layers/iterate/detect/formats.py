@@ -14,7 +14,7 @@ from iterate.detect.calibration import DEFAULT, Calibration, repeat_discount, sh
 from iterate.detect.context import ColumnFacts
 from iterate.detect.findings import MAX_LISTED, Finding, cells, value_finding
 from iterate.profile._bytes import fast_shapes
-from iterate.profile.parse import decimal_convention, strftime_to_regex
+from iterate.profile.parse import COMMA_PROOF, decimal_convention, strftime_to_regex
 from iterate.profile.shapes import shape_regex
 from iterate.wording import agree, plural
 
@@ -44,6 +44,7 @@ STRUCTURED_MAX_SHAPES = 4  # ... with at most this many shapes
 EMAIL = r"[A-Za-z0-9._%+'-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
 RARE_SHAPE_SHARE = 0.03  # a shape used by at most this share of the values breaks the pattern
 WORDS_ONLY = re.compile(r"^a(?: a)*$")
+GROUPED_NUMBER = re.compile(r"^[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _WORD_RUN = re.compile(r"a(?: a)+")  # word shapes: categories and names, whose rare shapes are legitimate
 # Shapes (iterate.profile._bytes.fast_shapes) of values NUM_UNIT reads as a bare number, no sign nor unit.
 _BARE_SHAPE = re.compile(r"^ ?[-+]?9(?:\.9)? ?$")
@@ -70,6 +71,16 @@ def _known_unit(spelling: str) -> bool:
     pre, _, unit = spelling.partition("|")
     words = unit.split()
     return bool(pre.strip()) or (bool(words) and words[0].rstrip(".") in KNOWN_UNITS)
+
+
+MAGNITUDES = frozenset({"k", "m", "mm", "mn", "mil", "b", "bn", "thousand", "million", "billion"})
+
+
+def _fold_magnitude(spelling: str) -> str:
+    """`$|m` (a number of millions of dollars) as `$|`: a magnitude after a currency sign is part of the
+    number."""
+    pre, _, unit = spelling.partition("|")
+    return f"{pre}|" if pre.strip() and unit.strip().rstrip(".") in MAGNITUDES else spelling
 
 
 def _legend(shapes: list[str]) -> str:
@@ -172,26 +183,45 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
     # share; a rare shape is accepted only for numbers without thousands separators (`512,3` among `1.234,5`).
     extra: tuple[str, ...] = ()
     convention = None
-    if all(NUMBER_SHAPE.match(s) for s in dominant):
+    # A column that pads its numbers (`"25,649     "`, `718     `) writes numbers all the same.
+    pads = {(s[: len(s) - len(s.lstrip())], s[len(s.rstrip()) :]) for s in dominant}
+    if all(NUMBER_SHAPE.match(s.strip()) for s in dominant):
         # The winning convention's proof must not itself be rare (`12,5` among integers is a shape error).
-        convention = decimal_convention(f.column.dictionary.take(ids), weights_u, RARE_SHAPE_SHARE)
+        values = f.column.dictionary.take(ids)
+        convention = decimal_convention(values, weights_u, RARE_SHAPE_SHARE)
+        if convention is None and any("," in d for d in dominant):
+            # Commas among the usual shapes and none that reads only as a decimal comma: they group thousands.
+            proof = pc.match_substring_regex(pc.utf8_trim_whitespace(values), COMMA_PROOF)
+            if not pc.any(proof).as_py():
+                convention = "point"
     if convention is not None:
         in_top = set(top.tolist())
+        # A column that writes thousands separators writes them in its millions too (`2,076,894` among
+        # `25,649`): more groups are the same convention.
+        grouped = any(
+            _convention_regex(d, convention, thousands=False) is None
+            and _convention_regex(d, convention, thousands=True) is not None
+            for d in dominant
+        )
         accepted, judged = [], []
         for i in order:
             if weights[i] <= 0:
                 continue
             usual = not rare[i] or i in in_top
             if SEPARATED_SHAPE.match(shape_text[i]):
-                judged.append(_convention_regex(shape_text[i], convention, thousands=usual))
+                judged.append(_convention_regex(shape_text[i], convention, thousands=usual or grouped))
             elif usual:
                 accepted.append(shape_text[i])
         extra = tuple(sorted({r for r in judged if r is not None}))
-    if all(NUMBER_SHAPE.match(s) or (SCIENTIFIC_SHAPE.match(s) and f.numeric.numeric) for s in dominant):
+    if all(
+        NUMBER_SHAPE.match(s.strip()) or (SCIENTIFIC_SHAPE.match(s.strip()) and f.numeric.numeric)
+        for s in dominant
+    ):
         # In a column of numbers, whole numbers, decimals and signs are one format (a humidity of 100 among
-        # 43.5, a dew point of -2): only the separators (decimal comma or point) are a convention to keep.
+        # 43.5, a dew point of -2; 718 among 1,352: a number below a thousand has no separator to write):
+        # only the separators (decimal comma or point) are a convention to keep.
         plain = PLAIN_NUMBER_SHAPES if convention != "comma" else {"9", "-9", "+9"}
-        accepted = sorted(set(accepted) | plain)
+        accepted = sorted(set(accepted) | {lead + p + trail for p in plain for lead, trail in pads})
         # Scientific notation is how R and Python write very small and very round numbers (3e-4, 1e+05,
         # 18e16): the same kind of number, written with the column's decimal separator.
         extra = (*extra, SCIENTIFIC_COMMA if convention == "comma" else SCIENTIFIC_POINT)
@@ -211,6 +241,15 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
     numeric = all(s in NUMERIC_SHAPES for s in dominant)
     text_in_numbers = numeric and bool(f.has_letter[ids].any())
     kind = "mixed_types" if text_in_numbers else "format_violation"
+    # In a column of plain numbers, a number written with thousands separators (`12,500` among `12500`) is
+    # the same number written unlike the column: a quick fix rewrites it plainly.
+    plain_numbers = all(s.strip() in PLAIN_NUMBER_SHAPES for s in dominant) and convention != "comma"
+    texts = f.column.texts(ids)
+    rewrite = plain_numbers and all(GROUPED_NUMBER.match(t.strip()) is not None for t in texts)
+    expected = None
+    if rewrite:
+        by_id = {int(i): t.strip().replace(",", "") for i, t in zip(ids.tolist(), texts, strict=True)}
+        expected = [by_id[int(c)] for c in f.column.codes[rows]]
     pattern_desc = " or ".join(f"'{s}'" for s in dominant)
     return Finding(
         type=kind,
@@ -230,9 +269,15 @@ def detect_shape_violations(f: ColumnFacts) -> Finding | None:
             f"for example {', '.join(repr(f.column.value(int(r))) for r in fd.rows[:4])}."
             + (f" The column writes decimals with a decimal {convention}." if convention else "")
         ),
-        suggested_action="Correct these values at the source or re-key them in the column's format; values that "
-        "cannot be recovered should be set to missing.",
-        category="smart_fixes" if kind == "mixed_types" else "quick_fixes",
+        suggested_action=(
+            "Write these numbers without thousands separators, as the rest of the column does."
+            if rewrite
+            else "Correct these values at the source or re-key them in the column's format; values that "
+            "cannot be recovered should be set to missing."
+        ),
+        expected=expected,
+        damage="format" if rewrite else "",
+        category="smart_fixes" if kind == "mixed_types" and not rewrite else "quick_fixes",
         detector="shape",
         stats={
             "column": f.name,
@@ -278,14 +323,20 @@ def detect_units(f: ColumnFacts) -> Finding | None:
     enc = pc.dictionary_encode(spelling)
     scodes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     stext = enc.dictionary.to_pylist()
+    # After a currency sign, K / M / bn scale the number ($340K, $6M): one currency, not two units.
+    folded = [_fold_magnitude(t) for t in stext]
+    if folded != stext:
+        names = sorted(set(folded))
+        scodes = np.array([names.index(t) for t in folded], dtype=np.int64)[scodes]
+        stext = names
     weights = np.bincount(scodes[matched], weights=f.counts[matched], minlength=len(stext))
     real = [i for i in range(len(stext)) if weights[i] >= UNIT_SPELLING_SHARE * n]
     if len(real) < 2:
         return None
     plain = stext.index("|") if "|" in stext else -1
-    if plain not in real and not all(_known_unit(stext[i]) for i in real):
-        # Every value carries a suffix and some suffix names no unit: a code of a count and a kind (gears
-        # and gearbox: 7a, 8am, 1dd), not a quantity written with its unit in several ways.
+    if not all(_known_unit(stext[i]) for i in real if i != plain):
+        # A suffix that names no unit: a code of a count and a kind (gears and gearbox: 7a, 8am, 1dd), or the
+        # ends of an answer scale ("10 or younger", "21 or older"), not a quantity written with its unit.
         return None
     bad = matched & (scodes != plain)
     # Rare spellings are typos, not representations: the shape and spelling detectors report them.
@@ -295,7 +346,10 @@ def detect_units(f: ColumnFacts) -> Finding | None:
     ids = np.flatnonzero(bad)
     rows, cols = cells(f.column.rows_of(ids), f.index)
     nums = pc.struct_field(parsed, "num").to_pylist()
-    expected_by_id = {int(i): nums[i].replace(",", "") for i in ids}
+    scaled = {i for i, t in enumerate(enc.dictionary.to_pylist()) if _fold_magnitude(t) != t}
+    raw_codes = enc.indices.to_numpy(zero_copy_only=False)
+    # A number written with a magnitude ($6M) has no bare form to offer without multiplying it out.
+    expected_by_id = {int(i): None if int(raw_codes[i]) in scaled else nums[i].replace(",", "") for i in ids}
     expected = [expected_by_id[int(f.column.codes[r])] for r in rows]
     spell = sorted({stext[i].strip("|").replace("|", " ").strip() for i in real if i != plain})
     return Finding(

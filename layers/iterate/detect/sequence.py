@@ -73,16 +73,37 @@ def sequence_breaks(values: np.ndarray, step: float) -> np.ndarray:
 
 
 def regular_step(values: np.ndarray) -> tuple[float, float] | None:
-    """(step, share of consecutive rows keeping to it) when most rows advance by one non-zero step."""
+    """(step, share of consecutive rows keeping to it) when most rows advance by one non-zero step in runs
+    longer than the window a break is judged in.
+
+    A column that restarts every few rows (seasons listed player by player: 2014, 2015, 2016, 2019, 2020)
+    keeps the step in most of its rows, but within REACH rows of a restart its values meet the step by
+    coincidence as often as not: a break is judged only where the typical row sits in a run of at least
+    2 x REACH steps, so both sides of the window belong to one run."""
     diffs = np.diff(values)
-    diffs = diffs[np.isfinite(diffs)]
-    if diffs.size < MIN_ROWS:
+    finite = np.isfinite(diffs)
+    if int(finite.sum()) < MIN_ROWS:
         return None
-    step = float(np.median(diffs))
+    step = float(np.median(diffs[finite]))
     if step == 0.0:
         return None
-    share = float((np.abs(diffs - step) <= STEP_TOLERANCE * abs(step)).mean())
-    return (step, share) if share >= MIN_STEP_SHARE else None
+    keeps = finite & (np.abs(np.where(finite, diffs, 0.0) - step) <= STEP_TOLERANCE * abs(step))
+    share = float(keeps[finite].mean())
+    if share < MIN_STEP_SHARE or typical_run(keeps) < 2 * REACH:
+        return None
+    return step, share
+
+
+def typical_run(keeps: np.ndarray) -> float:
+    """The length (in steps) of the run of kept steps the typical kept step belongs to (a step-weighted
+    median)."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], keeps.astype(np.int8), [0]])))
+    lengths = (edges[1::2] - edges[0::2]).astype(np.float64)
+    if not lengths.size:
+        return 0.0
+    order = np.sort(lengths)
+    weight = np.cumsum(order)
+    return float(order[np.searchsorted(weight, weight[-1] / 2)])
 
 
 def detect_sequence_breaks(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT) -> Finding | None:

@@ -294,7 +294,7 @@ def detect_typos(f: ColumnFacts) -> list[Finding]:
     delimiter = list_delimiter(f)
     if delimiter is not None:
         pairs = _list_variants(f, delimiter)
-        return [_finding(f, pairs, masked=False)] if pairs else []
+        return _findings(f, pairs) if pairs else []
     if f.typical_count < MIN_FREQUENT:
         return []
     out: list[Finding] = []
@@ -308,7 +308,7 @@ def detect_typos(f: ColumnFacts) -> list[Finding]:
         texts = [uniques[i] for i in ids]
         mapping = find_variants(texts, f.counts[ids], f.n_present)
         if mapping:
-            out.append(_finding(f, {int(ids[a]): texts[b] for a, b in mapping.items()}, masked=False))
+            out += _findings(f, {int(ids[a]): texts[b] for a, b in mapping.items()})
         both = {
             int(ids[a]): int(ids[b]) for a, b in org_forms(texts, f.counts[ids]).items() if a not in mapping
         }
@@ -371,8 +371,18 @@ def _list_variants(f: ColumnFacts, delimiter: str) -> dict[int, str]:
     return out
 
 
-def _finding(f: ColumnFacts, pairs: dict[int, str], *, masked: bool) -> Finding:
-    """Variants (value index → the spelling expected instead, or the masked template it should follow)."""
+def _findings(f: ColumnFacts, pairs: dict[int, str]) -> list[Finding]:
+    """Variants of frequent values: those that differ from their reference only by case and spacing are the
+    same value written unlike the column (a quick fix, low severity); the others are misspellings."""
+    uniques = f.column.uniques
+    written = {i: v for i, v in pairs.items() if _normal(uniques[i]) == _normal(v)}
+    spelt = {i: v for i, v in pairs.items() if i not in written}
+    return [_finding(f, p, masked=False, case=p is written) for p in (spelt, written) if p]
+
+
+def _finding(f: ColumnFacts, pairs: dict[int, str], *, masked: bool, case: bool = False) -> Finding:
+    """Variants (value index → the spelling expected instead, or the masked template it should follow).
+    `case`: variants only by case and spacing (`NORTH`, ` North` for `North`)."""
     uniques = f.column.uniques
     ids = np.array(sorted(pairs), dtype=np.int64)
     rows, cols = cells(f.column.rows_of(ids), f.index)
@@ -384,7 +394,7 @@ def _finding(f: ColumnFacts, pairs: dict[int, str], *, masked: bool) -> Finding:
     }
     llr = np.array([per_id[int(c)] for c in f.column.codes[rows]], dtype=np.float64)
     expected = None if masked else [canonical[uniques[int(f.column.codes[r])]] for r in rows]
-    what = "unit or label text" if masked else "spellings"
+    what = "unit or label text" if masked else "case or spacing" if case else "spellings"
     return Finding(
         type="inconsistent_category",
         columns=[f.name],
@@ -394,14 +404,22 @@ def _finding(f: ColumnFacts, pairs: dict[int, str], *, masked: bool) -> Finding:
         description="",
         describe=lambda fd: (
             f"{plural(fd.n_cells, 'value')} in '{f.name}' ({len(fd.stats['canonical']):,} distinct) "
-            f"{agree(fd.n_cells, 'looks', 'look')} like "
-            f"misspellings or variants of far more frequent values: "
+            + (
+                f"{agree(fd.n_cells, 'writes', 'write')} a frequent value with other case or spacing: "
+                if case
+                else f"{agree(fd.n_cells, 'looks', 'look')} like misspellings or variants of far more frequent values: "
+            )
             + "; ".join(f"'{k}' → '{v}'" for k, v in list(fd.stats["canonical"].items())[:4])
             + "."
         ),
-        suggested_action="Map each variant to its standard spelling (the frequent value) and prevent free "
-        "typing of this field at the source.",
-        category="smart_fixes",
+        suggested_action=(
+            "Rewrite each variant the column's way (the frequent value's case and spacing)."
+            if case
+            else "Map each variant to its standard spelling (the frequent value) and prevent free typing of "
+            "this field at the source."
+        ),
+        category="quick_fixes" if case else "smart_fixes",
+        damage="format" if case else "",
         detector="typos-masked" if masked else "typos",
         stats={
             "column": f.name,
@@ -409,7 +427,7 @@ def _finding(f: ColumnFacts, pairs: dict[int, str], *, masked: bool) -> Finding:
             "canonical": dict(list(canonical.items())[:MAX_LISTED]),
         },
         expected=expected,
-        key=f"typos{'-masked' if masked else ''}:{f.name}",
+        key=f"{'case' if case else 'typos'}{'-masked' if masked else ''}:{f.name}",
         llr=llr,
     )
 

@@ -305,14 +305,21 @@ def disguised_sentinels(inf: TypeInference, counts: np.ndarray) -> np.ndarray:
     mean_count = counts[finite].sum() / distinct
     others = finite.copy()
     others[candidates] = False
-    if not others.any():
+    # A placeholder stands apart from the range of the column's other values: with one other value (a
+    # select-all answer written 1 / -1) there is no range, and the pair is a code.
+    if int(others.sum()) < 2:
         return out
+    rows_of_others = int(counts[others].sum())
     lo, hi = float(values[others].min()), float(values[others].max())
     span = max(hi - lo, 1.0)
     for i in candidates.tolist():
         c = int(counts[i])
         # A spike: a share of the column, or far above a typical value's count in a many-valued column.
         if c < 3 or (c < 0.0005 * n and c < 5 * mean_count):
+            continue
+        # ... but not the column's own majority: a value written in more rows than all the others together
+        # is what the column writes (a survey's "not ticked"), whatever it looks like.
+        if c > rows_of_others:
             continue
         v = float(values[i])
         if (v < lo and (v < 0 <= lo or lo - v > span)) or v > hi + span:
