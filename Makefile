@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
 
-.PHONY: install demo test lint format typecheck bench bench-aws timeline bench-merge bench-bound bench-library cost-model score score-stress realdata realdata-stage synth deploy schemas clean
+.PHONY: install demo test lint format typecheck bench bench-aws timeline bench-merge bench-bound bench-library cost-model score calibrate corpus realdata realdata-stage synth deploy schemas clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -58,11 +58,14 @@ bench-bound: $(DEV) ## does a whole run finish inside a hard memory limit (a cgr
 bench-library: $(DEV) ## investigation tokens in LLM mode (fake server): first run, unchanged rerun, new rows
 	$(BIN)/python scripts/bench_library.py
 
-score: $(DEV) ## run iterate on ../shared/datasets and score flags.csv (precision, recall, F1)
-	$(BIN)/python scripts/score.py
+score: $(DEV) ## detection on the study pairs (../shared/datasets) and the check split (../shared/datasets-check, aggregates only), scored by ../shared/eval/score.py
+	$(BIN)/python scripts/score.py $(ARGS)
 
-score-stress: $(DEV) ## the same on pairs made from each benchmark's clean file with 5% and 25% injected errors, and a generated table merged from 20 sources
-	$(BIN)/python scripts/score.py --stress 0.05,0.25
+corpus: realdata-stage ## build the training corpus into out/corpus/ (study pairs, real tables with errors from three generators, null tables)
+	$(BIN)/python scripts/corpus.py
+
+calibrate: realdata-stage ## refit the decision over the training corpus, print the leave-one-out table, write layers/iterate/detect/fitted.json
+	$(BIN)/python scripts/calibrate.py --rebuild $(ARGS)
 
 cost-model: $(DEV) ## what one run costs on AWS for 1 MB, 1 GB and 100 GB inputs, from per-chunk and per-step costs measured here
 	$(BIN)/python scripts/cost_model.py
@@ -70,8 +73,9 @@ cost-model: $(DEV) ## what one run costs on AWS for 1 MB, 1 GB and 100 GB inputs
 realdata-stage: $(DEV) ## copy the real-data corpus out of installed packages into out/realdata/ (offline)
 	$(BIN)/python scripts/stage_realdata.py
 
-realdata: realdata-stage ## detection on the real-data corpus: every issue with its verdict, and the false-alarm share
+realdata: realdata-stage ## detection on both real-data corpora (tests/realdata, ../shared/realtables): every issue with its verdict, and the false-alarm share
 	$(BIN)/python scripts/realdata_review.py
+	$(BIN)/python scripts/realdata_review.py --shared
 
 .PHONY: screenshots
 screenshots: $(DEV) ## report.html in headless Chromium at 1400 and 390 px into out/screenshots/*.png, and a check for clipped or unreadable text (PAGES="a.html b.html"; default out/demo/report.html)

@@ -25,6 +25,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 VERDICTS = REPO / "tests" / "realdata" / "verdicts.toml"
 STAGED = REPO / "out" / "realdata"
+# The second corpus (issue 32): ../shared/realtables, read in place, reviewed in verdicts_shared.toml.
+VERDICTS_SHARED = REPO / "tests" / "realdata" / "verdicts_shared.toml"
+SHARED = REPO.parent / "shared" / "realtables"
 KINDS = ("real", "defensible", "false_alarm")
 EXAMPLES = 6
 
@@ -278,10 +281,18 @@ def stubs(run: TableRun, judgement: Judgement) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help="tables to review (default: every staged table)")
-    parser.add_argument("--staged", type=Path, default=STAGED, help=f"default: {STAGED}")
-    parser.add_argument("--verdicts", type=Path, default=VERDICTS, help=f"default: {VERDICTS}")
+    parser.add_argument("--staged", type=Path, help=f"default: {STAGED} ({SHARED} with --shared)")
+    parser.add_argument(
+        "--verdicts", type=Path, help=f"default: {VERDICTS} ({VERDICTS_SHARED.name} with --shared)"
+    )
     parser.add_argument("--stubs", action="store_true", help="print TOML stubs for unreviewed issues")
+    parser.add_argument(
+        "--shared", action="store_true", help=f"the tables of {SHARED} and {VERDICTS_SHARED.name} instead"
+    )
     args = parser.parse_args(argv)
+    # An explicit --staged/--verdicts wins over --shared's defaults (a candidate verdicts file can be checked).
+    args.staged = args.staged or (SHARED if args.shared else STAGED)
+    args.verdicts = args.verdicts or (VERDICTS_SHARED if args.shared else VERDICTS)
     files = sorted(args.staged.glob("*.csv"))
     if args.names:
         files = [f for f in files if f.stem in set(args.names)]

@@ -621,7 +621,16 @@ def test_a_counter_with_one_zero_led_slip_is_not_a_column_of_padded_codes():
     slip = next(r for r, v in enumerate(ids) if len(v) == 4)
     ids[slip] = "0" + ids[slip][1:]
     size = [rng.choice(["12", "16", "24"]) for _ in ids]
-    assert findings_of(make_table({"id": ids, "ounces": size}), "format_violation") == []
+    table = make_table({"id": ids, "ounces": size})
+    # Then no column of padded codes is read into it (no width rule)
+    assert findings_of(table, "format_violation") == []
+    # And the slip itself is evidence of a number written with a leading zero among numbers written without
+    from iterate.detect.context import facts_for
+    from iterate.detect.numeric import detect_zero_led
+
+    ids_facts = facts_for(table, "")[0]
+    found = detect_zero_led(ids_facts, ids_facts.numeric)
+    assert found is not None and [int(r) for r in found.rows] == [slip]
 
 
 def test_padded_account_codes_that_lost_their_zeros_are_flagged():

@@ -184,13 +184,21 @@ def constants(seed: int = 7) -> dict[str, list[str]]:
     return rows
 
 
-def test_columns_never_empty_one_without_the_other_are_the_tables_convention() -> None:
+def test_columns_never_empty_one_without_the_other_are_one_pattern_of_missing_values() -> None:
     # Given constants whose uncertainty and its significant figures are both blank for the exact ones
     table = make_table(constants())
     # When the table is examined
     together = [f for f in detect(table).findings if f.type == "missing_together"]
-    # Then they are one pattern, told as the table's convention rather than as records that lost a part
-    assert [(f.columns, f.stats.get("convention")) for f in together] == [(["uncert", "sf_uncert"], True)]
+    # Then they are one pattern, told as such, and each blank is flagged (issue 32: missing values that travel
+    # together are still missing values; nothing in the table says these records have none to give)
+    assert [f.columns for f in together] == [["uncert", "sf_uncert"]]
+    # And each blank is evidence of a gap (the decision weighs it with the column's share of blanks)
+    from iterate.detect.context import facts_for
+    from iterate.detect.missing import detect_missing
+
+    pattern = [f for f in detect_missing(facts_for(table, ""), table.n_rows) if f.type == "missing_together"]
+    assert pattern[0].flag and pattern[0].llr is not None
+    assert "never one without the others" in pattern[0].description
 
 
 def test_blanks_crowded_into_records_whose_name_says_what_they_are_are_told_as_not_applying() -> None:

@@ -28,8 +28,9 @@ QUICK = {
     "whitespace-status",
     "duplicates-exact",
     "encoding-customer_name",
+    "case-category",
 }
-ANSWERED = {"typos-city": "standardize", "typos-category": "standardize", "outliers-quantity": "null"}
+ANSWERED = {"typos-city": "standardize", "outliers-quantity": "null"}
 
 
 def sha(path: Path) -> str:

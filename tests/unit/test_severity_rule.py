@@ -38,7 +38,9 @@ def finding(kind: str, column: int, rows: int, **extra) -> Finding:
     )
 
 
-@pytest.mark.parametrize(("rows", "expected"), [(1, "low"), (2, "medium"), (19, "medium"), (20, "high"), (30, "high")])
+@pytest.mark.parametrize(
+    ("rows", "expected"), [(1, "low"), (2, "medium"), (19, "medium"), (20, "high"), (30, "high")]
+)
 def test_wrong_values_rise_from_1_and_10_percent_of_rows(table, rows, expected):
     # 15% of a category misspelt is high; one typo in 200 rows is low
     issue = to_issue(finding("inconsistent_category", 1, rows), table, important=set())

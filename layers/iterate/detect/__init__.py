@@ -12,6 +12,7 @@ import numpy as np
 
 from iterate.detect.calibration import DEFAULT, Calibration
 from iterate.detect.context import ColumnFacts, dataset_null_marker, facts_for
+from iterate.detect.cooccur import detect_cooccurrence
 from iterate.detect.decide import Decision, decide
 from iterate.detect.dependencies import Dependency, Judgement, detect_dependency_violations
 from iterate.detect.derived import Derivation, detect_derived, find_derivations
@@ -28,7 +29,8 @@ from iterate.detect.frequency import (
     detect_rare_values,
     detect_repeated_placeholder,
 )
-from iterate.detect.missing import detect_missing, detect_sentinels, unflagged_gaps
+from iterate.detect.missing import detect_missing, detect_sentinels, unflagged_gaps, unflagged_pattern
+from iterate.detect.numcontext import detect_numeric_context
 from iterate.detect.numeric import (
     context_columns,
     detect_code_width,
@@ -36,6 +38,8 @@ from iterate.detect.numeric import (
     detect_invalid_numbers,
     detect_numeric_outliers,
     detect_precision,
+    detect_short_decimals,
+    detect_zero_led,
     discount_explained_outliers,
     excuse_shared_zeros,
 )
@@ -44,7 +48,7 @@ from iterate.detect.rows import detect_column_shape, detect_duplicates, detect_m
 from iterate.detect.rules import detect_rule_violations
 from iterate.detect.sequence import detect_sequence_breaks
 from iterate.detect.sources import detect_source_conflicts
-from iterate.detect.text import detect_encoding, detect_whitespace
+from iterate.detect.text import detect_encoding, detect_escaped, detect_stray_symbols, detect_whitespace
 from iterate.detect.typos import detect_typos
 from iterate.detect.words import detect_word_slips
 from iterate.table import Table
@@ -175,6 +179,7 @@ def detect(
     *,
     null_marker: str | None = None,
     phase_done: Callable[[str], None] | None = None,
+    keep_evidence: bool = False,
 ) -> Detection:
     """Run every detector over the table, then decide on their evidence together.
 
@@ -182,6 +187,7 @@ def detect(
     `null_marker`: `dataset_null_marker(table)`, when the caller has it already. `phase_done`: called with
     each phase's name as it ends ("setup", "columns", "dependencies", "rows", "decide", the keys of
     `timings_ms`); from "columns" on, the rest runs on one core (the pipeline starts the sandbox's load then).
+    `keep_evidence`: keep the decision's per-cell evidence and features (`make calibrate`).
     """
     timings: dict[str, float] = {}
 
@@ -206,10 +212,11 @@ def detect(
         found += [detect_impossible_dates(f)]
         found += detect_typos(f)
         found += [detect_word_slips(f, calibration)]
-        found += [detect_whitespace(f), detect_encoding(f)]
+        found += [detect_whitespace(f), detect_encoding(f), detect_escaped(f), detect_stray_symbols(f)]
         found += [detect_invalid_numbers(f, f.numeric), detect_precision(f, f.numeric)]
         found += [detect_numeric_outliers(f, f.numeric), detect_code_width(f, f.numeric)]
         found += [detect_float_written_integers(f, f.numeric), detect_sequence_breaks(f, f.numeric)]
+        found += [detect_zero_led(f, f.numeric), detect_short_decimals(f, f.numeric)]
         found += [detect_rare_values(f), detect_repeated_placeholder(f), detect_number_in_words(f)]
         return [x for x in found if x is not None]
 
@@ -224,6 +231,8 @@ def detect(
         missing = pool.submit(detect_missing, facts, n)
         derivations = pool.submit(find_derivations, facts, n)
         neighbours = pool.submit(detect_neighbour_breaks, facts, n, calibration)
+        cooccurring = pool.submit(detect_cooccurrence, facts, n)
+        in_context = pool.submit(detect_numeric_context, facts, n)
         for found_in_column in pool.map(per_column, facts):
             findings += found_in_column
         timed("columns", t)
@@ -243,6 +252,8 @@ def detect(
         findings = excuse_shared_zeros(findings, facts)
     findings += fd_findings
     findings += neighbours.result()
+    findings += cooccurring.result()
+    findings += in_context.result()
     findings += detect_rule_violations(facts, n, deps)
     findings += detect_source_conflicts(facts, n, deps, calibration)
     suspect = _suspect_masks(findings, n)
@@ -266,6 +277,7 @@ def detect(
     for f in facts:
         f.release()
     gaps = {id(f): (f.rows.copy(), f.columns[0]) for f in findings if f.type == "missing_values" and f.flag}
+    patterns = {id(f): f for f in findings if f.type == "missing_together" and f.flag}
     decision = decide(
         findings,
         n,
@@ -274,11 +286,16 @@ def detect(
         codes_of=lambda c: table.columns[c].codes,
         counts_of=lambda c: table.columns[c].counts,
         texts_of=lambda c, ids: table.columns[c].texts(ids),
+        keep_evidence=keep_evidence,
     )
     # Gaps the decision did not flag are still gaps: reported as a fact about the column.
     kept = {id(f) for f in decision.findings}
     for key, (rows, name) in gaps.items():
         if key not in kept:
             decision.findings.append(unflagged_gaps(facts[table.column_names.index(name)], rows, n, facts))
+    # So is a pattern of gaps: told as a fact about the records.
+    for key, pattern in patterns.items():
+        if key not in kept:
+            decision.findings.append(unflagged_pattern(pattern, facts, n))
     timed("decide", t)
     return Detection(decision.findings, null_marker, deps, facts, decision, timings)

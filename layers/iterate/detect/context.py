@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from iterate.detect.calibration import DEFAULT
 from iterate.profile._bytes import fast_shapes, word_counts
 from iterate.profile.shapes import MISSING_TOKENS, digit_masked
 from iterate.table import Column, Table
@@ -243,12 +244,7 @@ class ColumnFacts:
     @cached_property
     def typical_count(self) -> float:
         """How many rows hold the value that holds the column's median present row (1 for unique values)."""
-        ids = np.flatnonzero(self.present & (self.counts > 0))
-        if ids.size == 0:
-            return 1.0
-        c = np.sort(self.counts[ids])
-        cum = np.cumsum(c)
-        return float(c[min(int(np.searchsorted(cum, cum[-1] / 2)), c.size - 1)])
+        return _typical(self.counts[self.present])
 
     @cached_property
     def numeric(self) -> NumericModel:
@@ -456,7 +452,9 @@ def tokens_that_are_values(facts: list[ColumnFacts]) -> None:
       every other code, for exactly one value of that column (NA is Namibia's ISO code: every row of Namibia
       has NA, and only those rows);
     - a word written once in a column of nearly unique names or titles ('Missing' is a 1982 film): a
-      placeholder repeats across the records it stands in for.
+      placeholder repeats across the records it stands in for;
+    - a word held by as many rows as the column's usual values, in a column that writes its gaps blank ('None'
+      among the kinds of stuffing a survey offers).
     """
     for f in facts:
         if not f.pairwise_ok:
@@ -474,6 +472,17 @@ def tokens_that_are_values(facts: list[ColumnFacts]) -> None:
         lettered = int(f.counts[filled][f.has_letter[filled]].sum())
         if filled.size >= 0.9 * n_filled and lettered >= 0.9 * n_filled:
             keep |= {int(t) for t in candidates if f.counts[t] == 1 and _WORD.match(uniques[t].strip())}
+        # An answer of a vocabulary that writes its gaps blank: 'None' among a survey's stuffing kinds, as
+        # common as a usual answer (not a rarity of it, see detect_rare_values), beside blanks for those who
+        # did not answer.
+        blanks = int(f.counts[f.is_blank].sum())
+        typical = _typical(f.counts[filled])  # not f.typical_count: that would cache is_missing before this
+        if blanks and typical >= DEFAULT.rare_min_typical:
+            keep |= {
+                int(t)
+                for t in candidates
+                if f.counts[t] * DEFAULT.rare_min_ratio >= typical and f.has_letter[t]
+            }
         coded = [int(t) for t in candidates if f.counts[t] >= 2 and int(t) not in keep]
         if coded:
             # The token is written in the shape that most filled rows keep to (a shape kept by 90% of them is
@@ -495,6 +504,15 @@ def tokens_that_are_values(facts: list[ColumnFacts]) -> None:
                     keep.add(t)
         if keep:
             f.value_tokens = frozenset(keep)
+
+
+def _typical(counts: np.ndarray) -> float:
+    """How many rows hold the value that holds the median row (see ColumnFacts.typical_count)."""
+    c = np.sort(counts[counts > 0])
+    if c.size == 0:
+        return 1.0
+    cum = np.cumsum(c)
+    return float(c[min(int(np.searchsorted(cum, cum[-1] / 2)), c.size - 1)])
 
 
 def _codes_one(f: ColumnFacts, token: int, facts: list[ColumnFacts]) -> bool:

@@ -19,8 +19,19 @@ from typing import Any
 
 import numpy as np
 
-from iterate.detect.calibration import DEFAULT, FAMILIES, NOT_RATED, SUPPORTING, Calibration, logit, sigmoid
+from iterate.detect.calibration import (
+    DEFAULT,
+    FAMILIES,
+    FITTED_ONLY,
+    NOT_RATED,
+    SUPPORTING,
+    Calibration,
+    logit,
+    sigmoid,
+)
 from iterate.detect.findings import MAX_LISTED, Finding
+from iterate.detect.model import DETECTORS, Model, cell_features, extras_of
+from iterate.detect.model import load as load_model
 from iterate.grouping import unique
 
 MAX_ROWS_LISTED = 50_000  # rows a finding lists for code to recount
@@ -44,11 +55,14 @@ class Decision:
     candidate_cells: int = 0
     flagged_cells: int = 0
     detail: dict[str, Any] = field(default_factory=dict)
+    model: Model | None = None
+    evidence: CellEvidence | None = None  # kept only when asked (make calibrate reads its features)
 
     def summary(self) -> dict[str, Any]:
         """The decision's parameters and estimates, as run metadata."""
         return {
             "calibration": self.calibration.as_dict(),
+            "decision": self.model.as_dict() if self.model is not None else None,
             "estimatedErrorRate": round(self.table_rate, 6),
             "columnErrorRates": {k: round(v, 6) for k, v in self.column_rates.items()},
             "candidateCells": self.candidate_cells,
@@ -166,30 +180,84 @@ def estimate_rates(
     return table, rates, prior
 
 
-def decide(
+@dataclass
+class CellEvidence:
+    """Every evidence item of the flaggable findings, gathered per cell, and each cell's features.
+
+    Items (one per cell of each finding): `where` (the cell's index in `ucid`), `owner` (the finding's index
+    in `judged`), `fam`, `detector` (index in model.DETECTORS), `llr`, `value_level`. Cells: `ucid` (row *
+    n_cols + col), `prior` (log-odds of the column's estimated error rate, leaving the cell's own value
+    out), `total` (the families' strongest evidence added up), `features` (model.FEATURES).
+    """
+
+    judged: list[Finding]
+    n_cols: int
+    ucid: np.ndarray
+    where: np.ndarray
+    owner: np.ndarray
+    fam: np.ndarray
+    detector: np.ndarray
+    llr: np.ndarray
+    value_level: np.ndarray
+    strongest: np.ndarray
+    supporting: np.ndarray  # per family index
+    prior: np.ndarray
+    total: np.ndarray
+    features: dict[str, np.ndarray]
+    table_rate: float
+    column_rates: np.ndarray
+    column_share: np.ndarray  # per cell
+    value_rows: np.ndarray  # per cell
+    extras: dict[str, np.ndarray]  # per item: the statistics findings give beside their evidence
+    eligible: np.ndarray  # per cell: a family that is not only supporting gives it evidence
+    legacy: np.ndarray  # per item: part of the evidence's own reading (not a fitted-only detector)
+
+    def features_of(self, items: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The cells' total and features from the items in the mask `items` only."""
+        where, fam, llr = self.where[items], self.fam[items], self.llr[items]
+        own = self.legacy[items]
+        total = _totals(where[own], fam[own], llr[own], self.ucid.size, self.supporting)[0]
+        return total, cell_features(
+            where,
+            self.detector[items],
+            llr,
+            self.ucid.size,
+            base=self.prior + total,
+            families=_agreeing_families(where, fam, llr, self.ucid.size, self.supporting),
+            column_share=self.column_share,
+            value_rows=self.value_rows,
+            extras={k: v[items] for k, v in self.extras.items()},
+        )
+
+
+def _agreeing_families(
+    where: np.ndarray, fam: np.ndarray, llr: np.ndarray, n_cells: int, supporting: np.ndarray
+) -> np.ndarray:
+    """Per cell: how many families that are not supporting give it evidence pointing to a wrong value."""
+    pos = (llr > 0) & ~supporting[fam]
+    if not pos.any():
+        return np.zeros(n_cells)
+    n_fam = int(fam.max()) + 1
+    pairs = np.unique(where[pos].astype(np.int64) * n_fam + fam[pos])
+    return np.bincount(pairs // n_fam, minlength=n_cells).astype(np.float64)
+
+
+def gather(
     findings: list[Finding],
     n_rows: int,
     column_names: list[str],
     cal: Calibration = DEFAULT,
     codes_of: Callable[[int], np.ndarray] | None = None,
-    texts_of: Callable[[int, np.ndarray], list[str]] | None = None,
     counts_of: Callable[[int], np.ndarray] | None = None,
-) -> Decision:
-    """Keep, in each finding, the cells the combined evidence says are wrong; drop findings left empty.
-
-    `codes_of(col)` gives a column's per-row dictionary codes (to judge a value against its column's rate
-    without its own cells; without it every cell counts as a value of its own) and `texts_of(col, codes)` the
-    values they stand for: a finding lists the values it gave up (reported by another finding, or not
-    wrong after all) as `excluded_values`, so that code recounting it leaves them out. `counts_of(col)`: the
-    rows of each code, when the caller has them (else counted here, a pass over every row of the column).
-    """
+) -> CellEvidence | None:
+    """The evidence of the flaggable findings, per cell, with the features the decision reads (None: no
+    finding has a cell to judge). `make calibrate` reads the same features to fit the decision."""
     n_cols = max(len(column_names), 1)
     judged = [f for f in findings if f.flag and f.n_cells and (f.cols >= 0).all()]
     if not judged:
-        return Decision(findings, cal.prior_floor, {}, cal)
+        return None
     fam_of, fam_names = _family_index(judged)
     supporting = np.array([n in SUPPORTING for n in fam_names], dtype=bool)
-    rank = {t: i for i, t in enumerate(SPECIFICITY)}
     sizes_k = np.array([f.n_cells for f in judged])
     cid = np.concatenate([f.rows * n_cols + f.cols for f in judged])
     llr = np.minimum(
@@ -200,6 +268,8 @@ def decide(
     # and its family as int32, not int64: the decision's arrays are the detection's last peak.
     owner = np.repeat(np.arange(len(judged), dtype=np.int32), sizes_k)
     fam = fam_of[owner]
+    det_pos = {d: i for i, d in enumerate(DETECTORS)}
+    detector = np.array([det_pos.get(f.detector, -1) for f in judged], dtype=np.int32)[owner]
     value_level = np.array([f.value_level for f in judged])[owner]
 
     ucid, where = unique(cid, return_inverse=True)
@@ -207,11 +277,18 @@ def decide(
     where = where.reshape(-1)
     # Each family's strongest item on each cell: the same entries for the totals and for who supports whom.
     strongest = _strongest_per_family(where, fam, llr)
-    # (Each call's other total is dropped at once: bound to `_`, it was held to the decision's peak.)
-    total = _totals(where, fam, llr, ucid.size, supporting, strongest)[0]
+    # The evidence's own reading leaves out the detectors that reach the decision only through the fit.
+    legacy = np.array([f.detector not in FITTED_ONLY for f in judged])[owner]
+    if legacy.all():
+        total = _totals(where, fam, llr, ucid.size, supporting, strongest)[0]
+    else:
+        total = _totals(where[legacy], fam[legacy], llr[legacy], ucid.size, supporting)[0]
     # What the error rates learn from: every family but the supporting ones and the gaps.
     unrated = supporting | np.array([n in NOT_RATED for n in fam_names], dtype=bool)
-    own = _totals(where, fam, llr, ucid.size, unrated, strongest)[1]
+    if legacy.all():
+        own = _totals(where, fam, llr, ucid.size, unrated, strongest)[1]
+    else:
+        own = _totals(where[legacy], fam[legacy], llr[legacy], ucid.size, unrated)[1]
     cell_col = (ucid % n_cols).astype(np.int64)
     cell_row = ucid // n_cols
     # Each evidence cell's (column, value) group, for judging it without its own value's cells.
@@ -231,29 +308,124 @@ def decide(
     del keys  # not read: bound to `_`, it was held to the decision's peak
     cell_group = cell_group.reshape(-1)
     sizes = group_size[first_of_group]
-    table_rate, rates, cell_prior = estimate_rates(own, cell_col, cell_group, sizes, n_rows, n_cols, cal)
-    # Per evidence cell arrays needed no further, let go before the reporting's (the decision's peak).
+    # The rates are the evidence's own reading: cells only fitted-only detectors point at are left out (they
+    # count as cells without evidence) and take their column's rate.
+    on_legacy = np.bincount(where[legacy], minlength=ucid.size) > 0
+    if on_legacy.all():
+        table_rate, rates, cell_prior = estimate_rates(own, cell_col, cell_group, sizes, n_rows, n_cols, cal)
+    else:
+        _, regroup = np.unique(cell_group[on_legacy], return_inverse=True)
+        table_rate, rates, legacy_prior = estimate_rates(
+            own[on_legacy],
+            cell_col[on_legacy],
+            regroup.reshape(-1),
+            sizes[np.unique(cell_group[on_legacy])],
+            n_rows,
+            n_cols,
+            cal,
+        )
+        cell_prior = rates[cell_col]
+        cell_prior[on_legacy] = legacy_prior
+    # The share of each column's cells whose own evidence points to a wrong value, as log-odds.
+    pointing = np.bincount(cell_col, weights=own > 0, minlength=n_cols) / max(n_rows, 1)
+    pointing = np.clip(pointing, 1e-4, 1 - 1e-4)
+    column_share = np.log(pointing / (1 - pointing))[cell_col]
+    value_rows = np.log(np.maximum(group_size, 1).astype(np.float64))
     del own, cell_row, cell_code, group_size, cell_group, first_of_group, sizes
     prior = logit(cell_prior)
     del cell_prior
-    posterior = sigmoid(prior + total)
-    # Flagged: the combined evidence points to a wrong value and carries the posterior over the line.
-    flagged = (posterior >= cal.decide_at) & (total > 0)
+    extras = extras_of(judged, sizes_k)
+    eligible = np.bincount(where, weights=~supporting[fam], minlength=ucid.size) > 0
+    ev = CellEvidence(
+        judged=judged,
+        n_cols=n_cols,
+        ucid=ucid,
+        where=where,
+        owner=owner,
+        fam=fam,
+        detector=detector,
+        llr=llr,
+        value_level=value_level,
+        strongest=strongest,
+        supporting=supporting,
+        prior=prior,
+        total=total,
+        features={},
+        table_rate=table_rate,
+        column_rates=rates,
+        column_share=column_share,
+        value_rows=value_rows,
+        extras=extras,
+        eligible=eligible,
+        legacy=legacy,
+    )
+    ev.features = cell_features(
+        where,
+        detector,
+        llr,
+        ucid.size,
+        base=prior + total,
+        families=_agreeing_families(where, fam, llr, ucid.size, supporting),
+        column_share=column_share,
+        value_rows=value_rows,
+        extras=extras,
+    )
+    return ev
 
-    # Which finding reports each flagged cell: value-level evidence first when it flags the cell on its own.
-    v_total = _totals(where[value_level], fam[value_level], llr[value_level], ucid.size, supporting)[0]
-    by_value = (sigmoid(prior + v_total) >= cal.decide_at) & (v_total > 0)
-    eligible = flagged[where] & np.where(value_level, by_value[where], ~by_value[where])
+
+def decide(
+    findings: list[Finding],
+    n_rows: int,
+    column_names: list[str],
+    cal: Calibration = DEFAULT,
+    codes_of: Callable[[int], np.ndarray] | None = None,
+    texts_of: Callable[[int, np.ndarray], list[str]] | None = None,
+    counts_of: Callable[[int], np.ndarray] | None = None,
+    model: Model | None = None,
+    keep_evidence: bool = False,
+) -> Decision:
+    """Keep, in each finding, the cells the fitted decision says are wrong; drop findings left empty.
+
+    `codes_of(col)` gives a column's per-row dictionary codes (to judge a value against its column's rate
+    without its own cells; without it every cell counts as a value of its own) and `texts_of(col, codes)` the
+    values they stand for: a finding lists the values it gave up (reported by another finding, or not
+    wrong after all) as `excluded_values`, so that code recounting it leaves them out. `counts_of(col)`: the
+    rows of each code, when the caller has them (else counted here, a pass over every row of the column).
+    `model`: the fitted decision (default: fitted.json). `keep_evidence`: keep the gathered evidence and its
+    features on the decision (for `make calibrate`; held past the decision otherwise for nothing).
+    """
+    model = model if model is not None else load_model()
+    ev = gather(findings, n_rows, column_names, cal, codes_of, counts_of)
+    if ev is None:
+        return Decision(findings, cal.prior_floor, {}, cal, model=model)
+    judged, where, owner = ev.judged, ev.where, ev.owner
+    cut = model.logit_threshold()
+    score = model.score(ev.features, ev.ucid.size)
+    posterior = sigmoid(score)
+    # Flagged: a detector that can flag gave the cell evidence, and the fitted score carries it over the line.
+    flagged = (score >= cut) & ev.eligible
+
+    # Which finding reports each flagged cell: value-level evidence first when it flags the cell on its own
+    # (so a value's cells are never split between issues); otherwise any finding that gave it evidence.
+    v_total, v_features = ev.features_of(ev.value_level)
+    by_value = (model.score(v_features, ev.ucid.size) >= cut) & ev.eligible & (v_total > 0)
+    del v_features
+    eligible = flagged[where] & (ev.value_level | ~by_value[where])
+    # Where value-level evidence alone does not flag the cell, a row-level finding reports it if it has one.
+    demoted = ev.value_level & ~by_value[where]
+    rank = {t: i for i, t in enumerate(SPECIFICITY)}
     specificity = np.array([rank.get(f.type, len(rank)) for f in judged], dtype=np.int32)[owner]
-    order = np.lexsort((specificity, -llr, ~eligible, where))
+    # The finding whose evidence weighs most in the fitted score reports the cell.
+    weighs = _contribution(model, ev)
+    order = np.lexsort((specificity, -weighs, demoted, ~eligible, where))
     first = np.ones(order.size, dtype=bool)
     first[1:] = where[order][1:] != where[order][:-1]
     chosen = order[first & eligible[order]]
-    reporter = np.full(ucid.size, -1, dtype=np.int64)
+    reporter = np.full(ev.ucid.size, -1, dtype=np.int64)
     reporter[where[chosen]] = owner[chosen]
 
     # Which other detectors saw each reported cell (the strongest item of their family): one grouping.
-    support = strongest & (reporter[where] >= 0) & (owner != reporter[where])
+    support = ev.strongest & (reporter[where] >= 0) & (owner != reporter[where])
     pair_keys, pair_counts = unique(
         reporter[where][support] * len(judged) + owner[support], return_counts=True
     )
@@ -264,7 +436,7 @@ def decide(
         seen.setdefault(rep, {})[name] = seen.setdefault(rep, {}).get(name, 0) + int(count)
 
     kept: set[int] = set()
-    offsets = np.concatenate([[0], np.cumsum(sizes_k)])
+    offsets = np.concatenate([[0], np.cumsum([f.n_cells for f in judged])])
     for k, f in enumerate(judged):
         pos = where[offsets[k] : offsets[k + 1]]
         mine = reporter[pos] == k
@@ -282,15 +454,33 @@ def decide(
     for f in out:
         if f.describe is not None:
             f.description = f.describe(f)
-    column_rates = {column_names[c]: float(rates[c]) for c in np.unique(cell_col) if c < len(column_names)}
+    cell_col = ev.ucid % ev.n_cols
+    column_rates = {
+        column_names[c]: float(ev.column_rates[c]) for c in np.unique(cell_col) if c < len(column_names)
+    }
     return Decision(
         out,
-        table_rate,
+        ev.table_rate,
         column_rates,
         cal,
-        candidate_cells=int(ucid.size),
+        candidate_cells=int(ev.ucid.size),
         flagged_cells=int(flagged.sum()),
+        model=model,
+        evidence=ev if keep_evidence else None,
     )
+
+
+def _contribution(model: Model, ev: CellEvidence) -> np.ndarray:
+    """Per evidence item, what it adds to its cell's fitted score: its evidence through the evidence's own
+    reading (`base`) and its detector's own weights (`llr:<detector>`, `has:<detector>`)."""
+    llr = np.clip(np.nan_to_num(ev.llr, nan=0.0), -12.0, 12.0)
+    out = np.where(ev.legacy, model.weights.get("base", 0.0) * llr, 0.0)
+    for k, name in enumerate(DETECTORS):
+        w_llr, w_has = model.weights.get(f"llr:{name}", 0.0), model.weights.get(f"has:{name}", 0.0)
+        if w_llr or w_has:
+            on = ev.detector == k
+            out[on] += w_llr * llr[on] + w_has
+    return out
 
 
 def _exclude_lost_values(

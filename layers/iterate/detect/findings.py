@@ -65,6 +65,9 @@ class Finding:
     # the column's convention ("format": the same value, another way), or a "fact" that flags nothing.
     # Empty: worked out from `flag` and `type` (see `damage_kind`).
     damage: str = ""
+    # Per cell (parallel), statistics beyond `llr` that the fitted decision reads as features of its own
+    # (model.EXTRAS names which): how far out, how crowded the value's neighbourhood is, ...
+    features: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.rows = np.asarray(self.rows, dtype=np.int64)
@@ -76,6 +79,10 @@ class Finding:
             if arr is not None:
                 arr = np.broadcast_to(np.asarray(arr, dtype=np.float64), self.rows.shape).copy()
                 setattr(self, name, arr)
+        self.features = {
+            k: np.broadcast_to(np.asarray(v, dtype=np.float64), self.rows.shape).copy()
+            for k, v in self.features.items()
+        }
 
     def keep(self, mask: np.ndarray) -> None:
         """Keep only the cells where `mask` is True (every parallel array follows)."""
@@ -87,6 +94,7 @@ class Finding:
             arr = getattr(self, name)
             if arr is not None:
                 setattr(self, name, arr[mask])
+        self.features = {k: v[mask] for k, v in self.features.items()}
 
     @property
     def damage_kind(self) -> str:
@@ -136,6 +144,7 @@ def value_finding(
     ids: np.ndarray,
     llr_per_id: np.ndarray,
     stat_per_id: np.ndarray,
+    features_per_id: dict[str, np.ndarray] | None = None,
     **kwargs: object,
 ) -> Finding:
     """A finding over whole values (dictionary ids): each distinct value's cells share its evidence."""
@@ -144,4 +153,5 @@ def value_finding(
     rows = f.column.rows_of(ids)
     pos = np.searchsorted(ids, f.column.codes[rows])
     r, c = cells(rows, f.index)
-    return Finding(rows=r, cols=c, llr=llr_per_id[pos], stat=stat_per_id[pos], **kwargs)  # type: ignore[arg-type]
+    features = {k: np.asarray(v)[order][pos] for k, v in (features_per_id or {}).items()}
+    return Finding(rows=r, cols=c, llr=llr_per_id[pos], stat=stat_per_id[pos], features=features, **kwargs)  # type: ignore[arg-type]

@@ -193,7 +193,9 @@ def detect_number_in_words(f: ColumnFacts, cal: Calibration = DEFAULT) -> Findin
 def detect_foreign_values(facts: list[ColumnFacts], cal: Calibration = DEFAULT) -> list[Finding]:
     """Values of another column's vocabulary in a column that otherwise never uses them ('Some college' among
     occupations): rare here, common there and far more often there, and the two vocabularies share nothing
-    else. Values are compared case- and punctuation-blind ('Some-college' is 'some college')."""
+    else. A value common in two other columns or more is a code a family of columns shares (a survey's 'Not
+    selected'), at home in any of them. Values are compared case- and punctuation-blind ('Some-college' is
+    'some college')."""
     texts: dict[int, list[str]] = {}  # column -> normalised text per unique value with letters
     totals: dict[int, dict[str, int]] = {}  # column -> normalised text -> rows
     by_col = {f.index: f for f in facts}
@@ -222,8 +224,11 @@ def detect_foreign_values(facts: list[ColumnFacts], cal: Calibration = DEFAULT) 
             here = own[t]
             if here * cal.rare_min_ratio > fa.typical_count:
                 continue  # common here: part of this column's vocabulary
-            for b in homes_of.get(t, []):
-                if b == a or totals[b][t] < cal.rare_min_ratio * here:
+            elsewhere = [b for b in homes_of.get(t, []) if b != a]
+            if len(elsewhere) >= 2:
+                continue  # a code a family of columns shares ('Not selected', 'Other'): at home anywhere
+            for b in elsewhere:
+                if totals[b][t] < cal.rare_min_ratio * here:
                     continue
                 if len(own.keys() & totals[b].keys()) <= 1:  # the two vocabularies are otherwise apart
                     hits.append(i)

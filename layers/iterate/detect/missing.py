@@ -194,6 +194,9 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
         n_rows,
         cal,
     )
+    # Per column, the gaps a pattern may not flag: those another column's groups explain (a kind of record
+    # the field does not apply to), those of records of another kind, and all of a mostly empty column's.
+    exclude: dict[int, np.ndarray] = {}
     for f in facts:
         if f.index not in rows:
             continue
@@ -207,13 +210,19 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
         for b in partners.get(f.index, ()):
             together |= rows[b]
         together &= missing_rows
+        kept_out = (
+            np.zeros(n_rows, dtype=bool) if share < cal.missing_convention_share else missing_rows.copy()
+        )
         if f.index in odd_columns:
             together |= odd_rows & missing_rows  # one record lacking several values at once: reported once
+            kept_out |= odd_rows & missing_rows
         if share < cal.missing_convention_share:
             by_group, explainers = _explained(f, missing_rows, groupers, stacked, n_rows, cal)
             if explainers:
                 together |= by_group
+                kept_out |= by_group
                 grouped.append((f, by_group, explainers))
+        exclude[f.index] = kept_out
         placeholder = f.is_missing & ~marker & (f.counts > 0)
         if placeholder.any() and share < cal.missing_convention_share:
             out.append(_placeholder_finding(f, placeholder))
@@ -245,7 +254,9 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
         pattern_rows = np.flatnonzero(np.sum([rows[c] for c in cluster], axis=0) >= 2)
         if pattern_rows.size:
             whole = all(np.array_equal(rows[c], rows[cluster[0]]) for c in cluster[1:])
-            out.append(_pattern_finding([facts[c] for c in cluster], pattern_rows, n_rows, whole))
+            out.append(
+                _pattern_finding([facts[c] for c in cluster], pattern_rows, n_rows, whole, rows, exclude, cal)
+            )
     for f, mask, explainers in grouped:
         out.append(_explained_finding(f, np.flatnonzero(mask), explainers, n_rows))
     if odd_columns:
@@ -759,16 +770,87 @@ def _convention_finding(f: ColumnFacts, n_rows: int, share: float) -> Finding:
     )
 
 
+def unflagged_pattern(flagged: Finding, facts: list[ColumnFacts], n_rows: int) -> Finding:
+    """A pattern of gaps the decision flagged no cell of, reported as a fact about the records (unflagged)."""
+    by_name = {f.name: f for f in facts}
+    cluster = [by_name[c] for c in flagged.columns]
+    # Counted again from the columns: the finding's listed rows stop at MAX_ROWS_LISTED.
+    missing = _missing_rows(cluster)
+    rows = np.flatnonzero(np.sum([missing[f.index] for f in cluster if f.index in missing], axis=0) >= 2)
+    return _pattern_finding(cluster, rows, n_rows, bool(flagged.stats.get("whole")))
+
+
 def _pattern_finding(
-    cluster: list[ColumnFacts], rows: np.ndarray, n_rows: int, whole: bool = False
+    cluster: list[ColumnFacts],
+    rows: np.ndarray,
+    n_rows: int,
+    whole: bool = False,
+    missing: dict[int, np.ndarray] | None = None,
+    exclude: dict[int, np.ndarray] | None = None,
+    cal: Calibration = DEFAULT,
 ) -> Finding:
-    """Columns whose gaps travel together. `whole`: they are missing on exactly the same rows, never one
-    without the others: one part of the record, present or absent as a whole (a measurement and its
-    uncertainty, an exact constant having neither), which is how the table tells records of that kind
-    apart: reported as the table's convention (low), not as records that lost a part."""
+    """Columns whose gaps travel together: missing values all the same (a source that reports no times for a
+    record lost them all), each blank cell flagged where its column is otherwise filled, as one issue with
+    the pattern in its text. Not flagged: the gaps of a mostly empty column, and those `exclude` keeps out
+    (another column's groups explain them, records of another kind). `whole`: the columns are missing on
+    exactly the same rows, never one without the others (one part of the record, present or absent as a
+    whole); said in the text. Without `missing`, the pattern is reported as a fact, nothing flagged."""
     names = [f.name for f in cluster]
     shown = ", ".join(f"'{n}'" for n in names)
     markers = sorted({m for f in cluster for m in _as_written(f, f.is_missing)})
+    if missing is not None:
+        r_parts, c_parts, llr_parts = [], [], []
+        on = np.zeros(n_rows, dtype=bool)
+        on[rows] = True
+        for f in cluster:
+            gaps = missing[f.index] & on
+            if exclude is not None and f.index in exclude:
+                gaps &= ~exclude[f.index]
+            at = np.flatnonzero(gaps)
+            if at.size:
+                share = float(missing[f.index].sum()) / n_rows
+                r_parts.append(at)
+                c_parts.append(np.full(at.size, f.index))
+                llr_parts.append(np.full(at.size, gap_llr(share, cal)))
+        if r_parts:
+            r = np.concatenate(r_parts)
+            together = "all missing, never one without the others" if whole else "missing together"
+            pattern = (
+                f"In {rows.size:,} rows ({rows.size / n_rows:.1%}) two or more of {shown} are {together}, "
+                "far more often than chance: the records lack that part as a whole (a source that did not report "
+                "it, a step that did not happen)."
+            )
+            return Finding(
+                type="missing_together",
+                columns=names,
+                rows=r,
+                cols=np.concatenate(c_parts),
+                title=f"Values missing together in {', '.join(names)}",
+                description=pattern,
+                # What is flagged is told from what the decision kept: the same count as the issue's rows.
+                describe=lambda fd: (
+                    f"{pattern} {fd.n_cells:,} of their blanks, in {fd.unique_rows().size:,} rows, are flagged: "
+                    "those where the column is otherwise filled."
+                ),
+                suggested_action="Complete these records at the source (they lack the same part); if the gap "
+                "is expected for them, record why in a column of its own.",
+                category="smart_fixes",
+                detector="missing",
+                # The rows listed are the flagged ones (the decision rewrites them); the proof re-checks that
+                # each lacks two or more of the columns (ROWS_RULE's `missing_row`).
+                stats={
+                    "columns": names,
+                    "markers": markers,
+                    "missing_markers": markers,
+                    "min_missing": 2,
+                    "whole": whole,
+                    "rule": "missing_row",
+                    "rows": rows[:MAX_ROWS_LISTED].tolist(),
+                },
+                llr=np.concatenate(llr_parts),
+                value_level=False,
+                key="missing-together:" + ":".join(names),
+            )
     if whole:
         told = (
             f"In {rows.size:,} rows ({rows.size / n_rows:.1%}) {shown} are all empty, and none of them is ever "

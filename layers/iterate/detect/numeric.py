@@ -326,7 +326,14 @@ def detect_precision(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT
         m.weights[ok].sum()
     )
     written = _written_digits(m.numbers) if digits else _written_decimals(m.numbers, m.decimals)
-    typical = m.typical(written)
+    # A zero has no digits to show: a column of computed shares that writes "0" for most rows (no playoff
+    # games) writes its other values with all their decimals. The precision is read off the other values.
+    nonzero = ok & (m.numbers != 0)
+    typical = (
+        weighted_quantile(written[nonzero].astype(np.float64), m.weights[nonzero].astype(np.float64), 0.5)
+        if nonzero.any()
+        else m.typical(written)
+    )
     excess = written - typical
     hit = ok & (excess >= cal.precision_gap)
     if not hit.any():
@@ -598,6 +605,28 @@ def _tail_spreads(scale: Scale, x: np.ndarray, w: np.ndarray) -> Scale:
     return replace(scale, low_spread=low, high_spread=high)
 
 
+# Values nearer the bulk than this many robust spreads are never candidates: a bound on the work, not a
+# decision (the fitted decision weighs every candidate by how far out it lies).
+CANDIDATE_Z = 3.0
+
+
+def _crowding(scale: Scale, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Per distinct value: log of the share of the column's other rows within one spread of it on the
+    column's scale (a value alone in its stretch scores log(1 / rows))."""
+    t = scale.transform(x)
+    ok = np.isfinite(t)
+    out = np.full(x.size, math.log(1.0 / max(float(w.sum()), 1.0)))
+    if ok.sum() < 2:
+        return out
+    order = np.argsort(t[ok], kind="stable")
+    ts, cum = t[ok][order], np.concatenate([[0.0], np.cumsum(w[ok][order])])
+    lo = np.searchsorted(ts, t[ok] - scale.spread, side="left")
+    hi = np.searchsorted(ts, t[ok] + scale.spread, side="right")
+    near = cum[hi] - cum[lo] - w[ok]  # other rows within one spread
+    out[ok] = np.log((near + 1.0) / float(w.sum()))
+    return out
+
+
 def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT) -> Finding | None:
     """Numbers far from the column's bulk (robust z on its best scale), or negative where it never is."""
     if not m.numeric or m.code_width is not None:
@@ -666,9 +695,14 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
             over = math.log(inside / max(1 - inside, 1e-9)) - math.log(2.0) + cal.sign_bonus
             llr[above] = np.maximum(llr[above], over)
     llr = np.minimum(llr, cal.outlier_max_llr)
-    hit = llr > 0
+    # Candidates: evidence pointing to a wrong value, or a value beyond CANDIDATE_Z spreads whose evidence the
+    # fitted decision weighs with how far out it is and how crowded its neighbourhood is (a mode of a
+    # multi-modal sensor column is crowded; a value multiplied by ten stands alone).
+    hit = (llr > 0) | (np.isfinite(z) & (z > CANDIDATE_Z))
     if not hit.any():
         return None
+    far = np.log1p(np.minimum(z, 1e6))
+    crowd = _crowding(scale, x, w) if scale is not None else np.zeros(x.size)
     ids = m.ids[ok][hit]
     name = f.name
     low, high = scale.bounds(cal.outlier_z) if scale is not None else (None, None)
@@ -698,6 +732,7 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
         ids,
         llr[hit],
         z[hit],
+        {"far": far[hit], "crowd": crowd[hit]},
         type="numeric_outlier",
         columns=[name],
         title=f"Extreme values in {name}",
@@ -794,6 +829,120 @@ def detect_code_width(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAUL
     )
 
 
+def detect_zero_led(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT) -> Finding | None:
+    """Whole numbers written with a leading zero (`0123`) in a column that writes its numbers without one:
+    the same number written unlike the column (a code column padded by its convention is judged by its
+    width instead, see detect_code_width)."""
+    if not m.numeric or m.code_width is not None:
+        return None
+    ok = m.is_number & (m.decimals == 0)
+    text = pc.utf8_trim_whitespace(f.column.dictionary.take(pa.array(m.ids, pa.int64())))
+    led = ok & _bools(pc.match_substring_regex(text, r"^[-+]?0\d"))
+    if not led.any():
+        return None
+    whole = float(m.weights[ok].sum())
+    share = 1.0 - float(m.weights[led].sum()) / max(whole, 1.0)
+    if share < cal.parse_min_share:
+        return None  # padding is as common as not: a convention of its own
+    ids = m.ids[led]
+    llr = share_llr(share, cal.shape_bonus) - repeat_discount(m.weights[led], f.typical_count, cal)
+    name = f.name
+    values = _values(f, ids)
+    stripped = {v: v.strip().lstrip("+").lstrip("0") or "0" for v in values}
+
+    def describe(fd: Finding) -> str:
+        shown = ", ".join(repr(v) for v in fd.stats["bad_values"][:4])
+        return (
+            f"{plural(fd.n_cells, 'number')} in '{name}' {agree(fd.n_cells, 'is', 'are')} written with a leading "
+            f"zero ({shown}), while {share:.1%} of the column's whole numbers are written without one."
+        )
+
+    return value_finding(
+        f,
+        ids,
+        llr,
+        np.full(ids.size, share),
+        type="format_violation",
+        columns=[name],
+        title=f"Numbers with a leading zero in {name}",
+        description="",
+        describe=describe,
+        suggested_action="Write these numbers without the leading zero, as the rest of the column does (if the "
+        "column holds codes whose zeros matter, pad the others instead).",
+        category="quick_fixes",
+        detector="zeroled",
+        stat_name="share of the column's whole numbers written without a leading zero",
+        stats={"column": name, "rule": "zero_led", "bad_values": values, "canonical": stripped},
+        key=f"zeroled:{name}",
+        damage="format",
+    )
+
+
+def detect_short_decimals(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT) -> Finding | None:
+    """Numbers written with fewer decimals than a column that writes every number with the same number of
+    decimals (`1.5175` among `1.51750`, `12.5` among `12.50`): the same number with its trailing zeros
+    dropped, written unlike the column (a quick fix pads them back)."""
+    if not m.numeric or m.convention != "point":
+        return None
+    ok = m.is_number & (m.digits >= 0)
+    w = m.weights[ok].astype(np.float64)
+    if w.sum() < 20:
+        return None
+    decimals = m.decimals[ok]
+    counts = np.bincount(decimals, weights=w)
+    k = int(counts.argmax())
+    share = float(counts[k] / w.sum())
+    if k == 0 or share < cal.parse_min_share:
+        return None  # whole numbers, or no one number of decimals the column keeps to
+    text = f.column.dictionary.take(pa.array(m.ids[ok], pa.int64()))
+    plain = _bools(pc.match_substring_regex(pc.utf8_trim_whitespace(text), r"^[-+]?[0-9]*[.]?[0-9]+$"))
+    short = plain & (decimals < k)
+    if not short.any():
+        return None
+    ids = m.ids[ok][short]
+    llr = share_llr(share, cal.shape_bonus) - repeat_discount(m.weights[ok][short], f.typical_count, cal)
+    name = f.name
+    values = _values(f, ids)
+    padded = {}
+    for v in values:
+        t = v.strip()
+        whole, _, frac = t.partition(".")
+        padded[v] = f"{whole}.{frac.ljust(k, '0')}"
+
+    def describe(fd: Finding) -> str:
+        shown = ", ".join(repr(v) for v in fd.stats["bad_values"][:4])
+        return (
+            f"{plural(fd.n_cells, 'number')} in '{name}' {agree(fd.n_cells, 'is', 'are')} written with fewer than "
+            f"{k} decimals ({shown}), while {share:.1%} of the column's rows write exactly {k}: trailing zeros "
+            "dropped on the way."
+        )
+
+    return value_finding(
+        f,
+        ids,
+        llr,
+        np.full(ids.size, share),
+        type="format_violation",
+        columns=[name],
+        title=f"Numbers with fewer decimals than {name} writes",
+        description="",
+        describe=describe,
+        suggested_action=f"Write these numbers with {k} decimals, as the rest of the column does.",
+        category="quick_fixes",
+        detector="decimals",
+        stat_name="share of the column's rows written with the column's number of decimals",
+        stats={
+            "column": name,
+            "rule": "short_decimals",
+            "decimals": k,
+            "bad_values": values,
+            "canonical": padded,
+        },
+        key=f"shortdec:{name}",
+        damage="format",
+    )
+
+
 def detect_float_written_integers(
     f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT
 ) -> Finding | None:
@@ -864,16 +1013,16 @@ class Contexts:
         return np.bincount(self.codes.ravel(), minlength=int(self.codes.max()) + 1 if self.codes.size else 0)
 
 
-def context_columns(facts: list[ColumnFacts], n_rows: int) -> Contexts:
-    """Label columns (not numbers) of 2..MAX_CONTEXT_GROUPS values, each holding five rows per value or more."""
+def context_columns(
+    facts: list[ColumnFacts], n_rows: int, max_groups: float = MAX_CONTEXT_GROUPS
+) -> Contexts:
+    """Label columns (not numbers) of 2..`max_groups` values, each holding five rows per value or more."""
     rng = np.random.default_rng(13)
     sample = (
         np.arange(n_rows) if n_rows <= CONTEXT_SAMPLE else rng.choice(n_rows, CONTEXT_SAMPLE, replace=False)
     )
     chosen = [
-        g
-        for g in facts
-        if 2 <= g.column.n_unique <= min(MAX_CONTEXT_GROUPS, n_rows / 5) and not g.numeric.numeric
+        g for g in facts if 2 <= g.column.n_unique <= min(max_groups, n_rows / 5) and not g.numeric.numeric
     ]
     sizes = np.array([g.column.n_unique for g in chosen], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
@@ -981,6 +1130,8 @@ def discount_explained_outliers(
         z_group[on] = np.abs(values[rows[on]] - center) / spread
     llr_group = (np.minimum(z_group, 1e6) - cal.outlier_z) * cal.outlier_llr_per_z
     f.llr = np.minimum(f.llr, np.where(np.isfinite(z_group), llr_group, f.llr))
+    if "far" in f.features:  # how far out: within its group, where the group holds it closer
+        f.features["far"] = np.minimum(f.features["far"], np.log1p(np.minimum(z_group, 1e6)))
     f.stats["context"] = g.name
     return f
 

@@ -1,6 +1,13 @@
-"""Text hygiene: stray whitespace and encoding damage."""
+"""Text hygiene: stray whitespace, encoding damage, text left escaped, and stray symbols."""
 
 from __future__ import annotations
+
+import codecs
+import contextlib
+import html
+import math
+import re
+import unicodedata
 
 import numpy as np
 import pyarrow.compute as pc
@@ -14,6 +21,12 @@ MOJIBAKE = (
     r"Ã[\x{80}-\x{BF}\x{A0}-\x{FF}]|Â[\x{A0}-\x{BF}]|â€[\x{80}-\x{BF}\x{98}-\x{9F}™œ\x{9D}]|â€|\x{FFFD}"
 )
 STRAY_SHARE = 0.2  # stray spaces are an issue when only a minority of values have them
+# Text left escaped on its way out of HTML or JSON: `Tom &amp; Jerry`, `Pe\u00f1a`, `\"Ace\"`.
+ESCAPED = (
+    r"&(?:[A-Za-z]{2,8}|#[0-9]{2,5}|#[xX][0-9A-Fa-f]{2,4});|\\(?:u[0-9A-Fa-f]{4}|x[0-9A-Fa-f]{2}|[\"'ntr\\])"
+)
+SYMBOL_CANDIDATE_SHARE = 0.1  # symbols written in more of a column's rows than this are its own (work bound)
+_SYMBOL = re.compile(r"([^\w\s])\1|[^\w\s]")
 
 
 def detect_whitespace(f: ColumnFacts) -> Finding | None:
@@ -91,4 +104,119 @@ def detect_encoding(f: ColumnFacts) -> Finding | None:
         },
         expected=[repaired[f.column.value(int(r))] for r in rows],
         key=f"encoding:{f.name}",
+    )
+
+
+def _unescape(text: str) -> str:
+    out = html.unescape(text)
+    if "\\" in out:
+        with contextlib.suppress(UnicodeDecodeError, UnicodeEncodeError):
+            out = codecs.decode(out.encode("latin-1", "backslashreplace"), "unicode_escape")
+    return out
+
+
+def detect_escaped(f: ColumnFacts) -> Finding | None:
+    """Values holding HTML entities or escape sequences (`Tom &amp; Jerry`, `Pe\\u00f1a`) in a column that
+    mostly does not: text that left one format without being decoded."""
+    d = f.column.dictionary
+    bad = np.asarray(pc.match_substring_regex(d, pattern=ESCAPED).to_numpy(zero_copy_only=False), dtype=bool)
+    bad &= f.present & (f.counts > 0)
+    if not bad.any() or f.counts[bad].sum() > STRAY_SHARE * max(f.n_present, 1):
+        return None  # a column of markup or JSON writes its values that way
+    ids = np.flatnonzero(bad)
+    repaired = {v: _unescape(v) for v in f.column.texts(ids)}
+    keep = np.array([repaired[v] != v for v in f.column.texts(ids)], dtype=bool)
+    ids = ids[keep]
+    if not ids.size:
+        return None
+    rows, cols = cells(f.column.rows_of(ids), f.index)
+    return Finding(
+        type="encoding_damage",
+        columns=[f.name],
+        rows=rows,
+        cols=cols,
+        title=f"Text left escaped in {f.name}",
+        description="",
+        describe=lambda fd: (
+            f"{plural(fd.n_cells, 'value')} in '{f.name}' {agree(fd.n_cells, 'holds', 'hold')} HTML entities or "
+            f"escape sequences (e.g. '{f.column.value(int(fd.rows[0]))}'): text copied out of a web page or a "
+            "JSON file without being decoded."
+        ),
+        suggested_action="Decode the entities and escapes (the report shows the decoded values).",
+        category="quick_fixes",
+        detector="encoding",
+        stats={
+            "column": f.name,
+            "bad_values": sorted(repaired)[:MAX_LISTED],
+            "canonical": dict(list(repaired.items())[:MAX_LISTED]),
+        },
+        expected=[repaired.get(f.column.value(int(r))) for r in rows],
+        key=f"escaped:{f.name}",
+    )
+
+
+def detect_stray_symbols(f: ColumnFacts) -> Finding | None:
+    """Values holding a symbol (or a doubled punctuation mark) the column seldom writes: `O''Brien`, `NY-*`,
+    `Civic*` among names and codes. Evidence only (read by the fitted decision): how rare the symbol is in
+    the column, whether it sits at an end of the value, whether it is doubled."""
+    if f.n_present < 20 or f.free_text or f.prose or not f.has_letter.any():
+        return None
+    ids = np.flatnonzero(f.present & (f.counts > 0) & f.has_letter)
+    if not ids.size:
+        return None
+    texts = f.column.texts(ids)
+    rows_with: dict[str, float] = {}
+    found: list[list[str]] = []
+    for t, c in zip(texts, f.counts[ids].tolist(), strict=True):
+        marks = sorted({m.group(0) for m in _SYMBOL.finditer(t)})
+        found.append(marks)
+        for m in marks:
+            rows_with[m] = rows_with.get(m, 0.0) + c
+    if not rows_with:
+        return None
+    total = float(f.n_present)
+    rare = {m for m, n in rows_with.items() if n <= SYMBOL_CANDIDATE_SHARE * total}
+    hit, rarity, edge, doubled = [], [], [], []
+    for i, t, marks in zip(ids.tolist(), texts, found, strict=True):
+        mine = [m for m in marks if m in rare]
+        if not mine:
+            continue
+        m = min(mine, key=lambda x: rows_with[x])
+        share = (rows_with[m] + 1.0) / (total + 2.0)
+        hit.append(i)
+        rarity.append(-math.log(share))
+        core = t.strip()
+        edge.append(1.0 if core.startswith(m) or core.endswith(m) else 0.0)
+        doubled.append(1.0 if len(m) == 2 or unicodedata.category(m[0]).startswith("S") else 0.0)
+    if not hit:
+        return None
+    from iterate.detect.findings import value_finding
+
+    rarity_a = np.array(rarity)
+    name = f.name
+
+    def describe(fd: Finding) -> str:
+        shown = ", ".join(repr(v) for v in fd.stats["bad_values"][:4])
+        return (
+            f"{plural(fd.n_cells, 'value')} in '{name}' {agree(fd.n_cells, 'holds', 'hold')} a symbol the column "
+            f"seldom writes ({shown}): a stray keystroke or a mark pasted in with the value."
+        )
+
+    return value_finding(
+        f,
+        np.array(hit, dtype=np.int64),
+        rarity_a - math.log(2.0),
+        rarity_a,
+        {"rarity": rarity_a, "edge": np.array(edge), "doubled": np.array(doubled)},
+        type="format_violation",
+        columns=[name],
+        title=f"Stray symbols in {name}",
+        description="",
+        describe=describe,
+        suggested_action="Remove the stray symbols (check first that they are not part of the name).",
+        category="smart_fixes",
+        detector="symbols",
+        stat_name="-log(share of the column's rows writing the symbol)",
+        stats={"column": name, "bad_values": sorted(f.column.texts(np.array(hit)))[:MAX_LISTED]},
+        key=f"symbols:{name}",
     )

@@ -298,6 +298,9 @@ elif rule == "integer_written":
     holds = text.str.fullmatch(r"[-+]?[0-9]+[.]0+").fillna(False).to_numpy(dtype=bool)
 elif rule == "zero_led":
     holds = text.str.fullmatch(r"[-+]?0[0-9]+").fillna(False).to_numpy(dtype=bool)
+elif rule == "short_decimals":
+    written = text.str.extract(r"^[-+]?[0-9]*[.]([0-9]+)$")[0].str.len().fillna(0)
+    holds = (text.str.fullmatch(r"[-+]?[0-9]*[.]?[0-9]+").fillna(False) & (written < int(PARAMS["decimals"]))).to_numpy(dtype=bool)
 elif rule == "date":
     # Laid out as the column's dates or times, yet none of its formats reads it as a real day or time.
     real = np.zeros(len(text), dtype=bool)
