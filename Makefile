@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
 
-.PHONY: install demo test lint format typecheck bench bench-aws timeline bench-merge bench-bound bench-library cost-model score calibrate corpus realdata realdata-stage synth deploy schemas clean
+.PHONY: install demo test lint format typecheck bench bench-aws timeline bench-merge bench-bound bench-versus bench-library cost-model score calibrate corpus realdata realdata-stage synth deploy schemas clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -54,6 +54,9 @@ bench-merge: $(DEV) ## MergeChunks alone in a fresh process: merge + profile ste
 
 bench-bound: $(DEV) ## does a whole run finish inside a hard memory limit (a cgroup, all processes, no swap)? (ROWS=3000000 MB=2048, or SOURCE=)
 	$(BIN)/python scripts/bound_run.py $(if $(SOURCE),--source $(SOURCE),--rows $(or $(ROWS),3000000)) --mb $(or $(MB),2048)
+
+bench-versus: $(DEV) ## iterate analyze with this engine against another checkout's, alternately (BASE=../baseline; RUNS=3)
+	$(BIN)/python scripts/bench_versus.py --base $(BASE) --runs $(or $(RUNS),3)
 
 bench-library: $(DEV) ## investigation tokens in LLM mode (fake server): first run, unchanged rerun, new rows
 	$(BIN)/python scripts/bench_library.py

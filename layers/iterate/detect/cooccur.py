@@ -71,14 +71,18 @@ def cooccurrence_llr(x: np.ndarray, y: np.ndarray, n_x: int, n_y: int) -> np.nda
     n = float(xs.size)
     y_counts = np.bincount(ys, minlength=n_y).astype(np.float64)
     x_counts = np.bincount(xs, minlength=n_x).astype(np.float64)
-    _, inverse, joint = unique(xs * n_y + ys, return_inverse=True, return_counts=True)
-    pair = joint[inverse.reshape(-1)].astype(np.float64) - 1.0
-    p_y = np.maximum(y_counts[ys] - 1.0, 0.5) / max(n - 1.0, 1.0)
-    group = x_counts[xs] - 1.0
-    fit = [float(np.log((pair + a * p_y) / (group + a)).sum()) for a in ALPHAS]
+    keys, inverse, joint = unique(xs * n_y + ys, return_inverse=True, return_counts=True)
+    # The rows of one (x, y) pair share every term: computed once per distinct pair, the likelihood summed
+    # over them weighted by their rows.
+    kx, ky = keys // n_y, keys % n_y
+    k_pair = joint.astype(np.float64) - 1.0
+    k_p_y = np.maximum(y_counts[ky] - 1.0, 0.5) / max(n - 1.0, 1.0)
+    k_group = x_counts[kx] - 1.0
+    weight = joint.astype(np.float64)
+    fit = [float((weight * np.log((k_pair + a * k_p_y) / (k_group + a))).sum()) for a in ALPHAS]
     alpha = float(ALPHAS[int(np.argmax(fit))])
-    p_y_x = (pair + alpha * p_y) / (group + alpha)
-    out[both] = np.log(p_y) - np.log(p_y_x)
+    k_p_y_x = (k_pair + alpha * k_p_y) / (k_group + alpha)
+    out[both] = (np.log(k_p_y) - np.log(k_p_y_x))[inverse.reshape(-1)]
     return out
 
 

@@ -10,6 +10,7 @@ import re
 import unicodedata
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from iterate.detect.context import ColumnFacts
@@ -27,6 +28,8 @@ ESCAPED = (
 )
 SYMBOL_CANDIDATE_SHARE = 0.1  # symbols written in more of a column's rows than this are its own (work bound)
 _SYMBOL = re.compile(r"([^\w\s])\1|[^\w\s]")
+# What is certainly a word character or a space for Python's `re` too (RE2's own \w and \s are ASCII-only).
+_NOT_SYMBOL = r"[\p{L}\p{N}_\s\p{Z}]+"
 
 
 def detect_whitespace(f: ColumnFacts) -> Finding | None:
@@ -164,24 +167,33 @@ def detect_stray_symbols(f: ColumnFacts) -> Finding | None:
     ids = np.flatnonzero(f.present & (f.counts > 0) & f.has_letter)
     if not ids.size:
         return None
-    texts = f.column.texts(ids)
+    # Each value reduced, in pyarrow, to its symbols: every run of word characters and spaces becomes one space
+    # (so adjacency, hence doubling, is kept); a column has few such signatures, and only they reach Python.
+    values = f.column.dictionary.take(pa.array(ids, pa.int64()))
+    signature = pc.replace_substring_regex(values, _NOT_SYMBOL, " ").dictionary_encode()
+    sig_codes = signature.indices.to_numpy(zero_copy_only=False)
+    sig_marks = [
+        sorted({m.group(0) for m in _SYMBOL.finditer(str(t))}) for t in signature.dictionary.to_pylist()
+    ]
+    rows_per_sig = np.bincount(sig_codes, weights=f.counts[ids], minlength=len(sig_marks))
     rows_with: dict[str, float] = {}
-    found: list[list[str]] = []
-    for t, c in zip(texts, f.counts[ids].tolist(), strict=True):
-        marks = sorted({m.group(0) for m in _SYMBOL.finditer(t)})
-        found.append(marks)
+    for marks, c in zip(sig_marks, rows_per_sig.tolist(), strict=True):
         for m in marks:
             rows_with[m] = rows_with.get(m, 0.0) + c
     if not rows_with:
         return None
     total = float(f.n_present)
     rare = {m for m, n in rows_with.items() if n <= SYMBOL_CANDIDATE_SHARE * total}
+    # Per signature, the rarest of its rare symbols (None: it writes none).
+    chosen = [
+        min((m for m in marks if m in rare), key=lambda x: rows_with[x], default=None) for marks in sig_marks
+    ]
+    holding = np.array([m is not None for m in chosen], dtype=bool)
+    at = np.flatnonzero(holding[sig_codes])
     hit, rarity, edge, doubled = [], [], [], []
-    for i, t, marks in zip(ids.tolist(), texts, found, strict=True):
-        mine = [m for m in marks if m in rare]
-        if not mine:
-            continue
-        m = min(mine, key=lambda x: rows_with[x])
+    for i, t, code in zip(ids[at].tolist(), f.column.texts(ids[at]), sig_codes[at].tolist(), strict=True):
+        m = chosen[code]
+        assert m is not None
         share = (rows_with[m] + 1.0) / (total + 2.0)
         hit.append(i)
         rarity.append(-math.log(share))
