@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -46,23 +45,26 @@ def ensure(path: Path) -> None:
 
 
 def one_run(layers: Path, data: Path) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MiB of the largest child) of one analyze run with `layers` on the path."""
+    """(wall seconds, peak RSS in MiB of the run's largest process) of one analyze run with `layers` on the path.
+
+    wait4 gives this run's own resource usage (the child and the descendants it waited for), not the maximum
+    over every child this script has started."""
     env = dict(os.environ, PYTHONPATH=str(layers), PYTHONHASHSEED="0")
-    with tempfile.TemporaryDirectory() as out:
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    with tempfile.TemporaryDirectory() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
-        done = subprocess.run(
+        proc = subprocess.Popen(
             [sys.executable, "-m", "iterate", "analyze", str(data), "--out", out, "--quiet"],
             env=env,
-            capture_output=True,
-            text=True,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
         )
+        _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
-        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    if done.returncode not in (0, 3):
-        raise SystemExit(f"analyze failed with {layers}: {done.stderr[-2000:]}")
-    # ru_maxrss of children is the largest so far: a run smaller than an earlier one reads as that one
-    return wall, max(peak, before) / 1024
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode not in (0, 3):  # 3: the default gate found issues at its level
+            err.seek(0)
+            raise SystemExit(f"analyze failed with {layers}: {err.read().decode(errors='replace')[-2000:]}")
+    return wall, usage.ru_maxrss / 1024
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         ratio = statistics.median(walls["this"]) / statistics.median(walls["base"])
         print(f"{data.name:<16}this / base, median wall: {ratio:.2f}x")
-    print("(peak RSS: the largest single process over the runs of a side, not the process tree)")
+    print("(peak RSS: the largest single process of a side's runs, not the process tree)")
     return 0
 
 

@@ -401,15 +401,25 @@ def decide(
     judged, where, owner = ev.judged, ev.where, ev.owner
     cut = model.logit_threshold()
     score = model.score(ev.features, ev.ucid.size)
+    if not keep_evidence:
+        ev.features = {}  # read no further: not held beside the value-level features below (the peak)
     posterior = sigmoid(score)
     # Flagged: a detector that can flag gave the cell evidence, and the fitted score carries it over the line.
     flagged = (score >= cut) & ev.eligible
 
     # Which finding reports each flagged cell: value-level evidence first when it flags the cell on its own
     # (so a value's cells are never split between issues); otherwise any finding that gave it evidence.
-    v_total, v_features = ev.features_of(ev.value_level)
-    by_value = (model.score(v_features, ev.ucid.size) >= cut) & ev.eligible & (v_total > 0)
-    del v_features
+    # A cell whose evidence is all value-level scores the same on its value-level evidence alone: only cells
+    # with both kinds are scored again (on a long table, few of its million cells).
+    n_cells = ev.ucid.size
+    has_value = np.bincount(where[ev.value_level], minlength=n_cells) > 0
+    mixed = has_value & (np.bincount(where[~ev.value_level], minlength=n_cells) > 0)
+    by_value = has_value & ~mixed & (score >= cut) & (ev.total > 0)
+    if mixed.any():
+        v_total, v_features = ev.features_of(ev.value_level & mixed[where])
+        by_value |= mixed & (model.score(v_features, n_cells) >= cut) & (v_total > 0)
+        del v_features
+    by_value &= ev.eligible
     eligible = flagged[where] & (ev.value_level | ~by_value[where])
     # Where value-level evidence alone does not flag the cell, a row-level finding reports it if it has one.
     demoted = ev.value_level & ~by_value[where]

@@ -132,7 +132,7 @@ def cell_features(
     extras: dict[str, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """Per cell (`where` maps each evidence item to its cell, `detector` to its index in DETECTORS): every
-    feature of FEATURES, as float32 arrays of n_cells. `extras`: per item, the EXTRAS its finding gives
+    feature of FEATURES, as float32 arrays of n_cells (`has:` as booleans). `extras`: per item, the EXTRAS its finding gives
     (0 where it gives none)."""
     out: dict[str, np.ndarray] = {
         "base": base.astype(np.float32),
@@ -142,20 +142,24 @@ def cell_features(
     }
     llr = np.clip(np.nan_to_num(llr, nan=0.0), -LLR_CAP, LLR_CAP)
     if where.size:
-        # The strongest item of each detector on each cell: one sort on (cell, detector, -llr).
-        order = np.lexsort((-llr, detector, where))
+        # The strongest item of each detector on each cell: one sort on (detector, cell) as one key, then -llr
+        # (two keys, not three: millions of items on a long table); each detector's picks are then one slice.
+        key = (detector.astype(np.int64) + 1) * (int(where.max()) + 1) + where.astype(np.int64)
+        order = np.lexsort((-llr, key))
+        sorted_key = key[order]
         first = np.ones(order.size, dtype=bool)
-        first[1:] = (where[order][1:] != where[order][:-1]) | (detector[order][1:] != detector[order][:-1])
+        first[1:] = sorted_key[1:] != sorted_key[:-1]
         pick = order[first]
+        bounds = np.searchsorted(detector[pick], np.arange(len(DETECTORS) + 1))
         for k, name in enumerate(DETECTORS):
-            sel = pick[detector[pick] == k]
+            sel = pick[bounds[k] : bounds[k + 1]]
             if not sel.size:
                 continue
             x = np.zeros(n_cells, dtype=np.float32)
             x[where[sel]] = llr[sel]
             out[f"llr:{name}"] = x
-            h = np.zeros(n_cells, dtype=np.float32)
-            h[where[sel]] = 1.0
+            h = np.zeros(n_cells, dtype=bool)  # an indicator: a quarter of a float's bytes on a long table
+            h[where[sel]] = True
             out[f"has:{name}"] = h
             for extra, values in (extras or {}).items():
                 if extra.split(":")[1] == name:
@@ -172,10 +176,11 @@ def extras_of(judged: list[Any], sizes: np.ndarray) -> dict[str, np.ndarray]:
         _, detector, stat = extra.split(":")
         if not any(f.detector == detector and stat in f.features for f in judged):
             continue
-        out[extra] = np.concatenate(
-            [
-                f.features[stat] if f.detector == detector and stat in f.features else np.zeros(int(k))
-                for f, k in zip(judged, sizes, strict=True)
-            ]
-        )
+        values = np.zeros(int(np.sum(sizes)))
+        start = 0
+        for f, k in zip(judged, sizes.tolist(), strict=True):
+            if f.detector == detector and stat in f.features:
+                values[start : start + k] = f.features[stat]
+            start += k
+        out[extra] = values
     return out

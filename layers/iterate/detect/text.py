@@ -30,6 +30,8 @@ SYMBOL_CANDIDATE_SHARE = 0.1  # symbols written in more of a column's rows than 
 _SYMBOL = re.compile(r"([^\w\s])\1|[^\w\s]")
 # What is certainly a word character or a space for Python's `re` too (RE2's own \w and \s are ASCII-only).
 _NOT_SYMBOL = r"[\p{L}\p{N}_\s\p{Z}]+"
+_WORDS = re.compile(r"[\w\s]+")
+PYTHON_SIGNATURES = 20_000  # distinct values up to which signatures are made in Python (work bound)
 
 
 def detect_whitespace(f: ColumnFacts) -> Finding | None:
@@ -169,12 +171,18 @@ def detect_stray_symbols(f: ColumnFacts) -> Finding | None:
         return None
     # Each value reduced, in pyarrow, to its symbols: every run of word characters and spaces becomes one space
     # (so adjacency, hence doubling, is kept); a column has few such signatures, and only they reach Python.
-    values = f.column.dictionary.take(pa.array(ids, pa.int64()))
-    signature = pc.replace_substring_regex(values, _NOT_SYMBOL, " ").dictionary_encode()
-    sig_codes = signature.indices.to_numpy(zero_copy_only=False)
-    sig_marks = [
-        sorted({m.group(0) for m in _SYMBOL.finditer(str(t))}) for t in signature.dictionary.to_pylist()
-    ]
+    if ids.size <= PYTHON_SIGNATURES:  # few values: Python's regex is quicker than a trip through pyarrow
+        index: dict[str, int] = {}
+        sig_codes = np.array(
+            [index.setdefault(_WORDS.sub(" ", t), len(index)) for t in f.column.texts(ids)], dtype=np.int64
+        )
+        sig_texts = list(index)
+    else:
+        values = f.column.dictionary.take(pa.array(ids, pa.int64()))
+        signature = pc.replace_substring_regex(values, _NOT_SYMBOL, " ").dictionary_encode()
+        sig_codes = signature.indices.to_numpy(zero_copy_only=False)
+        sig_texts = [str(t) for t in signature.dictionary.to_pylist()]
+    sig_marks = [sorted({m.group(0) for m in _SYMBOL.finditer(t)}) for t in sig_texts]
     rows_per_sig = np.bincount(sig_codes, weights=f.counts[ids], minlength=len(sig_marks))
     rows_with: dict[str, float] = {}
     for marks, c in zip(sig_marks, rows_per_sig.tolist(), strict=True):
