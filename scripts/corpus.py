@@ -219,7 +219,8 @@ def gen_iterate(
     tokens = [
         t for t in frame.to_numpy().ravel().tolist() if t.strip().lower() in {"", "n/a", "na", "?", "-"}
     ]
-    missing = max(set(tokens), key=tokens.count) if tokens else ""
+    # The table's commonest missing token (ties: the first in order, whatever the hash seed).
+    missing = max(sorted(set(tokens)), key=tokens.count) if tokens else ""
     for name in _columns(frame, ignore, rng, 1.0):
         values = frame[name].to_numpy(dtype=object)
         filled = np.flatnonzero(values != "")
