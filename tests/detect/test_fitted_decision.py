@@ -55,6 +55,16 @@ def test_a_model_naming_an_unknown_feature_is_refused() -> None:
         model_from_dict({"weights": {"llr:nonsense": 1.0}, "bias": 0.0, "threshold": 0.5})
 
 
+def test_an_unreadable_fitted_file_says_which_file_and_how_to_rebuild_it(tmp_path: Path) -> None:
+    # Given a fitted.json cut short (a bad merge, a partial copy)
+    broken = tmp_path / "fitted.json"
+    broken.write_text('{"decision": {"weights": {"base": 1.0}', encoding="utf-8")
+    # Then reading it names the file and the way back, instead of a bare JSON error
+    with pytest.raises(ValueError, match="make calibrate") as err:
+        load(broken)
+    assert str(broken) in str(err.value)
+
+
 def test_the_unfitted_decision_is_the_evidences_own_reading() -> None:
     # Given strong evidence on one cell and weak on another, in a 1,000-row column
     strong, weak = _finding("typos", [3], 9.0), _finding("typos", [7], 0.5)

@@ -27,8 +27,10 @@ import math
 import numpy as np
 
 from iterate.detect.context import ColumnFacts
+from iterate.detect.decide import MAX_ROWS_LISTED
 from iterate.detect.dependencies import present_codes
 from iterate.detect.findings import Finding, cells
+from iterate.detect.model import LLR_CAP
 from iterate.grouping import unique
 from iterate.wording import agree, plural
 
@@ -219,7 +221,7 @@ def _finding(
         "the row say which one it should be.",
         category="smart_fixes",
         detector="cooccur",
-        stats={"column": name, "context": context, "rows": rows[:50_000].tolist()},
+        stats={"column": name, "context": context, "rows": rows[:MAX_ROWS_LISTED].tolist()},
         key=f"cooccur:{name}",
         llr=mean,
         stat=mean,
@@ -227,8 +229,8 @@ def _finding(
         value_level=False,
         vouchable=False,
         features={
-            "weakest": np.clip(weakest, -12, 12),
-            "strongest": np.clip(strongest, -12, 12),
+            "weakest": np.clip(weakest, -LLR_CAP, LLR_CAP),
+            "strongest": np.clip(strongest, -LLR_CAP, LLR_CAP),
             "strength": np.full(rows.size, math.log(max(strength, 1e-6))),
         },
     )

@@ -30,7 +30,7 @@ from iterate.detect.calibration import (
     sigmoid,
 )
 from iterate.detect.findings import MAX_LISTED, Finding
-from iterate.detect.model import DETECTORS, Model, cell_features, extras_of
+from iterate.detect.model import DETECTORS, LLR_CAP, Model, cell_features, extras_of
 from iterate.detect.model import load as load_model
 from iterate.grouping import unique
 
@@ -212,21 +212,31 @@ class CellEvidence:
     eligible: np.ndarray  # per cell: a family that is not only supporting gives it evidence
     legacy: np.ndarray  # per item: part of the evidence's own reading (not a fitted-only detector)
 
-    def features_of(self, items: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """The cells' total and features from the items in the mask `items` only."""
-        where, fam, llr = self.where[items], self.fam[items], self.llr[items]
-        own = self.legacy[items]
-        total = _totals(where[own], fam[own], llr[own], self.ucid.size, self.supporting)[0]
+    def features_of(self, items: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The cells' total and features from every item, or from the items in the mask `items` only."""
+        if items is None:
+            where, fam, llr, detector, extras = self.where, self.fam, self.llr, self.detector, self.extras
+            total = self.total
+        else:
+            where, fam, llr, detector = (
+                self.where[items],
+                self.fam[items],
+                self.llr[items],
+                self.detector[items],
+            )
+            extras = {k: v[items] for k, v in self.extras.items()}
+            own = self.legacy[items]
+            total = _totals(where[own], fam[own], llr[own], self.ucid.size, self.supporting)[0]
         return total, cell_features(
             where,
-            self.detector[items],
+            detector,
             llr,
             self.ucid.size,
             base=self.prior + total,
             families=_agreeing_families(where, fam, llr, self.ucid.size, self.supporting),
             column_share=self.column_share,
             value_rows=self.value_rows,
-            extras={k: v[items] for k, v in self.extras.items()},
+            extras=extras,
         )
 
 
@@ -279,16 +289,16 @@ def gather(
     strongest = _strongest_per_family(where, fam, llr)
     # The evidence's own reading leaves out the detectors that reach the decision only through the fit.
     legacy = np.array([f.detector not in FITTED_ONLY for f in judged])[owner]
-    if legacy.all():
-        total = _totals(where, fam, llr, ucid.size, supporting, strongest)[0]
-    else:
-        total = _totals(where[legacy], fam[legacy], llr[legacy], ucid.size, supporting)[0]
     # What the error rates learn from: every family but the supporting ones and the gaps.
     unrated = supporting | np.array([n in NOT_RATED for n in fam_names], dtype=bool)
-    if legacy.all():
+    if legacy.all():  # the strongest items found above serve both totals
+        total = _totals(where, fam, llr, ucid.size, supporting, strongest)[0]
         own = _totals(where, fam, llr, ucid.size, unrated, strongest)[1]
     else:
-        own = _totals(where[legacy], fam[legacy], llr[legacy], ucid.size, unrated)[1]
+        w, fm, lr = where[legacy], fam[legacy], llr[legacy]
+        total = _totals(w, fm, lr, ucid.size, supporting)[0]
+        own = _totals(w, fm, lr, ucid.size, unrated)[1]
+        del w, fm, lr
     cell_col = (ucid % n_cols).astype(np.int64)
     cell_row = ucid // n_cols
     # Each evidence cell's (column, value) group, for judging it without its own value's cells.
@@ -314,12 +324,12 @@ def gather(
     if on_legacy.all():
         table_rate, rates, cell_prior = estimate_rates(own, cell_col, cell_group, sizes, n_rows, n_cols, cal)
     else:
-        _, regroup = np.unique(cell_group[on_legacy], return_inverse=True)
+        kept_groups, regroup = np.unique(cell_group[on_legacy], return_inverse=True)
         table_rate, rates, legacy_prior = estimate_rates(
             own[on_legacy],
             cell_col[on_legacy],
             regroup.reshape(-1),
-            sizes[np.unique(cell_group[on_legacy])],
+            sizes[kept_groups],
             n_rows,
             n_cols,
             cal,
@@ -359,17 +369,7 @@ def gather(
         eligible=eligible,
         legacy=legacy,
     )
-    ev.features = cell_features(
-        where,
-        detector,
-        llr,
-        ucid.size,
-        base=prior + total,
-        families=_agreeing_families(where, fam, llr, ucid.size, supporting),
-        column_share=column_share,
-        value_rows=value_rows,
-        extras=extras,
-    )
+    ev.features = ev.features_of()[1]
     return ev
 
 
@@ -483,7 +483,7 @@ def decide(
 def _contribution(model: Model, ev: CellEvidence) -> np.ndarray:
     """Per evidence item, what it adds to its cell's fitted score: its evidence through the evidence's own
     reading (`base`) and its detector's own weights (`llr:<detector>`, `has:<detector>`)."""
-    llr = np.clip(np.nan_to_num(ev.llr, nan=0.0), -12.0, 12.0)
+    llr = np.clip(np.nan_to_num(ev.llr, nan=0.0), -LLR_CAP, LLR_CAP)
     out = np.where(ev.legacy, model.weights.get("base", 0.0) * llr, 0.0)
     for k, name in enumerate(DETECTORS):
         w_llr, w_has = model.weights.get(f"llr:{name}", 0.0), model.weights.get(f"has:{name}", 0.0)

@@ -116,7 +116,13 @@ def load(path: Path = FITTED) -> Model:
     """The fitted decision (fitted.json), read once; the unfitted one where no fit was written."""
     if not path.exists():
         return UNFITTED
-    return model_from_dict(json.loads(path.read_text())["decision"])
+    try:
+        return model_from_dict(json.loads(path.read_text())["decision"])
+    except (ValueError, KeyError, TypeError) as e:  # json.JSONDecodeError is a ValueError
+        raise ValueError(
+            f"the fitted decision {path} cannot be read ({e}): restore it from git or rebuild it with "
+            "`make calibrate`"
+        ) from e
 
 
 def cell_features(

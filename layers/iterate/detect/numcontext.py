@@ -23,7 +23,9 @@ import math
 import numpy as np
 
 from iterate.detect.context import ColumnFacts
+from iterate.detect.decide import MAX_ROWS_LISTED
 from iterate.detect.findings import Finding, cells
+from iterate.detect.model import LLR_CAP
 from iterate.detect.numeric import CONTEXT_MIN_ETA2, _rank_eta2_all, context_columns, robust_scale
 from iterate.wording import agree, plural
 
@@ -290,9 +292,9 @@ def _finding(
         "roughly what each should be.",
         category="smart_fixes",
         detector="numcontext",
-        stats={"column": name, "context": context, "rows": rows[:50_000].tolist()},
+        stats={"column": name, "context": context, "rows": rows[:MAX_ROWS_LISTED].tolist()},
         key=f"numcontext:{name}",
-        llr=np.minimum(llr, 12.0),
+        llr=np.minimum(llr, LLR_CAP),
         stat=far,
         stat_name="distance from the row's prediction, in spreads",
         value_level=False,

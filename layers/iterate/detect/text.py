@@ -129,11 +129,14 @@ def detect_escaped(f: ColumnFacts) -> Finding | None:
     if not bad.any() or f.counts[bad].sum() > STRAY_SHARE * max(f.n_present, 1):
         return None  # a column of markup or JSON writes its values that way
     ids = np.flatnonzero(bad)
-    repaired = {v: _unescape(v) for v in f.column.texts(ids)}
-    keep = np.array([repaired[v] != v for v in f.column.texts(ids)], dtype=bool)
+    texts = f.column.texts(ids)
+    decoded = [_unescape(v) for v in texts]
+    keep = np.array([d != v for d, v in zip(decoded, texts, strict=True)], dtype=bool)
     ids = ids[keep]
     if not ids.size:
         return None
+    # Only the values that decode to something else: they are what the proof recounts and the fix rewrites.
+    repaired = {v: d for v, d, k in zip(texts, decoded, keep.tolist(), strict=True) if k}
     rows, cols = cells(f.column.rows_of(ids), f.index)
     return Finding(
         type="encoding_damage",
