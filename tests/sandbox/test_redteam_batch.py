@@ -202,3 +202,52 @@ def _not_sandboxed(pid: int) -> bool:
     except (OSError, IndexError):
         return True
     return not any(is_run_uid(int(u)) for u in uids)
+
+
+TEMPLATE = (
+    'import json\nPARAMS = json.loads(\'{"column": "%s"}\')\n'
+    "result = {'affected_rows': int((df[PARAMS['column']] == '').sum())}"
+)
+TAMPERING = [
+    pytest.param(
+        "import pandas\npandas.Series.sum = lambda self, *a, **k: 999\nresult = {'affected_rows': 0}",
+        id="patch-pandas",
+    ),
+    pytest.param(
+        "import builtins\nbuiltins.int = lambda *a: 999\nresult = {'affected_rows': 0}", id="patch-builtins"
+    ),
+    pytest.param(
+        "import json\njson.loads = lambda s: {'column': 'note'}\nresult = {'affected_rows': 0}",
+        id="patch-json",
+    ),
+    pytest.param(
+        "import gc, pandas\nfor o in gc.get_objects():\n"
+        "    if isinstance(o, pandas.DataFrame) and 'city' in o.columns:\n"
+        "        o['city'] = ''\nresult = {'affected_rows': 0}",
+        id="rewrite-every-frame",
+    ),
+]
+
+
+@pytest.mark.parametrize("mode", ["ns-nochecks", "nons-nochecks"])
+@pytest.mark.parametrize("hostile", TAMPERING)
+def test_no_batch_item_can_change_another_items_count(
+    hostile: str, mode: str, dataset: Path, sandboxes: dict[str, LocalSandbox]
+) -> None:
+    # Given template proofs and, between them, an item that tampers with what the others would use
+    # (shared modules, builtins, the frame), with the in-process checks off
+    sandbox = sandbox_for(mode, sandboxes)
+    ref = DatasetRef(path=str(dataset))
+    columns = [("city",), ("city",), ("city",), ("note",), ("when",)]
+    codes = [TEMPLATE % "city", hostile, TEMPLATE % "city", TEMPLATE % "note", TEMPLATE % "when"]
+    # When the batch runs
+    outcome, items = sandbox.run_batch_detailed(codes, ref, columns=columns)
+    # Then every template's count is the one it has alone
+    assert outcome is not None and outcome.investigation.success, outcome.investigation.error
+    assert outcome.isolation.get("batch") == "a process per item"
+    for code, cols, item in zip(codes, columns, items, strict=True):
+        if code is hostile:
+            continue
+        alone = sandbox.run(code, DatasetRef(path=str(dataset), columns=cols))
+        assert item.success and alone.success, (item.error, alone.error)
+        assert item.output == alone.output, code

@@ -9,6 +9,7 @@ or trace, paths that must not appear, and the pids of processes that must not ou
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -26,7 +27,7 @@ from host_listener import Listener
 
 from iterate.ports import DatasetRef
 from iterate.sandbox import LocalSandbox, SandboxLimits
-from iterate.sandbox.oslayers import is_run_uid
+from iterate.sandbox.oslayers import ipc_objects, is_run_uid
 from iterate.settings import Settings
 
 pytestmark = pytest.mark.redteam
@@ -34,6 +35,7 @@ pytestmark = pytest.mark.redteam
 SECRET = f"canary-secret-{uuid.uuid4().hex}"
 TOKEN = f"canary-token-{uuid.uuid4().hex}"
 OTHER_RUN_TOKEN = f"canary-other-run-{uuid.uuid4().hex}"
+SHM_TOKEN = f"canary-shm-{uuid.uuid4().hex}"
 STAMP = uuid.uuid4().hex[:10]
 
 # Disarm first, as the issue's corpus did: a formatter looks attributes up by names built at run time (so
@@ -203,7 +205,49 @@ GOALS = [
         "raise_limits",
         "r = imp('resource')\nnote('nproc', lambda: r.setrlimit(r.RLIMIT_NPROC, (-1, -1)))\n"
         "note('as', lambda: r.setrlimit(r.RLIMIT_AS, (-1, -1)))\nx = bytearray(3 * 1024 ** 3)",
-        observable=False,  # refused with EPERM, which no one outside sees; the allocation then fails
+    ),
+    # --- other processes by pid: limits, priority, CPUs, descriptors
+    Goal(
+        "prlimit_other_processes",
+        "r = imp('resource')\n"
+        "note('canary', lambda: r.prlimit(CANARYPID, r.RLIMIT_NOFILE, (3, 3)))\n"
+        "note('supervisor', lambda: r.prlimit(os.getppid(), r.RLIMIT_NOFILE, (3, 3)))\n"
+        "note('read', lambda: r.prlimit(CANARYPID, r.RLIMIT_NOFILE))",
+    ),
+    Goal(
+        "schedule_other_processes",
+        "note('nice', lambda: os.setpriority(os.PRIO_PROCESS, CANARYPID, 19))\n"
+        "note('cpus', lambda: os.sched_setaffinity(CANARYPID, {0}))\n"
+        "note('pidfd', lambda: os.pidfd_open(CANARYPID))",
+    ),
+    # --- IPC: objects that would outlive the run (a channel to the next run), and the host's own
+    Goal(
+        "sysv_and_posix_ipc",
+        "c = imp('ctypes')\nlibc = c.CDLL(None, use_errno=True)\n"
+        "note('shm', lambda: libc.shmget(0x1D0BEEF, 1 << 20, 0o1666))\n"
+        "note('shm-private', lambda: libc.shmget(0, 1 << 20, 0o1600))\n"
+        "note('msg', lambda: libc.msgget(0x1D0BEEF, 0o1666))\n"
+        "note('sem', lambda: libc.semget(0x1D0BEEF, 1, 0o1666))\n"
+        "note('mq', lambda: c.CDLL('librt.so.1').mq_open(b'/iterate-STAMP', 0o100 | 2, 0o666, None))",
+    ),
+    Goal(
+        "host_sysv_segment",
+        "c = imp('ctypes')\nlibc = c.CDLL(None, use_errno=True)\nlibc.shmat.restype = c.c_void_p\n"
+        "note('attach', lambda: c.string_at(libc.shmat(SHMID, None, 0o10000), 64))",
+    ),
+    # --- the host's cgroup tree (every host pid) and a scratch filled with files
+    Goal(
+        "sys_cgroup",
+        "g = imp('glob')\nnote('cgroup', lambda: os.listdir('/sys/fs/cgroup'))\n"
+        "note('procs', lambda: [open(f).read() for f in g.glob('/sys/fs/cgroup/**/cgroup.procs', recursive=True)][:3])",
+        observable=False,  # a path the jail or Landlock hides
+    ),
+    Goal(
+        "scratch_inodes",
+        "n = 0\nfor i in range(100000):\n"
+        "    try:\n        open('f%d' % i, 'w').close()\n    except OSError:\n        break\n    n += 1\n"
+        "os.write(2, b'FILES %d\\n' % n)",
+        observable=False,  # the tmpfs says "no space left", as a full disk would
     ),
     # --- bombs, memory, outliving the run (also in the modes without a cgroup)
     Goal(
@@ -304,6 +348,7 @@ class Canaries:
     signals: Path
     other_run: Path
     directory: Path
+    shmid: int
 
     def unix_accepted(self) -> int:
         count = 0
@@ -356,6 +401,14 @@ def canaries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Canaries]:
         ],
         start_new_session=True,
     )
+    # A host SysV segment, private to its owner (0600), holding a token.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    shmid = libc.shmget(0, 4096, 0o1600)
+    assert shmid >= 0, os.strerror(ctypes.get_errno())
+    address = libc.shmat(shmid, None, 0)
+    ctypes.memmove(address, SHM_TOKEN.encode(), len(SHM_TOKEN))
+    libc.shmdt(ctypes.c_void_p(address))
     # Another run's files, as a concurrent run would leave them: root's, in a private folder.
     other = Path(f"/tmp/iterate-sandbox-redteam-{STAMP}")
     other.mkdir(mode=0o700)
@@ -371,7 +424,9 @@ def canaries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Canaries]:
         signals,
         other / "result.json",
         directory,
+        shmid,
     )
+    libc.shmctl(shmid, 0, None)  # IPC_RMID
     process.kill()
     process.wait()
     listener.close()
@@ -405,6 +460,7 @@ def fill(code: str, canaries: Canaries, canary_file: Path, target: Path) -> str:
         .replace("OTHERRUN", str(canaries.other_run))
         .replace("TARGET", str(target))
         .replace("STAMP", STAMP)
+        .replace("SHMID", str(canaries.shmid))
         .replace("SITEPATHS", json.dumps(site))
     )
 
@@ -429,6 +485,8 @@ def test_os_layers_contain_the_goal(
     code = PRELUDE + fill(goal.code, canaries, canary_file, target) + FORGE
     accepted = canaries.listener.accepted
     sandbox = sandbox_for(mode, sandboxes, goal.timeout_s)
+    ipc_before = set(ipc_objects())
+    canary_limits = Path(f"/proc/{canaries.process.pid}/limits").read_text()
 
     # When the snippet runs
     started = time.monotonic()
@@ -440,7 +498,7 @@ def test_os_layers_contain_the_goal(
     everything = (
         json.dumps(result.model_dump(mode="json")) + json.dumps(outcome.violations) + outcome.stderr_tail
     )
-    for secret in (SECRET, TOKEN, OTHER_RUN_TOKEN, "root:x:0:0", "aws_secret_access_key"):
+    for secret in (SECRET, TOKEN, OTHER_RUN_TOKEN, SHM_TOKEN, "root:x:0:0", "aws_secret_access_key"):
         assert secret not in everything, f"{goal.id} leaked {secret[:20]}"
     assert not target.exists(), "a file appeared on the host"
     assert not Path(f"/tmp/pwned-{STAMP}").exists() and not Path(f"/dev/shm/pwned-{STAMP}").exists()
@@ -451,6 +509,13 @@ def test_os_layers_contain_the_goal(
     assert not canaries.signals.exists(), "a signal reached a host process"
     assert canaries.process.poll() is None, "the canary process was killed"
     assert canaries.other_run.read_text() == OTHER_RUN_TOKEN
+    assert Path(f"/proc/{canaries.process.pid}/limits").read_text() == canary_limits, "a host limit changed"
+    # And no IPC object outlived the run (in an IPC namespace none was ever visible here)
+    # (a segment whose creator still runs outside any sandbox is another test worker's canary)
+    alive = [o for o in set(ipc_objects()) - ipc_before if o.cpid > 0 and Path(f"/proc/{o.cpid}").exists()]
+    left = set(ipc_objects()) - ipc_before - {o for o in alive if _not_sandboxed(o.cpid)}
+    assert left == set(), "an IPC object outlived the run"
+    assert not Path(f"/dev/mqueue/iterate-{STAMP}").exists()
     # And nothing outlived the run: the processes it reported are gone, its cgroup and uid are empty
     for pid in map(int, re.findall(r"OUTLIVER (\d+)", outcome.stderr_tail)):
         assert not Path(f"/proc/{pid}").exists() or _not_sandboxed(pid), f"pid {pid} outlived the run"
@@ -474,6 +539,11 @@ def test_os_layers_contain_the_goal(
     if goal.id in ("fork_bomb", "thread_bomb"):
         # The limit (or, without a cgroup, the host's sum of the copies' memory) ends the run
         assert result.stopped in {"policy", "timeout", "memory"}, result.error
+    if goal.id == "sys_cgroup" and result.success:  # the tree was not there to read
+        for what, value in result.output["leak"]:
+            assert str(value).startswith("refused") or value in ("[]", []), (what, value)
+    for files in re.findall(r"FILES (\d+)", outcome.stderr_tail):
+        assert int(files) <= SandboxLimits().scratch_inodes
     if goal.id == "aggregate_memory":
         assert outcome.stderr_tail.count("CHILD-DONE") < 2, "the children together went past the budget"
         assert result.stopped in {"memory", "policy"}, result.error
@@ -494,7 +564,8 @@ def test_there_is_a_goal_for_each_os_target() -> None:
     for needed in ("tcp", "udp", "unix_path", "unix_abstract", "environment_and_proc_environ", "host_files",
                    "writes", "signal_canary", "ptrace", "user_namespace", "chroot", "mount", "fork_bomb",
                    "thread_bomb", "aggregate_memory", "double_fork_setsid", "forge_report_after_refusal",
-                   "flood_result_pipe"):  # fmt: skip
+                   "flood_result_pipe", "sysv_and_posix_ipc", "host_sysv_segment", "prlimit_other_processes",
+                   "schedule_other_processes", "sys_cgroup", "scratch_inodes"):  # fmt: skip
         assert needed in ids
     assert len(CASES) >= 4 * len(GOALS)
 

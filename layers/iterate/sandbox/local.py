@@ -57,6 +57,8 @@ class SandboxLimits:
     max_output_bytes: int = 1_000_000
     setup_allowance_s: float = 10.0
     scratch_mb: int = 16
+    # Files the jail's tmpfs may hold (its own mount points and binds take a few hundred).
+    scratch_inodes: int = 4096
     max_processes: int = 256
     namespaces: bool | None = None
     enforce_policy: bool = True
@@ -597,6 +599,7 @@ class LocalSandbox:
             "max_output_bytes": self.limits.max_output_bytes,
             "max_processes": self.limits.max_processes,
             "scratch_mb": self.limits.scratch_mb,
+            "scratch_inodes": self.limits.scratch_inodes,
             "inprocess_checks": self.limits.inprocess_checks,
             **self._runner_settings(),
             "package_paths": list(view.package_paths),
@@ -733,6 +736,7 @@ class LocalSandbox:
             "memory_limit": seen.memory,
             "process_limit": seen.processes,
             "leftovers": seen.leftovers,
+            "ipc_left": seen.ipc_left,
             "cleanup": seen.cleanup,
             "exit_status": status,
             "armed": armed,
@@ -757,6 +761,10 @@ class LocalSandbox:
             return failed("crash", seen.lost)
         if refusals:
             return failed("policy", "refused by the OS sandbox: " + "; ".join(refusals[:5]))
+        if seen.ipc_left:
+            return failed(
+                "policy", "the run left IPC objects behind (removed): " + "; ".join(seen.ipc_left[:3])
+            )
         if seen.memory:
             return failed("memory", "the run's processes together went past the memory budget")
         if seen.processes:
@@ -883,6 +891,7 @@ class _Seen:
     memory: bool = False
     processes: bool = False
     leftovers: list[str] = field(default_factory=list)
+    ipc_left: list[str] = field(default_factory=list)  # SysV objects of the run's uid, removed afterwards
     cleanup: str = ""
     cpu_s: float | None = None
     lost: str = ""
@@ -976,7 +985,11 @@ class _Cage:
                 break
             time.sleep(0.005)
         seen.leftovers += left
-        seen.cleanup = self.mechanism + (" (verified empty)" if not left else "")
+        if self.uid is not None:  # in an IPC namespace they went with it; here, anything of the run's uid
+            found = oslayers.sweep_ipc([self.uid])
+            seen.ipc_left += found
+            seen.leftovers += [f for f in found if f.endswith("(could not be removed)")]
+        seen.cleanup = self.mechanism + (" (verified empty)" if not seen.leftovers else "")
 
     def release(self) -> None:
         for fd in self.fds:

@@ -28,7 +28,9 @@ X32_SYSCALL_BIT = 0x40000000
 
 # Denied outright: the network, other processes' memory, namespaces, mounts, the kernel's keyrings, BPF,
 # perf, userfaultfd, modules, kexec, exec, io_uring (which performs socket/connect without these syscalls),
-# fds taken from other processes, signals by pidfd, new filters, file handles, clocks, host names, swap.
+# fds taken from other processes, signals by pidfd, new filters, file handles, clocks, host names, swap,
+# SysV and POSIX IPC (objects that outlive a run: a channel to the next run or another tenant's; no template
+# needs one), comparing other processes' resources (kcmp), and setting limits (they are set before the filter).
 DENIED = {
     "x86_64": {
         "socket": 41, "connect": 42, "accept": 43, "bind": 49, "listen": 50, "accept4": 288,
@@ -45,6 +47,10 @@ DENIED = {
         "adjtimex": 159, "clock_adjtime": 305, "sethostname": 170, "setdomainname": 171,
         "quotactl": 179, "lookup_dcookie": 212, "vhangup": 153, "fanotify_init": 300, "iopl": 172,
         "ioperm": 173,
+        "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65, "semctl": 66,
+        "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "mq_open": 240,
+        "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244,
+        "mq_getsetattr": 245, "kcmp": 312, "setrlimit": 160,
     },
     "aarch64": {
         "socket": 198, "connect": 203, "accept": 202, "bind": 200, "listen": 201, "accept4": 242,
@@ -60,8 +66,35 @@ DENIED = {
         "swapoff": 225, "syslog": 116, "acct": 89, "settimeofday": 170, "clock_settime": 112,
         "adjtimex": 171, "clock_adjtime": 266, "sethostname": 161, "setdomainname": 162,
         "quotactl": 60, "lookup_dcookie": 18, "vhangup": 58, "fanotify_init": 262,
+        "shmget": 194, "shmat": 196, "shmctl": 195, "shmdt": 197, "semget": 190, "semop": 193,
+        "semctl": 191, "semtimedop": 192, "msgget": 186, "msgsnd": 189, "msgrcv": 188, "msgctl": 187,
+        "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182, "mq_timedreceive": 183, "mq_notify": 184,
+        "mq_getsetattr": 185, "kcmp": 272, "setrlimit": 164,
     },
 }  # fmt: skip
+# Calls that name a process by pid: allowed on the caller itself only (pid 0 or its own), so that no run
+# can lower a host process's limits, re-prioritise, pin or migrate it, or hold a descriptor on it.
+SELF_ONLY = {
+    "x86_64": {
+        "prlimit64": 302, "setpriority": 141, "getpriority": 140, "sched_setaffinity": 203,
+        "sched_setscheduler": 144, "sched_setparam": 142, "sched_setattr": 314, "ioprio_set": 251,
+        "ioprio_get": 252, "migrate_pages": 256, "move_pages": 279, "get_robust_list": 274,
+        "pidfd_open": 434,
+    },
+    "aarch64": {
+        "prlimit64": 261, "setpriority": 140, "getpriority": 141, "sched_setaffinity": 122,
+        "sched_setscheduler": 119, "sched_setparam": 118, "sched_setattr": 274, "ioprio_set": 30,
+        "ioprio_get": 31, "migrate_pages": 238, "move_pages": 239, "get_robust_list": 100,
+        "pidfd_open": 434,
+    },
+}  # fmt: skip
+# Where the pid is not the first argument: after a `which` argument that must name one process.
+WHICH_PROCESS = {
+    "setpriority": 0,
+    "getpriority": 0,
+    "ioprio_set": 1,
+    "ioprio_get": 1,
+}  # PRIO_/IOPRIO_WHO_PROCESS
 # Allowed only with some arguments (checked below), and clone3, whose flags a filter cannot read.
 CONDITIONAL = {
     "x86_64": {
@@ -115,7 +148,7 @@ def machine() -> str:
 
 
 def syscall_name(arch: str, number: int) -> str:
-    for table in (DENIED[arch], CONDITIONAL[arch]):
+    for table in (DENIED[arch], CONDITIONAL[arch], SELF_ONLY[arch]):
         for name, nr in table.items():
             if nr == number:
                 return name
@@ -182,6 +215,8 @@ def build_filter(
     for name in ("tkill", "tgkill", "rt_tgsigqueueinfo"):
         p.op(JEQ, calls[name], "own_pid", 0)
     p.op(JEQ, calls["ioctl"], "ioctl", 0)
+    for name, nr in SELF_ONLY[arch].items():
+        p.op(JEQ, nr, f"self_{name}", 0)
     p.op(RET, RET_ALLOW)
     # socketpair(AF_UNIX, SOCK_STREAM[|flags]) only: a connected pair reaches nothing outside.
     p.label("socketpair")
@@ -210,6 +245,27 @@ def build_filter(
     p.op(LD_ABS, _arg(1))
     p.op(JEQ, TIOCSTI, "deny", 0)
     p.op(JEQ, TIOCLINUX, "deny", "allow")
+    for name in SELF_ONLY[arch]:
+        p.label(f"self_{name}")
+        pid_arg = 0
+        if name in WHICH_PROCESS:
+            p.op(LD_ABS, _arg(0))
+            p.op(JEQ, WHICH_PROCESS[name], 0, "deny")
+            pid_arg = 1
+        p.op(LD_ABS, _arg(pid_arg))
+        if name == "pidfd_open":  # pid 0 names no process here
+            p.op(JEQ, own_pid, "allow", "deny")
+            continue
+        p.op(JEQ, 0, 1, 0)
+        p.op(JEQ, own_pid, 0, "deny")
+        if name != "prlimit64":
+            p.op(RET, RET_ALLOW)
+            continue
+        # prlimit64(pid, resource, new, old): reading only; a new limit (a non-null pointer) is refused.
+        p.op(LD_ABS, _arg(2))
+        p.op(JEQ, 0, 0, "deny")
+        p.op(LD_ABS, _arg(2) + 4)
+        p.op(JEQ, 0, "allow", "deny")
     p.label("allow")
     p.op(RET, RET_ALLOW)
     p.label("count")
@@ -391,6 +447,67 @@ def drop_to(uid: int, gid: int) -> None:
     os.setresuid(uid, uid, uid)
     if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
         raise OSError(errno.EPERM, "the uid did not change")
+
+
+# --------------------------------------------------------------------------------------------------------
+# SysV IPC objects a run left (the filter refuses creating them; this is the sweep behind it)
+
+IPC_KINDS = {"shm": ("shmid", "shmctl"), "msg": ("msqid", "msgctl"), "sem": ("semid", "semctl")}
+IPC_RMID = 0
+
+
+@dataclass(frozen=True)
+class IpcObject:
+    kind: str  # shm, msg or sem
+    id: int
+    uid: int
+    cuid: int
+    cpid: int = -1  # the creator's pid (shared memory only)
+
+    def describe(self) -> str:
+        name = {"shm": "shared memory segment", "msg": "message queue", "sem": "semaphore set"}[self.kind]
+        return f"SysV {name} {self.id} (uid {self.uid})"
+
+
+def ipc_objects(root: str = "/proc/sysvipc") -> list[IpcObject]:
+    """Every SysV IPC object of this IPC namespace, from the kernel's tables (readable by anyone)."""
+    found = []
+    for kind, (id_field, _) in IPC_KINDS.items():
+        try:
+            with open(f"{root}/{kind}", encoding="ascii") as handle:
+                header, *rows = handle.read().splitlines()
+        except OSError:
+            continue
+        names = header.split()
+        for row in rows:
+            values = dict(zip(names, row.split(), strict=False))
+            with contextlib.suppress(KeyError, ValueError):
+                cpid = int(values.get("cpid", -1))
+                found.append(
+                    IpcObject(kind, int(values[id_field]), int(values["uid"]), int(values["cuid"]), cpid)
+                )
+    return found
+
+
+def remove_ipc(obj: IpcObject) -> bool:
+    """IPC_RMID on the object (a segment still attached goes when its last user detaches); False if
+    refused or already gone."""
+    libc = _libc()
+    call = getattr(libc, IPC_KINDS[obj.kind][1])
+    if obj.kind == "sem":
+        return int(call(obj.id, 0, IPC_RMID)) == 0
+    return int(call(obj.id, IPC_RMID, None)) == 0
+
+
+def sweep_ipc(uids: Iterable[int]) -> list[str]:
+    """Remove every SysV IPC object owned or created by one of `uids`; what was found (removed or not)."""
+    wanted = set(uids)
+    found = []
+    for obj in ipc_objects():
+        if obj.uid in wanted or obj.cuid in wanted:
+            removed = remove_ipc(obj)
+            found.append(obj.describe() + ("" if removed else " (could not be removed)"))
+    return found
 
 
 # --------------------------------------------------------------------------------------------------------

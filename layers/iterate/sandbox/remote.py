@@ -325,8 +325,19 @@ def clean_environment(scratch: Path, *, uid: int | None = None, deadline_s: floa
         time.sleep(0.01)
     # A zombie holds no memory, file or privilege: it waits for a parent outside the sandbox to reap it.
     left = [f"process {p.pid} ({p.state})" for p in environment_processes(uid) if p.state not in ("Z", "X")]
+    left += [f for f in oslayers.sweep_ipc(_ipc_owners(uid)) if f.endswith("(could not be removed)")]
     scratch.mkdir(parents=True, exist_ok=True)
     return left + _empty(scratch)
+
+
+def _ipc_owners(uid: int | None) -> list[int]:
+    """Whose SysV IPC objects an invocation may have left: as `environment_processes` decides for
+    processes (this uid when not root; the run uids in use when root)."""
+    if uid is not None:
+        return [uid]
+    if os.geteuid() != 0:
+        return [os.getuid()]
+    return sorted({u for o in oslayers.ipc_objects() for u in (o.uid, o.cuid) if oslayers.is_run_uid(u)})
 
 
 def run_in_clean_environment(

@@ -53,6 +53,7 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWIPC = 0x08000000
 MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
@@ -81,15 +82,14 @@ PARAMS_HEAD = re.compile(
     r"(?P<head>(?:(?:import [A-Za-z_.]+(?: as [A-Za-z_]+)?)?\n)*PARAMS = json\.loads\()"
     r"(?P<literal>'(?:[^'\\\n]|\\.)*')\)\n"
 )
-# Besides the interpreter: shared libraries and the harmless files pandas reads to size its thread pools.
+# Besides the interpreter: shared libraries, the loader's cache and the time zone. Nothing of /sys: its
+# cgroup tree names every host process (thread pools are sized from the CPUs the process may use).
 SYSTEM_READ_PATHS = [
     "/usr",
     "/lib",
     "/lib64",
     "/etc/ld.so.cache",
     "/etc/localtime",
-    "/sys/fs/cgroup",
-    "/sys/devices/system/cpu",
 ]
 EXIT_SIGNAL_BASE = 128
 
@@ -297,7 +297,9 @@ def build_jail(libc, job: dict, *, owner: int | None = None) -> None:  # type: i
     _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
     newroot = job["jail_root"]
     os.makedirs(newroot, exist_ok=True)
-    _mount(libc, "tmpfs", newroot, "tmpfs", MS_NOSUID | MS_NODEV, f"size={job['scratch_mb']}m,mode=755")
+    # Bounded in bytes and in files: a loop of empty files cannot fill the host's memory with inodes.
+    room = f"size={job['scratch_mb']}m,nr_inodes={job['scratch_inodes']},mode=755"
+    _mount(libc, "tmpfs", newroot, "tmpfs", MS_NOSUID | MS_NODEV, room)
     packages = list(job.get("package_paths") or [])
     for path in [
         "/usr",
@@ -1155,9 +1157,8 @@ def run_investigation(job: dict, isolation: dict, result_fd: int) -> int:
     if hook is not None and arm is not None:
         sys.addaudithook(hook)
     if batch is not None:
-        if arm is not None:
-            arm()
-        verdict.update(_run_batch(prepared, violations, job["max_output_bytes"]))
+        apart = isolation.get("processes") != "no new processes"
+        verdict.update(_run_batch(prepared, violations, job["max_output_bytes"], arm=arm, apart=apart))
     else:
         # Inline, not through _run_code: the code's caller is this frame, as it always was for one run.
         captured = CappedWriter(job["max_output_bytes"])
@@ -1260,33 +1261,163 @@ def _batch_item(item: dict, base, narrowed: bool, narrowable: bool):  # type: ig
     return code, select_columns(base, True, wanted)
 
 
-def _run_batch(prepared: list, violations: list[str], cap: int) -> dict:
+def _run_batch(prepared: list, violations: list[str], cap: int, *, arm=None, apart: bool = True) -> dict:  # type: ignore[no-untyped-def]
     """Each item in its own namespace (its own `df` object, `result`, builtins and stdout); one item's
-    failure is its own. A refusal ends the batch: the host then discards it whole (and runs each alone)."""
+    failure is its own. A refusal ends the batch: the host then discards it whole (and runs each alone).
+
+    `apart`: the items of one code (a template's body with its own PARAMS each) run in a process of
+    their own, forked from this one, which runs no investigation code itself: no code can change what
+    another code computes or reports (the interpreter, the frame, the modules are each process's own
+    copy). Within one code's process an item can only meet what that same code did. Without new
+    processes, every item shares this one.
+    """
+    if apart:
+        return _run_apart(prepared, violations, cap, arm)
+    if arm is not None:
+        arm()
     items: list[dict] = []
     for k, entry in enumerate(prepared):
         prepared[k] = None  # an item's namespace (and what it cached) goes once it has run
         if isinstance(entry, dict):
             items.append({"success": False, "output": None, **entry})
             continue
-        code, user_globals = entry
+        items.append(_run_item(entry, cap))
         del entry
-        began = time.perf_counter()
-        item: dict = {"success": False, "output": None, "error": None, "stopped": None}
-        item.update(_run_code(code, user_globals, CappedWriter(cap), cap))
-        del user_globals
-        item["elapsed_ms"] = (time.perf_counter() - began) * 1000
-        items.append(item)
         if violations:
-            item.update(success=False, output=None, stopped="policy", error="; ".join(violations[:5]))
-            return {
-                "success": False,
-                "output": None,
-                "stopped": "policy",
-                "error": item["error"],
-                "items": items,
-            }
+            return _refused(items, violations)
     return {"success": True, "output": {"items": items}}
+
+
+def _run_item(entry: tuple, cap: int) -> dict:
+    """One prepared item (its compiled code and namespace): its verdict, timed."""
+    began = time.perf_counter()
+    item: dict = {"success": False, "output": None, "error": None, "stopped": None}
+    code, user_globals = entry
+    item.update(_run_code(code, user_globals, CappedWriter(cap), cap))
+    item["elapsed_ms"] = (time.perf_counter() - began) * 1000
+    return item
+
+
+def _refused(items: list[dict], violations: list[str]) -> dict:
+    """The batch's verdict once an item was refused: the last item carries the refusal."""
+    error = "; ".join(violations[:5])
+    items[-1].update(success=False, output=None, stopped="policy", error=error)
+    return {"success": False, "output": None, "stopped": "policy", "error": error, "items": items}
+
+
+PROCESSES_AT_ONCE = 2  # code processes in flight: a second core tears one down while another runs
+
+
+def _run_apart(prepared: list, violations: list[str], cap: int, arm) -> dict:  # type: ignore[no-untyped-def]
+    """The batch with each code's items in a child process of their own, up to PROCESSES_AT_ONCE at a time.
+
+    A child keeps only a pipe of its own (the run's report pipe and control socket are closed in it
+    first), sends one length-prefixed JSON message (its items' verdicts and its in-process refusals: its
+    copy of `violations`) and exits. Anything else (a signal, an exit without a message, a malformed
+    one) fails that child's items alone. This process is made non-dumpable first: no child can open its
+    memory.
+    """
+    import ctypes
+    import select
+
+    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    limit = cap * 2 * len(prepared) + 65536
+    at_once = min(PROCESSES_AT_ONCE, max(1, len(os.sched_getaffinity(0))))
+    results: list[dict | None] = [None] * len(prepared)
+    groups: dict[int, list[int]] = {}  # the compiled body (compile_batch_item shares it) -> items
+    for k, entry in enumerate(prepared):
+        if isinstance(entry, dict):
+            results[k] = {"success": False, "output": None, **entry}
+        else:
+            groups.setdefault(id(entry[0][-1]), []).append(k)
+    waiting = list(groups.values())[::-1]
+    running: dict[int, tuple[list[int], int, bytearray]] = {}  # read end -> (items, pid, received)
+    refused = False
+    while running or (waiting and not refused):
+        while waiting and not refused and len(running) < at_once:
+            members = waiting.pop()
+            entries = [prepared[k] for k in members]
+            for k in members:
+                prepared[k] = None
+            fd, pid = _start_process(entries, arm, cap, violations)
+            del entries
+            running[fd] = (members, pid, bytearray())
+        for fd in select.select(list(running), [], [])[0]:
+            members, pid, received = running[fd]
+            chunk = os.read(fd, 65536)
+            received += chunk
+            size = int.from_bytes(received[:8], "big") if len(received) >= 8 else None
+            if chunk and len(received) <= limit and (size is None or len(received) < 8 + size):
+                continue
+            os.close(fd)
+            del running[fd]
+            verdicts, seen = _process_message(pid, received, len(members))
+            for k, verdict in zip(members, verdicts, strict=True):
+                results[k] = {"success": False, "output": None, "error": None, "stopped": None, **verdict}
+            if seen:
+                violations.extend(seen)
+                refused = True
+        with contextlib.suppress(ChildProcessError):  # children that sent their verdicts and have exited
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+    done = [r for r in results if r is not None]
+    if refused:
+        return _refused(done, violations)
+    return {"success": True, "output": {"items": done}}
+
+
+def _start_process(entries: list, arm, cap: int, violations: list[str]) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    """Fork the child that runs `entries` (one code's items) in turn: (the read end of its pipe, its pid)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            os.closerange(3, write_end)  # close_range(2): one call, not one per descriptor
+            os.closerange(write_end + 1, 1024)
+            if arm is not None:
+                arm()
+            verdicts = []
+            for k, entry in enumerate(entries):
+                entries[k] = None
+                verdicts.append(_run_item(entry, cap))
+                del entry
+                if violations:
+                    break
+            message = {"verdicts": verdicts, "violations": [str(v) for v in violations[:20]]}
+            data = json.dumps(message).encode()
+            view = memoryview(len(data).to_bytes(8, "big") + data)
+            while view:
+                view = view[os.write(write_end, view) :]
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    return read_end, pid
+
+
+def _process_message(pid: int, received: bytes | bytearray, count: int) -> tuple[list[dict], list[str]]:
+    """(one verdict per item, in-process refusals) from what a child sent; every item failed if it sent
+    nothing usable. A child stopped by a refusal sends fewer verdicts: its other items were not run."""
+    message = None
+    size = int.from_bytes(received[:8], "big") if len(received) >= 8 else 0
+    if size and len(received) == 8 + size:
+        with contextlib.suppress(ValueError):
+            message = json.loads(bytes(received[8:]))
+    verdicts = message.get("verdicts") if isinstance(message, dict) else None
+    ok = (
+        isinstance(verdicts, list)
+        and 0 < len(verdicts) <= count
+        and all(isinstance(v, dict) for v in verdicts)
+    )
+    if not ok or verdicts is None:
+        _, status = os.waitpid(pid, 0)
+        how = f"signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status) else f"status {_decode(status)}"
+        failed = {"error": f"the item's process ended without a verdict ({how})", "stopped": "crash"}
+        return [dict(failed) for _ in range(count)], []
+    seen = [str(v) for v in message.get("violations") or []][:20]  # type: ignore[union-attr]
+    skipped = {"error": "not run: an item before it in its process was refused", "stopped": "policy"}
+    return list(verdicts) + [dict(skipped) for _ in range(count - len(verdicts))], seen
 
 
 class _ImportAllowList:
@@ -1362,6 +1493,9 @@ def lockdown(job: dict, isolation: dict, *, guard_imports: bool = True) -> None:
     isolation["seccomp"] = mode
     if mode == "notify" and isolation["processes"] == "no new processes":
         isolation["processes"] = "counted by the supervisor"
+    if job.get("batch") is not None:
+        apart = isolation["processes"] != "no new processes"
+        isolation["batch"] = "a process per item" if apart else "one process (no new processes allowed)"
     control = socket.socket(fileno=job["control_fd"])
     try:
         message = json.dumps({"armed": True, "isolation": isolation}).encode() + b"\n"
@@ -1429,7 +1563,11 @@ def _finish(result_fd: int, verdict: dict, violations: list[str], started: float
 
 
 def enter_namespaces(  # type: ignore[no-untyped-def]
-    libc, *, user_first: bool, flags: int = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID, inner_id: int = 0
+    libc,
+    *,
+    user_first: bool,
+    flags: int = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC,
+    inner_id: int = 0,
 ) -> tuple[str | None, str]:
     """New network, mount and PID namespaces (`flags`): as root directly, else inside a new user namespace.
 
@@ -1634,7 +1772,8 @@ def _supervise(  # type: ignore[no-untyped-def]
     host_lines = _Lines(host)
     control_open = True
 
-    max_tasks = int(job["max_processes"])
+    # Counted for the whole run (the count never goes down): a batch's own process per item on top.
+    max_tasks = int(job["max_processes"]) + len(job.get("batch") or ())
 
     def answer(listener: int) -> bool:
         """One notification: count a new task (refuse it past the limit), or record a refused call.
