@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
 
-.PHONY: install demo test lint format typecheck bench bench-aws timeline bench-merge bench-bound bench-versus bench-library cost-model score calibrate corpus realdata realdata-stage synth deploy schemas clean
+.PHONY: install demo test lint format typecheck bench bench-aws timeline bench-merge bench-bound bench-versus bench-batch bench-library cost-model score calibrate corpus realdata realdata-stage synth deploy schemas clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -57,6 +57,9 @@ bench-bound: $(DEV) ## does a whole run finish inside a hard memory limit (a cgr
 
 bench-versus: $(DEV) ## iterate analyze with this engine against another checkout's, alternately (BASE=../baseline; RUNS=3)
 	$(BIN)/python scripts/bench_versus.py --base $(BASE) --runs $(or $(RUNS),3)
+
+bench-batch: $(DEV) ## a batch of template proofs in one sandbox run, this checkout against another's (BASE=../baseline)
+	$(BIN)/python scripts/bench_batch.py --base $(BASE)
 
 bench-library: $(DEV) ## investigation tokens in LLM mode (fake server): first run, unchanged rerun, new rows
 	$(BIN)/python scripts/bench_library.py
