@@ -38,6 +38,24 @@ pytestmark = pytest.mark.unit
         ("x = np.arange(3).tofile('f')", "attribute"),
         ("df.apply('query', expr='1')", "string"),
         ("x = '{0.__class__}'.format(df)", "dunder"),
+        ("x = '{0.__class__}'.format(df)", "format"),
+        # str.format walks attributes named in its template: every walking field is refused
+        ("x = '{0.io.common.os.environ}'.format(pd)", "format"),
+        ("x = '{x.io}'.format_map({'x': pd})", "format"),
+        ("t = '{0.io}'\nx = t.format(pd)", "format"),
+        ("x = '{0:{1.io}}'.format(1, pd)", "format"),
+        ("x = '{0[0].real}'.format([pd])", "format"),
+        ("x = list(map('{0.real}'.format, [1]))", "format"),
+        ("x = {'k': '{0.dtypes}'}", "format"),
+        # and a template the checker cannot read is never formatted
+        ("t = 'harmless'\nx = t.format(pd)", "format"),
+        ("x = ('{0.i' + 'o}').format(pd)", "format"),
+        ("x = str.format('{0}', pd)", "format"),
+        ("x = f'{{0.io}}'.format(pd)", "format"),
+        ("x = df.style.format('{0}')", "format"),
+        # f-strings are expressions: the walk is an ast.Attribute like any other
+        ("x = f'{pd.io.common.os.environ}'", "attribute"),
+        ("x = f'{df:{pd.io}}'", "attribute"),
         ("x = 'read_csv'", "string"),
         ("class X:\n    pass", "class"),
         ("def f():\n    global g", "scope"),
@@ -70,10 +88,28 @@ def test_hostile_constructs_are_refused_with_a_rule(code: str, rule: str) -> Non
         "result = {'o': df['a'].astype(object).to_dict(), 't': str(type(1))}",
         "x = df.groupby(['a', 'b']).size().reset_index(name='n')\nresult = {'n': len(x)}",
         "result = {'numeric': bool(pd.api.types.is_numeric_dtype(pd.to_numeric(df['a'], errors='coerce')))}",
+        # str.format with fields that name, index and format arguments, and f-strings
+        "x = '{:.2f}'.format(1.5) + '{0} rows'.format(len(df)) + '{name}: {n:,}'.format(name='a', n=3)",
+        "x = '{0[0]} in {row[city]}'.format([1], row={'city': 'x'})",
+        "x = '{0:>{1}}|{x!r:^{w}.3}'.format('a', 5, x=1.5, w=9)",
+        "x = '{{0.io}} is literal text'.format()",
+        "x = df['a'].map('{:.1%}'.format)",
+        "x = f'{len(df):,} rows, {df.shape[1]} columns, {df[\"a\"].mean():.2f}'",
+        # strings that read as templates but walk nothing: regex quantifiers, JSON with dotted keys
+        "p = re.compile(r'\\d{1,3}\\.\\d{2}')",
+        'x = json.loads(\'{"a.b": {"c.d": [1, 2]}}\')',
     ],
 )
 def test_ordinary_analysis_code_passes(code: str) -> None:
     assert check_policy(code) == []
+
+
+def test_a_format_field_that_walks_attributes_is_named_in_the_refusal() -> None:
+    # Given the module walk of issue 33 hidden in a format string / When checked / Then the field is named
+    details = [v.detail for v in check_policy("x = '{0.io.common.os.environ}'.format(pd)")]
+    assert details == [
+        "format field '0.io.common.os.environ' walks attributes inside a string: write the expression in code"
+    ]
 
 
 def test_code_too_long_is_refused_before_parsing() -> None:
@@ -99,7 +135,16 @@ _BODIES = [
     "import os\nresult = 1\n",
     "df.to_csv(PARAMS['path'])\n",
 ]
-_VALUES = ['{"column": "a"}', '{"a": "__class__"}', '{"a": "eval"}', '{"a": "read_csv"}', "x'\\\"\n", ""]
+_VALUES = [
+    '{"column": "a"}',
+    '{"a": "__class__"}',
+    '{"a": "eval"}',
+    '{"a": "read_csv"}',
+    '{"a": "{0.io}"}',
+    '{"a.b": {"c.d": "x"}}',
+    "x'\\\"\n",
+    "",
+]
 
 
 @pytest.mark.parametrize("body", _BODIES)
@@ -120,3 +165,11 @@ def test_a_literal_inside_another_string_takes_the_full_check() -> None:
     code = 'x = """\nPARAMS = json.loads(\'__import__\')\n"""\n'
     assert PARAMS_HEAD.match(code) is None
     assert any(v.rule == "dunder" for v in check_policy(code))
+
+
+def test_a_walking_template_in_the_parameter_literal_is_refused_on_the_fast_path() -> None:
+    from iterate.sandbox.worker import PARAMS_HEAD
+
+    code = _HEAD.format(literal=repr('{"t": "{0.io.common.os.environ}"}')) + "x = PARAMS['t']\n"
+    assert PARAMS_HEAD.match(code) is not None
+    assert [v.rule for v in check_policy(code)] == ["format"]

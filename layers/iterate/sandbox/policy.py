@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import string
+from _string import formatter_field_name_split  # how str.format itself splits `0.io[k]` into its path
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -203,6 +205,42 @@ def _is_dunder(name: str) -> bool:
     return name.startswith("__") and name.endswith("__") and len(name) > 4
 
 
+def _is_string_literal(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _walking_fields(template: str, depth: int = 2) -> list[str]:
+    """The fields of `template`, read as a str.format template, that walk an attribute.
+
+    str.format looks up `{0.io.common.os.environ}` attribute by attribute, a module walk the AST only sees as
+    a string. So every string constant is read as a template, wherever it stands (formatted in place, bound
+    to a name first, or handed to a library that formats it), and a field with any `.name` in its path is
+    refused: a template never needs one, the expression can be written in code where the checker sees it.
+    An index path alone (`{0[0]}`, `{row[city]}`) is let through: it is `x[0]` / `x["city"]` on an argument
+    the code passed, which the policy allows in code too (a key with `__` is refused as any such string).
+    Only identifier names count: a JSON key such as `{"a.b": 1}` reads as field `"a` with attribute `b"`,
+    which names nothing. Specs are read as templates too (`{0:{1.io}}`), to the depth str.format allows.
+    A template this cannot read, one built at run time, never reaches str.format: `.format` is refused on
+    anything but a string literal (visit_Attribute); format_map, Formatter and vformat are banned outright.
+    """
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError:  # not a template str.format accepts
+        return []
+    found = []
+    for _, field, spec, _ in parsed:
+        if field:
+            try:
+                path = list(formatter_field_name_split(field)[1])
+            except ValueError:
+                path = []
+            if any(is_attribute and str(name).isidentifier() for is_attribute, name in path):
+                found.append(field)
+        if spec and depth > 1:
+            found += _walking_fields(spec, depth - 1)
+    return found
+
+
 class _Checker(ast.NodeVisitor):
     def __init__(self) -> None:
         self.violations: list[Violation] = []
@@ -262,6 +300,11 @@ class _Checker(ast.NodeVisitor):
             and name not in TO_METHODS_WITHOUT_TARGET
         ):
             self._flag(node, "io", f"{name!r} writes files")
+        elif name == "format" and not _is_string_literal(node.value):
+            # A template from a name, an expression or `str.format(t, ...)` may be built where no check reads it.
+            self._flag(
+                node, "format", "format() on anything but a string literal: use a literal or an f-string"
+            )
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -289,6 +332,12 @@ class _Checker(ast.NodeVisitor):
                 )
             ):
                 self._flag(node, "string", f"string naming {stripped!r}")
+            for field in _walking_fields(value):
+                self._flag(
+                    node,
+                    "format",
+                    f"format field {field!r} walks attributes inside a string: write the expression in code",
+                )
 
     def visit_Global(self, node: ast.Global) -> None:
         self._flag(node, "scope", "global statements are not allowed")
