@@ -329,6 +329,7 @@ class FunctionsConstruct(Construct):
             )
             if spec.sandbox:
                 self._grant_vpc_networking(role)
+                self._deny_ec2_from_code(spec, role, fn)
             self._grant(spec, role, storage, anthropic_secret, default_bus)
             self._acknowledge(spec, role, fn, storage)
 
@@ -354,6 +355,31 @@ class FunctionsConstruct(Construct):
             "AwsSolutions-IAM5[Resource::*]",
             "Lambda's VPC network-interface actions (ec2:CreateNetworkInterface, Describe*) do not support "
             "resource-level permissions; this is the sandbox's only permission besides its own log group.",
+        )
+
+    def _deny_ec2_from_code(self, spec: FunctionSpec, role: iam.Role, fn: lambda_.Function) -> None:
+        """No EC2 call with the sandbox's credentials from its code, or from wherever they leak to.
+
+        Lambda puts `lambda:SourceFunctionArn` in the context of the credentials it hands the execution
+        environment, and leaves it out of the calls it makes itself with the same role outside it (the VPC
+        network interfaces among them). So this Deny stops every ec2:* call made with the function's
+        credentials (inside the function or wherever they were taken) and none of Lambda's own. ArnLike
+        matches the function's ARN and any version or alias of it. A policy of its own, attached after the
+        function: in the role's default policy the ARN would make a cycle (the function depends on that policy).
+        """
+        arn = fn.function_arn
+        iam.Policy(
+            self,
+            f"{spec.pascal}DenyEc2FromCode",
+            roles=[role],
+            statements=[
+                iam.PolicyStatement(
+                    effect=iam.Effect.DENY,
+                    actions=["ec2:*"],
+                    resources=["*"],
+                    conditions={"ArnLike": {"lambda:SourceFunctionArn": [arn, f"{arn}:*"]}},
+                )
+            ],
         )
 
     @staticmethod

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 import pytest
 from infra_helpers import REPO, Synth, actions_of
@@ -401,6 +402,103 @@ def test_sandbox_runs_in_isolated_subnets_behind_a_read_only_s3_endpoint(synth: 
     arn = {"Fn::GetAtt": [bucket_id, "Arn"]}
     assert read["Resource"] == {"Fn::Join": ["", [arn, "/artifacts/*"]]}
     assert write["Resource"] == {"Fn::Join": ["", [arn, "/artifacts/*/investigations/*.result.json"]]}
+
+
+def _render(value: Any, refs: dict[str, str]) -> str:
+    """A CloudFormation string value with its Refs and Fn::Joins filled in from `refs` (logical id -> value)."""
+    if isinstance(value, str):
+        return value
+    if "Ref" in value:
+        return refs[value["Ref"]]
+    sep, parts = value["Fn::Join"]
+    return str(sep).join(_render(p, refs) for p in parts)
+
+
+def test_the_sandbox_credentials_can_make_no_ec2_call_outside_lambdas_own(synth: Synth) -> None:
+    # Given the sandbox function, its role, and the network-interface rights Lambda needs on that role
+    fid = synth.function_id("sandbox")
+    statements = synth.statements_of_role(synth.role_of(fid))
+    allowed_ec2 = {
+        a for s in statements if s["Effect"] == "Allow" for a in actions_of(s) if a.startswith("ec2:")
+    }
+    assert "ec2:CreateNetworkInterface" in allowed_ec2
+    # When the Deny statements on that role are collected
+    (deny,) = [s for s in statements if s["Effect"] == "Deny"]
+    # Then every EC2 action is denied to calls made with the credentials Lambda hands the function's code
+    # (they carry lambda:SourceFunctionArn; Lambda's own ENI calls with the role do not)
+    assert actions_of(deny) == ["ec2:*"] and deny["Resource"] == "*"
+    (operator,) = deny["Condition"]
+    assert operator == "ArnLike"
+    arn = {"Fn::GetAtt": [fid, "Arn"]}
+    assert deny["Condition"]["ArnLike"] == {
+        "lambda:SourceFunctionArn": [arn, {"Fn::Join": ["", [arn, ":*"]]}]
+    }
+    # and the Deny sits in a policy of its own, which the function does not wait for (no dependency cycle)
+    (policy_id,) = [
+        k
+        for k, p in synth.of_type("AWS::IAM::Policy").items()
+        if deny in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    assert policy_id not in synth.resources[fid].get("DependsOn", [])
+
+
+def test_the_sandbox_vpcs_resolver_answers_only_the_buckets_name(
+    synth: Synth, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the VPC the sandbox function runs in
+    props = synth.resources[synth.function_id("sandbox")]["Properties"]
+    (vpc_id,) = {
+        synth.resources[s]["Properties"]["VpcId"]["Ref"] for s in _refs(props["VpcConfig"]["SubnetIds"])
+    }
+    # When the DNS firewall rule groups associated with it are read
+    (association,) = [
+        a
+        for a in synth.of_type("AWS::Route53Resolver::FirewallRuleGroupAssociation").values()
+        if a["Properties"]["VpcId"] == {"Ref": vpc_id}
+    ]
+    group_id = association["Properties"]["FirewallRuleGroupId"]["Fn::GetAtt"][0]
+    rules = sorted(synth.resources[group_id]["Properties"]["FirewallRules"], key=lambda r: r["Priority"])
+    domain_lists = {r["Priority"]: r["FirewallDomainListId"]["Fn::GetAtt"][0] for r in rules}
+    lists = {prio: synth.resources[dl]["Properties"]["Domains"] for prio, dl in domain_lists.items()}
+    allow, block = rules
+    # Then the last rule answers NXDOMAIN for every name
+    assert (block["Action"], block["BlockResponse"], lists[block["Priority"]]) == ("BLOCK", "NXDOMAIN", ["*"])
+    # and the one rule before it allows exactly one name: the data bucket's, as S3 resolves it (its CNAMEs
+    # trusted)
+    assert allow["Action"] == "ALLOW" and allow["Priority"] < block["Priority"]
+    assert allow["FirewallDomainRedirectionAction"] == "TRUST_REDIRECTION_DOMAIN"
+    (allowed,) = lists[allow["Priority"]]
+    (bucket_id,) = [
+        k
+        for k, v in synth.of_type("AWS::S3::Bucket").items()
+        if "NotificationConfiguration" in v["Properties"]
+    ]
+    refs = {bucket_id: "iterate-data-bucket", "AWS::Region": "eu-west-1", "AWS::URLSuffix": "amazonaws.com"}
+    # which is the host of the presigned URLs the sandbox is handed (iterate.aws.clients' S3 client)
+    from iterate.aws import clients
+
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    clients.reset()
+    try:
+        url = clients.client("s3").generate_presigned_url(
+            "get_object", Params={"Bucket": "iterate-data-bucket", "Key": "artifacts/o/d/r/data.parquet"}
+        )
+    finally:
+        clients.reset()
+    host = urlparse(url).hostname
+    assert _render(allowed, refs) == host == "iterate-data-bucket.s3.eu-west-1.amazonaws.com"
+
+
+def test_the_sandbox_has_no_tenant_isolation_its_state_machine_invoke_could_not_name(synth: Synth) -> None:
+    # A function with TenancyConfig refuses every invoke without a tenant id, and RunInSandbox invokes it
+    # through Step Functions' Lambda integration (the function ARN as the Task's Resource), which passes none
+    asl = json.loads((REPO / "statemachine" / "analysis.asl.json").read_text())
+    assert '"Resource": "${SandboxFunctionArn}"' in json.dumps(asl)
+    assert "TenancyConfig" not in synth.resources[synth.function_id("sandbox")]["Properties"]
 
 
 def test_sandbox_output_and_inline_result_caps_keep_every_state_under_256_kib(synth: Synth) -> None:
