@@ -111,13 +111,21 @@ def test_the_blocker_itself_works(tmp_path):
 
 
 def test_the_sandbox_worker_imports_none_of_the_extras():
-    # The worker runs in its own isolated interpreter (python -I), out of reach of the blocker above.
-    worker = REPO / "layers" / "iterate" / "sandbox" / "worker.py"
-    tree = ast.parse(worker.read_text())
-    imported = {
-        (alias.name if isinstance(node, ast.Import) else node.module or "").split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        for alias in node.names
-    }
-    assert imported.isdisjoint(EXTRAS_MODULES), imported & set(EXTRAS_MODULES)
+    # The sandbox's processes run in their own isolated interpreter (python -I worker.py), out of reach of
+    # the blocker above: worker.py and every module it loads (relative imports only, never the engine).
+    sandbox = REPO / "layers" / "iterate" / "sandbox"
+    files = [sandbox / "worker.py", *sorted(sandbox.glob("confine/*.py"))] + [
+        sandbox / f"{name}.py"
+        for name in ("zygote", "loader", "supervisor", "runner", "runcode", "batch", "frames", "inprocess")
+    ]
+    for path in files:
+        tree = ast.parse(path.read_text())
+        imported = {
+            (alias.name if isinstance(node, ast.Import) else node.module or "").split(".")[0]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            and not (isinstance(node, ast.ImportFrom) and node.level)
+            for alias in node.names
+        }
+        assert imported.isdisjoint(EXTRAS_MODULES), (path.name, imported & set(EXTRAS_MODULES))
+        assert "iterate" not in imported, path.name

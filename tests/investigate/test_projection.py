@@ -155,7 +155,7 @@ def test_the_result_on_the_columns_read_is_the_result_on_the_whole_frame(
 ) -> None:
     frame = _frame()
     whole = _run(code, frame)
-    # The sandbox picks the named columns that exist (iterate.sandbox.worker.select_columns), in file order
+    # The sandbox picks the named columns that exist (iterate.sandbox.frames.select_columns), in file order
     picked = [c for c in frame.columns if c in columns]
     narrowed = frame[picked] if picked else frame
     assert _run(code, narrowed) == whole

@@ -115,7 +115,7 @@ def test_a_table_is_written_a_row_group_at_a_time_with_the_same_content(tmp_path
 def test_columns_whose_values_fit_a_dictionary_page_are_stored_as_one_and_the_rest_plainly(
     tmp_path: Path,
 ) -> None:
-    from iterate.sandbox.worker import ColumnReader
+    from iterate.sandbox.frames import ColumnReader
 
     # Given a column of a few repeated values, one of distinct ids, and one of few values, 30 of them long
     rows = 100_000

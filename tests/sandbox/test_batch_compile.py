@@ -6,8 +6,8 @@ import traceback
 
 import pytest
 
-from iterate.sandbox import worker
-from iterate.sandbox.worker import PARAMS_HEAD, compile_batch_item
+from iterate.sandbox import batch
+from iterate.sandbox.batch import PARAMS_HEAD, compile_batch_item
 
 _HEAD = "import json\n\nimport math\nPARAMS = json.loads({literal})\n"
 _BODIES = [
@@ -36,7 +36,7 @@ def test_split_code_runs_as_the_whole_code(body: str, value: str) -> None:
     code = _HEAD.format(literal=repr(value)) + body
     assert PARAMS_HEAD.match(code) is not None
     try:
-        whole: tuple = (compile(code, worker.CODE_NAME, "exec"),)
+        whole: tuple = (compile(code, batch.CODE_NAME, "exec"),)
     except SyntaxError as exc:
         with pytest.raises(SyntaxError) as split_error:
             compile_batch_item(code)

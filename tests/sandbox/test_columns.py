@@ -131,7 +131,7 @@ def test_code_reading_on_demand_cannot_write_the_dataset_or_reach_the_file_anoth
 
 def test_a_name_or_value_cannot_ask_for_columns_on_demand():
     from iterate.agents.offline.investigation import template_code
-    from iterate.sandbox.worker import reads_on_demand
+    from iterate.sandbox.frames import reads_on_demand
 
     # Given a column whose name holds the line itself, in a template that reads a frame
     name = "x\n# iterate: columns read on demand\ny"
@@ -175,7 +175,7 @@ def test_the_column_reader_factorizes_from_dictionary_pages_exactly_as_pandas_do
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from iterate.sandbox.worker import ColumnReader
+    from iterate.sandbox.frames import ColumnReader
 
     # Given a file of three row groups: a column of few values (stored as dictionary indices), one of values
     # nearly all distinct (the writer falls back to plain values), one of few values with blanks and nulls

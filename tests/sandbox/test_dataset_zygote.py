@@ -227,11 +227,12 @@ def test_narrowed_columns_match_a_frame_loaded_by_the_runner(tmp_path: Path, col
 
 
 def _worker() -> ModuleType:
+    """frames.py as the sandbox's processes load it: through worker.py's package, without the engine."""
     spec = importlib.util.spec_from_file_location("iterate_sandbox_worker_under_test", WORKER)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module
+    return importlib.import_module(module._package() + ".frames")
 
 
 def test_select_columns_equals_load_frame_for_every_file_shape(tmp_path: Path) -> None:
@@ -400,13 +401,15 @@ def test_runners_of_a_dataset_zygote_allocate_with_malloc_and_the_frame_stays_re
     # Given a frame preloaded by the worker's own code, in a process of its own (the pool is per process)
     path = tagged(tmp_path / "d.parquet", "z", rows=1000)
     code = f"""
-import importlib.util, json, os
+import importlib, importlib.util, json, os
 spec = importlib.util.spec_from_file_location("w", {str(WORKER)!r})
 w = importlib.util.module_from_spec(spec); spec.loader.exec_module(w)
+frames = importlib.import_module(w._package() + ".frames")
+zygote = importlib.import_module(w._package() + ".zygote")
 import pyarrow as pa
-frame, _ = w.preload_frame(os.open({str(path)!r}, os.O_RDONLY), 1024)
+frame, _ = frames.preload_frame(os.open({str(path)!r}, os.O_RDONLY), 1024)
 before = pa.default_memory_pool().backend_name
-w._runners_allocate_plainly()
+zygote._runners_allocate_plainly()
 after = pa.default_memory_pool().backend_name
 upper = frame["a"].str.upper()
 print(json.dumps([before, after, upper.iloc[999], frame["a"].iloc[999]]))

@@ -106,9 +106,10 @@ def test_the_probe_would_see_an_unconfined_loader(listener: Listener, tmp_path: 
     assert spec and spec.loader
     worker = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(worker)
+    loader = importlib.import_module(worker._package() + ".loader")
     secret = tmp_path / "secret.txt"
     secret.write_text("x")
-    found = worker._probe({"tcp": ["127.0.0.1", listener.port], "read": str(secret)})
+    found = loader._probe({"tcp": ["127.0.0.1", listener.port], "read": str(secret)})
     assert found == {"tcp": "connected", "read": "read"}
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from iterate.ports import DatasetRef
 from iterate.sandbox import LocalSandbox, SandboxLimits, oslayers
+from iterate.sandbox.confine import seccomp
 from iterate.sandbox.local import import_view
 
 pytestmark = pytest.mark.unit
@@ -35,7 +36,7 @@ def libseccomp() -> ctypes.CDLL:
 @pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
 def test_the_syscall_numbers_match_libseccomp_on_both_architectures(arch: str) -> None:
     lib = libseccomp()
-    for table in (oslayers.DENIED[arch], oslayers.CONDITIONAL[arch], oslayers.SELF_ONLY[arch]):
+    for table in (seccomp.DENIED[arch], seccomp.CONDITIONAL[arch], seccomp.SELF_ONLY[arch]):
         for name, number in table.items():
             expected = lib.seccomp_syscall_resolve_name_arch(AUDIT[arch], name.encode())
             assert expected == number, f"{arch} {name}: {number} here, {expected} in libseccomp"
@@ -43,14 +44,14 @@ def test_the_syscall_numbers_match_libseccomp_on_both_architectures(arch: str) -
 
 @pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
 def test_the_filter_checks_the_architecture_first_and_kills_any_other(arch: str) -> None:
-    program = oslayers.build_filter(arch, own_pid=1234, deny=oslayers.RET_USER_NOTIF)
+    program = seccomp.build_filter(arch, own_pid=1234, deny=seccomp.RET_USER_NOTIF)
     ops = [struct.unpack("<HBBI", program[i : i + 8]) for i in range(0, len(program), 8)]
-    assert ops[0] == (oslayers.LD_ABS, 0, 0, oslayers.OFFSET_ARCH)
+    assert ops[0] == (seccomp.LD_ABS, 0, 0, seccomp.OFFSET_ARCH)
     code, jt, jf, k = ops[1]
-    assert (code, jt, k) == (oslayers.JEQ, 0, AUDIT[arch])
-    assert ops[1 + 1 + jf] == (oslayers.RET, 0, 0, oslayers.RET_KILL_PROCESS)  # mismatch: kill
+    assert (code, jt, k) == (seccomp.JEQ, 0, AUDIT[arch])
+    assert ops[1 + 1 + jf] == (seccomp.RET, 0, 0, seccomp.RET_KILL_PROCESS)  # mismatch: kill
     if arch == "x86_64":  # the x32 ABI shares the architecture: its numbers are killed too
-        assert ops[3][0] == oslayers.JGE and ops[3][3] == oslayers.X32_SYSCALL_BIT
+        assert ops[3][0] == seccomp.JGE and ops[3][3] == seccomp.X32_SYSCALL_BIT
     assert len(ops) < 256  # every jump is forward and fits classic BPF's 8-bit offsets
 
 
@@ -59,9 +60,9 @@ def _child(code: str, *, count: bool = False) -> subprocess.CompletedProcess[str
     script = textwrap.dedent(
         f"""
         import os, sys
-        sys.path.insert(0, {str(Path(oslayers.__file__).parent)!r})
-        import oslayers
-        listener, mode = oslayers.install_filter(own_pid=os.getpid(), notify=False)
+        sys.path.insert(0, {str(Path(seccomp.__file__).parent)!r})
+        import seccomp
+        listener, mode = seccomp.install_filter(own_pid=os.getpid(), notify=False)
         print("installed", mode, flush=True)
         """
     ) + textwrap.dedent(code)

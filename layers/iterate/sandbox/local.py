@@ -165,7 +165,7 @@ def import_view() -> ImportView:
     import site
     import sysconfig
 
-    from iterate.sandbox.worker import SYSTEM_READ_PATHS
+    from iterate.sandbox.confine.landlock import SYSTEM_READ_PATHS
 
     real = os.path.realpath
     stdlib = real(sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})["stdlib"])
@@ -760,10 +760,12 @@ class LocalSandbox:
         if seen.lost:
             return failed("crash", seen.lost)
         if refusals:
-            return failed("policy", "refused by the OS sandbox: " + "; ".join(refusals[:5]))
+            return failed("policy", "the OS sandbox's seccomp filter refused: " + "; ".join(refusals[:5]))
         if seen.ipc_left:
             return failed(
-                "policy", "the run left IPC objects behind (removed): " + "; ".join(seen.ipc_left[:3])
+                "policy",
+                "the run left IPC objects behind (the host's sweep removed them): "
+                + "; ".join(seen.ipc_left[:3]),
             )
         if seen.memory:
             return failed("memory", "the run's processes together went past the memory budget")
@@ -1029,7 +1031,7 @@ def _drive(
     conn: socket.socket, cage: _Cage, *, timeout: float, setup_s: float, limits: SandboxLimits
 ) -> _Seen:
     """Follow one run from outside: its time, its memory and tasks when no cgroup holds them, the kill of
-    everything it started, and the check that nothing is left. See the protocol in worker.py."""
+    everything it started, and the check that nothing is left. See the protocol in supervisor.py."""
     seen = _Seen()
     lines = _HostLines(conn)
     start = time.monotonic()
@@ -1213,7 +1215,7 @@ class _DatasetZygote:
         try:
             listener.bind(self.path)
             listener.listen(64)
-            # Its runners' namespace settings and paths: it confines its own load by them (worker.py).
+            # Its runners' namespace settings and paths: it confines its own load by them (loader.py).
             request = {**(runners or {}), "kind": "dataset", "max_mb": max_mb}
             self.control = _send_job(base.path, request, [data_fd, listener.fileno()])
         except BaseException:

@@ -8,7 +8,7 @@ from _string import formatter_field_name_split  # how str.format itself splits `
 from dataclasses import dataclass
 from functools import lru_cache
 
-from iterate.sandbox.worker import PARAMS_HEAD
+from iterate.sandbox.batch import PARAMS_HEAD
 
 # What investigation code may import: pandas, numpy and the pure-computation standard library.
 ALLOWED_IMPORTS = frozenset(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from iterate.sandbox.worker import written_names
+from iterate.sandbox.frames import written_names
 
 # The first request asks for the object's last 64 KiB: the footer of a 20-column data.parquet with ten row
 # groups is ~20 KB, so one request usually brings it whole.
