@@ -10,23 +10,28 @@ import sys
 
 CODE_NAME = "<investigation>"  # the file name of the investigation's code in its frames
 
-ALLOWED_IMPORTS = {
-    "pandas",
-    "numpy",
-    "json",
-    "math",
-    "re",
-    "datetime",
-    "statistics",
-    "collections",
-    "itertools",
-    "decimal",
-    "difflib",
-    "string",
-    "unicodedata",
-    "base64",
-    "zlib",
-}
+# What investigation code may import: pandas, numpy and the pure-computation standard library (the
+# static policy, policy.py, reads this same set).
+ALLOWED_IMPORTS = frozenset(
+    {
+        "pandas",
+        "numpy",
+        "json",
+        "math",
+        "re",
+        "datetime",
+        "statistics",
+        "collections",
+        "itertools",
+        "decimal",
+        "difflib",
+        "string",
+        "unicodedata",
+        # Pure computation too: a template's long parameters travel deflated in base64
+        "base64",
+        "zlib",
+    }
+)
 
 # Audit events refused outright once the untrusted code runs (prefix match).
 DENIED_EVENT_PREFIXES = (

@@ -9,28 +9,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from iterate.sandbox.batch import PARAMS_HEAD
-
-# What investigation code may import: pandas, numpy and the pure-computation standard library.
-ALLOWED_IMPORTS = frozenset(
-    {
-        "pandas",
-        "numpy",
-        "json",
-        "math",
-        "re",
-        "datetime",
-        "statistics",
-        "collections",
-        "itertools",
-        "decimal",
-        "difflib",
-        "string",
-        "unicodedata",
-        # Pure computation too: a template's long parameters travel deflated in base64
-        "base64",
-        "zlib",
-    }
-)
+from iterate.sandbox.inprocess import ALLOWED_IMPORTS  # the runner's own list: one list, read by both
 
 # Builtins that execute code, reach files or the interpreter, or read attributes by a computed name.
 BANNED_CALLS = frozenset(
