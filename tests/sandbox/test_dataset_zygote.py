@@ -21,7 +21,7 @@ import pytest
 from iterate.io import write_parquet_text
 from iterate.ports import DatasetRef
 from iterate.sandbox import LocalSandbox, SandboxLimits
-from iterate.sandbox.local import WORKER
+from iterate.sandbox.zygotes import WORKER
 from iterate.table import SourceInfo, Table
 
 pytestmark = pytest.mark.unit

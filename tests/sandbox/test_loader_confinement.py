@@ -13,7 +13,8 @@ from host_listener import Listener
 
 from iterate.ports import DatasetRef
 from iterate.sandbox import LocalSandbox, SandboxLimits
-from iterate.sandbox.local import WORKER, _Counters, _DatasetZygote
+from iterate.sandbox.model import Counters
+from iterate.sandbox.zygotes import WORKER, DatasetZygote
 
 pytestmark = pytest.mark.unit
 
@@ -38,18 +39,18 @@ def listener() -> Iterator[Listener]:
     server.close()
 
 
-def probed(sandbox: LocalSandbox, dataset: Path, probe: dict[str, Any]) -> _DatasetZygote:
+def probed(sandbox: LocalSandbox, dataset: Path, probe: dict[str, Any]) -> DatasetZygote:
     """A dataset zygote started as `run` starts one, which also tries `probe` once confined, before loading."""
     base = sandbox._running_zygote()
     assert base is not None
     data_fd = os.open(dataset, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        return _DatasetZygote(
+        return DatasetZygote(
             base,
             data_fd,
             max_mb=sandbox.limits.preload_max_mb,
             timeout_s=60,
-            counters=_Counters(),
+            counters=Counters(),
             runners={**sandbox._runner_settings(), "probe": probe},
         )
     finally:

@@ -16,7 +16,7 @@ import pytest
 from iterate.ports import DatasetRef
 from iterate.sandbox import LocalSandbox, SandboxLimits, oslayers
 from iterate.sandbox.confine import seccomp
-from iterate.sandbox.local import import_view
+from iterate.sandbox.importview import import_view
 
 pytestmark = pytest.mark.unit
 

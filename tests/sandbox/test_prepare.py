@@ -110,10 +110,10 @@ def test_the_memory_file_is_sealed_against_writes(tmp_path: Path) -> None:
     import fcntl
     import os
 
-    from iterate.sandbox.local import _sealed_arrow
+    from iterate.sandbox.zygotes import sealed_arrow
 
     _, arrow = named(tmp_path / "data.parquet")
-    fd = _sealed_arrow(arrow)
+    fd = sealed_arrow(arrow)
     try:
         seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
         assert seals & fcntl.F_SEAL_WRITE and seals & fcntl.F_SEAL_SHRINK and seals & fcntl.F_SEAL_SEAL
@@ -130,7 +130,7 @@ def test_without_a_memory_file_the_dataset_is_loaded_from_its_file(tmp_path: Pat
     def unavailable(table: object) -> int:
         raise AttributeError("module 'os' has no attribute 'memfd_create'")
 
-    monkeypatch.setattr(local, "_sealed_arrow", unavailable)
+    monkeypatch.setattr(local, "sealed_arrow", unavailable)
     path, arrow = named(tmp_path / "data.parquet")
     ref = DatasetRef(path=str(path))
     with LocalSandbox(limits()) as sandbox:
