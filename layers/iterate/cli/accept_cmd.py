@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from iterate.issueref import resolve
 from iterate.visible import visible
 
 
@@ -28,7 +29,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("out_dir", metavar="OUT_DIR", type=Path, help="a directory written by iterate analyze")
     p.add_argument(
-        "issue_id", metavar="ISSUE_ID", help="the issue's id, as analysis.json and the summary show it"
+        "issue_id",
+        metavar="ISSUE_ID",
+        help="the issue's id (analysis.json) or its handle (the summary's first column)",
     )
     p.add_argument(
         "--reason", required=True, metavar="TEXT", help="why the issue is accepted (shown beside it)"
@@ -69,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail(
             f"{analysis}: not a run's analysis ({str(exc).splitlines()[0]}) — re-run iterate analyze"
         )
-    issue = next((i for i in result.issues if i.id == args.issue_id), None)
+    wanted = resolve(args.issue_id, (i.id for i in result.issues))
+    issue = next((i for i in result.issues if i.id == wanted), None)
     if issue is None:
         ids = ", ".join(i.id for i in result.issues[:8]) + (", …" if len(result.issues) > 8 else "")
         return _fail(f"{args.issue_id}: no such issue in {out} — its issues are: {ids or 'none'}")

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, TextIO
 
-from iterate.contracts import SEVERITIES, SEVERITY_RANK, Acceptance, AnalysisResult, Issue
+from iterate.contracts import SEVERITIES, SEVERITY_RANK, Acceptance, AnalysisResult, Issue, RunComparison
+from iterate.issueref import short_ids
 from iterate.visible import json_visible, visible
 
 if TYPE_CHECKING:
@@ -385,6 +386,7 @@ def summary_text(result: AnalysisResult, out: Path, *, width: int = 100, seconds
             i.id,
         ),
     )
+    handles = short_ids(i.id for i in result.issues)
     for issue in ranked[:10]:
         share = f"{issue.evidence.affectedShare:.1%}" if issue.evidence else ""
         # a header name with a newline or an escape sequence must not break the line nor act
@@ -396,10 +398,18 @@ def summary_text(result: AnalysisResult, out: Path, *, width: int = 100, seconds
         status = visible(proof(issue))
         if issue.accepted is not None:  # still listed, so a reader sees what the gate lets pass
             status = "accepted, grew" if issue.accepted.grown else "accepted"
-        line = f"  {issue.severity:<6} {kind[:22]:<22} {rows:>12} {share:>6}  {status:<16}  {cols}"
+        # the short handle `followup`, `fix` and `accept` take in place of the id (iterate.issueref)
+        handle = handles[issue.id]
+        line = (
+            f"  {handle:<7} {issue.severity:<6} {kind[:22]:<22} {rows:>12} {share:>6}  {status:<16}  {cols}"
+        )
         lines.append(line.rstrip()[:width])
     if len(result.issues) > 10:
         lines.append(f"  … and {len(result.issues) - 10} more in the report")
+    if result.issues:
+        lines.append("first column: the issue's handle (iterate followup, fix, accept take it)"[:width])
+    if result.comparison is not None:
+        lines.append(comparison_line(result.comparison))
     accepted = [i for i in result.issues if i.accepted is not None]
     if accepted:
         grown = sum(1 for i in accepted if i.accepted is not None and i.accepted.grown)
@@ -411,6 +421,17 @@ def summary_text(result: AnalysisResult, out: Path, *, width: int = 100, seconds
     lines.append(f"analysis: {visible(out / 'analysis.json')}")
     lines.append(f"flags:    {visible(out / 'flags.csv')}")
     return "\n".join(lines)
+
+
+def comparison_line(comparison: RunComparison) -> str:
+    """How this run's issues differ from the previous run's, in one line (analysis.json's `comparison`)."""
+    parts = [f"{comparison.new} new", f"{len(comparison.resolved)} resolved"]
+    if comparison.regressed:
+        parts.append(f"{comparison.regressed} affecting more rows")
+    if comparison.improved:
+        parts.append(f"{comparison.improved} affecting fewer rows")
+    parts.append(f"{comparison.persisting} unchanged")
+    return "since the last run of this file: " + ", ".join(parts)
 
 
 def _one_line(text: str) -> str:

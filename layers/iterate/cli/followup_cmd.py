@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from iterate.contracts import FixAction, FollowupTurn, Issue, SmartFixFollowup
+from iterate.issueref import resolve
 from iterate.ports import FollowupAgent
 from iterate.settings import Settings
 from iterate.visible import json_visible, visible
@@ -60,6 +61,7 @@ def load_issue(run_dir: Path, issue_id: str) -> Issue:
         raise _InputError(f"{path} not found: run `iterate analyze FILE --out {run_dir}` first") from exc
     except ValueError as exc:
         raise _InputError(f"{path} is not valid JSON") from exc
+    issue_id = resolve(issue_id, (str(raw.get("id")) for raw in data.get("issues", []))) or issue_id
     for raw in data.get("issues", []):
         if raw.get("id") == issue_id:
             try:
@@ -140,7 +142,7 @@ def run(
 
     try:
         issue = load_issue(args.run_dir, args.issue_id)
-        path = history_path(args.run_dir, args.issue_id)
+        path = history_path(args.run_dir, issue.id)
         version = applied_in(path)
         reset = getattr(args, "reset", False)
         if version is not None and (args.answer is not None or reset):

@@ -30,6 +30,7 @@ from iterate.fix.version import (
     write_changes,
     write_version,
 )
+from iterate.issueref import resolve
 
 __all__ = [
     "APPLIED_ACTIONS",
@@ -105,6 +106,7 @@ def choose(
     `answered(issue_id)` is (the action its follow-up ended with or None, the answers given, whether a
     conversation exists); `hint(issue_id)` says how to answer it (a command, or an API route)."""
     by_id = {i.id: i for i in issues}
+    ids = [resolve(i, by_id) or i for i in ids]  # a handle from the summary names its issue
     unknown = [i for i in ids if i not in by_id]
     if unknown:
         listed = ", ".join(i.id for i in issues[:20]) or "none"
@@ -114,6 +116,18 @@ def choose(
         wanted = [i.id for i in issues if answered(i.id)[0] is not None]
     if quick:
         wanted += [i.id for i in issues if i.category == "quick_fixes" and i.id not in wanted]
+    if not wanted and quick:
+        waiting = [i.id for i in issues if i.type not in READ_LEVEL_TYPES]
+        listed = ", ".join(waiting[:5]) + (", …" if len(waiting) > 5 else "")
+        raise FixError(
+            "no quick fixes in this run"
+            + (
+                f"; {len(waiting)} issue{'s' if len(waiting) != 1 else ''} need an answer first: {listed} "
+                f"({hint('ISSUE_ID')})"
+                if waiting
+                else ""
+            )
+        )
     if not wanted:
         raise FixError(
             f"nothing to fix: name issues, ask for the quick fixes, or answer a follow-up first ({hint('ISSUE_ID')})"
@@ -131,20 +145,21 @@ def choose(
             continue
         named = issue_id in ids
         if issue.category != "quick_fixes":
-            message = f"{issue_id} is a smart fix: choose how with {hint(issue_id)} first"
-            if named:
-                raise FixError(message)
-            notes.append(message)
+            notes.append(f"{issue_id} is a smart fix: choose how with {hint(issue_id)} first")
             continue
         if talked and named:
-            raise FixError(
+            notes.append(
                 f"{issue_id}: its follow-up is not finished — answer it ({hint(issue_id)}) or reset it"
             )
+            continue
         default = quick_default(issue)
         if default is None:
             notes.append(f"{issue_id}: no fix without a choice: {hint(issue_id)}")
             continue
         chosen.append(Chosen(issue, default, [], "quick default"))
+    if not chosen and any(i in ids for i in wanted):
+        # Nothing can be applied of what was named: say why instead of writing an unchanged file.
+        raise FixError("; ".join(notes[:3]))
     return chosen, notes
 
 
@@ -191,6 +206,8 @@ def fix_input(source: RunInput, chosen: list[Chosen], notes: list[str], flags_cs
     flags = flagged_cells(flags_csv, table.column_names)
     steps = plan([(c.issue, c.action) for c in active], table, flags)
     result = apply_fixes(table.to_arrow(), steps)
+    notes = notes + list(result.failed.values())  # each names its issue; the other fixes were applied
+    steps = [s for s in steps if s.issue_id not in result.failed]
     return Prepared(source=source, chosen=chosen, steps=steps, result=result, notes=notes, table=table)
 
 

@@ -100,6 +100,8 @@ class FixResult:
     # issue id -> action -> cells (or rows, or columns) changed; `skipped` -> why a touched cell was left as it was
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     skipped: dict[str, dict[str, int]] = field(default_factory=dict)
+    # issue id -> why its step could not be applied (the other steps were)
+    failed: dict[str, str] = field(default_factory=dict)
 
 
 def needs_confirmation(result: FixResult, steps: Sequence[FixStep], confirmed: set[str]) -> list[FixStep]:
@@ -147,13 +149,21 @@ def apply_fixes(table: pa.Table, steps: Sequence[FixStep]) -> FixResult:
     counts: dict[str, dict[str, int]] = {}
     skipped: dict[str, dict[str, int]] = {}
     ordered = sorted(steps, key=lambda s: _ORDER.index(s.action.action) if s.action.action in _ORDER else -1)
+    failed: dict[str, str] = {}
     for step in ordered:
         name = step.action.action
-        if name not in APPLIED_ACTIONS:
-            raise FixError(f"{step.issue_id}: the fix action {name!r} is not one Iterate can apply")
         before = len(changes)
+        dropped = (len(work.drop_rows), len(work.drop_cols))
         why: Counter[str] = Counter()
-        _ACTIONS[name](work, step, changes, why)
+        try:
+            if name not in APPLIED_ACTIONS:
+                raise FixError(f"{step.issue_id}: the fix action {name!r} is not one Iterate can apply")
+            _ACTIONS[name](work, step, changes, why)
+        except FixError as exc:
+            if len(changes) != before or (len(work.drop_rows), len(work.drop_cols)) != dropped:
+                raise  # it failed halfway: nothing is written rather than half a fix
+            failed[step.issue_id] = str(exc)  # refused before it changed anything: the others go on
+            continue
         counts.setdefault(step.issue_id, {})[name] = len(changes) - before
         if why:
             skipped[step.issue_id] = dict(why)
@@ -169,6 +179,8 @@ def apply_fixes(table: pa.Table, steps: Sequence[FixStep]) -> FixResult:
     out = pa.table(arrays, names=names) if names else pa.table({})
     if len(kept) != work.n:
         out = out.take(pa.array(kept))
+    if failed and len(failed) == len(steps):
+        raise FixError("; ".join(failed.values()))
     return FixResult(
         table=out,
         changes=changes,
@@ -176,6 +188,7 @@ def apply_fixes(table: pa.Table, steps: Sequence[FixStep]) -> FixResult:
         dropped_columns=list(work.drop_cols),
         counts=counts,
         skipped=skipped,
+        failed=failed,
     )
 
 

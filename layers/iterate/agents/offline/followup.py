@@ -202,6 +202,15 @@ def main_question(issue: Issue) -> SmartFixFollowup:
             ],
             ex,
         )
+    if t == "dependency_violation" and not stats.get("lhs"):
+        # Neighbours in file order (detect/order.py): no group decides the value, so no majority to copy in;
+        # a file sorted by another column can look like this, so the owner checks them against the source.
+        return _q(
+            f"{_rows(issue)} hold another value of '{col}' than the rows around them in the file. "
+            "Flag them so someone checks each against the source?",
+            [review, keep],
+            ex,
+        )
     if t == "dependency_violation":
         lhs = [str(c) for c in stats.get("lhs", [])]
         return _q(

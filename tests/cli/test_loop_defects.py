@@ -1,0 +1,166 @@
+"""Issue 34's loop defects, each reproduced from a fresh `--out` with the real commands (iterate.cli.main).
+
+#3 an answer that cannot be applied no longer blocks the other fixes; #4 `fix --quick` on a run with no quick
+fixes says what the run holds; #9 the summary prints a short handle per issue, which followup, fix and
+accept take; #10 the re-analysis comparison is printed; #11 a neighbours issue is not asked about "their ."
+with "use the majority value" first.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from iterate.cli.main import main
+from iterate.fix.engine import FixStep, apply_fixes
+from iterate.issueref import short_ids
+
+pytestmark = pytest.mark.slow
+
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "orders.csv"
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+
+
+def _analyze(data: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, dict]:
+    assert main(["analyze", str(data), "--out", str(out)]) in (0, 1)
+    printed = capsys.readouterr().out
+    return printed, json.loads((out / "analysis.json").read_text())
+
+
+def test_the_summary_shows_a_handle_that_every_command_takes(tmp_path: Path, capsys) -> None:
+    # Given a run of a copy of the sample (accept writes beside the input)
+    data = tmp_path / "orders.csv"
+    data.write_bytes(SAMPLE.read_bytes())
+    printed, analysis = _analyze(data, tmp_path / "run", capsys)
+    issues = {i["id"]: i for i in analysis["issues"]}
+    handles = short_ids(issues)
+    # Then each issue line starts with its handle, and two issues never print identical lines
+    lines = [line for line in printed.splitlines() if re.match(r"^  [0-9a-f]{6,} ", line)]
+    assert len(lines) == min(10, len(issues)) and len(set(lines)) == len(lines)
+    shown = {line.split()[0] for line in lines}
+    assert shown <= set(handles.values())
+    # When followup is asked about one by its handle
+    smart = next(i for i in issues.values() if i["category"] == "smart_fixes")
+    assert main(["followup", str(tmp_path / "run"), handles[smart["id"]]]) == 0
+    assert "Answer with:" in capsys.readouterr().out
+    # And accept takes a handle too
+    assert main(["accept", str(tmp_path / "run"), handles[smart["id"]], "--reason", "known"]) == 0
+    capsys.readouterr()
+    # And fix takes the handle of a quick fix
+    quick = next(
+        i for i in issues.values() if i["category"] == "quick_fixes" and i["type"] == "stray_whitespace"
+    )
+    assert main(["fix", str(tmp_path / "run"), handles[quick["id"]]]) == 0, capsys.readouterr().err
+
+
+def test_a_second_run_prints_how_it_compares(tmp_path: Path, capsys) -> None:
+    # Given a first run, and the same file with its placeholder e-mails fixed
+    _analyze(SAMPLE, tmp_path / "run", capsys)
+    rows = list(csv.reader(SAMPLE.open()))
+    email = rows[0].index("email")
+    for k, row in enumerate(rows[1:]):
+        if row[email] == "N/A":
+            row[email] = f"fixed{k}@example.com"
+    fixed = tmp_path / "orders.csv"
+    with fixed.open("w", newline="") as fh:
+        csv.writer(fh).writerows(rows)
+    # When it is analysed again into the same directory
+    printed, analysis = _analyze(fixed, tmp_path / "run", capsys)
+    # Then the comparison in analysis.json is printed, with the same numbers
+    comparison = analysis["comparison"]
+    line = next(line for line in printed.splitlines() if line.startswith("since the last run"))
+    assert f"{comparison['new']} new" in line and f"{len(comparison['resolved'])} resolved" in line
+    assert len(comparison["resolved"]) >= 1
+
+
+def test_fix_quick_on_a_run_without_quick_fixes_says_what_it_holds(tmp_path: Path, capsys) -> None:
+    # Given a run whose only issue needs an answer (a value unlike the rest of its category)
+    data = tmp_path / "cities.csv"
+    data.write_text(
+        "id,city\n" + "".join(f"{n},{'Paris' if n % 2 else 'Lyon'}\n" for n in range(300)) + "300,Parsi\n"
+    )
+    _, analysis = _analyze(data, tmp_path / "run", capsys)
+    assert analysis["issues"] and all(i["category"] != "quick_fixes" for i in analysis["issues"])
+    # When the quick fixes are asked for
+    assert main(["fix", str(tmp_path / "run"), "--quick"]) == 2
+    err = capsys.readouterr().err
+    # Then it says there are none and what needs an answer, not "ask for the quick fixes"
+    assert "no quick fixes in this run" in err and "need an answer first" in err
+    assert "ask for the quick fixes" not in err
+
+
+def test_an_answer_that_cannot_be_applied_does_not_block_the_others(tmp_path: Path, capsys) -> None:
+    # Given a run with a quick fix and a smart fix whose follow-up was never answered
+    _, analysis = _analyze(SAMPLE, tmp_path / "run", capsys)
+    issues = analysis["issues"]
+    quick = next(
+        i["id"] for i in issues if i["category"] == "quick_fixes" and i["type"] == "stray_whitespace"
+    )
+    smart = next(i["id"] for i in issues if i["category"] == "smart_fixes")
+    # When both are named in one fix
+    code = main(["fix", str(tmp_path / "run"), quick, smart])
+    captured = capsys.readouterr()
+    # Then the quick fix is written, and the smart one is reported as not applied, with how to answer it
+    assert code == 0, captured.err
+    assert (tmp_path / "run" / "versions" / "v1").is_dir()
+    assert f"not applied: {smart}" in captured.err and "iterate followup" in captured.err
+
+
+def test_a_step_refused_before_it_changed_anything_leaves_the_other_steps_applied() -> None:
+    import numpy as np
+
+    from iterate.contracts import FixAction
+
+    table = pa.table({"city": [" Paris", "Lyon "], "n": ["", "2"]})
+    rows = np.array([0, 1], dtype=np.int64)
+    trim = FixStep(
+        issue_id="ws",
+        action=FixAction(action="trim_whitespace", parameters={"column": "city"}),
+        rows=rows,
+        column="city",
+    )
+    fill = FixStep(
+        issue_id="gap",
+        action=FixAction(action="fill_value", parameters={"column": "n"}),
+        rows=rows[:1],
+        column="n",
+    )
+    result = apply_fixes(table, [trim, fill])
+    assert result.table.column("city").to_pylist() == ["Paris", "Lyon"]
+    assert list(result.failed) == ["gap"] and "fill_value needs" in result.failed["gap"]
+
+
+def test_a_neighbours_issue_is_asked_about_plainly_and_review_comes_first() -> None:
+    from iterate.agents.offline.followup import main_question
+    from iterate.contracts import Evidence, Issue
+
+    issue = Issue(
+        id="neighbours-month",
+        type="dependency_violation",
+        severity="medium",
+        description="d",
+        affectedColumns=["month"],
+        suggestedAction="s",
+        category="smart_fixes",
+        affectedRows=3,
+        evidence=Evidence(
+            affectedCells=3,
+            affectedRows=3,
+            affectedShare=0.01,
+            stats={"column": "month", "rule": "neighbours"},
+        ),
+    )
+    question = main_question(issue)
+    assert "their ." not in question.prompt and "'month'" in question.prompt
+    assert question.options[0].key == "review"
+    actions = question.onResponse or {}
+    assert all(a.parameters.get("strategy") != "group_majority" for a in actions.values())
