@@ -202,12 +202,26 @@ def to_issue(
                 "title": finding.title,
                 "flagged": finding.flag,
                 **_listed(finding, table),
+                **_data_type(finding, profile),
             },
         ),
         status="confirmed",
         source="detector",
         detector=finding.detector,
     )
+
+
+def _data_type(finding: Finding, profile: DatasetProfile | None) -> dict[str, str]:
+    """For missing values: the profile's type of their column, so that a fix offers what fits it (a median
+    for numbers, never the text 'Unknown')."""
+    if (
+        profile is None
+        or finding.type not in ("missing_values", "disguised_missing")
+        or len(finding.columns) != 1
+    ):
+        return {}
+    column = next((c for c in profile.columns if c.name == finding.columns[0]), None)
+    return {"dataType": str(column.dataType)} if column is not None else {}
 
 
 def sort_issues(issues: Iterable[Issue]) -> list[Issue]:

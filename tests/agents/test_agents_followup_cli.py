@@ -30,6 +30,8 @@ def run_dir(tmp_path, monkeypatch):
         "completedAt": "2026-11-22T00:00:00Z",
     }
     (tmp_path / "analysis.json").write_text(json.dumps(body))
+    # the cells the run flagged for it: what `iterate fix` (and so the follow-up) applies a fix to
+    (tmp_path / "flags.csv").write_text("row,column,issue_id,score\n3,state,cat-state,1.0\n")
     return tmp_path
 
 

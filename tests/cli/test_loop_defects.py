@@ -164,3 +164,145 @@ def test_a_neighbours_issue_is_asked_about_plainly_and_review_comes_first() -> N
     assert question.options[0].key == "review"
     actions = question.onResponse or {}
     assert all(a.parameters.get("strategy") != "group_majority" for a in actions.values())
+
+
+def test_missing_values_another_issue_holds_are_left_to_that_issue() -> None:
+    # Given a column with 37 blank cells: 16 travel with another column (their own issue, flagged per cell)
+    # and 21 are this issue's (#2: fix said "the run counted 21 rows but the data now shows 37")
+    import numpy as np
+
+    from iterate.contracts import Evidence, Issue
+    from iterate.fix.version import evidence_rows
+    from iterate.table import SourceInfo, Table
+
+    values = ["" if r < 37 else "x" for r in range(100)]
+    table = Table.from_arrow(
+        pa.table({"note": values}), name="t", source=SourceInfo(path="t.csv", format="csv")
+    )
+    together = np.arange(21, 37)
+    flags = {("missing-together-note-time", "note"): together}
+    issue = Issue(
+        id="missing-note",
+        type="missing_values",
+        severity="low",
+        description="d",
+        affectedColumns=["note"],
+        suggestedAction="s",
+        category="quick_fixes",
+        affectedRows=21,
+        evidence=Evidence(
+            affectedCells=21, affectedRows=21, affectedShare=0.21, stats={"column": "note", "markers": [""]}
+        ),
+    )
+    # Then its rows are the 21 blanks no other issue holds
+    assert evidence_rows(issue, table, flags).tolist() == list(range(21))
+    # And where the counts cannot be reconciled, the message says why instead of "run analyze again"
+    from iterate.fix.engine import FixError
+
+    with pytest.raises(FixError) as refused:
+        evidence_rows(issue, table, {})
+    assert "analyze` again" not in str(refused.value) and "cannot tell which are its own" in str(
+        refused.value
+    )
+
+
+def test_gaps_in_a_number_column_are_offered_a_median_never_text(tmp_path: Path, capsys) -> None:
+    # Given a number column with gaps (#5: offered "most frequent" and the text 'Unknown')
+    data = tmp_path / "readings.csv"
+    body = "".join(f"{n},{'' if n % 9 == 0 else 10 + n % 7}\n" for n in range(300))
+    data.write_text("id,ozone\n" + body)
+    _, analysis = _analyze(data, tmp_path / "run", capsys)
+    gaps = next(
+        i for i in analysis["issues"] if i["type"] == "missing_values" and i["affectedColumns"] == ["ozone"]
+    )
+    assert gaps["evidence"]["stats"]["dataType"] == "numeric"
+    # When the owner asks to fill them
+    assert main(["followup", str(tmp_path / "run"), gaps["id"], "--answer", "fill", "--json"]) == 0
+    step = json.loads(capsys.readouterr().out)
+    keys = [o["key"] for o in step["question"]["options"]]
+    # Then the choices are a number (the median) or proper empty values, and no text
+    assert keys == ["median", "null"]
+    assert main(["followup", str(tmp_path / "run"), gaps["id"], "--answer", "median"]) == 0
+    capsys.readouterr()
+    assert main(["fix", str(tmp_path / "run"), gaps["id"], "--yes"]) == 0, capsys.readouterr().err
+    fixed = list(csv.reader((tmp_path / "run" / "versions" / "v1" / "readings.csv").open()))
+    values = [row[1] for row in fixed[1:]]
+    assert "" not in values and all(v.isdigit() for v in values)
+    numbers = sorted(10 + n % 7 for n in range(300) if n % 9)
+    assert values[0] == str(numbers[len(numbers) // 2])
+
+
+def test_text_never_goes_into_a_number_column() -> None:
+    import numpy as np
+
+    from iterate.contracts import FixAction
+    from iterate.fix.engine import FixError
+
+    table = pa.table({"n": ["1", "", "3"]})
+    step = FixStep(
+        issue_id="gap",
+        action=FixAction(action="fill_value", parameters={"column": "n", "value": "Unknown"}),
+        rows=np.array([1]),
+        column="n",
+    )
+    with pytest.raises(FixError, match="holds numbers"):
+        apply_fixes(table, [step])
+
+
+def test_followup_refuses_now_what_fix_would_refuse_and_keep_offers_accept(tmp_path: Path, capsys) -> None:
+    # Given a run whose issue holds no cell-level evidence (#1: followup offered it, then fix refused it)
+    body = {
+        "mode": "offline",
+        "issues": [
+            {
+                "id": "outliers-a-b",
+                "type": "numeric_outlier",
+                "severity": "low",
+                "description": "d",
+                "affectedColumns": ["a", "b"],
+                "suggestedAction": "s",
+                "category": "smart_fixes",
+                "affectedRows": 5,
+                "evidence": {"affectedCells": 5, "affectedRows": 5, "affectedShare": 0.05, "stats": {}},
+            }
+        ],
+        "summary": "s",
+        "completedAt": "2026-12-07T00:00:00Z",
+    }
+    (tmp_path / "analysis.json").write_text(json.dumps(body))
+    (tmp_path / "flags.csv").write_text("row,column,issue_id,score\n")
+    # When a fix is chosen that would need those cells
+    assert main(["followup", str(tmp_path), "outliers-a-b", "--answer", "review"]) == 2
+    err = capsys.readouterr().err
+    # Then it is refused at once, with what to do instead, and nothing is recorded
+    assert "cannot be applied" in err and "answer keep instead" in err
+    assert not (tmp_path / "followups" / "outliers-a-b.json").exists()
+    # And keeping it (#7) says how to make it stick
+    assert main(["followup", str(tmp_path), "outliers-a-b", "--answer", "keep"]) == 0
+    out = capsys.readouterr().out
+    assert "iterate accept" in out and short_ids(["outliers-a-b"])["outliers-a-b"] in out
+
+
+def test_review_of_an_issue_of_several_columns_takes_every_flagged_row() -> None:
+    import numpy as np
+
+    from iterate.contracts import Evidence, Issue
+    from iterate.fix.version import evidence_rows
+    from iterate.table import SourceInfo, Table
+
+    table = Table.from_arrow(
+        pa.table({"a": ["1"] * 10, "b": ["2"] * 10}), name="t", source=SourceInfo(path="t.csv", format="csv")
+    )
+    issue = Issue(
+        id="pair-a-b",
+        type="dependency_violation",
+        severity="low",
+        description="d",
+        affectedColumns=["a", "b"],
+        suggestedAction="s",
+        category="smart_fixes",
+        affectedRows=3,
+        evidence=Evidence(affectedCells=4, affectedRows=3, affectedShare=0.3, stats={}),
+    )
+    flags = {("pair-a-b", "a"): np.array([1, 4]), ("pair-a-b", "b"): np.array([4, 7])}
+    assert evidence_rows(issue, table, flags).tolist() == [1, 4, 7]

@@ -222,6 +222,15 @@ def hostile_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     run = tmp_path / f"run{HOSTILE.replace('/', '')}"
     run.mkdir()
     (run / "analysis.json").write_text(json.dumps(body), encoding="utf-8")
+    # its flagged cells, the column named as flags.csv writes it (what a fix, and the follow-up, read)
+    import csv
+
+    from iterate.report.flags import neutralise
+
+    with (run / "flags.csv").open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["row", "column", "issue_id", "score"])
+        writer.writerows([[r, neutralise(visible(HOSTILE, keep="\t\n\r")), "ws-1", "1.0"] for r in range(3)])
     return run
 
 

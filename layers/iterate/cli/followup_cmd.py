@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from iterate.contracts import FixAction, FollowupTurn, Issue, SmartFixFollowup
-from iterate.issueref import resolve
+from iterate.issueref import resolve, short_ids
 from iterate.ports import FollowupAgent
 from iterate.settings import Settings
 from iterate.visible import json_visible, visible
@@ -158,6 +158,9 @@ def run(
             step = followup(chosen, issue, history, args.answer)
         except FollowupError as exc:
             raise _InputError(str(exc)) from exc
+        refused = unfixable(args.run_dir, issue, step.action)
+        if refused:  # what `iterate fix` would refuse is refused now, before the answer is recorded
+            raise _InputError(refused)
     except _InputError as exc:
         print(f"iterate followup: {visible(exc)}", file=sys.stderr)
         return 2
@@ -179,4 +182,24 @@ def run(
         print(render_question(step.question, args.run_dir, issue.id))
     elif step.action is not None:
         print(render_action(step.action))
+        if step.action.action == "keep":
+            # Keeping is this run's answer only: the next run finds the issue again unless it is accepted.
+            handle = short_ids([issue.id])[issue.id]
+            print(
+                f"The next run will report it again; to let it pass: iterate accept {visible(args.run_dir)} "
+                f'{handle} --reason "..."'
+            )
     return 0
+
+
+def unfixable(run_dir: Path, issue: Issue, action: FixAction | None) -> str | None:
+    """Why `iterate fix` could not apply `action` to `issue` (the run holds none of the cells it would touch),
+    or None. Reads flags.csv only, not the data."""
+    from iterate.fix.version import NO_EVIDENCE, evidence_kind, flagged_cells, issue_column
+
+    if action is None or action.action in ("keep", "ask_next"):
+        return None
+    columns = [*issue.affectedColumns, *([c] if (c := issue_column(issue)) else [])]
+    if evidence_kind(issue, flagged_cells(run_dir / "flags.csv", columns)) is not None:
+        return None
+    return f"{issue.id}: {visible(action.action)} cannot be applied: {NO_EVIDENCE}; answer keep instead"

@@ -387,16 +387,55 @@ def _fill(work: _Work, step: FixStep, changes: list[Change], why: Counter[str]) 
         if not common:
             raise FixError(f"{step.issue_id}: {col!r} has no value to fill the gaps with")
         fill = common[0][0]
+    elif p.get("strategy") == "median":
+        median = _median_text(values, set(step.rows.tolist()))
+        if median is None:
+            raise FixError(f"{step.issue_id}: {col!r} holds no number to take a median of")
+        fill = median
     elif "value" in p:
         fill = str(p["value"])
+        if _mostly_numbers(values) and _number(fill) is None:
+            raise FixError(
+                f"{step.issue_id}: {col!r} holds numbers; filling it with the text {fill!r} would not"
+            )
     else:
-        raise FixError(f"{step.issue_id}: fill_value needs a value or strategy=most_frequent")
+        raise FixError(f"{step.issue_id}: fill_value needs a value or strategy=most_frequent or median")
     for r in step.rows.tolist():
         if r in work.drop_rows or values[r] == fill:
             continue
         old = values[r]
         values[r] = fill
         changes.append(Change(r, col, _text(old), fill, step.issue_id, "fill_value"))
+
+
+def _number(text: object) -> float | None:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        return None
+    return value if value == value and abs(value) != float("inf") else None
+
+
+def _mostly_numbers(values: Sequence[object], share: float = 0.95) -> bool:
+    """Whether the column's filled cells are numbers (`share` of them at least): it is a number column."""
+    filled = [v for v in values if v is not None and str(v).strip()]
+    return bool(filled) and sum(_number(v) is not None for v in filled) >= share * len(filled)
+
+
+def _median_text(values: Sequence[object], skip: set[int]) -> str | None:
+    """The median of the column's numbers outside `skip`, written as the column writes them: a whole number
+    where every value is one, else with the most decimals a value has (at most 6)."""
+    texts = [
+        str(v).strip() for r, v in enumerate(values) if r not in skip and v is not None and str(v).strip()
+    ]
+    numbers = [n for n in map(_number, texts) if n is not None]
+    if not numbers:
+        return None
+    middle = float(np.median(numbers))
+    decimals = max((len(t.split(".", 1)[1]) for t in texts if "." in t and _number(t) is not None), default=0)
+    if decimals == 0 and middle == int(middle):
+        return str(int(middle))
+    return f"{middle:.{min(max(decimals, 1), 6)}f}"
 
 
 def _review(work: _Work, step: FixStep, changes: list[Change], why: Counter[str]) -> None:

@@ -9,7 +9,7 @@ import hashlib
 import io
 import json
 import lzma
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,30 +122,74 @@ def issue_column(issue: Issue) -> str | None:
     return str(col) if col else (issue.affectedColumns[0] if len(issue.affectedColumns) == 1 else None)
 
 
+def evidence_kind(issue: Issue, flagged: Collection[tuple[str, str]]) -> str | None:
+    """Where a fix of `issue` takes its rows from, or None when the run holds nothing cell-level for it
+    (`flagged`: the (issue id, column) pairs of flags.csv). Cheap: the follow-up asks it before offering a fix."""
+    stats = issue.evidence.stats if issue.evidence else {}
+    col = issue_column(issue)
+    if col is not None and (issue.id, col) in flagged:
+        return "flags"
+    if col is None and any(key[0] == issue.id for key in flagged):
+        return "flags of its columns"
+    gaps = issue.type in ("missing_values", "disguised_missing") and col is not None
+    if gaps and ("markers" in stats or "missing_markers" in stats):
+        return "markers"
+    if issue.type in ("duplicate_rows", "near_duplicate_rows"):
+        return "repeats"
+    if issue.type == "constant_column":
+        return "every row"
+    return None
+
+
+NO_EVIDENCE = (
+    "the run holds no cell-level evidence for this issue (no lines in flags.csv) — it cannot be applied as a "
+    "fix; review it by hand"
+)
+
+
 def evidence_rows(issue: Issue, table: Table, flags: dict[tuple[str, str], np.ndarray]) -> np.ndarray:
     """The rows the run says `issue` touches: its flags.csv cells; for issues about facts rather than wrong
     values (missing markers, repeated rows), the run's own definition, checked against its count."""
     stats = issue.evidence.stats if issue.evidence else {}
     col = issue_column(issue)
-    if col is not None and (issue.id, col) in flags:
+    kind = evidence_kind(issue, flags)
+    if kind == "flags":
+        assert col is not None
         return flags[(issue.id, col)]
-    if issue.type in ("missing_values", "disguised_missing") and col is not None and "markers" in stats:
-        markers = pa.array([str(m) for m in stats["markers"]], pa.string())
+    if kind == "flags of its columns":  # an issue of several columns: every row flagged in any of them
+        return np.unique(np.concatenate([rows for (owner, _), rows in flags.items() if owner == issue.id]))
+    others: list[str] = []
+    if kind == "markers":
+        assert col is not None
         values = table.column(col).values
-        rows = np.flatnonzero(pc.is_in(values, value_set=markers).to_numpy(zero_copy_only=False))
-    elif issue.type in ("duplicate_rows", "near_duplicate_rows"):
+        if "markers" in stats:  # the values as written
+            markers = pa.array([str(m) for m in stats["markers"]], pa.string())
+            hit = pc.is_in(values, value_set=markers)
+        else:  # the `missing` rule: a null, or a token read as missing once stripped and casefolded
+            tokens = pa.array([str(m) for m in stats["missing_markers"]], pa.string())
+            hit = pc.or_kleene(
+                pc.is_null(values), pc.is_in(pc.utf8_lower(pc.utf8_trim_whitespace(values)), value_set=tokens)
+            )
+        rows = np.flatnonzero(hit.to_numpy(zero_copy_only=False))
+        # Cells of this column that another issue of the run holds (blanks that travel with other columns)
+        # are that issue's to fix, not this one's.
+        others = [other for (other, column) in flags if column == col and other != issue.id]
+        for other in others:
+            rows = np.setdiff1d(rows, flags[(other, col)])
+    elif kind == "repeats":
         rows = _repeats(table, [str(c) for c in stats.get("columns", issue.affectedColumns)], issue.type)
-    elif issue.type == "constant_column":
+    elif kind == "every row":
         rows = np.arange(table.n_rows)
     else:
+        raise FixError(f"{issue.id}: {NO_EVIDENCE}")
+    if issue.affectedRows is not None and kind != "every row" and len(rows) != issue.affectedRows:
+        # The file is the run's (its hash was checked): the count differs because this fix cannot tell this
+        # issue's cells from others', not because anything changed. Say so, and what to do instead.
+        held = f" (not counting the {', '.join(others[:3])} issue's cells)" if others else ""
         raise FixError(
-            f"{issue.id}: the run holds no cell-level evidence for this issue (no lines in flags.csv) — it "
-            "cannot be applied as a fix; review it by hand"
-        )
-    if issue.affectedRows is not None and issue.type != "constant_column" and len(rows) != issue.affectedRows:
-        raise FixError(
-            f"{issue.id}: the run counted {issue.affectedRows:,} rows but the data now shows {len(rows):,} — run "
-            "`iterate analyze` again"
+            f"{issue.id}: the run counted {issue.affectedRows:,} rows, but {len(rows):,} rows of {col!r} match "
+            f"its definition{held}, and flags.csv lists none of its own cells: this fix cannot tell which are "
+            "its own. Fix the column by hand, or name its other issues in the same fix"
         )
     return rows
 

@@ -259,6 +259,15 @@ def main_question(issue: Issue) -> SmartFixFollowup:
 def topic_question(issue: Issue, topic: str) -> SmartFixFollowup:
     """A second-level question reached through an `ask_next` answer."""
     col = _column(issue)
+    if topic == "fill" and _stats(issue).get("dataType") == "numeric":
+        # A number column: a number that keeps its distribution, never text (issue stats carry the profile's type)
+        return _q(
+            f"Which number should fill the gaps in '{col}'?",
+            [
+                ("median", "The median of the column", _act("fill_value", column=col, strategy="median")),
+                ("null", "Leave them as proper empty values", _act("set_null", column=col)),
+            ],
+        )
     if topic == "fill":
         return _q(
             f"Which value should fill the gaps in '{col}'?",
