@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -306,3 +309,40 @@ def test_review_of_an_issue_of_several_columns_takes_every_flagged_row() -> None
     )
     flags = {("pair-a-b", "a"): np.array([1, 4]), ("pair-a-b", "b"): np.array([4, 7])}
     assert evidence_rows(issue, table, flags).tolist() == [1, 4, 7]
+
+
+def _stdin_run(tmp_path: Path, data: bytes, *args: str) -> subprocess.CompletedProcess[str]:
+
+    env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
+    done = subprocess.run(
+        [sys.executable, "-m", "iterate", *args],
+        input=data,
+        capture_output=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+def test_stdin_runs_are_named_compared_only_by_name_and_fixable(tmp_path: Path) -> None:
+    # Given the sample sent on stdin, then another table on stdin, both unnamed (#8)
+    first = _stdin_run(tmp_path, SAMPLE.read_bytes(), "analyze", "-", "--quiet")
+    other = _stdin_run(tmp_path, b"k,v\n1,x\n2,y\n3,z\n", "analyze", "-")
+    assert first.returncode == 0 and other.returncode == 0, other.stderr
+    # Then the second is not compared with the first: no table's issues are called "resolved"
+    second = json.loads((tmp_path / "iterate-out" / "stdin" / "analysis.json").read_text())
+    assert second["comparison"] is None
+    assert "not compared" in other.stderr and "--name" in other.stderr
+    # Given a named stdin run of the sample, and the same name again
+    named = _stdin_run(tmp_path, SAMPLE.read_bytes(), "analyze", "-", "--name", "orders.csv", "--quiet")
+    again = _stdin_run(tmp_path, SAMPLE.read_bytes(), "analyze", "-", "--name", "orders.csv", "--quiet")
+    assert named.returncode == 0 and again.returncode == 0
+    run = tmp_path / "iterate-out" / "orders"
+    analysis = json.loads((run / "analysis.json").read_text())
+    assert analysis["comparison"] is not None and analysis["comparison"]["resolved"] == []
+    # When its quick fixes are applied
+    fixed = _stdin_run(tmp_path, b"", "fix", str(run), "--quick", "--yes")
+    # Then fix reads the data the run kept, and writes the version
+    assert fixed.returncode == 0, fixed.stderr
+    assert (run / "versions" / "v1" / "orders.csv").is_file()

@@ -12,6 +12,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, TextIO
 
@@ -134,6 +135,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--out",
         metavar="DIR",
         help="output directory (default ./iterate-out/<file name>/; with --json, none: no files are kept)",
+    )
+    parser.add_argument(
+        "--name",
+        metavar="NAME",
+        help=(
+            "with - (stdin): the data's name, e.g. orders.csv (its extension says the format). It names the "
+            "run directory and the report, and a later run of the same name is compared with this one; "
+            "without it, stdin runs are named 'stdin' and never compared"
+        ),
     )
     parser.add_argument(
         "--instructions",
@@ -472,7 +482,7 @@ def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from iterate.accepted import AcceptError
-    from iterate.cli.rundir import RunDirError, claim
+    from iterate.cli.rundir import INPUT_DIR, RunDirError, claim
     from iterate.io import DatasetReadError, ReadLimits, check_source
     from iterate.pipeline import run_local
     from iterate.settings import Settings, invalid_settings
@@ -496,12 +506,17 @@ def run(args: argparse.Namespace) -> int:
                     "- reads the data from stdin, which is a terminal — pipe a file in: "
                     "iterate analyze - < orders.csv"
                 )
+            name = args.name or "stdin"
+            if name in (".", "..") or any(ch in name for ch in "/\\\0") or not name.strip():
+                return _error(f"--name {visible(name)}: give a plain file name, e.g. orders.csv")
             spool = Path(scratch.enter_context(tempfile.TemporaryDirectory(prefix="iterate-stdin-")))
             try:
-                path = read_stdin(spool / "stdin", limits)
+                path = read_stdin(spool / name, limits)
             except DatasetReadError as exc:
                 return _error(visible(exc))
         else:
+            if args.name:
+                return _error("--name names data read from stdin (-); a file is named by its path")
             path = Path(args.file)
             if not path.exists():
                 return _error(f"{visible(path)}: file not found — check the path and try again")
@@ -521,15 +536,31 @@ def run(args: argparse.Namespace) -> int:
             acceptances = _acceptances(args.accepted, None if args.file == STDIN else path.parent)
         except AcceptError as exc:
             return _error(visible(exc))
+        stdin = args.file == STDIN
         try:
-            claimed = claim(out, path.name, None if args.file == STDIN else path.resolve())
+            copy = out / INPUT_DIR / path.name if stdin else None
+            claimed = claim(out, path.name, None if stdin else path.resolve(), input_copy=copy)
+            if copy is not None:  # kept beside the run: `iterate fix` reads it as it reads a file's path
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(path, copy)
+                path = copy
         except RunDirError as exc:
             return _error(visible(exc))
         except OSError as exc:
             return _error(
                 f"{visible(out)}: cannot be used ({visible(exc.strerror or exc)}) — give another --out"
             )
-        if not args.quiet:
+        if stdin and not args.name and claimed.previous_issues is not None:
+            # Unnamed data from stdin may be any table: comparing it with the last one would call that
+            # table's issues "resolved". Only a named stdin run is compared (with the same name's last run).
+            claimed = replace(claimed, previous_issues=None)
+            if not args.quiet:
+                print(
+                    f"iterate: replacing the previous stdin run in {visible(out)}, not compared with it "
+                    "(name the data with --name to compare runs of it)",
+                    file=sys.stderr,
+                )
+        elif not args.quiet:
             if claimed.replaced is not None:
                 print(
                     f"iterate: replacing the previous run of {visible(claimed.replaced)} in {visible(out)}"

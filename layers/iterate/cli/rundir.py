@@ -31,7 +31,7 @@ OWNED_FILES = (
     "issues.json",
     MARKER,
 )
-OWNED_DIRS = ("scripts", "investigations", "steps", "followups")
+OWNED_DIRS = ("scripts", "investigations", "steps", "followups", INPUT_DIR := "input")
 # The local store's staging names (".analysis.json.tmp1234-5678"), left behind when a run was killed.
 _STAGING = re.compile(r"^\..+\.tmp\d+-\d+$")
 
@@ -78,12 +78,15 @@ def source_dir(out: Path) -> Path | None:
     return Path(found).parent if isinstance(found, str) else None
 
 
-def claim(out: Path, source_name: str, source_path: Path | None = None) -> Claimed:
+def claim(
+    out: Path, source_name: str, source_path: Path | None = None, *, input_copy: Path | None = None
+) -> Claimed:
     """Make `out` ready for a run of the file named `source_name` (at `source_path`), or raise RunDirError.
 
     A missing or empty directory is created; a run of the same file is cleared (its issues returned, for
     the comparison); anything else is refused, and nothing in it is touched. `source_path` (the input's
-    absolute path; None for stdin, which is gone after the run) is recorded for `iterate fix`.
+    absolute path; None for stdin) is recorded for `iterate fix`; data read from stdin is kept at `input_copy`
+    (inside `out`, under INPUT_DIR) instead.
     """
     if out.exists() and not out.is_dir():
         raise RunDirError(f"{out} is a file, not a directory — give a directory with --out")
@@ -109,6 +112,8 @@ def claim(out: Path, source_name: str, source_path: Path | None = None) -> Claim
     marker: dict[str, str] = {"sourceFile": source_name}
     if source_path is not None:
         marker["sourcePath"] = str(source_path)
+    if input_copy is not None:  # data read from stdin, kept in the run directory for `iterate fix`
+        marker["inputCopy"] = str(input_copy.relative_to(out))
     (out / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
     return Claimed(previous_issues=previous_issues, replaced=replaced)
 

@@ -68,6 +68,9 @@ def run_input(run_dir: Path) -> RunInput:
     try:
         marker = json.loads((run_dir / MARKER).read_text(encoding="utf-8"))
         recorded = marker.get("sourcePath") if isinstance(marker, dict) else None
+        copy = marker.get("inputCopy") if isinstance(marker, dict) else None
+        if recorded is None and isinstance(copy, str):  # data read from stdin, kept in the run directory
+            recorded = str(run_dir / copy)
     except (OSError, ValueError):
         recorded = None
     if not isinstance(recorded, str):
