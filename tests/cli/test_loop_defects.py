@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 
 from iterate.cli.main import main
+from iterate.contracts import Evidence, Issue
 from iterate.fix.engine import FixStep, apply_fixes
 from iterate.issueref import short_ids
 
@@ -31,6 +32,22 @@ SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "orders.csv"
 @pytest.fixture(autouse=True)
 def offline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+
+
+def _issue(
+    issue_id: str, kind: str, columns: list[str], rows: int, stats: dict, *, cells: int, category: str
+) -> Issue:
+    return Issue(
+        id=issue_id,
+        type=kind,
+        severity="low",
+        description="d",
+        affectedColumns=columns,
+        suggestedAction="s",
+        category=category,
+        affectedRows=rows,
+        evidence=Evidence(affectedCells=cells, affectedRows=rows, affectedShare=rows / 100, stats=stats),
+    )
 
 
 def _analyze(data: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, dict]:
@@ -144,23 +161,10 @@ def test_a_step_refused_before_it_changed_anything_leaves_the_other_steps_applie
 
 def test_a_neighbours_issue_is_asked_about_plainly_and_review_comes_first() -> None:
     from iterate.agents.offline.followup import main_question
-    from iterate.contracts import Evidence, Issue
 
-    issue = Issue(
-        id="neighbours-month",
-        type="dependency_violation",
-        severity="medium",
-        description="d",
-        affectedColumns=["month"],
-        suggestedAction="s",
-        category="smart_fixes",
-        affectedRows=3,
-        evidence=Evidence(
-            affectedCells=3,
-            affectedRows=3,
-            affectedShare=0.01,
-            stats={"column": "month", "rule": "neighbours"},
-        ),
+    stats = {"column": "month", "rule": "neighbours"}
+    issue = _issue(
+        "neighbours-month", "dependency_violation", ["month"], 3, stats, cells=3, category="smart_fixes"
     )
     question = main_question(issue)
     assert "their ." not in question.prompt and "'month'" in question.prompt
@@ -174,7 +178,6 @@ def test_missing_values_another_issue_holds_are_left_to_that_issue() -> None:
     # and 21 are this issue's (#2: fix said "the run counted 21 rows but the data now shows 37")
     import numpy as np
 
-    from iterate.contracts import Evidence, Issue
     from iterate.fix.version import evidence_rows
     from iterate.table import SourceInfo, Table
 
@@ -184,18 +187,14 @@ def test_missing_values_another_issue_holds_are_left_to_that_issue() -> None:
     )
     together = np.arange(21, 37)
     flags = {("missing-together-note-time", "note"): together}
-    issue = Issue(
-        id="missing-note",
-        type="missing_values",
-        severity="low",
-        description="d",
-        affectedColumns=["note"],
-        suggestedAction="s",
+    issue = _issue(
+        "missing-note",
+        "missing_values",
+        ["note"],
+        21,
+        {"column": "note", "markers": [""]},
+        cells=21,
         category="quick_fixes",
-        affectedRows=21,
-        evidence=Evidence(
-            affectedCells=21, affectedRows=21, affectedShare=0.21, stats={"column": "note", "markers": [""]}
-        ),
     )
     # Then its rows are the 21 blanks no other issue holds
     assert evidence_rows(issue, table, flags).tolist() == list(range(21))
@@ -289,24 +288,13 @@ def test_followup_refuses_now_what_fix_would_refuse_and_keep_offers_accept(tmp_p
 def test_review_of_an_issue_of_several_columns_takes_every_flagged_row() -> None:
     import numpy as np
 
-    from iterate.contracts import Evidence, Issue
     from iterate.fix.version import evidence_rows
     from iterate.table import SourceInfo, Table
 
     table = Table.from_arrow(
         pa.table({"a": ["1"] * 10, "b": ["2"] * 10}), name="t", source=SourceInfo(path="t.csv", format="csv")
     )
-    issue = Issue(
-        id="pair-a-b",
-        type="dependency_violation",
-        severity="low",
-        description="d",
-        affectedColumns=["a", "b"],
-        suggestedAction="s",
-        category="smart_fixes",
-        affectedRows=3,
-        evidence=Evidence(affectedCells=4, affectedRows=3, affectedShare=0.3, stats={}),
-    )
+    issue = _issue("pair-a-b", "dependency_violation", ["a", "b"], 3, {}, cells=4, category="smart_fixes")
     flags = {("pair-a-b", "a"): np.array([1, 4]), ("pair-a-b", "b"): np.array([4, 7])}
     assert evidence_rows(issue, table, flags).tolist() == [1, 4, 7]
 
