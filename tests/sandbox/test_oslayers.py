@@ -55,14 +55,14 @@ def test_the_filter_checks_the_architecture_first_and_kills_any_other(arch: str)
     assert len(ops) < 256  # every jump is forward and fits classic BPF's 8-bit offsets
 
 
-def _child(code: str, *, count: bool = False) -> subprocess.CompletedProcess[str]:
+def _child(code: str, *, count: bool = False, watch: bool = False) -> subprocess.CompletedProcess[str]:
     """Run `code` after installing the filter (kill mode: no supervisor) in a fresh interpreter."""
     script = textwrap.dedent(
         f"""
         import os, sys
         sys.path.insert(0, {str(Path(seccomp.__file__).parent)!r})
         import seccomp
-        listener, mode = seccomp.install_filter(own_pid=os.getpid(), notify=False)
+        listener, mode = seccomp.install_filter(own_pid=os.getpid(), notify=False, watch_files={watch!r})
         print("installed", mode, flush=True)
         """
     ) + textwrap.dedent(code)
@@ -169,3 +169,27 @@ def test_other_installed_packages_cannot_be_found(namespaces: bool | None, datas
     assert out["sympy"] == out["anthropic"] == out["iterate"] == out["boto3"] == "not found"
     assert out["sympy_loaded"] is False and out["entry_points"] == 0
     assert "plot" in out  # pandas could not load the backend
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="seccomp is Linux only")
+@pytest.mark.parametrize(
+    ("what", "code"),
+    [
+        ("a file opened for writing", "open('/tmp/iterate-watch-test', 'w')"),
+        ("a file opened to append", "os.open('/tmp/iterate-watch-test', os.O_WRONLY | os.O_APPEND)"),
+        ("a folder made", "os.mkdir('/tmp/iterate-watch-dir')"),
+        ("a file removed", "os.unlink('/tmp/iterate-watch-missing')"),
+        ("a file renamed", "os.rename('/tmp/iterate-a', '/tmp/iterate-b')"),
+    ],
+)
+def test_without_a_jail_every_write_to_the_file_system_is_refused(what: str, code: str) -> None:
+    done = _child(code + "\nprint('survived')", watch=True)
+    assert "installed kill" in done.stdout, done.stderr
+    assert "survived" not in done.stdout, what
+    assert done.returncode == -31
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="seccomp is Linux only")
+def test_without_a_jail_reads_still_work_under_the_filter() -> None:
+    done = _child("open(os.__file__).read(10)\nos.listdir('/')\nprint('fine')", watch=True)
+    assert "fine" in done.stdout, done.stderr

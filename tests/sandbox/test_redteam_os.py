@@ -96,6 +96,9 @@ class Goal:
     # Others (a file the jail or Landlock hides) may end "successfully" with whatever the code says, but
     # must leak nothing and change nothing.
     observable: bool = True
+    # Seen all the same without a jail, where Landlock's view is read-only: writes are refused by the
+    # filter, and a read of a file outside the view is shown to the supervisor (isolation.file_access).
+    observable_without_jail: bool = False
     limits_only: bool = False  # run in the fallback (no cgroup) modes too
     # The wall clock for a goal that tests another limit: long enough that the limit under test, not the
     # clock, ends the run even on a loaded machine (four children filling 850 MB each can take over 3 s).
@@ -140,6 +143,7 @@ GOALS = [
         "for p in ['/proc/self/environ', '/proc/1/environ', '/proc/HOSTPID/environ', '/proc/%d/environ' % os.getppid()]:\n"
         "    note(p, lambda: open(p, 'rb').read())",
         observable=False,
+        observable_without_jail=True,
     ),
     Goal(
         "host_files",
@@ -147,6 +151,7 @@ GOALS = [
         "    note(p, lambda: open(p, 'rb').read())\n"
         "g = imp('glob')\nnote('glob', lambda: [open(f).read() for f in g.glob('/tmp/iterate-*/**', recursive=True) if os.path.isfile(f)])",
         observable=False,
+        observable_without_jail=True,
     ),
     Goal(
         "other_runs_and_zygotes_memory",
@@ -154,6 +159,7 @@ GOALS = [
         "note('zygote', lambda: open('/proc/HOSTPID/mem', 'rb'))\n"
         "note('fd', lambda: os.listdir('/proc/%d/fd' % os.getppid()))",
         observable=False,
+        observable_without_jail=True,
     ),
     Goal(
         "sys_path_import",
@@ -170,6 +176,7 @@ GOALS = [
         "for p in ['TARGET', '/tmp/pwned-STAMP', '/dev/shm/pwned-STAMP', 'CANARYFILE']:\n"
         "    note(p, lambda: open(p, 'a').write('pwned'))",
         observable=False,
+        observable_without_jail=True,
     ),
     # --- processes, signals, tracing, namespaces, mounts
     Goal("exec", "note('exec', lambda: os.execv('/bin/sh', ['sh', '-c', 'touch TARGET']))"),
@@ -524,7 +531,10 @@ def test_os_layers_contain_the_goal(
     if outcome.isolation.get("stage") != "static_policy":  # a refused snippet started no process
         assert "verified empty" in outcome.supervisor.get("cleanup", ""), outcome.supervisor
     # And the verdict is the supervisor's: a run it saw refused or limited is never a success
-    if goal.observable:
+    # (With the in-process checks on, the restricted builtins refuse the attempt before the OS sees it, and
+    # code that walks frames can erase that refusal: the attempt got nothing, but it is not seen from outside.)
+    watched = str(outcome.isolation.get("file_access", "")).startswith("writes refused by seccomp, reads")
+    if goal.observable or (goal.observable_without_jail and watched and "nochecks" in mode):
         assert result.success is False, f"{goal.id} in {mode} ended as a success: {result.output!r:.300}"
         assert result.stopped in {"policy", "timeout", "memory", "output_size", "crash", "error"}
     if goal.id == "sys_path_import" and result.success:  # nothing outside the view could be imported

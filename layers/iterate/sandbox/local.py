@@ -518,7 +518,9 @@ class LocalSandbox:
         report = supervisor.get("report") if isinstance(supervisor.get("report"), dict) else None
         refusals = [str(r) for r in supervisor.get("refusals") or []][:20]
         in_process = [str(v) for v in (report or {}).get("violations") or []][:20]
-        violations = in_process + [f"{r} refused by the seccomp filter" for r in refusals]
+        violations = in_process + [
+            r if r.startswith("read of ") else f"{r} refused by the seccomp filter" for r in refusals
+        ]
         status = supervisor.get("status")
         armed = bool(supervisor.get("armed"))
         if supervisor.get("task_limit"):  # counted by the supervisor through the seccomp listener
@@ -554,7 +556,7 @@ class LocalSandbox:
         if seen.lost:
             return failed("crash", seen.lost)
         if refusals:
-            return failed("policy", "the OS sandbox's seccomp filter refused: " + "; ".join(refusals[:5]))
+            return failed("policy", "the OS sandbox refused: " + "; ".join(refusals[:5]))
         if seen.ipc_left:
             return failed(
                 "policy",

@@ -126,12 +126,30 @@ def _supervise(  # type: ignore[no-untyped-def]
     # Counted for the whole run (the count never goes down): a batch's own process per item on top.
     max_tasks = int(job["max_processes"]) + len(job.get("batch") or ())
 
+    # The files the runner may read where Landlock is its file system layer (lockdown): the same list.
+    view = [os.path.realpath(p) for p in (job.get("landlock_paths") or job.get("python_paths") or [])]
+
+    def readable(path: str) -> bool:
+        return any(path == root or path.startswith(root.rstrip("/") + "/") for root in view)
+
     def answer(listener: int) -> bool:
         """One notification: count a new task (refuse it past the limit), or record a refused call.
         Anything refused or over the limit ends the run at once."""
         note = seccomp.receive_notification(listener)
         if note is None:
             return False
+        if note.open_at is not None:  # a read-only open without a jail: inside Landlock's view, or refused
+            path = seccomp.opened_path(note.open_at)
+            # Not a file (nothing there: ENOENT whatever the view; a directory: a listing, which Python's
+            # import machinery tries on every folder of sys.path), or a file inside the view: it goes on.
+            if path is None or not os.path.isfile(path) or readable(path):
+                seccomp.respond(listener, note)
+                return True
+            if len(refusals) < 20:
+                refusals.append(f"read of {path[:200]} (outside the read view: Landlock)")
+            seccomp.respond(listener, note, error=errno.EACCES)
+            kill_runner()
+            return True
         if note.new_task and state["tasks"] + 1 < max_tasks:
             state["tasks"] += 1
             seccomp.respond(listener, note)

@@ -114,10 +114,18 @@ def lockdown(job: dict, isolation: dict, *, guard_imports: bool = True) -> None:
     if guard_imports:
         allowed = frozenset(sys.stdlib_module_names) | frozenset(job.get("packages") or ())
         sys.meta_path.insert(0, ImportAllowList(allowed))
+    # Without a jail and with Landlock's read-only view on: what Landlock would refuse is seen first.
+    watch = isolation.get("filesystem") != "jail" and str(isolation.get("landlock", "")).startswith("abi")
     listener, mode = seccomp.install_filter(
-        own_pid=os.getpid(), allow_processes=bool(job.get("cgroup") or job.get("nproc"))
+        own_pid=os.getpid(), allow_processes=bool(job.get("cgroup") or job.get("nproc")), watch_files=watch
     )
     isolation["seccomp"] = mode
+    if watch:
+        isolation["file_access"] = (
+            "writes refused by seccomp, reads outside the view seen by the supervisor"
+            if mode == "notify"
+            else "writes refused by seccomp (reads left to Landlock alone)"
+        )
     if mode == "notify" and isolation["processes"] == "no new processes":
         isolation["processes"] = "counted by the supervisor"
     if job.get("batch") is not None:

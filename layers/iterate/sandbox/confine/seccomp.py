@@ -83,6 +83,23 @@ SELF_ONLY = {
         "pidfd_open": 434,
     },
 }  # fmt: skip
+# Without a jail, Landlock's view is read-only: every call that writes the file system is one Landlock
+# refuses, so the filter refuses it first (and the supervisor sees it). Opens are read by their flags; a
+# read-only open is shown to the supervisor, which checks its path against the same view (watch_files).
+FILE_WRITES = {
+    "x86_64": {
+        "creat": 85, "mkdir": 83, "mkdirat": 258, "rmdir": 84, "unlink": 87, "unlinkat": 263, "rename": 82,
+        "renameat": 264, "renameat2": 316, "link": 86, "linkat": 265, "symlink": 88, "symlinkat": 266,
+        "mknod": 133, "mknodat": 259, "truncate": 76, "openat2": 437,
+    },
+    "aarch64": {
+        "mkdirat": 34, "unlinkat": 35, "renameat": 38, "renameat2": 276, "linkat": 37, "symlinkat": 36,
+        "mknodat": 33, "truncate": 45, "openat2": 437,
+    },
+}  # fmt: skip
+OPENS = {"x86_64": {"open": (2, 1), "openat": (257, 2)}, "aarch64": {"openat": (56, 2)}}  # nr, flags argument
+O_WRITING = 0o1 | 0o2 | 0o100 | 0o1000 | 0o2000  # O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND
+AT_FDCWD = -100
 # Where the pid is not the first argument: after a `which` argument that must name one process.
 WHICH_PROCESS = {
     "setpriority": 0,
@@ -143,7 +160,8 @@ def machine() -> str:
 
 
 def syscall_name(arch: str, number: int) -> str:
-    for table in (DENIED[arch], CONDITIONAL[arch], SELF_ONLY[arch]):
+    opens = {name: nr for name, (nr, _) in OPENS[arch].items()}
+    for table in (DENIED[arch], CONDITIONAL[arch], SELF_ONLY[arch], FILE_WRITES[arch], opens):
         for name, nr in table.items():
             if nr == number:
                 return name
@@ -178,7 +196,13 @@ class _Program:
 
 
 def build_filter(
-    arch: str, *, own_pid: int, deny: int, allow_processes: bool = True, count_tasks: bool = False
+    arch: str,
+    *,
+    own_pid: int,
+    deny: int,
+    allow_processes: bool = True,
+    count_tasks: bool = False,
+    watch_files: bool = False,
 ) -> bytes:
     """The filter as packed `struct sock_filter`s. Any other architecture (or the x32 ABI) is killed.
 
@@ -187,6 +211,8 @@ def build_filter(
     refuses new processes (threads stay allowed), for when no limit could hold their number.
     `count_tasks` (with notifications): every new process or thread is first shown to the supervisor,
     which counts them for the whole run and lets each go on, or refuses past the run's limit.
+    `watch_files` (a read-only Landlock view, no jail): every call that writes the file system is refused,
+    and, with notifications, every read-only open is shown to the supervisor (it checks the path).
     """
     if arch not in AUDIT_ARCH:
         raise OSError(errno.ENOSYS, f"no seccomp table for {arch}")
@@ -199,6 +225,11 @@ def build_filter(
         p.op(JGE, X32_SYSCALL_BIT, "kill", 0)
     for nr in sorted(set(DENIED[arch].values())):
         p.op(JEQ, nr, "deny", 0)
+    if watch_files:
+        for nr in sorted(set(FILE_WRITES[arch].values())):
+            p.op(JEQ, nr, "deny", 0)
+        for name, (nr, _) in OPENS[arch].items():
+            p.op(JEQ, nr, f"open_{name}", 0)
     p.op(JEQ, calls["clone3"], "enosys", 0)
     p.op(JEQ, calls["socketpair"], "socketpair", 0)
     p.op(JEQ, calls["clone"], "clone", 0)
@@ -261,6 +292,11 @@ def build_filter(
         p.op(JEQ, 0, 0, "deny")
         p.op(LD_ABS, _arg(2) + 4)
         p.op(JEQ, 0, "allow", "deny")
+    for name, (_, flags_arg) in OPENS[arch].items() if watch_files else ():
+        p.label(f"open_{name}")
+        p.op(LD_ABS, _arg(flags_arg))
+        p.op(JSET, O_WRITING, "deny", 0)
+        p.op(RET, RET_USER_NOTIF if count_tasks else RET_ALLOW)  # a read: the supervisor checks its path
     p.label("allow")
     p.op(RET, RET_ALLOW)
     p.label("count")
@@ -285,7 +321,7 @@ def _libc() -> ctypes.CDLL:
 
 
 def install_filter(
-    *, own_pid: int, allow_processes: bool = True, notify: bool = True
+    *, own_pid: int, allow_processes: bool = True, notify: bool = True, watch_files: bool = False
 ) -> tuple[int | None, str]:
     """no_new_privs, then the filter on every thread of this process. Returns (listener fd or None, mode).
 
@@ -305,7 +341,12 @@ def install_filter(
     for deny, flags in attempts:
         listening = bool(flags & FLAG_NEW_LISTENER)
         program = build_filter(
-            arch, own_pid=own_pid, deny=deny, allow_processes=allow_processes, count_tasks=listening
+            arch,
+            own_pid=own_pid,
+            deny=deny,
+            allow_processes=allow_processes,
+            count_tasks=listening,
+            watch_files=watch_files,
         )
         buffer = ctypes.create_string_buffer(program, len(program))
         prog = _Fprog(len(program) // 8, ctypes.addressof(buffer))
@@ -359,6 +400,9 @@ class Notification:
     id: int
     name: str  # what was tried, for the refusal's message
     new_task: bool  # a process or thread about to be created (counted, not refused by itself)
+    # A read-only open under watch_files: (the caller's pid, the directory fd, the path's address), for the
+    # supervisor to check the path against the read view (`opened_path`).
+    open_at: tuple[int, int, int] | None = None
 
 
 def receive_notification(listener: int) -> Notification | None:
@@ -381,12 +425,53 @@ def receive_notification(listener: int) -> Notification | None:
         what = "setting a limit of" if name == "prlimit64" and notif.data.args[2] else "on"
         target = ctypes.c_int32(pid).value
         name = f"{name} {what} {f'pid {target}' if target else 'itself'}"
+    opens = OPENS[machine()]
+    if name in opens:
+        dirfd = ctypes.c_int32(notif.data.args[0] & 0xFFFFFFFF).value if name == "openat" else AT_FDCWD
+        address = notif.data.args[1] if name == "openat" else notif.data.args[0]
+        return Notification(notif.id, name, False, (int(notif.pid), dirfd, int(address)))
     return Notification(notif.id, name, name in TASK_CALLS)
 
 
+class _IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+PATH_MAX = 4096
+
+
+def opened_path(open_at: tuple[int, int, int]) -> str | None:
+    """The absolute path a watched open names, read from the caller's memory (process_vm_readv) and resolved
+    against its directory (/proc/<pid>/cwd or fd/<dirfd>); None when it cannot be read. What is read may have
+    changed by the time the kernel opens it (another thread): the check observes, Landlock decides."""
+    pid, dirfd, address = open_at
+    libc = _libc()
+    data = bytearray()
+    while len(data) < PATH_MAX:
+        # never across a page: the rest of a page is mapped if its first byte is
+        size = min(256, 4096 - (address + len(data)) % 4096)
+        chunk = ctypes.create_string_buffer(size)
+        local, remote = _IoVec(ctypes.addressof(chunk), size), _IoVec(address + len(data), size)
+        got = libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+        if got <= 0:
+            return None
+        data += chunk.raw[:got]
+        if b"\0" in data:
+            break
+    raw = bytes(data).split(b"\0", 1)[0]
+    path = os.fsdecode(raw)
+    if not path.startswith("/"):
+        base = f"/proc/{pid}/cwd" if dirfd == AT_FDCWD else f"/proc/{pid}/fd/{dirfd}"
+        try:
+            path = os.path.join(os.readlink(base), path)
+        except OSError:
+            return None
+    return os.path.realpath(path)
+
+
 def respond(listener: int, notification: Notification, *, error: int = 0) -> None:
-    """Let the call go on (error 0: only ever for counted new tasks, whose flags the filter checked) or
-    fail it with `error`."""
+    """Let the call go on (error 0: only ever for counted new tasks, whose flags the filter checked, and
+    watched opens the supervisor checked) or fail it with `error`."""
     import fcntl
 
     if error:
