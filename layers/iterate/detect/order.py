@@ -235,8 +235,9 @@ def _finding(
         return (
             f"'{name}' runs in blocks in file order: rows next to each other share its value. "
             f"{plural(fd.n_cells, 'row')} {agree(fd.n_cells, 'holds', 'hold')} another value than the one at "
-            f"least {MIN_AGREE} of the {2 * REACH} rows around it agree on, while the row's other columns "
-            f"match its neighbours (e.g. row {first}: '{f.column.value(first)}' where the rows around it hold "
+            f"least {MIN_AGREE} of the {2 * REACH} rows around it agree on, and none of the row's other "
+            "columns that run in blocks (if the file has any) differs from its neighbours there "
+            f"(e.g. row {first}: '{f.column.value(first)}' where the rows around it hold "
             f"'{(fd.expected or [''])[0]}'). A value pasted in from elsewhere or mistyped looks like this."
         )
 
