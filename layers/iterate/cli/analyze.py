@@ -550,18 +550,19 @@ def run(args: argparse.Namespace) -> int:
             return _error(
                 f"{visible(out)}: cannot be used ({visible(exc.strerror or exc)}) — give another --out"
             )
-        if stdin and not args.name and claimed.previous_issues is not None:
+        unnamed_rerun = stdin and not args.name and claimed.previous_issues is not None
+        if unnamed_rerun:
             # Unnamed data from stdin may be any table: comparing it with the last one would call that
             # table's issues "resolved". Only a named stdin run is compared (with the same name's last run).
             claimed = replace(claimed, previous_issues=None)
-            if not args.quiet:
+        if not args.quiet:
+            if unnamed_rerun:
                 print(
                     f"iterate: replacing the previous stdin run in {visible(out)}, not compared with it "
                     "(name the data with --name to compare runs of it)",
                     file=sys.stderr,
                 )
-        elif not args.quiet:
-            if claimed.replaced is not None:
+            elif claimed.replaced is not None:
                 print(
                     f"iterate: replacing the previous run of {visible(claimed.replaced)} in {visible(out)}"
                     " (this run is compared with it)",
