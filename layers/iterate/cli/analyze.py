@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -365,11 +366,33 @@ def instructions_note(result: AnalysisResult) -> str | None:
     return "instructions: read by Claude"
 
 
-def summary_text(result: AnalysisResult, out: Path, *, width: int = 100, seconds: float | None = None) -> str:
-    """The one-screen summary: dataset, mode, issues by severity, the top issues, where the files are.
+def program() -> str:
+    """This program as the shell that started it can start it again: `iterate` when PATH finds this one,
+    else the path it was started by (`.venv/bin/iterate` from a checkout), or `python -m iterate`."""
+    started = sys.argv[0] if sys.argv else ""
+    if Path(started).name == "__main__.py":
+        return f"{shlex.quote(sys.executable)} -m iterate"
+    if Path(started).name != "iterate":
+        return "iterate"
+    found = shutil.which("iterate")
+    if found and Path(found).resolve() == Path(started).resolve():
+        return "iterate"
+    return shlex.quote(started)
+
+
+def summary_text(
+    result: AnalysisResult,
+    out: Path,
+    *,
+    width: int = 100,
+    seconds: float | None = None,
+    command: str = "iterate",
+) -> str:
+    """The one-screen summary: dataset, mode, issues by severity, the top issues, where the files are, and
+    the command to try next (a follow-up on the top issue, written so it runs when pasted).
 
     `seconds`: the whole command's time so far (what the progress display ends on); the run's own
-    `durationMs` when not given."""
+    `durationMs` when not given. `command`: how to call the program again (`program()`)."""
     run = result.run
     counts = Counter(i.severity for i in result.issues)
     lines = []
@@ -430,6 +453,9 @@ def summary_text(result: AnalysisResult, out: Path, *, width: int = 100, seconds
     lines.append(f"report:   {visible(out / 'report.html')}")
     lines.append(f"analysis: {visible(out / 'analysis.json')}")
     lines.append(f"flags:    {visible(out / 'flags.csv')}")
+    if ranked:
+        # never cut to the width: a cut command would not run when pasted
+        lines.append(f"next:     {command} followup {shlex.quote(visible(out))} {handles[ranked[0].id]}")
     return "\n".join(lines)
 
 
@@ -614,7 +640,7 @@ def run(args: argparse.Namespace) -> int:
             print(json_visible(text))
         elif not args.quiet:
             width = max(shutil.get_terminal_size((100, 24)).columns, 60)
-            print(summary_text(result, out, width=width, seconds=seconds))
+            print(summary_text(result, out, width=width, seconds=seconds, command=program()))
     failing = gate_failures(result.issues, args.fail_on)
     waived = len(gate_failures(result.issues, args.fail_on, accepted=True))
     if waived and not args.quiet:
