@@ -60,7 +60,7 @@ def test_box_plot_numbers_are_page_text(build):
 
 
 def test_a_narrow_screen_gets_its_own_layout():
-    from iterate.report.html import _asset
+    from iterate.report.pieces import asset as _asset
 
     css = _asset("report.css")
     # the column cards may be narrower than 360 px, and an issue's numbers go under its title

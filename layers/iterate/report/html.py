@@ -5,10 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import re
 from collections import defaultdict
-from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 from iterate.accepted import cell_count
@@ -17,18 +14,15 @@ from iterate.contracts import (
     SEVERITY_RANK,
     AnalysisResult,
     CodeInvestigation,
-    ColumnProfile,
     DatasetProfile,
     DatasetUnderstanding,
     EvidenceExample,
     Issue,
 )
-from iterate.keys import dependency_phrase
-from iterate.ranking import is_whole_row, issues_by_column, rank_columns
+from iterate.ranking import rank_columns
 from iterate.report.charts import (
     Bar,
     HeatCell,
-    box_plot,
     clip,
     esc,
     fmt_num,
@@ -39,10 +33,13 @@ from iterate.report.charts import (
     severity_chart,
     stacked_severity_bars,
 )
+from iterate.report.data_views import DataViews, shape_legend
 from iterate.report.facts import fact_rows, rounded, singular_counts
+from iterate.report.pieces import ReportLimits, anchor, asset, cell
 from iterate.visible import visible
 
-STATUS_ORDER = {"confirmed": 0, "unverified": 1, "unconfirmed": 2, "hypothesis": 3}
+__all__ = ["ReportLimits", "render_html", "shape_legend"]
+
 STATUS_MEANING = {
     "confirmed": "code run in the sandbox recounted the detector's numbers",
     "unverified": "code ran, but no trusted recount exists to check its numbers: treat them with care",
@@ -50,118 +47,10 @@ STATUS_MEANING = {
     "hypothesis": "suggested, not yet proven by code",
 }
 CATEGORY_LABEL = {"quick_fixes": "Quick fix", "smart_fixes": "Smart fix"}
-_EDGE_WS = re.compile(r"^(\s+)|(\s+)$")
-_EDGE_SYMBOLS = str.maketrans({" ": "·", "\t": "→", "\n": "↵", "\r": "␍"})
 
 
-@dataclass(frozen=True)
-class ReportLimits:
-    """Caps that keep the page small whatever the data: the report sees the profile and capped evidence only."""
-
-    examples_per_issue: int = 10
-    top_values: int = 12
-    columns: int = 200
-    issues: int = 150
-    value_chars: int = 120
-    text_chars: int = 1000
-    code_chars: int = 6000
-    output_chars: int = 2000
-    # With many issues the code and outputs share this budget, so 500 issues do not mean 500 full scripts.
-    investigation_budget_chars: int = 500_000
-    stats_items: int = 20
-
-
-def _asset(name: str) -> str:
-    return resources.files("iterate.report").joinpath(name).read_text(encoding="utf-8")
-
-
-def _anchor(prefix: str, name: str) -> str:
-    """A stable, attribute-safe id for a column or issue (names may hold any character)."""
-    return prefix + "-" + hashlib.sha1(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-
-
-class _Renderer:
-    def __init__(
-        self,
-        analysis: AnalysisResult,
-        profile: DatasetProfile,
-        understanding: DatasetUnderstanding,
-        limits: ReportLimits,
-    ) -> None:
-        self.a, self.p, self.u, self.lim = analysis, profile, understanding, limits
-        n_inv = max(sum(1 for i in analysis.issues[: limits.issues] if i.investigation is not None), 1)
-        share = limits.investigation_budget_chars // n_inv
-        self.code_chars = max(min(limits.code_chars, share * 2 // 3), 800)
-        self.output_chars = max(min(limits.output_chars, share // 3), 400)
-        # The same idea for examples and prose: a few hundred issues each get less room, the page stays small.
-        n_shown = max(min(len(analysis.issues), limits.issues), 1)
-        self.examples = max(min(limits.examples_per_issue, 1500 // n_shown), 3)
-        self.issue_text = max(min(limits.text_chars, 150_000 // n_shown), 240)
-        self.issues = sorted(
-            analysis.issues,
-            key=lambda i: (
-                SEVERITY_RANK.get(i.severity, 9),
-                STATUS_ORDER.get(i.status, 9),
-                -self._rows(i),
-                i.id,
-            ),
-        )
-        # Whole-row issues (duplicates) touch every column alike: they are not counted against any one.
-        self.by_column = issues_by_column(self.issues, profile.columnCount)
-        self.whole_row = [i for i in self.issues if is_whole_row(i, profile.columnCount)]
-
-    # ---- small pieces -------------------------------------------------------------------------------
-    def text(self, value: object, limit: int | None = None) -> str:
-        """Escaped prose (descriptions, LLM text, code), clipped; line breaks and tabs stay (the page's
-        last pass shows every other control character escaped)."""
-        return esc(clip(str(value), limit or self.lim.text_chars))
-
-    def prose(self, value: object, limit: int | None = None) -> str:
-        """Sentences from detectors or an LLM (descriptions, impact, actions): `text`, with "1 values" read
-        as "1 value" (they are written for counts)."""
-        return self.text(singular_counts(str(value)), limit)
-
-    def name(self, value: object, limit: int) -> str:
-        """A column, dataset or file name: clipped, escaped, every control character shown (`\\n`, `\\x1b`)
-        so that two names differing only by one never look alike."""
-        return esc(visible(clip(str(value), limit)))
-
-    def val(self, value: object) -> str:
-        """A data value: clipped, escaped, with edge whitespace and control characters made visible."""
-        s = str(value)
-        if s == "":
-            return '<span class="empty">(empty)</span>'
-        s = clip(s, self.lim.value_chars)
-        parts = []
-        pos = 0
-        for m in _EDGE_WS.finditer(s):
-            parts.append(esc(visible(s[pos : m.start()])))
-            ws = visible(m.group().translate(_EDGE_SYMBOLS))
-            parts.append(f'<span class="ws" title="whitespace">{esc(ws)}</span>')
-            pos = m.end()
-        parts.append(esc(visible(s[pos:])))
-        return f'<code class="val">{"".join(parts)}</code>'
-
-    @staticmethod
-    def _rows(issue: Issue) -> int:
-        if issue.evidence is not None:
-            return issue.evidence.affectedRows
-        return issue.affectedRows or 0
-
-    def share(self, rows: int) -> str:
-        """`rows` as a share of the table's rows: every share on the page comes from here (or fmt_share)."""
-        return fmt_share(rows, self.p.rowCount)
-
-    @staticmethod
-    def accepted_badge(issue: Issue) -> str:
-        a = issue.accepted
-        grew = " (grew since accepted)" if a is not None and a.grown else ""
-        return f'<span class="badge cat" title="still shown; never fails --fail-on">accepted{grew}</span>'
-
-    @staticmethod
-    def count(n: int, word: str) -> str:
-        """A bold count with its noun in the right number: "<b>1</b> row", "<b>40</b> cells"."""
-        return f"<b>{fmt_num(n)}</b> {word if n == 1 else word + 's'}"
+class _Renderer(DataViews):
+    """The whole page: the data views, and the sections about the run and its issues."""
 
     def severity_counts(self) -> dict[str, int]:
         counts: dict[str, int] = dict.fromkeys(SEVERITIES, 0)
@@ -341,7 +230,7 @@ class _Renderer:
             widest = max((self._rows(i) for i in its), default=0)
             share = widest / self.p.rowCount if self.p.rowCount else 0.0
             cells.append(
-                HeatCell(visible(c.name), worst, len(its), share, _anchor("col", c.name), self.share(widest))
+                HeatCell(visible(c.name), worst, len(its), share, anchor("col", c.name), self.share(widest))
             )
         note = ""
         if len(self.p.columns) > len(cols):
@@ -453,7 +342,7 @@ class _Renderer:
             f'<p class="muted small">id <span class="mono">{self.name(issue.id, 120)}</span> · {source}</p>'
         )
         return (
-            f'<details class="issue {esc(issue.severity)}" id="{_anchor("issue", issue.id)}" '
+            f'<details class="issue {esc(issue.severity)}" id="{anchor("issue", issue.id)}" '
             f'data-sev="{esc(issue.severity)}" data-text="{esc(search_text)}"{" open" if n < 3 else ""}>'
             f'<summary><div><div class="badges">{badges}</div>'
             f'<div class="title">{self.prose(clip(issue.description, 220))}</div></div>'
@@ -546,7 +435,7 @@ class _Renderer:
             heads.append(("score", "num", "score"))
         if has_note:
             heads.append((self.text(note_head, 120), "", clip(note_head, 60)))
-        head = "".join(_cell("th", text, cls, title=HEAD_TITLES.get(label, "")) for text, cls, label in heads)
+        head = "".join(cell("th", text, cls, title=HEAD_TITLES.get(label, "")) for text, cls, label in heads)
         rows = []
         for e, place, note in zip(examples, places, note_values, strict=True):
             values = [str(e.row)]
@@ -563,19 +452,12 @@ class _Renderer:
             if has_note:
                 values.append(self.text(note, 160))
             cells = "".join(
-                _cell("td", v, cls, label=label) for v, (_, cls, label) in zip(values, heads, strict=True)
+                cell("td", v, cls, label=label) for v, (_, cls, label) in zip(values, heads, strict=True)
             )
             rows.append(f"<tr>{cells}</tr>")
         # More than five columns do not fit a phone side by side: such tables stack there (see report.css).
         cls = "t ex stack" if len(heads) > 5 else "t ex"
         return f'{lead}<table class="{cls}"><tr>{head}</tr>{"".join(rows)}</table>'
-
-    def row_text(self, row: int, place: int | None) -> str:
-        """A row as a sentence names it: "row 24 (line 26)", or "row 24" when its place is not known."""
-        if place is None:
-            return f"row {row}"
-        unit = (self.p.rowNumbering.place if self.p.rowNumbering else None) or "line"
-        return f"row {row} ({esc(unit)} {place})"
 
     def numbering_note(self) -> str:
         """Once per page: what a row number means here, and how to find the row in the file."""
@@ -647,161 +529,6 @@ class _Renderer:
             f'<pre class="out">{full}</pre></details>'
         )
 
-    def understanding(self) -> str:
-        s = self.u.summary
-        obs = "".join(f"<li>{self.prose(o, 1000)}</li>" for o in s.observations[:30])
-        cols = self.u.columns[: self.lim.columns]
-        rows = "".join(
-            f"<tr><td><a href='#{_anchor('col', c.name)}'>{self.name(c.name, 80)}</a>"
-            f"<div class='mono small muted kind'>{self.text(c.semanticType or c.dataType, 40)}</div></td>"
-            f"<td>{self.text(c.description, 600)}</td></tr>"
-            for c in cols
-        )
-        more = ""
-        if len(self.u.columns) > len(cols):
-            more = f'<p class="muted small">First {len(cols)} of {len(self.u.columns)} columns shown.</p>'
-        context = ""
-        if self.u.suggested_context:
-            context = (
-                f'<p class="muted small"><b>Context:</b> {self.text(self.u.suggested_context, 1500)}</p>'
-            )
-        return (
-            '<section id="understanding"><h2>What this dataset is</h2><div class="card">'
-            f"<p>{self.text(s.description)}</p>"
-            + (f'<h3>Observations</h3><ul class="obs">{obs}</ul>' if obs else "")
-            + context
-            + (
-                '<h3 style="margin-top:14px">Columns</h3><table class="t"><tr><th>column (kind)</th>'
-                f"<th>description</th></tr>{rows}</table>{more}"
-                if rows
-                else ""
-            )
-            + "</div></section>"
-        )
-
-    def profile_section(self) -> str:
-        p = self.p
-        d = p.duplicates
-        facts = [
-            f"<tr><th>Exact duplicate rows</th><td>{fmt_num(d.exactRows)}</td></tr>",
-            f"<tr><th>Duplicate groups</th><td>{fmt_num(d.exactGroups)}</td></tr>",
-            f"<tr><th>Near-duplicate rows</th><td>{fmt_num(d.nearRows)}</td></tr>",
-            f"<tr><th>Missing-value marker</th><td>{self.val(p.nullMarker)}</td></tr>",
-        ]
-        keys = ", ".join(" + ".join(visible(clip(c, 60)) for c in k) for k in p.candidateKeys[:10])
-        if keys:
-            facts.append(f"<tr><th>Candidate keys</th><td>{esc(keys)}</td></tr>")
-        by_name = {c.name: c for c in p.columns}
-        fds = "".join(
-            f"<tr><td>{self.name(dependency_phrase(fd, by_name), 240)}</td>"
-            f"<td class='num'>{fmt_share(fd.confidence, 1.0)}</td><td class='num'>{fmt_num(fd.violatingRows)}</td></tr>"
-            for fd in p.functionalDependencies[:20]
-        )
-        notes = "".join(f"<li>{self.text(n, 500)}</li>" for n in p.readNotes[:20])
-        top = (
-            '<div class="grid2"><div class="card"><h3>Dataset</h3>'
-            f'<table class="t">{"".join(facts)}</table>'
-            + (f'<h3 style="margin-top:12px">Reading notes</h3><ul class="obs">{notes}</ul>' if notes else "")
-            + "</div>"
-            + (
-                '<div class="card"><h3>Dependencies between columns</h3>'
-                '<p class="muted small">"Determines" is said only where the left column reads as a key (an '
-                "identifier or code); the others are patterns of this data, which may be coincidence.</p>"
-                '<table class="t"><tr><th>in this data</th>'
-                f"<th class='num'>rows that agree</th><th class='num'>rows that differ</th></tr>{fds}</table></div>"
-                if fds
-                else ""
-            )
-            + "</div>"
-        )
-        described = {c.name: c.description for c in self.u.columns}
-        cols = p.columns[: self.lim.columns]
-        cards = "".join(self.column_card(c, described.get(c.name)) for c in cols)
-        more = ""
-        if len(p.columns) > len(cols):
-            more = (
-                f'<p class="muted">Showing the first {len(cols)} of {len(p.columns)} columns; '
-                "profile.json holds every column.</p>"
-            )
-        return (
-            f'<section id="profile"><h2>Column profiles</h2>{top}'
-            f'<div class="colcards" style="margin-top:16px">{cards}</div>{more}</section>'
-        )
-
-    def column_card(self, c: ColumnProfile, description: str | None) -> str:
-        its = self.by_column.get(c.name, [])
-        issue_badge = ""
-        if its:
-            worst = min((i.severity for i in its), key=lambda s: SEVERITY_RANK.get(s, 9))
-            first = its[0]
-            issue_badge = (
-                f'<a class="badge sev-{esc(worst)}" href="#{_anchor("issue", first.id)}">'
-                f"{len(its)} issue{'s' if len(its) != 1 else ''}</a>"
-            )
-        stats = [
-            ("filled", f"{fmt_num(c.count)} ({self.share(c.count)})"),
-            ("missing", f"{fmt_num(c.missing)} ({self.share(c.missing)})"),
-            ("placeholders for missing", f"{fmt_num(c.disguisedMissing)} ({self.share(c.disguisedMissing)})"),
-            ("distinct values", fmt_num(c.distinct)),
-            ("seen once", f"{fmt_share(c.uniqueRatio, 1)} of filled"),
-        ]
-        if c.length is not None:
-            stats.append(("length min/mean/max", f"{c.length.min} / {c.length.mean:.1f} / {c.length.max}"))
-        if c.numeric is not None:
-            nm = c.numeric
-            stats += [
-                ("mean", fmt_num(nm.mean)),
-                ("std", fmt_num(nm.std)),
-                ("MAD", fmt_num(nm.mad)),
-            ]
-        if c.dates is not None:
-            stats += [("earliest", clip(c.dates.min, 40)), ("latest", clip(c.dates.max, 40))]
-        if c.format:
-            stats.append(("format", clip(c.format, 40)))
-        stat_html = "".join(f"<div><span>{esc(k)}</span>{esc(v)}</div>" for k, v in stats)
-        chart = ""
-        if c.numeric is not None:
-            chart = box_plot(c.numeric)
-        tv = c.topValues[: self.lim.top_values]
-        if tv:
-            bars = [
-                Bar(
-                    visible(v.value) if v.value != "" else "(empty)",
-                    v.count,
-                    clip(f"{v.value!r}: {v.count:,}", 80),
-                )
-                for v in tv
-            ]
-            chart += (
-                f'<div class="muted small" style="margin-top:6px">Top values ({len(tv)} of '
-                f"{fmt_num(c.distinct)} distinct)</div>{hbar_chart(bars)}"
-            )
-        patterns = ""
-        if c.patterns:
-            shown = c.patterns[:5]
-            legend = shape_legend([pt.value for pt in shown])
-            patterns = (
-                '<div class="muted small" style="margin-top:6px">Shapes: '
-                + ", ".join(f"{self.val(pt.value)} ×{fmt_num(pt.count)}" for pt in shown)
-                + (f" <span>({esc(legend)})</span>" if legend else "")
-                + "</div>"
-            )
-        if c.dates is not None and c.dates.formats:
-            bars = [
-                Bar(visible(f.value), f.count, clip(f"{visible(f.value)}: {f.count:,}", 80))
-                for f in c.dates.formats[:6]
-            ]
-            patterns += '<div class="muted small" style="margin-top:6px">Date formats</div>' + hbar_chart(
-                bars
-            )
-        desc = f'<div class="desc">{self.text(description, 300)}</div>' if description else ""
-        return (
-            f'<div class="card colcard" id="{_anchor("col", c.name)}">'
-            f"<h3><span>{self.name(c.name, 120)}</span>"
-            f'<span><span class="badge cat mono">{self.text(c.semanticType, 30)}</span> {issue_badge}</span></h3>'
-            f"{desc}{chart}{patterns}<div class='stats'>{stat_html}</div></div>"
-        )
-
     def footer(self) -> str:
         run = self.a.run
         bits = [f"schema {esc(self.a.schemaVersion)}"]
@@ -820,7 +547,7 @@ class _Renderer:
     def page(self) -> str:
         run = self.a.run
         title = (run.datasetName if run else None) or self.p.name
-        script = _asset("report.js")
+        script = asset("report.js")
         digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode()
         # Defence in depth behind the escaping: only this page's own script may run, nothing may load.
         csp = (
@@ -832,7 +559,7 @@ class _Renderer:
             f'<meta http-equiv="Content-Security-Policy" content="{esc(csp)}">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>Iterate report · {self.name(title, 120)}</title>"
-            f"<style>{_asset('report.css')}</style></head><body>"
+            f"<style>{asset('report.css')}</style></head><body>"
             f"{self.header()}"
             '<nav class="toc"><div class="wrap" style="padding:9px 24px">'
             '<a href="#summary">Summary</a><a href="#issues">Issues</a><a href="#columns-heat">Issues per column</a>'
@@ -871,27 +598,11 @@ HEAD_TITLES = {
 }
 
 
-def _cell(tag: str, content: str, cls: str = "", *, title: str = "", label: str = "") -> str:
-    """One table cell around already-escaped `content`; `label` names it on a phone, where rows stack."""
-    attrs = f' class="{cls}"' if cls else ""
-    attrs += f' title="{esc(title)}"' if title else ""
-    attrs += f' data-l="{esc(label)}"' if label else ""
-    return f"<{tag}{attrs}>{content}</{tag}>"
-
-
 def _duration(ms: float) -> str:
     if ms < 1000:
         return f"{ms:.0f} ms"
     s = ms / 1000
     return f"{s:.1f} s" if s < 120 else f"{int(s // 60)} min {int(s % 60)} s"
-
-
-SHAPE_SYMBOLS = (("9", "a run of digits"), ("a", "a run of letters"), ("A", "a run of capitals"))
-
-
-def shape_legend(shapes: list[str]) -> str:
-    """What the symbols of these shapes stand for, naming only the symbols they use ("9 = a run of digits")."""
-    return ", ".join(f"{sym} = {meaning}" for sym, meaning in SHAPE_SYMBOLS if any(sym in s for s in shapes))
 
 
 def _pretty(value: Any) -> str:
