@@ -25,7 +25,7 @@ $(DEV): pyproject.toml | $(BIN)/python
 
 install: $(DEV) ## create .venv with the project and dev tools
 
-demo: $(RUNTIME) ## analyze the bundled sample dataset offline and print where the report is
+demo: $(RUNTIME) ## analyze the bundled sample dataset offline, write the report, print the next command to try
 	$(BIN)/iterate analyze samples/orders.csv --out out/demo
 
 test: $(DEV) ## run the whole test suite

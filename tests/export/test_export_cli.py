@@ -18,14 +18,14 @@ def _export_help() -> str:
     return sub.choices["export"].format_help()  # type: ignore[attr-defined]
 
 
-def test_help_names_the_formats_and_every_flag_is_in_the_readme() -> None:
+def test_help_names_the_formats_and_every_flag_is_in_the_reference() -> None:
     text = _export_help()
     for word in ("gx", "soda", "dqdl", "--format", "--out", "--table", "RUN_DIR"):
         assert word in text
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "iterate export" in readme
+    reference = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert "iterate export" in reference
     for flag in set(re.findall(r"--[a-z][a-z-]+", text)) - {"--help"}:
-        assert flag in readme, flag
+        assert flag in reference, flag
 
 
 def test_a_missing_run_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
