@@ -80,6 +80,8 @@ class RunContext:
     dataset_id: str | None = None
     # Issues the user accepted (iterate accept / the API): marked in the report, never failing a gate.
     accepted: list[Acceptance] = field(default_factory=list)
+    # version.json of the input when it is a version `iterate fix` wrote: the blanks the user asked for.
+    version: dict[str, Any] | None = None
 
     def report(self, step: str, done: int, total: int, message: str = "") -> None:
         if self.progress is not None:
@@ -276,6 +278,7 @@ def profile_read_step(
 
     from iterate.detect import detect
     from iterate.detect.context import dataset_null_marker
+    from iterate.fix.expected import blanks_of, drop_expected
     from iterate.io import write_parquet_text
     from iterate.issues import flags_of, issues_from_findings
     from iterate.memory import hand_back
@@ -338,6 +341,11 @@ def profile_read_step(
         if written is not None:
             written.result()  # data.parquet is in the store (or its failure is raised here)
         _prepare(ctx.sandbox, None)  # started already unless the input is large (LARGE_INPUT_BYTES)
+        findings, expected = detection.findings, dict[str, int]()
+        blanks = blanks_of(ctx.version, table.source.content_hash)
+        if blanks:  # cells the user cleared in the fix this file is a version of are not missing values
+            findings, expected = drop_expected(findings, blanks, table.column_names)
+            detection.findings = findings
         ctx.report("detect", 1, 1, f"{len(detection.findings)} findings")
         profile = early if early is not None else _collect_profile(ctx, pending)
         candidates = issues_from_findings(detection.findings, table, profile)
@@ -367,6 +375,7 @@ def profile_read_step(
         summary=summary.model_dump(),
         detectTimingsMs=detection.timings_ms,
         detection=decision,
+        expectedBlanks=expected,
     )
     return summary
 
@@ -595,9 +604,8 @@ def report_step(ctx: RunContext, *, started_at: str, started_clock: float | None
     profile = get_model(ctx.store, PROFILE, DatasetProfile)
     understanding = get_model(ctx.store, UNDERSTANDING, DatasetUnderstanding)
     draft = get_model(ctx.store, ISSUES, IssueDraft)
-    summary = ProfileSummary.model_validate(
-        get_model(ctx.store, STEPS.format(step="profile"), StepRecord).detail["summary"]
-    )
+    profiled = get_model(ctx.store, STEPS.format(step="profile"), StepRecord).detail
+    summary = ProfileSummary.model_validate(profiled["summary"])
     issues = []
     for issue in draft.issues:
         key = INVESTIGATION.format(issue_id=issue.id)
@@ -649,6 +657,7 @@ def report_step(ctx: RunContext, *, started_at: str, started_clock: float | None
             detection=_detection(records),
             flaggedCells=summary.flaggedCells,
             flaggedRows=summary.flaggedRows,
+            expectedBlanks=dict(profiled.get("expectedBlanks") or {}),
         ),
         severityCounts=dict(Counter(i.severity for i in issues)),
         comparison=draft.comparison,
@@ -743,6 +752,7 @@ def _run_steps(
     started_clock: float | None = None,
     accepted: list[Acceptance] | None = None,
 ) -> AnalysisResult:
+    from iterate.fix.expected import version_record
     from iterate.storage.local import LocalArtifactStore
 
     library, owner, dataset_id = scope
@@ -761,6 +771,7 @@ def _run_steps(
         owner=owner,
         dataset_id=dataset_id,
         accepted=accepted or [],
+        version=version_record(Path(path)),
     )
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     clock = time.perf_counter() if started_clock is None else started_clock

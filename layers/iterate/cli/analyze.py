@@ -443,6 +443,10 @@ def summary_text(
         lines.append("first column: the issue's handle (iterate followup, fix, accept take it)"[:width])
     if result.comparison is not None:
         lines.append(comparison_line(result.comparison))
+    if run is not None and run.expectedBlanks:
+        blanks = ", ".join(f"{n:,} in {visible(c)}" for c, n in list(run.expectedBlanks.items())[:3])
+        more = ", …" if len(run.expectedBlanks) > 3 else ""
+        lines.append(f"blanks your fix left on purpose, not reported as missing: {blanks}{more}"[:width])
     accepted = [i for i in result.issues if i.accepted is not None]
     if accepted:
         grown = sum(1 for i in accepted if i.accepted is not None and i.accepted.grown)

@@ -151,6 +151,13 @@ class RunMetadata(Contract):
         default_factory=dict,
         description="the detection decision's parameters and the error rates it estimated from the table",
     )
+    expectedBlanks: dict[str, int] = Field(
+        default_factory=dict,
+        description=(
+            "per column, blank cells the fix this file is a version of left on purpose (version.json's "
+            "expectedBlanks): not reported as missing values, and not a failure of the exported checks"
+        ),
+    )
 
 
 class RunComparison(Contract):

@@ -227,6 +227,11 @@ def write_version_dir(target_dir: Path, prepared: Prepared, version_id: str) -> 
     target = target_dir / name
     written_format = write_version(prepared.table, result, source.path, target)
     write_changes(result.changes, target_dir / "changes.csv")
+    from iterate.fix.expected import blanks_of, expected_blanks, version_record
+
+    # The parent's own deliberate blanks when it is a version itself: they stay the user's, version to version.
+    inherited = blanks_of(version_record(source.path), source.sha256)
+    blanks = expected_blanks(result, prepared.steps, inherited, prepared.table.n_rows)
     body = {
         "versionId": version_id,
         "createdAt": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -250,6 +255,8 @@ def write_version_dir(target_dir: Path, prepared: Prepared, version_id: str) -> 
         "unchanged": result.skipped,
         "droppedRows": len(result.dropped_rows),
         "droppedColumns": result.dropped_columns,
+        # Blanks the user asked for (cleared values, gaps kept as empty): the next run does not report them.
+        "expectedBlanks": blanks,
         "notes": prepared.notes,
     }
     (target_dir / "version.json").write_text(
