@@ -334,3 +334,34 @@ def test_stdin_runs_are_named_compared_only_by_name_and_fixable(tmp_path: Path) 
     # Then fix reads the data the run kept, and writes the version
     assert fixed.returncode == 0, fixed.stderr
     assert (run / "versions" / "v1" / "orders.csv").is_file()
+
+
+def test_clearing_outliers_converges_the_blanks_are_the_fix_not_a_new_issue(tmp_path: Path, capsys) -> None:
+    # Given a complete number column with three outliers (#6: clearing them raised a new missing-values issue
+    # on the next run, and the exported not_null check failed on the corrected file)
+    data = tmp_path / "readings.csv"
+    values = [str(10 + n % 7) for n in range(300)]
+    for r in (40, 150, 260):
+        values[r] = "9000"
+    data.write_text("id,ozone\n" + "".join(f"{n},{v}\n" for n, v in enumerate(values)))
+    run = tmp_path / "run"
+    _, analysis = _analyze(data, run, capsys)
+    outliers = next(i for i in analysis["issues"] if i["type"] == "numeric_outlier")
+    assert main(["followup", str(run), outliers["id"], "--answer", "null"]) == 0
+    # When they are cleared, and the new version is analysed into the same run directory
+    assert main(["fix", str(run), "--yes"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    version = run / "versions" / "v1"
+    assert json.loads((version / "version.json").read_text())["expectedBlanks"] == {"ozone": [40, 150, 260]}
+    printed, again = _analyze(version / "readings.csv", run, capsys)
+    # Then the outliers are resolved and the cleared cells are not reported as missing values
+    assert outliers["id"] in again["comparison"]["resolved"]
+    assert [i["id"] for i in again["issues"] if "ozone" in i["affectedColumns"]] == []
+    assert again["run"]["expectedBlanks"] == {"ozone": 3}
+    assert "blanks your fix left on purpose, not reported as missing: 3 in ozone" in printed
+    # And the export does not fail the corrected file on them: completeness is a warning with a tolerance
+    from iterate.export import derive, load_run
+
+    profile, result = load_run(run)
+    checks = [c for c in derive(profile, result, run).checks if c.kind == "not_null" and c.column == "ozone"]
+    assert [(c.level, c.params.get("mostly")) for c in checks] == [("warn", 0.99)]

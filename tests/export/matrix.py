@@ -18,7 +18,7 @@ import orders
 from iterate.cli.main import main as iterate_main
 from iterate.export import derive, load_run, render
 from iterate.export.render import soda_name
-from iterate.export.rules import RuleSet
+from iterate.export.rules import Check, RuleSet
 
 
 @dataclass
@@ -27,6 +27,7 @@ class Row:
     issues: tuple[str, ...]
     dirty: str
     clean: str
+    level: str = "fail"
 
 
 def analyse(workdir: Path) -> tuple[Path, Path, Path]:
@@ -45,31 +46,43 @@ def rules_of(run_dir: Path) -> RuleSet:
     return derive(profile, analysis, run_dir)
 
 
-def matrix(fmt: str, run_dir: Path, dirty: Path, clean: Path, workdir: Path) -> tuple[list[Row], list[str]]:
-    """One row per exported check with its outcome on both files; and any error the engine logged."""
+def run_checks(
+    run_dir: Path, engine: str, files: list[Path], workdir: Path, table: str = "orders_dirty"
+) -> tuple[list[Check], list[dict[str, str]], list[str]]:
+    """The run's checks exported for `engine` (gx, soda, or soda-typed: Soda on a table DuckDB typed itself),
+    run on each file: (the checks written, per file {check id: pass | fail | warn | missing}, engine errors)."""
+    fmt = "gx" if engine == "gx" else "soda"
     rules = rules_of(run_dir)
-    rendered = render(rules, fmt)
+    rendered = render(rules, fmt, table=table)
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / f"rules.{fmt}"
     path.write_text(rendered.text, encoding="utf-8")
     numeric = {c.name: kind for c in rules.columns if (kind := rules.numeric(c.name))}
-    table = "orders_dirty"
-    on_dirty, on_clean = engines.run(fmt, path, [dirty, clean], rules.null_values, numeric, table)
-    outcomes = {"dirty": on_dirty["results"], "clean": on_clean["results"]}
-    errors = on_dirty["errors"] + on_clean["errors"]
-    rows = []
-    for c in rendered.checks:
-        key = c.id if fmt == "gx" else soda_name(c)
-        rows.append(
-            Row(c.id, c.issues, outcomes["dirty"].get(key, "missing"), outcomes["clean"].get(key, "missing"))
+    results = engines.run(engine, path, files, rules.null_values, numeric, table)
+    outcomes = []
+    for on_file in results:
+        got = on_file["results"]
+        outcomes.append(
+            {c.id: got.get(c.id if fmt == "gx" else soda_name(c), "missing") for c in rendered.checks}
         )
+    return rendered.checks, outcomes, [e for r in results for e in r["errors"]]
+
+
+def matrix(
+    fmt: str, run_dir: Path, dirty: Path, clean: Path, workdir: Path, engine: str | None = None
+) -> tuple[list[Row], list[str]]:
+    """One row per exported check with its outcome on both files; and any error the engine logged."""
+    checks, (on_dirty, on_clean), errors = run_checks(run_dir, engine or fmt, [dirty, clean], workdir)
+    rows = [Row(c.id, c.issues, on_dirty[c.id], on_clean[c.id], c.level) for c in checks]
     return rows, errors
 
 
 def markdown(fmt: str, rows: list[Row]) -> str:
-    lines = [f"| {fmt} check | encodes | dirty | clean |", "|---|---|---|---|"]
+    lines = [f"| {fmt} check | level | encodes | dirty | clean |", "|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| `{r.check[:70]}` | {', '.join(r.issues) or '—'} | {r.dirty} | {r.clean} |")
+        lines.append(
+            f"| `{r.check[:70]}` | {r.level} | {', '.join(r.issues) or '—'} | {r.dirty} | {r.clean} |"
+        )
     return "\n".join(lines)
 
 

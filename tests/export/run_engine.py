@@ -1,8 +1,10 @@
 """Run exported rules with a real engine on one CSV; prints {check key: "pass" | "fail"} as JSON.
 
 Runs inside .venv-engines (GX Core, Soda Core + DuckDB), never imports Iterate: it loads the file the way the
-export's header says (every column text, the null values missing, numeric columns typed for GX).
-usage: run_engine.py gx|soda RULES_FILE CSV_FILES_JSON NULLS_JSON NUMERIC_JSON TABLE (one process for all files:
+export's header says (every column text, the null values missing, numeric columns typed for GX); soda-typed
+loads it as a warehouse would, each column typed by DuckDB's own CSV sniffer (numbers, dates). A check reads
+"pass", "fail" or "warn" (a warning-level check that did not pass).
+usage: run_engine.py gx|soda|soda-typed RULES_FILE CSV_FILES_JSON NULLS_JSON NUMERIC_JSON TABLE (one process for all files:
 importing GX takes seconds)
 """
 
@@ -49,11 +51,12 @@ def run_gx(rules_path, header, rows, numeric):
     out = {}
     for r in result.results:
         key = r.expectation_config.meta["iterate"]["check"]
-        out[key] = "pass" if r.success else "fail"
+        warning = str(getattr(r.expectation_config, "severity", "")).lower().endswith("warning")
+        out[key] = "pass" if r.success else ("warn" if warning else "fail")
     return out
 
 
-def run_soda(rules_path, header, rows, table):
+def run_soda(rules_path, header, rows, table, typed_from=None, nulls=()):
     import duckdb
     from soda.common.config_helper import ConfigHelper
 
@@ -65,8 +68,16 @@ def run_soda(rules_path, header, rows, table):
     from soda.scan import Scan
 
     con = duckdb.connect()
-    cols = ", ".join('"' + h.replace('"', '""') + '" VARCHAR' for h in header)
-    con.execute(f"CREATE TABLE {table} ({cols})")
+    if typed_from is not None:
+        nullstr = ", ".join("'" + n.replace("'", "''") + "'" for n in nulls)
+        path = typed_from.replace("'", "''")
+        con.execute(
+            f"CREATE TABLE {table} AS SELECT * FROM read_csv('{path}', header = true, nullstr = [{nullstr}])"
+        )
+        rows = []
+    else:
+        cols = ", ".join('"' + h.replace('"', '""') + '" VARCHAR' for h in header)
+        con.execute(f"CREATE TABLE {table} ({cols})")
     if rows:
         marks = ", ".join("?" for _ in header)
         con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
@@ -78,7 +89,7 @@ def run_soda(rules_path, header, rows, table):
     scan.execute()
     out = {}
     for check in scan.get_scan_results()["checks"]:
-        out[check["name"]] = "pass" if check["outcome"] == "pass" else "fail"
+        out[check["name"]] = {"pass": "pass", "warn": "warn"}.get(check["outcome"], "fail")
     errors = [str(log) for log in scan.get_logs_text().splitlines() if "ERROR" in log]
     return out, errors
 
@@ -91,7 +102,8 @@ def main():
         if engine == "gx":
             out.append({"results": run_gx(rules_path, header, rows, json.loads(numeric)), "errors": []})
         else:
-            results, errors = run_soda(rules_path, header, rows, table)
+            typed = csv_path if engine == "soda-typed" else None
+            results, errors = run_soda(rules_path, header, rows, table, typed, sorted(json.loads(nulls)))
             out.append({"results": results, "errors": errors})
     print(json.dumps(out))
 

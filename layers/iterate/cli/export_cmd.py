@@ -21,7 +21,10 @@ def register(subparsers: Any) -> None:
             "Writes the rules of the run in RUN_DIR (a directory written by `iterate analyze --out`) for another "
             "tool: column types and completeness, allowed values, ranges, formats, keys and dependencies from the "
             "profile, and one check per confirmed issue, built from the parameters the issue was proven with. "
-            "On the analysed file exactly the checks that encode issues fail; on a corrected file all pass. "
+            "Checks that encode issues are failures; what the profile only observed (ranges widened by a margin, "
+            "vocabularies, shapes, keys, dependencies) are warnings, so next month's new product or larger price "
+            "does not fail a gate. On the analysed file exactly the failures that encode issues fail; on a "
+            "corrected file every failure passes. "
             "gx: a Great Expectations 1.x suite (JSON); soda: SodaCL checks (YAML, DuckDB SQL conditions); "
             "dqdl: an AWS Glue Data Quality ruleset. Confirmed issues no rule can express are listed on stderr."
         ),
@@ -62,8 +65,12 @@ def run(args: argparse.Namespace) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(rendered.text, encoding="utf-8")
         encoding = sum(1 for c in rendered.checks if c.issues)
+        warnings = sum(1 for c in rendered.checks if c.level == "warn")
         print(
-            visible(f"{args.out}: {len(rendered.checks)} checks, {encoding} of them encode confirmed issues"),
+            visible(
+                f"{args.out}: {len(rendered.checks)} checks, {encoding} of them encode confirmed issues, "
+                f"{warnings} are warnings"
+            ),
             file=sys.stderr,
         )
     for issue, why in rendered.skipped.items():

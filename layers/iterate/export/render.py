@@ -9,7 +9,7 @@ from typing import Any
 
 from iterate.export import regex as rx
 from iterate.export.quote import dqdl_str, number, spark_ident, spark_str, sql_ident, sql_str, yaml_str
-from iterate.export.rules import Check, RuleSet
+from iterate.export.rules import Check, RuleSet, tidy
 from iterate.profile.parse import strftime_to_regex
 from iterate.visible import visible
 
@@ -23,7 +23,10 @@ LOADING = {
         "pandas: every column read as text (object), the null values below missing; then each column listed in "
         "numeric_columns goes through pandas.to_numeric when all its values read as that kind of number, else stays text"
     ),
-    "soda": "DuckDB: every column VARCHAR (read_csv all_varchar), the null values below NULL",
+    "soda": (
+        "DuckDB: every column VARCHAR (read_csv all_varchar), the null values below NULL; or a typed warehouse "
+        "table (numbers, dates): text checks read each value cast to VARCHAR, a typed date needs no format"
+    ),
     "dqdl": "a Glue table whose columns are strings (numbers as double where the rules compare them)",
 }
 
@@ -63,6 +66,8 @@ def _gx_expectation(rules: RuleSet, c: Check) -> dict[str, Any] | None:
     elif c.kind == "between":
         typ = "expect_column_values_to_be_between"
         kw = {"column": col, "min_value": c.params["low"], "max_value": c.params["high"]}
+        if c.params.get("strict"):
+            kw |= {"strict_min": c.params["low"] is not None, "strict_max": c.params["high"] is not None}
     elif c.kind in ("in_set", "not_in_set"):
         if rules.numeric(col):
             return None
@@ -103,8 +108,16 @@ def _gx_expectation(rules: RuleSet, c: Check) -> dict[str, Any] | None:
         }
     else:  # pragma: no cover - every kind is handled above
         return None
-    meta = {"iterate": {"check": c.id, "issues": list(c.issues), "why": c.why}}
-    return {"type": typ, "kwargs": kw, "meta": meta}
+    if "mostly" in c.params:
+        kw["mostly"] = c.params["mostly"]
+    meta = {"iterate": {"check": c.id, "level": c.level, "issues": list(c.issues), "why": c.why}}
+    # GX reports a failed warning as unsuccessful, with severity "warning": a gate reads the critical ones.
+    return {
+        "type": typ,
+        "kwargs": kw,
+        "meta": meta,
+        "severity": "critical" if c.level == "fail" else "warning",
+    }
 
 
 def to_gx(rules: RuleSet) -> Rendered:
@@ -142,37 +155,64 @@ def _re2(regex: str) -> str:
     return sql_str(rx.flavour(regex, "re2"))
 
 
-def _soda_sql(rules: RuleSet, table: str, c: Check) -> tuple[str, str] | None:
-    """("fail condition" | "fail query", SQL) for one check."""
+def _soda_condition(c: Check) -> str | None:
+    """The SQL condition a failed row of a column check meets. Text is read through CAST(... AS VARCHAR), so
+    the check runs on a typed warehouse table as on an all-text one (DuckDB has no regex on a number)."""
     q = sql_ident(c.columns[0])
+    text = f"CAST({q} AS VARCHAR)"
+    typed = f"typeof({q}) <> 'VARCHAR'"
     present = f"{q} IS NOT NULL"
     if c.kind == "not_null":
-        return "fail condition", f"{q} IS NULL"
+        return f"{q} IS NULL"
     if c.kind == "number":
         regex = rx.INTEGER if c.params.get("integer") else rx.DECIMAL
-        return "fail condition", f"{present} AND NOT regexp_full_match({q}, {_re2(regex)})"
-    if c.kind == "between":
-        low, high = number(c.params["low"]), number(c.params["high"])
-        val = f"TRY_CAST({q} AS DOUBLE)"
+        if not c.params.get("integer"):
+            return f"{present} AND NOT regexp_full_match({text}, {_re2(regex)})"
+        # A typed column holds numbers; whole numbers are the ones equal to their rounding (1.0 in a DOUBLE).
+        val = f"TRY_CAST({text} AS DOUBLE)"
         return (
-            "fail condition",
-            f"{present} AND (NOT regexp_full_match({q}, {_re2(rx.DECIMAL)}) OR {val} < {low} OR {val} > {high})",
+            f"{present} AND CASE WHEN {typed} THEN {val} IS NULL OR {val} <> round({val}) "
+            f"ELSE NOT regexp_full_match({text}, {_re2(regex)}) END"
         )
+    if c.kind == "between":
+        val = f"TRY_CAST({text} AS DOUBLE)"
+        low, high = c.params["low"], c.params["high"]
+        below, above = ("<=", ">=") if c.params.get("strict") else ("<", ">")
+        out = [f"NOT regexp_full_match({text}, {_re2(rx.DECIMAL)})"]
+        if low is not None:
+            out.append(f"{val} {below} {number(low)}")
+        if high is not None:
+            out.append(f"{val} {above} {number(high)}")
+        return f"{present} AND ({' OR '.join(out)})"
     if c.kind in ("in_set", "not_in_set"):
         values = ", ".join(sql_str(v) for v in c.params["values"])
         op = "NOT IN" if c.kind == "in_set" else "IN"
-        return "fail condition", f"{present} AND {q} {op} ({values})"
+        return f"{present} AND {text} {op} ({values})"
     if c.kind == "regex":
-        return "fail condition", f"{present} AND NOT regexp_full_match({q}, {_re2(c.params['regex'])})"
+        return f"{present} AND NOT regexp_full_match({text}, {_re2(c.params['regex'])})"
     if c.kind == "not_regex":
-        return "fail condition", f"{present} AND regexp_matches({q}, {_re2(c.params['regex'])})"
+        return f"{present} AND regexp_matches({text}, {_re2(c.params['regex'])})"
     if c.kind == "date":
+        # A typed DATE or TIMESTAMP is a date whatever the file wrote; text must have the format and exist.
         shape = strftime_to_regex(c.params["format"]) or ".*"
-        parsed = f"TRY_STRPTIME({q}, {sql_str(c.params['format'])})"
+        parsed = f"TRY_STRPTIME({text}, {sql_str(c.params['format'])})"
+        return f"{present} AND NOT {typed} AND (NOT regexp_full_match({text}, {_re2(shape)}) OR {parsed} IS NULL)"
+    return None
+
+
+def _soda_sql(rules: RuleSet, table: str, c: Check) -> tuple[str, str] | None:
+    """("fail condition" | "fail query", SQL) for one check."""
+    condition = _soda_condition(c)
+    if condition is not None and "mostly" in c.params:
+        # A tolerance: the check fails (returns a row) only when the share of rows meeting the condition is
+        # over 1 - mostly; DuckDB's AVG of a boolean is that share.
+        share = number(tidy(1 - c.params["mostly"]))
         return (
-            "fail condition",
-            f"{present} AND (NOT regexp_full_match({q}, {_re2(shape)}) OR {parsed} IS NULL)",
+            "fail query",
+            f"SELECT COUNT(*) AS n FROM {table} HAVING AVG(CASE WHEN {condition} THEN 1.0 ELSE 0.0 END) > {share}",
         )
+    if condition is not None:
+        return "fail condition", condition
     if c.kind == "unique":
         cols = ", ".join(sql_ident(x) for x in c.columns)
         return "fail query", f"SELECT {cols}, COUNT(*) AS n FROM {table} GROUP BY {cols} HAVING COUNT(*) > 1"
@@ -225,6 +265,8 @@ def to_soda(rules: RuleSet, table: str | None = None) -> Rendered:
             continue
         key, text = sql
         lines += ["  - failed rows:", f"      name: {name}", f"      {key}: {yaml_str(text)}"]
+        if c.level == "warn":  # a profile observation: reported, never a failure
+            lines.append("      warn: when > 0")
         written.append(c)
     skipped = _finish(rules, written, {})
     if skipped:
@@ -242,6 +284,8 @@ def _dqdl_rule(rules: RuleSet, c: Check, has_missing: bool) -> str | None:
     where = f" where {dqdl_str(f'{ident} is not null')}" if has_missing else ""
     if c.kind == "columns":
         return f"ColumnCount = {len(c.columns)}"
+    if c.kind == "not_null" and "mostly" in c.params:
+        return f"Completeness {col} >= {number(c.params['mostly'])}"
     if c.kind == "not_null":
         # Glue reads a blank CSV string as "", not NULL: both are refused.
         return f"ColumnValues {col} not in [ NULL, EMPTY ]"
@@ -249,8 +293,13 @@ def _dqdl_rule(rules: RuleSet, c: Check, has_missing: bool) -> str | None:
         regex = rx.INTEGER if c.params.get("integer") else rx.DECIMAL
         return f"ColumnValues {col} matches {dqdl_str(rx.flavour(regex, 'java'))}{where}"
     if c.kind == "between":
-        low, high = number(c.params["low"]), number(c.params["high"])
-        return f"(ColumnValues {col} >= {low}{where}) and (ColumnValues {col} <= {high}{where})"
+        lt, gt = ("<", ">") if c.params.get("strict") else ("<=", ">=")
+        parts = [
+            f"ColumnValues {col} {op} {number(c.params[k])}{where}"
+            for k, op in (("low", gt), ("high", lt))
+            if c.params[k] is not None
+        ]
+        return " and ".join(f"({p})" for p in parts) if len(parts) > 1 else (parts[0] if parts else None)
     if c.kind == "in_set":
         values = [dqdl_str(v) for v in c.params["values"]]
         if has_missing:

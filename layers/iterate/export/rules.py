@@ -1,13 +1,18 @@
 """Checks for other tools, derived from a run's profile and its confirmed issues (one neutral list, rendered per tool).
 
-A check either states a profile fact the data already meets (types, completeness, keys, ranges, vocabularies,
-formats, dependencies) or encodes confirmed issues: the parameters each issue was proven with (a regex, a value
-set, a range, a dependency) become the check it fails. `Check.issues` names those issues, so on the analysed
-file exactly the checks with issues fail, and on a corrected file every check passes.
+A check either encodes confirmed issues (the parameters each issue was proven with, a regex, the values proven
+wrong, the outliers' range, a dependency, become the check it fails) or states a profile fact the data meets
+today (completeness, keys, ranges, vocabularies, shapes, dependencies). Only the first kind, with the file's
+schema and its columns' types, is a failure (`level="fail"`): a gate built from today's file must not fail on
+next month's first larger price or new product, so what the profile merely observed is a warning, with a
+tolerance (a range widened by a margin, a share of values allowed to miss). `Check.issues` names the issues a
+failure encodes: on the analysed file exactly those failures fail; on a corrected file every failure passes.
+Issues someone accepted (`iterate accept`) let the gate pass, so no failure encodes them.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -34,12 +39,23 @@ Kind = Literal[
     "dependency",  # columns[0] determines columns[1] (params: pairs, the majority value of each group)
 ]
 
+Level = Literal["fail", "warn"]
 # Low cardinality: a column whose values repeat enough to be a vocabulary.
 MAX_SET = 50
 MIN_REPEAT = 3
 # A dependency is exported with its value pairs only up to this many groups.
 MAX_PAIRS = 2000
 NUMERIC_TYPES = frozenset({"integer", "decimal"})
+# A range the profile measured is widened by this share of its span (at least this share of its larger end)
+# before it becomes a warning: next month's first larger price is not an alarm.
+RANGE_MARGIN = 0.5
+# A vocabulary's warning tolerates this share of values not seen today (GX `mostly`), a new product among them.
+NEW_VALUES_SHARE = 0.01
+# Issue types whose flagged values are wrong wherever they appear (not wrong in their row only).
+VALUE_TYPES = frozenset(
+    {"inconsistent_category", "encoding_damage", "stray_whitespace", "disguised_missing", "format_violation",
+     "mixed_types", "out_of_domain", "unit_in_number"}
+)  # fmt: skip
 # Issues that describe records or the file, not a value a rule can refuse.
 NOT_A_RULE = {
     "missing_together": "blanks that come together describe the record (a cancelled order has no ship date)",
@@ -61,6 +77,7 @@ class Check:
     params: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     issues: tuple[str, ...] = ()
     why: str = ""
+    level: Level = "fail"  # "fail": a gate fails on it; "warn": a profile observation, reported only
 
     @property
     def column(self) -> str:
@@ -78,9 +95,10 @@ class RuleSet:
     null_values: list[str]
 
     def numeric(self, column: str) -> str | None:
-        """`integer` / `decimal` for a column exported as numbers, else None."""
+        """`integer` / `decimal` for a column exported as numbers (the kind its failure check requires), else
+        None."""
         for c in self.checks:
-            if c.kind == "number" and c.column == column:
+            if c.kind == "number" and c.column == column and c.level == "fail":
                 return "integer" if c.params.get("integer") else "decimal"
         return None
 
@@ -163,6 +181,7 @@ class _Builder:
         self.checks: list[Check] = []
         self.encoded: set[str] = set()
         self.skipped: dict[str, str] = {}
+        self.expected_blanks: dict[str, int] = {}
         self.issues = issues
         self.by_column: dict[str, list[Issue]] = defaultdict(list)
         for i in issues:
@@ -171,14 +190,21 @@ class _Builder:
                 self.by_column[col].append(i)
 
     def add(
-        self, kind: Kind, columns: Iterable[str], why: str, issues: Iterable[Issue] = (), **params: Any
+        self,
+        kind: Kind,
+        columns: Iterable[str],
+        why: str,
+        issues: Iterable[Issue] = (),
+        level: Level | None = None,
+        **params: Any,
     ) -> None:
+        """A check; a failure when it encodes issues (or `level` says so), else a warning."""
         cols = tuple(columns)
         ids = tuple(dict.fromkeys(i.id for i in issues))
         self.encoded.update(ids)
         n = sum(1 for c in self.checks if c.kind == kind and c.columns == cols)
         cid = f"{kind}:{','.join(cols)}" + (f"#{n + 1}" if n else "")
-        self.checks.append(Check(cid, kind, cols, params, ids, why))
+        self.checks.append(Check(cid, kind, cols, params, ids, why, level or ("fail" if ids else "warn")))
 
     def of(self, col: str, *types: str, rule: str | None = None) -> list[Issue]:
         return [
@@ -190,10 +216,11 @@ class _Builder:
 
 def derive(profile: DatasetProfile, analysis: AnalysisResult, run_dir: Path | None = None) -> RuleSet:
     """The checks of one run: profile facts and the confirmed issues' proven parameters."""
-    confirmed = [i for i in analysis.issues if i.status == "confirmed"]
+    confirmed = [i for i in analysis.issues if i.status == "confirmed" and i.accepted is None]
     b = _Builder(profile, confirmed, run_dir)
+    b.expected_blanks = dict(analysis.run.expectedBlanks) if analysis.run is not None else {}
     names = [c.name for c in profile.columns]
-    b.add("columns", names, f"the file has these {len(names)} columns")
+    b.add("columns", names, f"the file has these {len(names)} columns", level="fail")
 
     dup_issues = [i for i in confirmed if i.type == "duplicate_rows"]
     for col in profile.columns:
@@ -215,6 +242,9 @@ def derive(profile: DatasetProfile, analysis: AnalysisResult, run_dir: Path | No
 
     _dependencies(b)
     _fallbacks(b)
+    for i in analysis.issues:
+        if i.status == "confirmed" and i.accepted is not None:
+            b.skipped[i.id] = "accepted (iterate accept): the gate lets it pass, so no check fails on it"
     return RuleSet(
         dataset=profile.name,
         columns=list(profile.columns),
@@ -232,7 +262,16 @@ def _column_checks(b: _Builder, col: ColumnProfile, dup_issues: list[Issue]) -> 
     if col.count == 0:
         return
     if col.missing == 0:
-        b.add("not_null", [name], "no value is missing")
+        b.add("not_null", [name], "no value is missing today")
+    elif not missing_issues and b.expected_blanks.get(name):
+        # Blanks the user's own fix left (cleared values): expected, up to today's share of the column.
+        filled = col.count / (col.count + col.missing)
+        b.add(
+            "not_null",
+            [name],
+            f"blanks only where a fix cleared values ({b.expected_blanks[name]:,} today)",
+            mostly=math.floor(filled * 100) / 100,
+        )
     elif missing_issues:
         b.add("not_null", [name], "blanks in an otherwise filled column", missing_issues)
         # A marker the tools do not read as missing (`-` where the dataset's null is blank) is refused by value.
@@ -267,22 +306,14 @@ def _column_checks(b: _Builder, col: ColumnProfile, dup_issues: list[Issue]) -> 
             if i not in type_issues
             and any(not re.fullmatch(rx.DECIMAL, v) for v in _bad_values(i) + _markers(i) if v not in nulls)
         ]
+        # A number is the column's type (a failure); whole numbers only is what today's values show (a
+        # warning), unless an issue proved the column writes whole numbers.
         integer = col.semanticType == "integer"
-        b.add("number", [name], f"{col.semanticType} column", type_issues, integer=integer)
-        outliers = b.of(name, "numeric_outlier")
-        lows = [float(_stats(i)["low"]) for i in outliers if isinstance(_stats(i).get("low"), int | float)]
-        highs = [float(_stats(i)["high"]) for i in outliers if isinstance(_stats(i).get("high"), int | float)]
-        if lows and highs:
-            low, high = max(lows), min(highs)
-            why = "the range its outliers were proven against"
-            # A value outside that range the decision did not flag stays allowed: only proven outliers fail.
-            kept = _numbers_kept(b, name, {v for i in outliers for v in _bad_values(i)})
-            if kept:
-                low, high = min(low, min(kept)), max(high, max(kept))
-        else:
-            low, high = col.numeric.min, col.numeric.max
-            why = "the range the profile measured"
-        b.add("between", [name], why, [*outliers, *type_issues], low=low, high=high)
+        proven_integer = any(_stats(i).get("rule") == "integer_written" for i in type_issues)
+        b.add("number", [name], "a number in every row", type_issues, level="fail", integer=proven_integer)
+        if integer and not proven_integer:
+            b.add("number", [name], "whole numbers today", integer=True)
+        _ranges(b, col, b.of(name, "numeric_outlier"))
         return
 
     # Text columns: vocabulary, formats, whitespace, encoding.
@@ -292,12 +323,23 @@ def _column_checks(b: _Builder, col: ColumnProfile, dup_issues: list[Issue]) -> 
     bad = {v for i in value_issues for v in _bad_values(i)} | set(markers)
     values = _complete_values(col)
     if values is not None:
+        # The vocabulary seen today is a warning (next month may bring a new product); the values proven wrong
+        # are the failure, and are never listed as allowed.
         allowed = [v for v in values if v not in bad]
         targets = [t for i in value_issues for t in _canonical(i).values()]
         allowed += [t for t in dict.fromkeys(targets) if t not in allowed and t not in bad]
         hit = [i for i in [*value_issues, *disguised] if set(_bad_values(i) + _markers(i)) & set(values)]
         if allowed:
-            b.add("in_set", [name], f"its {len(allowed)} values", hit, values=allowed)
+            b.add(
+                "in_set",
+                [name],
+                f"its {len(allowed)} values today",
+                values=allowed,
+                mostly=1 - NEW_VALUES_SHARE,
+            )
+        wrong = sorted({v for i in hit for v in _bad_values(i) + _markers(i)} & set(values) - set(markers))
+        if wrong:
+            b.add("not_in_set", [name], "the values proven wrong", hit, values=wrong)
 
     dates = b.of(name, "format_violation")
     main = next((_stats(i).get("main_format") for i in dates if _stats(i).get("main_format")), None)
@@ -313,6 +355,7 @@ def _column_checks(b: _Builder, col: ColumnProfile, dup_issues: list[Issue]) -> 
                 [name],
                 f"dates written {fmt}",
                 [*date_issues, *impossible],
+                level="fail",  # the column's type
                 format=fmt,
                 parse_issues=[i.id for i in impossible],
             )
@@ -335,7 +378,7 @@ def _column_checks(b: _Builder, col: ColumnProfile, dup_issues: list[Issue]) -> 
             b.add(
                 "regex",
                 [name],
-                f"every value has the shape {shape!r}",
+                f"every value has the shape {shape!r} today",
                 regex=shape_regex([shape], words=False),
             )
 
@@ -345,6 +388,78 @@ def _column_checks(b: _Builder, col: ColumnProfile, dup_issues: list[Issue]) -> 
         from iterate.detect.text import MOJIBAKE
 
         b.add("not_regex", [name], "no garbled characters", [i], regex=_mojibake_python(MOJIBAKE))
+
+
+def tidy(value: float) -> float:
+    """`value` without binary noise (0.1 + 0.2 -> 0.3): 12 significant digits, as every export writes it."""
+    return float(f"{value:.12g}")
+
+
+def widened(low: float, high: float, integer: bool) -> tuple[float, float]:
+    """[low, high] widened by RANGE_MARGIN of its span (or of its larger end when flat), to round numbers
+    (two significant digits of the margin; whole numbers for an integer column), never across zero."""
+    margin = RANGE_MARGIN * ((high - low) or max(abs(low), abs(high), 1.0))
+    step = 10.0 ** (math.floor(math.log10(margin)) - 1)
+    if integer:
+        step = max(step, 1.0)
+    wide_low = tidy(math.floor((low - margin) / step) * step)
+    wide_high = tidy(math.ceil((high + margin) / step) * step)
+    if low >= 0 > wide_low:
+        wide_low = 0.0
+    if high <= 0 < wide_high:
+        wide_high = 0.0
+    return wide_low, wide_high
+
+
+def _ranges(b: _Builder, col: ColumnProfile, outliers: list[Issue]) -> None:
+    """A numeric column's ranges: a failure for no value as far out as the proven outliers (values beyond the
+    nearest of them on either side), and a warning outside the usual range, widened."""
+    assert col.numeric is not None
+    name, integer = col.name, col.semanticType == "integer"
+    bad = {v for i in outliers for v in _bad_values(i)}
+    kept = _numbers_kept(b, name, bad) if outliers else []
+    low, high = (min(kept), max(kept)) if kept else (col.numeric.min, col.numeric.max)
+    if outliers and kept:
+        values = sorted({float(v) for v in bad if re.fullmatch(rx.DECIMAL, v)})
+        below = [v for v in values if v < low]
+        above = [v for v in values if v > high]
+        if values and len(below) + len(above) == len(values):
+            # Strict bounds at the proven outliers nearest the kept values: they and anything further fail.
+            b.add(
+                "between",
+                [name],
+                "no value as far out as the outliers proven wrong",
+                outliers,
+                low=tidy(max(below)) if below else None,
+                high=tidy(min(above)) if above else None,
+                strict=True,
+            )
+    elif outliers:  # no data to tell them apart from the kept values: the range they were proven against
+        lows = [float(_stats(i)["low"]) for i in outliers if isinstance(_stats(i).get("low"), int | float)]
+        highs = [float(_stats(i)["high"]) for i in outliers if isinstance(_stats(i).get("high"), int | float)]
+        if lows and highs:
+            b.add(
+                "between",
+                [name],
+                "the range its outliers were proven against",
+                outliers,
+                low=tidy(max(lows)),
+                high=tidy(min(highs)),
+            )
+            return
+    wide_low, wide_high = widened(low, high, integer)
+    b.add(
+        "between",
+        [name],
+        f"within today's range {_num(low)} to {_num(high)}, widened",
+        low=wide_low,
+        high=wide_high,
+    )
+
+
+def _num(value: float) -> str:
+    text = f"{value:.12g}"
+    return text if "e" not in text else repr(tidy(value))
 
 
 def _numbers_kept(b: _Builder, name: str, bad: set[str]) -> list[float]:
