@@ -34,6 +34,15 @@ class NumericStats(Contract):
     histogram: Histogram | None = None
 
 
+class DateHistogram(Contract):
+    """Rows per equal-width span of time between robust bounds (0.5th and 99.5th percentiles); tails apart."""
+
+    edges: list[str] = Field(description="bin edges as ISO dates or date-times, len(counts) + 1")
+    counts: list[int]
+    below: int = Field(default=0, description="rows before the first edge")
+    above: int = Field(default=0, description="rows after the last edge")
+
+
 class DateStats(Contract):
     count: int
     min: str
@@ -42,6 +51,7 @@ class DateStats(Contract):
     median: str | None = None
     q1: str | None = None
     q3: str | None = None
+    histogram: DateHistogram | None = None
 
 
 class LengthStats(Contract):
@@ -83,6 +93,10 @@ class DuplicateStats(Contract):
     exactRows: int = Field(description="rows that repeat an earlier row exactly")
     exactGroups: int
     nearRows: int = Field(description="rows equal to another after normalising case, spaces and punctuation")
+    largestGroup: int = Field(default=0, description="rows in the largest group of identical rows (0: none)")
+    example: list[int] = Field(
+        default_factory=list, description="the first row that repeats an earlier one, then that earlier row"
+    )
 
 
 class FunctionalDependency(Contract):
@@ -107,6 +121,52 @@ class RowNumbering(Contract):
     )
 
 
+class MissingPattern(Contract):
+    columns: list[int] = Field(description="indexes of the columns missing together in these rows")
+    rows: int
+
+
+class MissingOverview(Contract):
+    """Where the table's missing cells are (blank, its null marker, or a placeholder such as `N/A` or -999):
+    the per-column counts are each column's `missing + disguisedMissing`."""
+
+    cells: int = Field(description="missing cells in the table")
+    rows: int = Field(description="rows with at least one missing cell")
+    patterns: list[MissingPattern] = Field(
+        default_factory=list,
+        description="the most frequent sets of columns missing together, most rows first",
+    )
+    patternCount: int = Field(default=0, description="distinct sets of missing columns among the rows")
+    bandRows: list[int] = Field(
+        default_factory=list, description="rows per band: the table cut into consecutive bands of rows"
+    )
+    bandColumns: list[int] = Field(
+        default_factory=list,
+        description="indexes of the columns with most missing cells (capped), file order",
+    )
+    bands: list[list[int]] = Field(
+        default_factory=list, description="per column of bandColumns: its missing cells in each band"
+    )
+
+
+class SampleRows(Contract):
+    """A few rows as the file holds them (values clipped), for a reader to see what the data looks like."""
+
+    rows: list[int] = Field(description="0-based data rows")
+    columns: list[int] = Field(description="indexes of the columns shown (the first ones when very wide)")
+    values: list[list[str]] = Field(description="per row, its values in those columns")
+
+
+class Association(Contract):
+    """Two columns whose values go together: Spearman's rank correlation between numeric columns, or
+    Cramér's V (bias-corrected) between columns of a few categories."""
+
+    columns: list[str] = Field(description="the two columns")
+    measure: Literal["spearman", "cramers_v"]
+    value: float = Field(description="-1..1 for spearman, 0..1 for cramers_v")
+    rows: int = Field(description="rows in which both columns hold a value")
+
+
 class DatasetProfile(Contract):
     schemaVersion: str = SCHEMA_VERSION
     name: str
@@ -120,3 +180,12 @@ class DatasetProfile(Contract):
     functionalDependencies: list[FunctionalDependency] = Field(default_factory=list)
     readNotes: list[str] = Field(default_factory=list, description="what the reader repaired or noticed")
     rowNumbering: RowNumbering | None = None
+    missingOverview: MissingOverview | None = None
+    sample: SampleRows | None = None
+    associations: list[Association] = Field(
+        default_factory=list,
+        description="the strong associations only, strongest first (see `associationsNote`)",
+    )
+    associationsNote: str | None = Field(
+        default=None, description="what was compared: measures, threshold, and the caps on columns and rows"
+    )

@@ -22,6 +22,7 @@ from iterate.contracts.profile import (
 from iterate.profile._bytes import normalized_hashes
 from iterate.profile.fd import CodedColumn, find_dependencies
 from iterate.profile.missing import choose_null_marker
+from iterate.profile.overview import associations, missing_overview, sample_rows
 from iterate.profile.sketch import ColumnSketch
 from iterate.profile.types import TypeInference
 from iterate.table import Table, wide
@@ -100,12 +101,28 @@ class DuplicateRows:
     exact: np.ndarray
     near: np.ndarray
     exact_groups: int
+    largest_group: int = 0
+    example: tuple[int, int] | None = None  # the first repeating row, and the earlier row it repeats
 
     @property
     def stats(self) -> DuplicateStats:
         return DuplicateStats(
-            exactRows=int(self.exact.sum()), exactGroups=self.exact_groups, nearRows=int(self.near.sum())
+            exactRows=int(self.exact.sum()),
+            exactGroups=self.exact_groups,
+            nearRows=int(self.near.sum()),
+            largestGroup=self.largest_group,
+            example=list(self.example) if self.example is not None else [],
         )
+
+
+def _largest_and_example(h: np.ndarray, exact: np.ndarray) -> tuple[int, tuple[int, int] | None]:
+    """Rows in the largest group of identical rows, and the first repeating row with the row it repeats."""
+    if not exact.any():
+        return 0, None
+    first = int(np.argmax(exact))
+    earlier = int(np.argmax(h[:first] == h[first]))
+    _, counts = np.unique(h[exact], return_counts=True)
+    return int(counts.max()) + 1, (first, earlier)  # (+1: a group's first row does not repeat another)
 
 
 def _canonical_codes(dictionary: pa.Array) -> np.ndarray | None:
@@ -126,6 +143,7 @@ def duplicate_rows(table: Table) -> DuplicateRows:
     mult = _random_odd(len(table.columns), seed=1)
     h_exact = linear_row_hash([c.codes for c in table.columns], mult)
     exact, groups = repeats_earlier(h_exact)
+    largest, example = _largest_and_example(h_exact, exact)
     # Near duplicates. The hash is linear, so a column whose normalisation merges some values is switched to
     # canonical codes by adding m × (canonical - code). Columns with very many values are first taken out:
     # rows that do not collide without them cannot be near duplicates, and only those rows need them.
@@ -142,7 +160,7 @@ def duplicate_rows(table: Table) -> DuplicateRows:
                 h_small += _u64(np.take(canon, c.codes) - c.codes) * m
     if not large:
         near, _ = repeats_earlier(h_small)
-        return DuplicateRows(exact, near & ~exact, groups)
+        return DuplicateRows(exact, near & ~exact, groups, largest, example)
     cand, _ = _repeated_rows(h_small)
     near = np.zeros(n, dtype=bool)
     if len(cand):
@@ -152,7 +170,7 @@ def duplicate_rows(table: Table) -> DuplicateRows:
             parts.append(np.take(normalized_hashes(pc.take(c.dictionary, pa.array(used))), inverse))
         h_cand = linear_row_hash(parts, _random_odd(len(parts), seed=3))
         near[cand], _ = repeats_earlier(h_cand)
-    return DuplicateRows(exact, near & ~exact, groups)
+    return DuplicateRows(exact, near & ~exact, groups, largest, example)
 
 
 def candidate_keys(
@@ -279,6 +297,7 @@ def profile_table_full(
         deps = find_dependencies(coded_columns(table, inferences), table.n_rows, mapper=pool.map)
         dups = dup_future.result()
     keys = candidate_keys(table, inferences, dups)
+    found, compared = associations(table, inferences)
     notes = [
         f"{p.kind}" + (f" at line {p.line}" if p.line is not None else "") + (f" ({p.column})" if p.column else "")
         + f": {p.detail}"
@@ -303,6 +322,10 @@ def profile_table_full(
         ],
         readNotes=notes,
         rowNumbering=row_numbering(table),
+        missingOverview=missing_overview(table, inferences),
+        sample=sample_rows(table),
+        associations=found,
+        associationsNote=compared,
     )
     return ProfileResult(profile, inferences, dups, sketches)
 

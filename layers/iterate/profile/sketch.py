@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -11,6 +13,7 @@ import pyarrow.compute as pc
 
 from iterate.contracts.profile import (
     ColumnProfile,
+    DateHistogram,
     DateStats,
     Histogram,
     LengthStats,
@@ -260,10 +263,9 @@ def _dates(inf: TypeInference, counts: np.ndarray, present: np.ndarray) -> DateS
         fmt = lambda x: str(x)[11:]  # noqa: E731
     formats = sorted(inf.date_formats.items(), key=lambda kv: (-kv[1], kv[0]))
     secs = d.astype(np.int64).astype(np.float64)
-    q1, median, q3 = (
-        np.datetime64(int(np.floor(q)), "s")
-        for q in weighted_quantiles(secs, counts[keep], [0.25, 0.5, 0.75])
-    )
+    quantiles = weighted_quantiles(secs, counts[keep], [0.25, 0.5, 0.75, 0.005, 0.995])
+    q1, median, q3 = (np.datetime64(int(np.floor(q)), "s") for q in quantiles[:3])
+    lo, hi = quantiles[3:]
     return DateStats(
         count=int(counts[keep].sum()),
         min=fmt(d.min()),
@@ -272,6 +274,38 @@ def _dates(inf: TypeInference, counts: np.ndarray, present: np.ndarray) -> DateS
         median=fmt(median),
         q1=fmt(q1),
         q3=fmt(q3),
+        histogram=_date_histogram(secs, counts[keep], lo, hi, whole_days=not with_time, fmt=fmt),
+    )
+
+
+DAY_S = 86_400
+
+
+def _date_histogram(
+    secs: np.ndarray, w: np.ndarray, lo: float, hi: float, *, whole_days: bool, fmt: Callable[[Any], str]
+) -> DateHistogram:
+    """Rows per span of time between the robust bounds: spans of whole days for dates (one day each when the
+    range is short, so no two edges read alike), equal spans for date-times."""
+    if whole_days:
+        start = np.floor(lo / DAY_S) * DAY_S
+        days = int(np.floor(hi / DAY_S) - start / DAY_S) + 1
+        step = int(np.ceil(days / HISTOGRAM_BINS)) * DAY_S
+        edges = start + step * np.arange(int(np.ceil(days * DAY_S / step)) + 1)
+    elif hi > lo:
+        edges = np.linspace(lo, hi, HISTOGRAM_BINS + 1)
+    else:
+        edges = np.array([lo, lo + 1.0])
+    inside = (
+        (secs >= edges[0]) & (secs <= edges[-1])
+        if not whole_days
+        else (secs >= edges[0]) & (secs < edges[-1])
+    )
+    hist, _ = np.histogram(secs[inside], bins=edges, weights=w[inside])
+    return DateHistogram(
+        edges=[fmt(np.datetime64(int(np.floor(e)), "s")) for e in edges],
+        counts=[int(c) for c in hist],
+        below=int(w[secs < edges[0]].sum()),
+        above=int(w[~inside & (secs >= edges[0])].sum()),
     )
 
 
