@@ -49,7 +49,9 @@ def test_counts_take_the_number_of_their_noun():
 def test_a_column_card_divides_missing_by_the_rows_of_the_table(build):
     # Given a mostly empty column: 32 values filled, 1,471 missing, in 1,503 rows
     analysis, profile, understanding = build(rows=1503, columns=3)
-    profile.columns[1] = profile.columns[1].model_copy(update={"count": 32, "missing": 1471})
+    profile.columns[1] = profile.columns[1].model_copy(
+        update={"count": 32, "missing": 1471, "disguisedMissing": 0}
+    )
     # When rendered
     text = card(render_html(analysis, profile, understanding), "col_1")
     # Then its missing share is of all rows (1,471 / 1,503), never of the filled values (1,471 / 32)
@@ -59,7 +61,9 @@ def test_a_column_card_divides_missing_by_the_rows_of_the_table(build):
 
 def test_a_single_missing_value_in_a_large_table_is_not_rounded_to_nothing(build):
     analysis, profile, understanding = build(rows=336_776, columns=3)
-    profile.columns[1] = profile.columns[1].model_copy(update={"count": 336_775, "missing": 1})
+    profile.columns[1] = profile.columns[1].model_copy(
+        update={"count": 336_775, "missing": 1, "disguisedMissing": 0}
+    )
     text = card(render_html(analysis, profile, understanding), "col_1")
     assert "1 (&lt;0.1%)" in text and ">99.9%" in text.replace("&gt;", ">")
 

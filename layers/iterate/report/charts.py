@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -13,6 +14,7 @@ __all__ = [
     "Bar",
     "HeatCell",
     "box_plot",
+    "breakable",
     "clip",
     "esc",
     "fmt_num",
@@ -29,6 +31,17 @@ BAR_COLOUR = "#5b7fa6"
 def esc(value: object) -> str:
     """HTML-escape anything, quotes included (safe in text, attributes and SVG)."""
     return escape(str(value), quote=True)
+
+
+_LONG_TOKEN = re.compile(r"[^\s<>]{16,}")
+_SOFT_BREAK = re.compile(r"(?<=\w)([@._])(?=\w)")
+
+
+def breakable(escaped: str) -> str:
+    """Escaped text with a soft break (`<wbr>`) before each `@`, `.` and `_` inside a long token, so that an
+    e-mail address or a dotted name that must wrap does so between its parts, not inside one. (Escaping
+    never writes `@`, `.` or `_`, so no break lands inside an entity.)"""
+    return _LONG_TOKEN.sub(lambda m: _SOFT_BREAK.sub(r"<wbr>\1", m.group()), escaped)
 
 
 def clip(text: str, limit: int) -> str:
@@ -65,7 +78,7 @@ def hbar_chart(bars: Sequence[Bar], *, label_chars: int = 40) -> str:
     for b in bars:
         tip = esc(clip(b.title or f"{b.label}: {fmt_num(b.value)}", 240))
         rows.append(
-            f'<span class="hb-l" title="{tip}">{esc(clip(b.label, label_chars))}</span>'
+            f'<span class="hb-l" title="{tip}">{breakable(esc(clip(b.label, label_chars)))}</span>'
             f'<span class="hb-t" title="{tip}"><i style="width:{_width(b.value, top)};background:{b.colour}">'
             f'</i></span><span class="hb-v">{esc(b.shown or fmt_num(b.value))}</span>'
         )
@@ -93,7 +106,7 @@ def stacked_severity_bars(rows: Sequence[tuple[str, dict[str, int]]], *, label_c
             if counts.get(s)
         )
         out.append(
-            f'<span class="hb-l" title="{tip}">{esc(clip(name, label_chars))}</span>'
+            f'<span class="hb-l" title="{tip}">{breakable(esc(clip(name, label_chars)))}</span>'
             f'<span class="hb-t stack" title="{tip}">{segments}</span><span class="hb-v">{total}</span>'
         )
     return f'<div class="hbars">{"".join(out)}</div>'
@@ -142,7 +155,7 @@ def heat_strip(cells: Sequence[HeatCell]) -> str:
                 else "no issue"
             )
         )
-        label = f"<span>{esc(clip(c.name, 28))}</span>" if named else ""
+        label = f"<span>{breakable(esc(clip(c.name, 28)))}</span>" if named else ""
         inner = f'<i style="background:{colour}"></i>{label}'
         cls = "hc" if named else "hc bare"
         if c.issues:
@@ -204,3 +217,63 @@ def box_plot(stats: NumericStats, *, width: int = 340, height: int = 56) -> str:
         f"<span>max {esc(fmt_num(hi))}</span></div>"
     )
     return f'<div class="boxplot">{"".join(out)}{axis}</div>'
+
+
+TAIL_COLOUR = "#b8c2cc"
+
+
+def histogram(
+    counts: Sequence[int],
+    *,
+    left: str,
+    right: str,
+    below: int = 0,
+    above: int = 0,
+    width: int = 340,
+    height: int = 60,
+) -> str:
+    """Rows per bin as bars in one SVG path (a few hundred bytes whatever the bins); the tails under the first
+    and over the last edge as grey bars apart at the ends. The drawing holds shapes only; `left` and `right`
+    (already escaped) are page text under it, so they keep their size on a phone."""
+    slots = [(c, BAR_COLOUR) for c in counts]
+    if below:
+        slots.insert(0, (below, TAIL_COLOUR))
+    if above:
+        slots.append((above, TAIL_COLOUR))
+    if not slots:
+        return ""
+    top = max(c for c, _ in slots) or 1
+    step = width / len(slots)
+    paths: dict[str, list[str]] = {BAR_COLOUR: [], TAIL_COLOUR: []}
+    for k, (c, colour) in enumerate(slots):
+        if c <= 0:
+            continue
+        h = max(1.0, (height - 1) * c / top)
+        paths[colour].append(f"M{k * step + 0.5:.1f} {height}v-{h:.1f}h{max(step - 1.5, 0.8):.1f}v{h:.1f}z")
+    body = "".join(f'<path d="{"".join(d)}" fill="{colour}"/>' for colour, d in paths.items() if d)
+    return (
+        f'<div class="hist"><svg viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'xmlns="http://www.w3.org/2000/svg" preserveAspectRatio="none">{body}</svg>'
+        f'<div class="axis"><span>{left}</span><span>{right}</span></div></div>'
+    )
+
+
+def band_strip(per_band: Sequence[int], band_rows: Sequence[int], colour: str = "#d64545") -> str:
+    """One column's missing cells along the file, band by band, as one CSS gradient: no mark where a band
+    has none, and four shades by the share of its rows (any missing cell shows)."""
+    stops = []
+    total = sum(band_rows) or 1
+    start = 0.0
+    runs: list[tuple[int, float, float]] = []  # (shade, from %, to %)
+    for missing, rows in zip(per_band, band_rows, strict=True):
+        end = start + 100 * rows / total
+        shade = 0 if missing <= 0 or rows <= 0 else min(4, int(-(-4 * missing // rows)))
+        if runs and runs[-1][0] == shade:
+            runs[-1] = (shade, runs[-1][1], end)
+        else:
+            runs.append((shade, start, end))
+        start = end
+    for shade, a, b in runs:
+        paint = _rgba(colour, 0.2 * shade + 0.2) if shade else "#eef1f4"
+        stops.append(f"{paint} {a:.1f}% {b:.1f}%")
+    return f'<span class="strip" style="background:linear-gradient(90deg,{",".join(stops)})"></span>'

@@ -65,6 +65,7 @@ class _Renderer(DataViews):
         mode = self.a.mode
         meta = [
             f"<div><span>Rows × columns</span> <b>{fmt_num(self.p.rowCount)} × {fmt_num(self.p.columnCount)}</b></div>",
+            f'<div><span>Missing cells</span> <a href="#missing"><b>{esc(self.missing_headline())}</b></a></div>',
             f'<div><span>Mode</span> <span class="badge mode-{esc(mode)}">{esc(mode)}</span></div>',
             f"<div><span>Completed</span> <b>{esc(clip(self.a.completedAt, 40))}</b></div>",
         ]
@@ -563,10 +564,11 @@ class _Renderer(DataViews):
             f"{self.header()}"
             '<nav class="toc"><div class="wrap" style="padding:9px 24px">'
             '<a href="#summary">Summary</a><a href="#issues">Issues</a><a href="#columns-heat">Issues per column</a>'
-            '<a href="#understanding">Dataset</a><a href="#profile">Column profiles</a>'
+            '<a href="#understanding">Dataset</a><a href="#data">The data at a glance</a>'
+            '<a href="#profile">Column profiles</a>'
             '<a href="#run">Run details</a></div></nav>'
             f'<main class="wrap">{self.notices()}{self.summary()}{self.issues_section()}{self.column_heat()}'
-            f"{self.understanding()}{self.profile_section()}{self.run_details()}</main>"
+            f"{self.understanding()}{self.data_section()}{self.profile_section()}{self.run_details()}</main>"
             f"{self.footer()}<script>{script}</script></body></html>\n"
         )
 

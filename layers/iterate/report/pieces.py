@@ -9,7 +9,7 @@ from importlib import resources
 
 from iterate.contracts import SEVERITY_RANK, AnalysisResult, DatasetProfile, DatasetUnderstanding, Issue
 from iterate.ranking import is_whole_row, issues_by_column
-from iterate.report.charts import clip, esc, fmt_num, fmt_share
+from iterate.report.charts import breakable, clip, esc, fmt_num, fmt_share
 from iterate.report.facts import singular_counts
 from iterate.visible import visible
 
@@ -75,6 +75,7 @@ class Pieces:
         # Whole-row issues (duplicates) touch every column alike: they are not counted against any one.
         self.by_column = issues_by_column(self.issues, profile.columnCount)
         self.whole_row = [i for i in self.issues if is_whole_row(i, profile.columnCount)]
+        self.profile_columns = {c.name: c for c in profile.columns}
 
     # ---- small pieces -------------------------------------------------------------------------------
     def text(self, value: object, limit: int | None = None) -> str:
@@ -106,7 +107,7 @@ class Pieces:
             parts.append(f'<span class="ws" title="whitespace">{esc(ws)}</span>')
             pos = m.end()
         parts.append(esc(visible(s[pos:])))
-        return f'<code class="val">{"".join(parts)}</code>'
+        return f'<code class="val">{breakable("".join(parts))}</code>'
 
     @staticmethod
     def _rows(issue: Issue) -> int:
