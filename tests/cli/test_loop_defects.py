@@ -365,3 +365,13 @@ def test_clearing_outliers_converges_the_blanks_are_the_fix_not_a_new_issue(tmp_
     profile, result = load_run(run)
     checks = [c for c in derive(profile, result, run).checks if c.kind == "not_null" and c.column == "ozone"]
     assert [(c.level, c.params.get("mostly")) for c in checks] == [("warn", 0.99)]
+
+
+def test_a_value_escaped_twice_is_repaired_to_plain_text_in_one_fix() -> None:
+    # Given an airport name escaped twice (nyc_airports: `Martha\\'s Vineyard`): the repair wrote
+    # `Martha\'s Vineyard`, still escaped, and the next run flagged it again
+    from iterate.detect.text import _unescape
+
+    # Then the repair decodes it until it is plain text
+    assert _unescape("Martha\\\\'s Vineyard") == "Martha's Vineyard"
+    assert _unescape("Pe\\u00f1a") == "Peña" and _unescape("Tom &amp; Jerry") == "Tom & Jerry"

@@ -67,6 +67,27 @@ def run(
 ) -> list[dict]:
     """Per file, {"results": {key: "pass" | "fail"}, "errors": [...]} from the real engine (one subprocess:
     importing GX takes seconds)."""
+    return _engine(
+        [
+            engine,
+            str(rules),
+            json.dumps([str(p) for p in csv_paths]),
+            json.dumps(null_values),
+            json.dumps(numeric),
+            table,
+        ]
+    )
+
+
+def run_batch(jobs: list[dict]) -> list[dict]:
+    """Each job ({engine, rules, csv, nulls, numeric, table}) run in one engine process, in order."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "jobs.json"
+        path.write_text(json.dumps(jobs), encoding="utf-8")
+        return _engine(["batch", str(path)])
+
+
+def _engine(args: list[str]) -> list[dict]:
     with tempfile.TemporaryDirectory() as home:
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -75,16 +96,7 @@ def run(
             "TQDM_DISABLE": "1",
         }
         proc = subprocess.run(
-            [
-                str(engine_python()),
-                str(HERE / "run_engine.py"),
-                engine,
-                str(rules),
-                json.dumps([str(p) for p in csv_paths]),
-                json.dumps(null_values),
-                json.dumps(numeric),
-                table,
-            ],
+            [str(engine_python()), str(HERE / "run_engine.py"), *args],
             capture_output=True,
             text=True,
             env=env,
@@ -92,7 +104,7 @@ def run(
             check=False,
         )
     if proc.returncode != 0:
-        raise RuntimeError(f"{engine} runner failed:\n{proc.stderr[-4000:]}")
+        raise RuntimeError(f"{args[0]} runner failed:\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 

@@ -68,6 +68,27 @@ def run_checks(
     return rendered.checks, outcomes, [e for r in results for e in r["errors"]]
 
 
+def export_job(
+    run_dir: Path, engine: str, csv: Path, workdir: Path, table: str = "t"
+) -> tuple[list[Check], dict]:
+    """The run's checks exported for `engine`, and the job that runs them on `csv` (engines.run_batch)."""
+    fmt = "gx" if engine == "gx" else "soda"
+    rules = rules_of(run_dir)
+    rendered = render(rules, fmt, table=table)
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / f"rules.{fmt}"
+    path.write_text(rendered.text, encoding="utf-8")
+    numeric = {c.name: kind for c in rules.columns if (kind := rules.numeric(c.name))}
+    job = {"engine": engine, "rules": str(path), "csv": str(csv), "nulls": rules.null_values}
+    return rendered.checks, job | {"numeric": numeric, "table": table}
+
+
+def outcome(engine: str, checks: list[Check], result: dict) -> dict[str, str]:
+    """{check id: pass | fail | warn | missing} from one engine result."""
+    got = result["results"]
+    return {c.id: got.get(c.id if engine == "gx" else soda_name(c), "missing") for c in checks}
+
+
 def matrix(
     fmt: str, run_dir: Path, dirty: Path, clean: Path, workdir: Path, engine: str | None = None
 ) -> tuple[list[Row], list[str]]:

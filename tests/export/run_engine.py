@@ -94,7 +94,26 @@ def run_soda(rules_path, header, rows, table, typed_from=None, nulls=()):
     return out, errors
 
 
+def batch(jobs_path):
+    """Many (engine, rules, file) jobs in one process: GX and Soda are imported once."""
+    with open(jobs_path, encoding="utf-8") as f:
+        jobs = json.load(f)
+    out = []
+    for job in jobs:
+        nulls = set(job["nulls"])
+        header, rows = read_rows(job["csv"], nulls)
+        if job["engine"] == "gx":
+            out.append({"results": run_gx(job["rules"], header, rows, job["numeric"]), "errors": []})
+        else:
+            typed = job["csv"] if job["engine"] == "soda-typed" else None
+            results, errors = run_soda(job["rules"], header, rows, job["table"], typed, sorted(nulls))
+            out.append({"results": results, "errors": errors})
+    print(json.dumps(out))
+
+
 def main():
+    if sys.argv[1] == "batch":
+        return batch(sys.argv[2])
     engine, rules_path, csv_paths, nulls, numeric, table = sys.argv[1:7]
     out = []
     for csv_path in json.loads(csv_paths):

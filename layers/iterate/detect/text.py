@@ -113,10 +113,17 @@ def detect_encoding(f: ColumnFacts) -> Finding | None:
 
 
 def _unescape(text: str) -> str:
-    out = html.unescape(text)
-    if "\\" in out:
-        with contextlib.suppress(UnicodeDecodeError, UnicodeEncodeError):
-            out = codecs.decode(out.encode("latin-1", "backslashreplace"), "unicode_escape")
+    """`text` decoded until it stops changing (at most 3 times): a value escaped twice (`Martha\\\\'s`) decodes
+    to the plain text, not to a value still escaped, which the fix would write and the next run flag again."""
+    out = text
+    for _ in range(3):
+        before = out
+        out = html.unescape(out)
+        if "\\" in out:
+            with contextlib.suppress(UnicodeDecodeError, UnicodeEncodeError):
+                out = codecs.decode(out.encode("latin-1", "backslashreplace"), "unicode_escape")
+        if out == before:
+            break
     return out
 
 
