@@ -4,8 +4,9 @@
 
 For each page and width it writes `<out>/<name>-<width>-<k>.png`, the whole page in tiles of at most 2,000 CSS
 pixels (every issue opened, so the evidence tables are in the picture), and prints what the layout check found:
-text cut off by its box or by the edge of its chart, text drawn smaller than 10 px, and a page wider than the
-screen. The exit code is 1 when anything was found, so the check can gate a change.
+text cut off by its box or by the edge of its chart, text drawn smaller than 10 px, a word broken across two
+lines although it fits its box whole, and a page wider than the screen. The exit code is 1 when anything was
+found, so the check can gate a change.
 
 Only the Python standard library: Chromium is driven over its DevTools protocol on a pipe
 (`--remote-debugging-pipe`), so neither a WebSocket client nor Selenium/Playwright is needed. Chromium comes
@@ -79,6 +80,43 @@ LAYOUT_CHECK = r"""
     const r = el.getBoundingClientRect();
     if (ownText && (r.right > W + 1 || r.left < -1) && !el.closest("pre")) say("text beyond the screen", el,
       Math.round(r.left) + ".." + Math.round(r.right) + " of " + W);
+  }
+  // A word split across two lines although it fits its block whole: a break between words was possible
+  // (or the box could grow). Words longer than their block may break: that is the last resort.
+  const blockOf = (el) => {
+    for (let b = el; b; b = b.parentElement) if (getComputedStyle(b).display !== "inline") return b;
+    return document.body;
+  };
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const el = node.parentElement;
+    if (!el || el.closest("pre, svg, script, style, title") || !visible(el)) continue;
+    const text = node.textContent;
+    const lines = (a, b) => {
+      const range = document.createRange();
+      range.setStart(node, a);
+      range.setEnd(node, b);
+      const rects = Array.from(range.getClientRects()).filter((r) => r.width > 0);
+      return [new Set(rects.map((r) => Math.round(r.top))).size, rects.reduce((sum, r) => sum + r.width, 0)];
+    };
+    const tokens = /\S{2,}/g;
+    for (let m = tokens.exec(text); m; m = tokens.exec(text)) {
+      const [n, wide] = lines(m.index, m.index + m[0].length);
+      if (n < 2) continue;
+      const block = blockOf(el);
+      const pad = parseFloat(getComputedStyle(block).paddingLeft) + parseFloat(getComputedStyle(block).paddingRight);
+      const room = block.clientWidth - pad;
+      if (wide > room - 1) continue;  // longer than its box: breaking it is the last resort
+      // Breaking after punctuation (a hyphen, a slash, an @ or a dot) is a break between parts; between two
+      // letters or digits it splits a word.
+      const parts = /[\p{L}\p{N}]+[^\p{L}\p{N}]*/gu;
+      for (let q = parts.exec(m[0]); q; q = parts.exec(m[0])) {
+        if (q[0].length > 1 && lines(m.index + q.index, m.index + q.index + q[0].length)[0] > 1) {
+          say("word broken inside", el, JSON.stringify(m[0].slice(0, 40)) + " " + Math.round(wide) + " px in " + Math.round(room));
+          break;
+        }
+      }
+    }
   }
   for (const svg of document.querySelectorAll("svg")) {
     if (!visible(svg)) continue;
