@@ -18,7 +18,7 @@ def test_columns_are_described_from_what_their_values_show():
     result = OfflineUnderstandingAgent().understand(profile)
     by_name = {c.name: c for c in result.columns}
     assert by_name["zip"].description == (
-        "Postal codes such as 10001, 94105, 60601; 36 distinct values, about 139 rows each; empty in <0.1% of rows."
+        "Postal codes such as 10001, 94105, 60601; 36 distinct values, about 139 rows each; missing in <0.1% of rows."
     )
     assert by_name["customer_email"].description.startswith("E-mail addresses such as customer_email-value-0")
     assert by_name["amount"].description.startswith("Decimal numbers from 1 to 9,999 (median 99)")

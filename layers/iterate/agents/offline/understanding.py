@@ -41,16 +41,16 @@ def words(name: str) -> list[str]:
 
 def describe_column(col: ColumnProfile, profile: DatasetProfile | None = None) -> str:
     """One sentence of what the column holds, every fact from its profile: the kind of values, their range or
-    examples, how many distinct values and how many rows each, and how often it is empty."""
+    examples, how many distinct values and how many rows each, and how often it is missing (blank or a placeholder), as the report counts it."""
     rows = profile.rowCount if profile is not None else col.count + col.missing
     kind = KIND.get(col.semanticType, "Values")
     if col.semanticType == "empty" or col.count == 0:
-        return f"No values at all: empty in every one of {fmt_num(rows)} rows."
+        return f"No values at all: missing in every one of {fmt_num(rows)} rows."
     spread = _spread(col)
     parts = [spread[:1].upper() + spread[1:]] if col.distinct <= 1 else [kind + _detail(col), spread]
     gaps = col.missing + col.disguisedMissing
     if gaps:
-        parts.append(f"empty in {fmt_share(gaps, rows)} of rows")
+        parts.append(f"missing in {fmt_share(gaps, rows)} of rows")
     return "; ".join(p for p in parts if p) + "."
 
 
