@@ -25,6 +25,7 @@ SUBCOMMANDS = (
     "iterate.cli.export_cmd",
     "iterate.cli.fix_cmd",
     "iterate.cli.accept_cmd",
+    "iterate.cli.delete_cmd",
 )
 
 

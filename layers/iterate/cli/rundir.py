@@ -36,6 +36,11 @@ OWNED_DIRS = ("scripts", "investigations", "steps", "followups", INPUT_DIR := "i
 _STAGING = re.compile(r"^\..+\.tmp\d+-\d+$")
 
 
+def is_staging(name: str) -> bool:
+    """A staging file the local store left behind when a run was killed: the run's too."""
+    return bool(_STAGING.match(name))
+
+
 class RunDirError(Exception):
     """The directory cannot take this run: one line saying why and what to do (exit code 2)."""
 
