@@ -290,6 +290,28 @@ class ReportOutput(Contract):
     severityCounts: dict[str, int]
 
 
+# RecordFailure's metrics (Powertools EMF: namespace, the `service` dimension). A run that failed on its input
+# or by its owner's hand counts as the user's; any other failure as the system's, which the run-failure alarm
+# watches (infra/constructs/monitoring.py). Routed by error class name, never by message text.
+METRICS_NAMESPACE = "Iterate"
+METRICS_SERVICE = "iterate"
+USER_FAILURE_METRIC = "RunsFailedUser"
+SYSTEM_FAILURE_METRIC = "RunsFailedSystem"
+USER_ERRORS = frozenset(
+    {
+        "DatasetReadError",  # the file cannot be read as a table, or is over a size/shape limit
+        "InvalidUploadKeyError",  # an object outside uploads/<owner>/<dataset>/<file>
+        "DatasetNotFoundError",  # a schedule or API start for a dataset with no upload (or deleted)
+        "RunCancelledError",  # the owner cancelled it
+    }
+)
+
+
+def failure_metric(error: str) -> str:
+    """The metric a failed run with this error class counts in: the user's or the system's."""
+    return USER_FAILURE_METRIC if error in USER_ERRORS else SYSTEM_FAILURE_METRIC
+
+
 class StateError(Contract):
     Error: str
     Cause: str | None = None

@@ -50,6 +50,7 @@ from iterate.aws.payloads import (
     StepInput,
     StepOutput,
     artifacts_prefix,
+    failure_metric,
     parse_upload_key,
     run_id_for_object,
 )
@@ -893,6 +894,12 @@ def _reason(error: StateError, state: dict[str, Any] | None = None) -> str:
     return _failure_text(SandboxFailure(Error=error.Error, Cause=error.Cause))
 
 
+def _count_failure(error: str) -> None:
+    """RunsFailed, and the user's or the system's share of it (only the system's alarms)."""
+    metrics.add_metric(name="RunsFailed", unit="Count", value=1)
+    metrics.add_metric(name=failure_metric(error), unit="Count", value=1)
+
+
 @tracer.capture_method(capture_response=False)
 def record_failure(payload: FailureInput, deps: AwsDeps, *, execution_id: str) -> FailureOutput:
     """Mark the run FAILED with the caught error's class and message, and announce it. Uploads are untouched."""
@@ -906,7 +913,7 @@ def record_failure(payload: FailureInput, deps: AwsDeps, *, execution_id: str) -
     except (ValidationError, ValueError, DatasetNotFoundError) as exc:
         # The input itself could not be attributed to an owner: nothing to mark, but say why in the logs.
         logger.error("failure without an attributable run", error=error.Error, reason=reason, detail=str(exc))
-        metrics.add_metric(name="RunsFailed", unit="Count", value=1)
+        _count_failure(error.Error)
         return FailureOutput(runId=None, status="FAILED", error=error.Error, reason=reason)
     logger.append_keys(run_id=run.runId, dataset_id=run.datasetId, owner=run.owner)
     repo = repository(deps, run.owner)
@@ -933,7 +940,7 @@ def record_failure(payload: FailureInput, deps: AwsDeps, *, execution_id: str) -
         repo.transition(run.runId, from_status=existing["status"], to_status="FAILED", **fields)
     repo.release_run_slot(run.runId)
     logger.error("run failed", error=error.Error, reason=reason)
-    metrics.add_metric(name="RunsFailed", unit="Count", value=1)
+    _count_failure(error.Error)
     publish_completion(
         deps,
         {
