@@ -30,9 +30,13 @@ TABLE_ACCESS: dict[str, frozenset[str]] = {
     "report": frozenset({"GetItem", "PutItem", "UpdateItem", "BatchWriteItem", "Query"}),
     "record_failure": frozenset({"GetItem", "PutItem", "UpdateItem"}),
     "followup": frozenset({"GetItem", "PutItem", "UpdateItem", "Query"}),
-    # The run and its follow-ups (Query), the version and the run started on it; a run refused by the owner's
-    # limit is deleted.
-    "fix": frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query"}),
-    # Schedules, idempotency keys and runs refused before they started are deleted.
-    "api": frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Query:GSI1"}),
+    # The fix route: the run and its follow-ups (Query), the fix job it records and reads back.
+    "fix": frozenset({"GetItem", "PutItem", "UpdateItem", "Query"}),
+    # The fix worker: the job, the run and its follow-ups (Query), the version and the run started on it.
+    "fix_worker": frozenset({"GetItem", "PutItem", "UpdateItem", "Query"}),
+    # Schedules, idempotency keys and runs refused before they started are deleted; DELETE /datasets/{id}
+    # removes a dataset's items in batches (BatchWriteItem) after finding them (Query, Query:GSI1).
+    "api": frozenset(
+        {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "Query", "Query:GSI1"}
+    ),
 }

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import CfnOutput, RemovalPolicy, SecretValue, Stack
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, SecretValue, Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
@@ -20,9 +21,10 @@ from infra.constructs.monitoring import MonitoringConstruct
 from infra.constructs.network import SandboxNetworkConstruct
 from infra.constructs.orchestration import OrchestrationConstruct
 from infra.constructs.storage import ARTIFACTS, StorageConstruct
-from infra.constructs.triggers import TriggersConstruct
+from infra.constructs.triggers import TriggersConstruct, dead_letter_queue
 from infra.nag import acknowledge, acknowledge_wildcard
 from infra.runtime import CHUNK_CONCURRENCY
+from iterate.api.fix_routes import FIX_EVENT_MAX_AGE_S
 from iterate.aws.schedules import DEFAULT_MIN_SCHEDULE_MINUTES, SCHEDULE_FLOOR_MINUTES
 from iterate.aws.secrets import SECRET_PLACEHOLDER
 
@@ -179,7 +181,20 @@ class IterateStack(Stack):
             "Monitoring",
             state_machine=state_machine,
             investigations_arn=self.orchestration.investigations_arn,
-            dlq=self.triggers.dlq,
+            dlqs={
+                "UploadEventsUndelivered": (
+                    self.triggers.dlq,
+                    "Uploads whose event could not start a run (EventBridge gave up): replay them from the DLQ",
+                ),
+                "ScheduledRunsUndelivered": (
+                    self.triggers.schedule_dlq,
+                    "Scheduled re-analyses the scheduler could not start after its retries",
+                ),
+                "FixJobsFailed": (
+                    self.fix_dlq,
+                    "Fix jobs whose worker failed on an internal error or whose event expired",
+                ),
+            },
             functions=dict(fns),
             api=self.api.api,
             table=self.storage.table,
@@ -200,16 +215,13 @@ class IterateStack(Stack):
             "AlarmTopicArn": self.monitoring.topic.topic_arn,
             "RegressionTopicArn": self.alerts.topic.topic_arn,
             "ScheduleDlqUrl": self.triggers.schedule_dlq.queue_url,
+            "FixJobsDlqUrl": self.fix_dlq.queue_url,
         }.items():
             CfnOutput(self, name, value=value)
 
     def _wire_api_function(self, config: StackConfig) -> None:
         """The API starts/cancels runs and manages per-dataset schedules; the fix route starts runs too."""
-        fix_fn = self.functions.functions["fix"]
-        fix_fn.add_environment(
-            "ITERATE_STATE_MACHINE_ARN", self.orchestration.state_machine.state_machine_arn
-        )
-        self.orchestration.state_machine.grant_start_execution(self.functions.roles["fix"])
+        self._wire_fix_worker()
         api_fn = self.functions.functions["api"]
         api_role = self.functions.roles["api"]
         sm = self.orchestration.state_machine
@@ -248,6 +260,26 @@ class IterateStack(Stack):
             "One schedule per dataset, named at run time; limited to Iterate's own schedule group.",
         )
         triggers.scheduler_role.grant_pass_role(api_role)
+
+    def _wire_fix_worker(self) -> None:
+        """The fix route invokes the fix worker asynchronously (never retried: a retry would write a second
+        version); a failed or expired invocation lands in the fix jobs' DLQ, which has its alarm."""
+        fns, roles = self.functions.functions, self.functions.roles
+        worker = fns["fix_worker"]
+        self.fix_dlq = dead_letter_queue(self, "FixJobsDlq", "the fix worker's asynchronous invocations")
+        worker.configure_async_invoke(
+            retry_attempts=0,
+            max_event_age=Duration.seconds(FIX_EVENT_MAX_AGE_S),
+            on_failure=destinations.SqsDestination(self.fix_dlq),
+        )
+        fns["fix"].add_environment("ITERATE_FIX_WORKER_FUNCTION", worker.function_name)
+        # The function itself, not `<arn>:*` (grant_invoke's): the route invokes no version or alias.
+        roles["fix"].add_to_policy(
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[worker.function_arn])
+        )
+        sm = self.orchestration.state_machine
+        worker.add_environment("ITERATE_STATE_MACHINE_ARN", sm.state_machine_arn)
+        sm.grant_start_execution(roles["fix_worker"])
 
 
 def _retention(days: int) -> logs.RetentionDays:

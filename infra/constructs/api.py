@@ -27,7 +27,7 @@ class Route:
 
     path: str
     method: str
-    function: str  # "api", "followup" or "fix"
+    function: str  # "api", "followup" or "fix" (its fix jobs' status too)
     path_params: tuple[str, ...]
     query_params: tuple[tuple[str, bool], ...]
     header_params: tuple[tuple[str, bool], ...]
@@ -40,7 +40,7 @@ def _function_for(path: str) -> str:
     # layer, and the only right to write versions/); everything else is "api".
     if path.endswith("/followup"):
         return "followup"
-    return "fix" if path.endswith("/fixes") else "api"
+    return "fix" if path.endswith("/fixes") or "/fixes/" in path else "api"
 
 
 def load_routes(openapi_path: Path) -> tuple[Route, ...]:

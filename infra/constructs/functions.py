@@ -19,6 +19,7 @@ from infra.constructs.network import SandboxNetworkConstruct
 from infra.constructs.storage import ARTIFACTS, CHUNKS, LIBRARY, UPLOADS, VERSIONS, StorageConstruct
 from infra.nag import acknowledge, acknowledge_wildcard
 from infra.runtime import SANDBOX_INLINE_RESULT_BYTES, SANDBOX_MAX_OUTPUT_BYTES, TABLE_ACCESS
+from iterate.api.fix_routes import FIX_WORKER_TIMEOUT_S
 from iterate.storage.dynamo import GSI1
 
 HANDLER = "handler.lambda_handler"
@@ -42,6 +43,8 @@ class FunctionSpec:
     timeout_s: int
     s3_read: tuple[str, ...] = ()
     s3_write: tuple[str, ...] = ()
+    # Deletes every version of objects under these prefixes (DELETE /datasets/{id}): it lists versions there.
+    s3_delete: tuple[str, ...] = ()
     tagged_writes: bool = False  # its PUTs carry object tags (a lifecycle rule expires them by tag)
     llm: bool = False  # may read the Anthropic key secret
     events: bool = False  # puts the run-completion event on the default bus
@@ -179,17 +182,29 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         llm=True,
         in_state_machine=False,
     ),
-    # POST /runs/{id}/fixes: reads a finished run's input (an upload or an earlier version) and its evidence,
-    # writes the new version: the only writer of versions/. No LLM: answers are mapped by the offline agent.
+    # POST /runs/{id}/fixes and GET …/fixes/{fixId}: checks a fix against the run's analysis.json, records the
+    # job and invokes the fix worker asynchronously (the data work never runs inside API Gateway's 29 s).
     FunctionSpec(
         "fix",
-        "Applies a run's chosen fixes to its input as a new dataset version (API route) and starts a run on it",
+        "Checks and records a fix job of a finished run (API route), invokes the fix worker, reports its status",
+        ("data", *PIPELINE),  # iterate.fix (which chooses the fixes) imports pyarrow
+        memory_mb=1024,
+        timeout_s=API_TIMEOUT_S,
+        s3_read=(ARTIFACTS,),  # the run's analysis.json
+        in_state_machine=False,
+    ),
+    # Invoked asynchronously by the fix route: reads a finished run's input (an upload or an earlier version)
+    # and its evidence, writes the new version: the only writer of versions/. No LLM: answers are mapped by the
+    # offline agent. No retries (a retry would write a second version); a failed invocation goes to its DLQ.
+    FunctionSpec(
+        "fix_worker",
+        "Applies a fix job's fixes to a run's input as a new dataset version and starts a run on it",
         ("data", *PIPELINE),
         memory_mb=2048,
-        timeout_s=API_TIMEOUT_S,
+        timeout_s=FIX_WORKER_TIMEOUT_S,
         s3_read=(UPLOADS, ARTIFACTS, VERSIONS),
         s3_write=(VERSIONS,),
-        ephemeral_mb=2048,  # the input and the version are written to /tmp
+        ephemeral_mb=4096,  # the input and the version are written to /tmp
         in_state_machine=False,
     ),
     FunctionSpec(
@@ -200,6 +215,7 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         timeout_s=API_TIMEOUT_S,
         s3_read=(ARTIFACTS,),  # presigned report links
         s3_write=(UPLOADS,),  # presigned upload URLs: the only writer of uploads/ is the caller's PUT
+        s3_delete=(UPLOADS, ARTIFACTS, VERSIONS, LIBRARY),  # DELETE /datasets/{id}: all a dataset stored
         in_state_machine=False,
     ),
 )
@@ -273,7 +289,7 @@ class FunctionsConstruct(Construct):
                 env["ITERATE_ANTHROPIC_SECRET_ARN"] = anthropic_secret.secret_arn
             if spec.events:
                 env["ITERATE_EVENT_BUS"] = "default"
-            if spec.name in ("api", "profile", "fix"):  # the ones that start runs count them per owner
+            if spec.name in ("api", "profile", "fix_worker"):  # the ones that start runs count them per owner
                 env["ITERATE_MAX_CONCURRENT_RUNS"] = str(max_concurrent_runs)
             if spec.sandbox or spec.name == "investigate":
                 env["ITERATE_SANDBOX_TIMEOUT_S"] = str(sandbox_code_timeout_s)
@@ -408,6 +424,21 @@ class FunctionsConstruct(Construct):
         for prefix in spec.s3_write:
             actions = ["s3:PutObject", "s3:PutObjectTagging"] if spec.tagged_writes else ["s3:PutObject"]
             role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[storage.objects(prefix)]))
+        for prefix in spec.s3_delete:
+            # The bucket is versioned: a dataset is gone only when every version and delete marker is.
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["s3:DeleteObject", "s3:DeleteObjectVersion"], resources=[storage.objects(prefix)]
+                )
+            )
+        if spec.s3_delete:
+            role.add_to_policy(
+                iam.PolicyStatement(
+                    actions=["s3:ListBucketVersions"],
+                    resources=[storage.bucket.bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in spec.s3_delete]}},
+                )
+            )
         item_actions = sorted(a for a in spec.table_access if not a.startswith("Query"))
         if item_actions:
             role.add_to_policy(
@@ -428,12 +459,12 @@ class FunctionsConstruct(Construct):
     def _acknowledge(
         spec: FunctionSpec, role: iam.Role, fn: lambda_.Function, storage: StorageConstruct
     ) -> None:
-        for prefix in sorted({*spec.s3_read, *spec.s3_write}):
+        for prefix in sorted({*spec.s3_read, *spec.s3_write, *spec.s3_delete}):
             acknowledge_wildcard(
                 role,
                 storage.objects(prefix),
                 f"Objects under {prefix} are keyed by owner/dataset/run, known only at run time; the grant "
-                "is limited to that prefix and to object-level get/put actions.",
+                "is limited to that prefix and to object-level get/put (and, for the API, delete) actions.",
             )
         if not spec.sandbox:
             acknowledge(

@@ -16,6 +16,13 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from iterate.aws.payloads import (
+    METRICS_NAMESPACE,
+    METRICS_SERVICE,
+    SYSTEM_FAILURE_METRIC,
+    USER_FAILURE_METRIC,
+)
+
 # The operations the functions call (iterate.storage.dynamo): the table's error metrics are per operation.
 TABLE_OPERATIONS = (
     dynamodb.Operation.GET_ITEM,
@@ -52,6 +59,17 @@ def encrypted_topic(
     return sns.Topic(scope, name, display_name=display_name, master_key=key, enforce_ssl=True)
 
 
+def run_failure_metric(name: str, period: Duration) -> cw.Metric:
+    """A RecordFailure count (iterate.aws.steps.record_failure), as Powertools publishes it."""
+    return cw.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": METRICS_SERVICE},
+        statistic="Sum",
+        period=period,
+    )
+
+
 class MonitoringConstruct(Construct):
     """Every alarm notifies `self.topic` (alarm and back to OK); an e-mail subscription when one is given."""
 
@@ -62,7 +80,7 @@ class MonitoringConstruct(Construct):
         *,
         state_machine: sfn.IStateMachine,
         investigations_arn: str,
-        dlq: sqs.IQueue,
+        dlqs: dict[str, tuple[sqs.IQueue, str]],
         functions: dict[str, lambda_.IFunction],
         api: apigw.RestApi,
         table: dynamodb.ITable,
@@ -105,12 +123,22 @@ class MonitoringConstruct(Construct):
             created.add_ok_action(cw_actions.SnsAction(self.topic))
             self.alarms.append(created)
 
-        # Runs
+        # Runs. A run that fails on its input (a bad file, a key outside uploads/<owner>/<dataset>/, a dataset
+        # with no upload, a cancel) is the user's: RecordFailure counts it as RunsFailedUser, and the alarm
+        # watches every other failed execution, those that never reached RecordFailure included.
+        failed = state_machine.metric_failed(period=period, statistic="Sum")
+        user_failed = run_failure_metric(USER_FAILURE_METRIC, period)
         alarm(
             "RunsFailed",
-            state_machine.metric_failed(period=period),
+            cw.MathExpression(
+                expression="FILL(failed, 0) - FILL(user, 0)",
+                using_metrics={"failed": failed, "user": user_failed},
+                label="Runs failed on a system error",
+                period=period,
+            ),
             threshold=1,
-            description="An analysis run failed (see RecordFailure's reason in the run record)",
+            description="An analysis run failed on a system error, not on its input: see its record's error "
+            "and reason (GET /runs/{id}), and the step function's errors",
         )
         alarm(
             "RunsTimedOut",
@@ -138,12 +166,14 @@ class MonitoringConstruct(Construct):
             threshold=3,
             description="Investigations of the Map (child executions) failed: see the investigate function's errors",
         )
-        alarm(
-            "UploadEventsUndelivered",
-            dlq.metric_approximate_number_of_messages_visible(period=period),
-            threshold=1,
-            description="Uploads whose event could not start a run: replay them from the DLQ",
-        )
+        # Dead-letter queues: whatever lands in one was not done and waits for a person.
+        for name, (queue, description) in dlqs.items():
+            alarm(
+                name,
+                queue.metric_approximate_number_of_messages_visible(period=period, statistic="Maximum"),
+                threshold=1,
+                description=description,
+            )
         # Functions
         for name, fn in functions.items():
             pascal = name.title().replace("_", "")
@@ -209,6 +239,10 @@ class MonitoringConstruct(Construct):
                     state_machine.metric_started(period=period),
                     state_machine.metric_succeeded(period=period),
                     state_machine.metric_failed(period=period),
+                ],
+                right=[
+                    run_failure_metric(USER_FAILURE_METRIC, period),
+                    run_failure_metric(SYSTEM_FAILURE_METRIC, period),
                 ],
             ),
             cw.GraphWidget(

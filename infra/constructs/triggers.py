@@ -42,6 +42,19 @@ def upload_event_input() -> events.RuleTargetInput:
     )
 
 
+def dead_letter_queue(scope: Construct, construct_id: str, of: str) -> sqs.Queue:
+    """An encrypted, TLS-only queue keeping what could not be delivered for 14 days (each one has an alarm)."""
+    queue = sqs.Queue(
+        scope,
+        construct_id,
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        retention_period=Duration.days(14),
+    )
+    acknowledge(queue, "AwsSolutions-SQS3", f"This queue is itself the dead-letter queue of {of}.")
+    return queue
+
+
 class TriggersConstruct(Construct):
     """EventBridge rule → state machine (no glue Lambda), its DLQ, and the Scheduler group and role."""
 
@@ -55,7 +68,7 @@ class TriggersConstruct(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         # Events EventBridge could not deliver to Step Functions (throttling, permissions) land here.
-        self.dlq = self._dead_letter_queue("UploadEventsDlq", "the upload rule's target")
+        self.dlq = dead_letter_queue(self, "UploadEventsDlq", "the upload rule's target")
         self.upload_rule = events.Rule(
             self,
             "UploadCreated",
@@ -92,20 +105,8 @@ class TriggersConstruct(Construct):
         )
         state_machine.grant_start_execution(self.scheduler_role)
         # A scheduled re-analysis the scheduler could not start (after its retries) lands here, not nowhere.
-        self.schedule_dlq = self._dead_letter_queue("ScheduleDlq", "the per-dataset schedules")
+        self.schedule_dlq = dead_letter_queue(self, "ScheduleDlq", "the per-dataset schedules")
         self.schedule_dlq.grant_send_messages(self.scheduler_role)
-
-    def _dead_letter_queue(self, construct_id: str, of: str) -> sqs.Queue:
-        """An encrypted, TLS-only queue keeping what could not be delivered for 14 days."""
-        queue = sqs.Queue(
-            self,
-            construct_id,
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-        )
-        acknowledge(queue, "AwsSolutions-SQS3", f"This queue is itself the dead-letter queue of {of}.")
-        return queue
 
     def schedule_arn_pattern(self) -> str:
         """Every schedule in the group (schedules are named per dataset at run time)."""

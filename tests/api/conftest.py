@@ -61,7 +61,7 @@ def call(world: dict[str, Any]) -> Call:
     def _call(
         method: str, path: str, owner: str | None = "alice", body: Any = None, **kw: Any
     ) -> tuple[int, Any]:
-        name = "followup" if path.endswith("/followup") else "fix" if path.endswith("/fixes") else "api"
+        name = "followup" if path.endswith("/followup") else "fix" if "/fixes" in path else "api"
         response = load_handler(name).lambda_handler(
             api_event(method, path, owner=owner, body=body, **kw), FakeContext(f"iterate-{name}")
         )

@@ -79,6 +79,7 @@ def base_env(monkeypatch: Any, **extra: str) -> None:
         "ITERATE_BUCKET": BUCKET,
         "ITERATE_TABLE": TABLE,
         "ITERATE_EVENT_BUS": "default",
+        "ITERATE_FIX_WORKER_FUNCTION": "iterate-fix_worker",  # the fix route invokes it (route_lambdas runs it)
         "POWERTOOLS_SERVICE_NAME": "iterate",
         "POWERTOOLS_METRICS_NAMESPACE": "Iterate",
         "POWERTOOLS_TRACE_DISABLED": "true",
@@ -101,7 +102,7 @@ def reset_caches() -> None:
     clients.reset()
     get_aws_config.cache_clear()
     get_settings.cache_clear()
-    for name in (*FUNCTIONS, "api", "followup"):
+    for name in (*FUNCTIONS, "api", "followup", "fix", "fix_worker"):
         module = sys.modules.get(f"iterate_fn_{name}")
         for cached in ("_deps", "_limits"):  # the sandbox's limits come from the settings too
             factory = getattr(module, cached, None)

@@ -10,7 +10,10 @@ import pytest
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
-MINE = ("profile", "understand", "analyze", "investigate", "report", "record_failure", "api", "followup")
+MINE = (
+    "profile", "understand", "analyze", "investigate", "report", "record_failure", "api", "followup", "fix",
+    "fix_worker",
+)  # fmt: skip
 ALLOWED_ROOTS = {"__future__", "functools", "typing", "iterate", "aws_lambda_powertools", "pydantic"}
 
 

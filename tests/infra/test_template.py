@@ -141,7 +141,9 @@ def test_state_machine_role_can_invoke_exactly_the_pipeline_functions(synth: Syn
     for s in synth.statements_of_role(role):
         if "lambda:InvokeFunction" in actions_of(s):
             invoked |= _refs(s["Resource"])
-    pipeline = {synth.function_id(n) for n in _function_names() if n not in {"api", "followup", "fix"}}
+    pipeline = {
+        synth.function_id(n) for n in _function_names() if n not in {"api", "followup", "fix", "fix_worker"}
+    }
     assert invoked == pipeline
 
 
@@ -264,6 +266,7 @@ def test_api_has_every_route_of_the_issue_with_body_models(synth: Synth) -> None
         ("POST", "/runs/{run_id}/fixes"), ("GET", "/datasets/{dataset_id}/versions"),
         ("GET", "/datasets/{dataset_id}/history"), ("POST", "/datasets/{dataset_id}/accepted"),
         ("GET", "/datasets/{dataset_id}/accepted"), ("DELETE", "/datasets/{dataset_id}/accepted/{acceptance_id}"),
+        ("DELETE", "/datasets/{dataset_id}"), ("GET", "/runs/{run_id}/fixes/{fix_id}"),
     }  # fmt: skip
     paths = _api_paths(synth)
     methods = {
@@ -291,6 +294,11 @@ def test_api_has_every_route_of_the_issue_with_body_models(synth: Synth) -> None
     assert synth.function_id("api") in _refs(methods[("GET", "/runs/{run_id}")]["Integration"]["Uri"])
     fixes = methods[("POST", "/runs/{run_id}/fixes")]["Integration"]["Uri"]
     assert synth.function_id("fix") in _refs(fixes)
+    fix_status = methods[("GET", "/runs/{run_id}/fixes/{fix_id}")]["Integration"]["Uri"]
+    assert synth.function_id("fix") in _refs(fix_status)
+    assert synth.function_id("api") in _refs(
+        methods[("DELETE", "/datasets/{dataset_id}")]["Integration"]["Uri"]
+    )
 
 
 def test_bucket_is_encrypted_versioned_private_tls_only_and_has_lifecycle_rules(synth: Synth) -> None:
@@ -315,15 +323,40 @@ def test_bucket_is_encrypted_versioned_private_tls_only_and_has_lifecycle_rules(
         ), bucket_id
 
 
-def test_no_function_but_the_api_may_write_uploads_and_none_may_delete(synth: Synth) -> None:
+def test_no_function_but_the_api_may_write_uploads_and_only_the_api_deletes_a_datasets_objects(
+    synth: Synth,
+) -> None:
     writers = set()
+    deletes: dict[str, list[str]] = {}
     for name in _function_names():
         for s in synth.statements_of_role(synth.role_of(synth.function_id(name))):
             acts = actions_of(s)
-            assert not [a for a in acts if a.startswith("s3:Delete") or a in {"s3:*", "*"}], name
+            assert not [a for a in acts if a in {"s3:*", "*"}], name
+            if [a for a in acts if a.startswith("s3:Delete") or a == "s3:ListBucketVersions"]:
+                deletes.setdefault(name, []).append(json.dumps(s))
             if "s3:PutObject" in acts and "/uploads/" in json.dumps(s["Resource"]):
                 writers.add(name)
     assert writers == {"api"}  # it presigns the caller's upload; the pipeline never rewrites an input
+    # And only the API (DELETE /datasets/{id}) deletes, every version, under exactly the prefixes a dataset
+    # stores under, and lists versions only there: what tests/api/test_delete_dataset.py sees it call
+    assert set(deletes) == {"api"}
+    api = [
+        s
+        for s in synth.statements_of_role(synth.role_of(synth.function_id("api")))
+        if any(a.startswith("s3:Delete") or a == "s3:ListBucketVersions" for a in actions_of(s))
+    ]
+    removed = set()
+    for s in api:
+        resources = s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]
+        for action in (a for a in actions_of(s) if a.startswith("s3:Delete")):
+            removed |= {(action, json.dumps(r).split("/")[-2]) for r in resources}
+    prefixes = ("uploads", "artifacts", "versions", "library")
+    assert removed == {(a, p) for a in ("s3:DeleteObject", "s3:DeleteObjectVersion") for p in prefixes}
+    (listing,) = [s for s in api if "s3:ListBucketVersions" in actions_of(s)]
+    assert actions_of(listing) == ["s3:ListBucketVersions"]
+    assert listing["Condition"] == {
+        "StringLike": {"s3:prefix": ["uploads/*", "artifacts/*", "versions/*", "library/*"]}
+    }
 
 
 def test_only_investigate_reads_and_only_report_writes_the_script_library(synth: Synth) -> None:
@@ -744,7 +777,7 @@ def test_context_raises_the_input_limits_with_the_memory_that_holds_them(
     configured: Synth, synth: Synth
 ) -> None:
     # Given larger inputs allowed in the context, and more memory for the profile function
-    for name in ("api", "profile", "chunk", "fix"):
+    for name in ("api", "profile", "chunk", "fix_worker"):
         env = configured.resources[configured.function_id(name)]["Properties"]["Environment"]["Variables"]
         # Then every function that sizes or reads an input holds the same limits
         assert env["ITERATE_MAX_CELLS"] == "200000000" and env["ITERATE_MAX_FILE_BYTES"] == str(3 * 2**30), (
@@ -792,9 +825,9 @@ def test_each_function_holds_exactly_the_table_actions_its_code_makes(synth: Syn
                     granted.add(action.removeprefix("dynamodb:") + suffix)
         # Then each role holds what infra/runtime.py lists (checked against real calls in tests/statemachine)
         assert granted == TABLE_ACCESS[name], name
-        # and nothing reads the whole table, and only the API deletes (schedules, idempotency keys) and the fix
-        # route (a run the owner's limit refused before it started)
-        assert "Scan" not in granted and ("DeleteItem" in granted) == (name in {"api", "fix"}), name
+        # and nothing reads the whole table, and only the API deletes (schedules, idempotency keys, a dataset's
+        # items, a run the owner's limit refused before it started)
+        assert "Scan" not in granted and ("DeleteItem" in granted) == (name == "api"), name
         assert not {"BatchGetItem", "TransactWriteItems", "PartiQLSelect"} & granted, name
     # And the index is queried by exactly the functions that list a dataset's runs
     readers = {n for n in _function_names() if "Query:GSI1" in TABLE_ACCESS[n]}
@@ -837,7 +870,7 @@ def test_the_chunk_function_reads_only_uploads_and_writes_only_run_chunk_partial
     assert states["InvestigateEach"]["MaxConcurrency"] == 10
 
 
-def test_followup_holds_no_s3_right_and_only_the_fix_function_writes_under_versions(synth: Synth) -> None:
+def test_followup_holds_no_s3_right_and_only_the_fix_worker_writes_under_versions(synth: Synth) -> None:
     # The follow-up conversation writes no data; a versions/ write belongs to the function that applies fixes
     statements = synth.statements_of_role(synth.role_of(synth.function_id("followup")))
     assert not [a for s in statements for a in actions_of(s) if a.startswith("s3:")]
@@ -846,9 +879,9 @@ def test_followup_holds_no_s3_right_and_only_the_fix_function_writes_under_versi
         for s in synth.statements_of_role(synth.role_of(synth.function_id(name))):
             if "s3:PutObject" in actions_of(s) and "/versions/" in json.dumps(s["Resource"]):
                 writers.add(name)
-    assert writers == {"fix"}
-    # And the fix function writes nowhere else, nor reads the script library
-    for s in synth.statements_of_role(synth.role_of(synth.function_id("fix"))):
+    assert writers == {"fix_worker"}
+    # And the fix worker writes nowhere else, nor reads the script library
+    for s in synth.statements_of_role(synth.role_of(synth.function_id("fix_worker"))):
         if "s3:PutObject" in actions_of(s):
             assert "/versions/" in json.dumps(s["Resource"])
         assert "/library/" not in json.dumps(s.get("Resource", ""))

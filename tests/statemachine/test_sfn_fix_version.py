@@ -1,5 +1,5 @@
-"""A fix through the real ASL: an upload runs to SUCCEEDED, POST /runs/{id}/fixes writes a version and starts a run
-on it, and that run (profile reading versions/) succeeds and sees the fixed issues resolved."""
+"""A fix through the real ASL: an upload runs to SUCCEEDED, POST /runs/{id}/fixes queues a job whose worker writes a
+version and starts a run on it, and that run (profile reading versions/) succeeds and sees the fixed issues resolved."""
 
 from __future__ import annotations
 
@@ -34,10 +34,13 @@ def test_a_fixed_version_runs_through_the_state_machine_and_resolves_its_issues(
         arn = machine["arn"].replace(":stateMachine:", ":execution:")
         assert _wait_for_end(machine["sfn"], f"{arn}:{queued['runId']}")["status"] == "SUCCEEDED"
         # When she applies the quick fixes, confirmed
-        status, fixed = _api(
+        status, job = _api(
             "POST", f"/runs/{queued['runId']}/fixes", {"quick": True, "confirm": ["drop", "clear"]}
         )
-        assert status == 201, fixed
+        assert status == 202, job
+        # (the fix worker, invoked asynchronously, has written the version and started a run on it)
+        status, fixed = _api("GET", job["statusUrl"])
+        assert status == 200 and fixed["status"] == "SUCCEEDED", fixed
         second = _wait_for_end(machine["sfn"], f"{arn}:{fixed['run']['runId']}")
         # Then the run on the version succeeded, and the fixed issues are gone from it
         assert second["status"] == "SUCCEEDED", second
@@ -49,6 +52,6 @@ def test_a_fixed_version_runs_through_the_state_machine_and_resolves_its_issues(
     fixed_ids = {"dates-order_date", "units-unit_price", "whitespace-customer_name", "duplicates-exact"}
     assert fixed_ids <= before and not fixed_ids & after
     assert set(fixed["version"]["issuesApplied"]) >= fixed_ids
-    # And every function, the fix function included, made only the DynamoDB calls it is granted
+    # And every function, the fix route and its worker included, made only the DynamoDB calls it is granted
     assert_table_actions_granted(calls)
-    assert "fix" in calls.table_actions()
+    assert {"fix", "fix_worker"} <= calls.table_actions().keys()

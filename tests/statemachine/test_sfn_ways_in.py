@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.statemachine, pytest.mark.filterwarnings("ignore:No ap
 
 
 def _api(method: str, path: str, body: Any = None, owner: str = "alice") -> tuple[int, Any]:
-    name = "followup" if path.endswith("/followup") else "fix" if path.endswith("/fixes") else "api"
+    name = "followup" if path.endswith("/followup") else "fix" if "/fixes" in path else "api"
     event = {
         "resource": path,
         "path": path,

@@ -7,13 +7,29 @@ import json
 import time
 import uuid
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
-from aws_lambda_powertools.event_handler.exceptions import NotFoundError, UnauthorizedError
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 
+from iterate.api.common import (
+    PAGE_LIMIT,
+    PRESIGN_UPLOAD_S,
+    RUN_LIMIT_RETRY_AFTER_S,
+    ConflictError,
+    DepsProvider,
+    IdempotencyKey,
+    Limit,
+    PageToken,
+    UnprocessableError,
+    _clear_validation_errors,
+    _run_view,
+    _version_view,
+    owner_of,
+    responses,
+    start_run_on,
+)
 from iterate.api.models import (
     AcceptedList,
     AcceptRequest,
@@ -23,12 +39,6 @@ from iterate.api.models import (
     DatasetDetail,
     DatasetHistory,
     DatasetList,
-    DatasetVersion,
-    ErrorBody,
-    FixRequest,
-    FixResponse,
-    FollowupRequest,
-    FollowupResponse,
     HistoryPoint,
     IssueItem,
     IssueList,
@@ -42,9 +52,10 @@ from iterate.api.models import (
     UploadTarget,
     VersionList,
 )
-from iterate.aws.deps import AwsDeps
+from iterate.aws.deletion import DatasetBusyError
 from iterate.aws.payloads import S3ObjectRef, StartRunRequest
-from iterate.contracts import Acceptance, FollowupTurn, Issue, SmartFixFollowup
+from iterate.aws.schedules import schedule_name
+from iterate.contracts import Acceptance, Issue
 from iterate.storage.dynamo import (
     TERMINAL,
     DynamoRunRepository,
@@ -52,87 +63,6 @@ from iterate.storage.dynamo import (
     RunLimitReachedError,
     RunTransitionError,
 )
-
-DepsProvider = Callable[[], AwsDeps]
-PRESIGN_UPLOAD_S = 900
-FOLLOWUP_LLM_BUDGET_S = 20.0
-ERROR_TEXTS = {
-    400: "the body is not valid JSON, or nextToken is not one this listing issued to this caller",
-    401: "no authenticated user",
-    404: "no such id for this caller (another owner's ids are 404 too)",
-    409: "the resource is not in a state that allows this",
-    422: "the request does not match the model; `errors` names each field and its problem",
-    429: "the caller already has as many runs in progress as allowed; retry after Retry-After seconds",
-}
-PAGE_LIMIT = 50
-RUN_LIMIT_RETRY_AFTER_S = 30
-Limit = Annotated[int, Query(ge=1, le=100, description="items per page (default 50)")]
-PageToken = Annotated[
-    str | None, Query(alias="nextToken", max_length=4096, description="the previous page's nextToken")
-]
-IdempotencyKey = Annotated[
-    str | None,
-    Header(
-        alias="Idempotency-Key",
-        min_length=1,
-        max_length=256,
-        description="a key of the caller's choosing: a retry with the same key and body answers with the same "
-        "run instead of starting another (kept 24 h); the same key with another body is a 409",
-    ),
-]
-
-
-def responses(success: int, model: Any, *errors: int) -> dict[int, Any]:
-    """The OpenAPI responses of a route: its success body and the error bodies it can answer with."""
-    documented: dict[int, Any] = {success: {"description": "OK"}}
-    if model is not None:
-        documented[success]["content"] = {"application/json": {"model": model}}
-    for code in (401, 422, *errors):
-        documented[code] = {
-            "description": ERROR_TEXTS[code],
-            "content": {"application/json": {"model": ErrorBody}},
-        }
-    return documented
-
-
-class UnprocessableError(Exception):
-    """A body that matches its model but that this deployment refuses (422, naming the field)."""
-
-    def __init__(self, message: str, *, field: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-class ConflictError(Exception):
-    """The resource exists but is not in a state that allows the request (e.g. cancelling a finished run)."""
-
-
-def owner_of(app: APIGatewayRestResolver) -> str:
-    """The caller: the Cognito user pool authorizer's `sub` claim. Nothing else identifies an owner."""
-    claims = app.current_event.request_context.authorizer.claims or {}
-    sub = claims.get("sub")
-    if not sub or not isinstance(sub, str):
-        raise UnauthorizedError("no authenticated user on this request")
-    return sub
-
-
-def split_issue_ref(issue_ref: str) -> tuple[str, str]:
-    run_id, sep, issue_id = issue_ref.partition(".")
-    if not sep or not run_id or not issue_id:
-        raise NotFoundError(f"issue {issue_ref} not found")
-    return run_id, issue_id
-
-
-def _run_view(record: dict[str, Any]) -> Run:
-    keep = set(Run.model_fields)
-    data = {k: v for k, v in record.items() if k in keep and v is not None}
-    data.setdefault("trigger", "s3")
-    return Run.model_validate(data)
-
-
-def _version_view(record: dict[str, Any]) -> DatasetVersion:
-    keep = set(DatasetVersion.model_fields)
-    return DatasetVersion.model_validate({k: v for k, v in record.items() if k in keep and v is not None})
 
 
 def _history(
@@ -176,83 +106,6 @@ def _dataset_view(record: dict[str, Any], schedule: dict[str, Any] | None = None
     return Dataset.model_validate(data)
 
 
-def schedule_name(owner: str, dataset_id: str) -> str:
-    # Scheduler names are ≤ 64 chars of [0-9A-Za-z-_.]: hash the owner rather than trusting its characters.
-    return f"iterate-{hashlib.sha256(owner.encode()).hexdigest()[:16]}-{dataset_id}"[:64]
-
-
-def _clear_validation_errors(exc: RequestValidationError) -> Response[Any]:
-    errors = []
-    for err in exc.errors():
-        location = ".".join(str(part) for part in err.get("loc", ()))
-        errors.append({"field": location, "problem": err.get("msg") or err.get("type", "invalid")})
-    malformed = any(err.get("type") == "json_invalid" for err in exc.errors())
-    body = {
-        "message": "the request body is not valid JSON" if malformed else "the request is not valid",
-        "errors": errors,
-    }
-    return Response(
-        status_code=400 if malformed else 422, content_type=content_types.APPLICATION_JSON, body=body
-    )
-
-
-def start_run_on(
-    deps: AwsDeps,
-    r: DynamoRunRepository,
-    owner: str,
-    dataset_id: str,
-    run_id: str,
-    source: S3ObjectRef,
-    instructions: str | None,
-) -> Run:
-    """Queue run `run_id` of `source` (counted among the owner's runs in progress) and start its execution."""
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deps.clock()))
-    r.create_run(
-        {
-            "runId": run_id,
-            "datasetId": dataset_id,
-            "status": "QUEUED",
-            "trigger": "api",
-            "startedAt": now,
-            "instructions": instructions,
-            "source": source.model_dump(mode="json"),
-            "progress": {"step": "queued", "percent": 0, "message": "waiting to start"},
-        }
-    )
-    try:
-        r.acquire_run_slot(run_id, deps.config.max_concurrent_runs)
-    except RunLimitReachedError:
-        r.delete_run(run_id)  # refused before it started: it is no run of the caller's
-        raise
-    request = StartRunRequest(
-        trigger="api",
-        owner=owner,
-        datasetId=dataset_id,
-        runId=run_id,
-        source=source,
-        instructions=instructions,
-    )
-    try:
-        execution = deps.sfn_client().start_execution(
-            stateMachineArn=deps.config.need("state_machine_arn"),
-            name=run_id,
-            input=request.model_dump_json(),
-        )
-    except Exception as exc:
-        # A run that never started must not sit QUEUED forever; the caller gets the 500 and can retry.
-        r.transition(
-            run_id,
-            from_status="QUEUED",
-            to_status="FAILED",
-            error=type(exc).__name__,
-            reason="not started",
-        )
-        r.release_run_slot(run_id)
-        raise
-    r.set_run_fields(run_id, executionArn=execution["executionArn"])
-    return _run_view(r.require_run(run_id))
-
-
 def create_app(
     get_deps: DepsProvider, *, core: bool = True, followup: bool = False, fixes: bool = False
 ) -> APIGatewayRestResolver:
@@ -290,6 +143,16 @@ def create_app(
             headers={"Retry-After": str(RUN_LIMIT_RETRY_AFTER_S)},
         )
 
+    @app.exception_handler(DatasetBusyError)
+    def _busy(exc: DatasetBusyError) -> Response[Any]:
+        retry = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else None
+        return Response(
+            status_code=409,
+            content_type=content_types.APPLICATION_JSON,
+            body={"message": str(exc)},
+            headers=retry,
+        )
+
     def repo() -> DynamoRunRepository:
         deps = get_deps()
         return DynamoRunRepository(deps.dynamo_table(), owner_of(app), clock=deps.clock)
@@ -309,9 +172,13 @@ def create_app(
     if core:
         _register_core(app, get_deps, repo, require_run, require_dataset)
     if followup:
-        _register_followup(app, get_deps, repo)
+        from iterate.api.followup_routes import register_followup
+
+        register_followup(app, get_deps, repo)
     if fixes:
-        _register_fixes(app, get_deps, repo, require_run)
+        from iterate.api.fix_routes import register_fixes
+
+        register_fixes(app, get_deps, repo, require_run)
     return app
 
 
@@ -652,107 +519,27 @@ def _register_core(
         r.delete_schedule(dataset_id)
         return Response(status_code=204, body="")
 
-
-def _register_followup(
-    app: APIGatewayRestResolver, get_deps: DepsProvider, repo: Callable[[], DynamoRunRepository]
-) -> None:
-    @app.post(
-        "/issues/<issue_ref>/followup",
-        summary="Answer the open question of a smart fix, get the next one",
-        responses=responses(200, FollowupResponse, 400, 404, 409),
+    @app.delete(
+        "/datasets/<dataset_id>",
+        summary="Delete the dataset: its uploads, versions, runs' artifacts, stored scripts, records and schedule. "
+        "Deleting it again answers 204 too (for a week); a run or fix of it in progress is a 409",
+        responses=responses(204, None, 404, 409),
     )
-    def followup(issue_ref: str, body: FollowupRequest) -> FollowupResponse:
-        from iterate.aws.secrets import settings_with_secret
-
-        run_id, issue_id = split_issue_ref(issue_ref)
-        r = repo()
-        raw_issue = r.get_issue(run_id, issue_id)
-        if raw_issue is None:
-            raise NotFoundError(f"issue {issue_ref} not found")
-        issue = Issue.model_validate(raw_issue)
-        turns = r.list_followups(issue_ref)
-        history = [
-            FollowupTurn(question=SmartFixFollowup.model_validate(t["question"]), answer=t.get("answer"))
-            for t in turns
-        ]
-        open_turn = len(history) - 1 if history and history[-1].answer is None else None
-        if body.answer is not None:
-            if open_turn is None:
-                raise ConflictError("there is no open question to answer; POST without an answer to get one")
-            question = history[open_turn].question
-            keys = [o.key for o in question.options]
-            if body.answer not in keys:
-                raise ConflictError(f"answer must be one of {keys}")
-            try:
-                r.answer_followup(issue_ref, open_turn, body.answer)
-            except RunTransitionError as exc:
-                raise ConflictError("this question was answered meanwhile") from exc
-            history[open_turn] = FollowupTurn(question=question, answer=body.answer)
-            action = (question.onResponse or {}).get(body.answer)
-            if action is not None and action.action != "ask_next":
-                return FollowupResponse(issueRef=issue_ref, turn=open_turn, action=action, done=True)
-        elif open_turn is not None:
-            return FollowupResponse(
-                issueRef=issue_ref, turn=open_turn, question=history[open_turn].question, done=False
-            )
-        deps = get_deps()
-        settings = settings_with_secret(deps.settings, provider=deps.secret_provider)
-        if deps.agents_factory is not None:
-            agents = deps.agents_factory(settings)
-        else:
-            from iterate.agents import build_agents
-
-            # API Gateway gives up after 29 s: a slow Claude must fall back to the offline agent before that.
-            agents = build_agents(settings, deadline_s=FOLLOWUP_LLM_BUDGET_S)
-        question = agents.followup.next_question(issue, history)
-        turn = len(history)
-        try:
-            r.put_followup(issue_ref, turn, {"question": json.loads(question.model_dump_json())})
-        except RunTransitionError as exc:
-            raise ConflictError("another answer moved this conversation on; fetch it again") from exc
-        return FollowupResponse(issueRef=issue_ref, turn=turn, question=question, done=False)
-
-
-def _register_fixes(
-    app: APIGatewayRestResolver,
-    get_deps: DepsProvider,
-    repo: Callable[[], DynamoRunRepository],
-    require_run: Callable[[str], dict[str, Any]],
-) -> None:
-    @app.post(
-        "/runs/<run_id>/fixes",
-        summary="Apply fixes to a finished run's input as a new dataset version, and start a run on it",
-        responses=responses(201, FixResponse, 400, 404, 409, 429),
-    )
-    def apply_fixes(run_id: str, body: FixRequest) -> tuple[FixResponse, int]:
-        from iterate.aws.fixes import UnconfirmedFixError, apply_fixes_to_run
-        from iterate.fix import FixError
+    def delete_dataset(dataset_id: str) -> Response[Any]:
+        from iterate.aws.deletion import delete_dataset as sweep
+        from iterate.aws.deletion import was_deleted
+        from iterate.aws.observability import logger
 
         deps = get_deps()
-        owner = owner_of(app)
-        record = require_run(run_id)
-        if record["status"] != "SUCCEEDED":
-            raise ConflictError(
-                f"run {run_id} has not succeeded ({record['status']}): only a finished run's issues can be fixed"
-            )
         r = repo()
-        try:
-            written = apply_fixes_to_run(
-                deps,
-                r,
-                record,
-                issues=body.issues,
-                answers=body.answers,
-                quick=body.quick,
-                confirm=set(body.confirm),
-            )
-        except UnconfirmedFixError as exc:
-            raise ConflictError(str(exc)) from exc
-        except FixError as exc:
-            raise ConflictError(str(exc)) from exc
-        new_run = f"r{uuid.uuid4().hex[:24]}"
-        dataset_id = str(record["datasetId"])
-        run = start_run_on(deps, r, owner, dataset_id, new_run, written.source, record.get("instructions"))
-        r.set_version_run(dataset_id, written.record["versionId"], new_run)
-        version = _version_view({**written.record, "runId": new_run})
-        return FixResponse(version=version, run=run), 201
+        if r.get_dataset(dataset_id) is None and not was_deleted(deps.dynamo_table(), r.pk, dataset_id):
+            raise NotFoundError(f"dataset {dataset_id} not found")
+        report = sweep(deps, r, dataset_id)
+        logger.info(
+            "dataset deleted",
+            dataset_id=dataset_id,
+            objects=report.objects,
+            items=report.items,
+            schedule=report.schedule,
+        )
+        return Response(status_code=204, body="")

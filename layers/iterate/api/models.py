@@ -253,9 +253,25 @@ class DatasetVersion(Contract):
     runId: str | None = Field(default=None, description="the run started on this version")
 
 
-class FixResponse(Contract):
-    version: DatasetVersion
-    run: Run
+class FixStatus(Contract):
+    """A fix job: POST /runs/{id}/fixes answers 202 with it; poll GET /runs/{id}/fixes/{fixId} until it ends."""
+
+    fixId: str
+    runId: str = Field(description="the finished run whose input is fixed")
+    datasetId: str
+    status: Literal["PENDING", "RUNNING", "SUCCEEDED", "FAILED"] = Field(
+        description="PENDING: waiting for the fix worker; RUNNING: being applied; SUCCEEDED: `version` written "
+        "and `run` started on it; FAILED: `reason` says why and what to do (nothing was written)"
+    )
+    createdAt: str
+    updatedAt: str | None = None
+    completedAt: str | None = None
+    request: FixRequest
+    statusUrl: str = Field(description="the path to poll: /runs/{runId}/fixes/{fixId}")
+    error: str | None = Field(default=None, description="the failure's class (FixError: the request's)")
+    reason: str | None = None
+    version: DatasetVersion | None = None
+    run: Run | None = Field(default=None, description="the run started on the version, as it is now")
 
 
 class VersionList(Contract):

@@ -26,6 +26,7 @@ class AwsConfig(BaseModel):
     schedule_dlq_arn: str | None = None  # where EventBridge Scheduler puts a re-analysis it could not start
     min_schedule_minutes: int = Field(default=DEFAULT_MIN_SCHEDULE_MINUTES, ge=SCHEDULE_FLOOR_MINUTES)
     anthropic_secret_arn: str | None = None
+    fix_worker_function: str | None = None  # the function POST /runs/{id}/fixes invokes asynchronously
     presign_expiry_s: int = 900
     # Runs of one owner in progress at once (API-started, scheduled and uploaded alike): the API answers 429
     # past it, ProfileDataset waits (the ASL retries RunLimitReachedError with backoff).
@@ -48,6 +49,7 @@ class AwsConfig(BaseModel):
             "schedule_dlq_arn": e.get("ITERATE_SCHEDULE_DLQ_ARN"),
             "min_schedule_minutes": e.get("ITERATE_MIN_SCHEDULE_MINUTES"),
             "anthropic_secret_arn": e.get("ITERATE_ANTHROPIC_SECRET_ARN"),
+            "fix_worker_function": e.get("ITERATE_FIX_WORKER_FUNCTION"),
             "presign_expiry_s": e.get("ITERATE_PRESIGN_EXPIRY_S"),
             "max_concurrent_runs": e.get("ITERATE_MAX_CONCURRENT_RUNS"),
             "function_memory_mb": e.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"),

@@ -23,6 +23,7 @@ class AwsDeps:
     events: Any = None
     stepfunctions: Any = None
     scheduler: Any = None
+    lambda_: Any = None
     secret_provider: Any = None  # None: Powertools parameters (Secrets Manager)
     agents_factory: Callable[[Settings], Any] | None = None  # None: iterate.agents.build_agents
     work_dir: str = "/tmp"  # Lambda's only writable place
@@ -56,6 +57,11 @@ class AwsDeps:
         if self.stepfunctions is None:
             self.stepfunctions = clients.client("stepfunctions")
         return self.stepfunctions
+
+    def lambda_client(self) -> Any:
+        if self.lambda_ is None:
+            self.lambda_ = clients.client("lambda")
+        return self.lambda_
 
     def scheduler_client(self) -> Any:
         if self.scheduler is None:

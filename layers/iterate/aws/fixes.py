@@ -1,5 +1,9 @@
 """POST /runs/{id}/fixes on AWS: the fix engine on a finished run's input, written as a new dataset version under
-versions/<owner>/<dataset>/<version>/ with its lineage in DynamoDB. The run's input object is only read."""
+versions/<owner>/<dataset>/<version>/ with its lineage in DynamoDB. The run's input object is only read.
+
+The route checks what it can without the data (`check_fix_request`: the issues, the answers, the confirmations the
+run's evidence calls for) and records a fix job; the fix worker, invoked asynchronously, does the data work
+(`run_fix_job`) and records how it ended: API Gateway's 29 s never bound the size of a fix."""
 
 from __future__ import annotations
 
@@ -15,7 +19,17 @@ from typing import Any
 from iterate.aws.deps import AwsDeps
 from iterate.aws.payloads import S3ObjectRef, artifacts_prefix
 from iterate.contracts import AnalysisResult, FixAction, FollowupTurn, SmartFixFollowup
-from iterate.fix import FixError, Prepared, choose, fix_input, needs_confirmation, write_version_dir
+from iterate.contracts.base import Contract
+from iterate.fix import (
+    DESTRUCTIVE,
+    Chosen,
+    FixError,
+    Prepared,
+    choose,
+    fix_input,
+    needs_confirmation,
+    write_version_dir,
+)
 from iterate.fix.version import RunInput, sha256_of
 from iterate.storage.dynamo import DynamoRunRepository
 
@@ -24,6 +38,19 @@ VERSIONS_PREFIX = "versions/"
 
 class UnconfirmedFixError(FixError):
     """A destructive fix asked for without its confirmation: nothing was written."""
+
+
+class FixJob(Contract):
+    """The fix worker's event: which job to run (its request is in the job's record, not in the event)."""
+
+    owner: str
+    runId: str
+    fixId: str
+
+
+class FixJobOutput(Contract):
+    fixId: str
+    status: str
 
 
 @dataclass(frozen=True)
@@ -163,3 +190,133 @@ def _impact(prepared: Prepared, unconfirmed: list[Any]) -> str:
     ]
     kinds = sorted({"drop" if s.action.action.startswith("drop") else "clear" for s in unconfirmed})
     return f"these fixes remove data ({'; '.join(parts)}); nothing was written — send confirm: {kinds} to apply them"
+
+
+def _analysis(deps: AwsDeps, repo: DynamoRunRepository, run: dict[str, Any]) -> tuple[str, AnalysisResult]:
+    # A run the API queued has no artifactsPrefix on its record: its artifacts are where every run's are.
+    prefix = str(
+        run.get("artifactsPrefix") or artifacts_prefix(repo.owner, str(run["datasetId"]), str(run["runId"]))
+    )
+    body = deps.s3_client().get_object(Bucket=deps.config.need("bucket"), Key=prefix + "analysis.json")[
+        "Body"
+    ]
+    return prefix, AnalysisResult.model_validate_json(body.read())
+
+
+def check_fix_request(
+    deps: AwsDeps,
+    repo: DynamoRunRepository,
+    run: dict[str, Any],
+    *,
+    issues: list[str],
+    answers: dict[str, str],
+    quick: bool,
+    confirm: set[str],
+) -> list[Chosen]:
+    """What the route can refuse before any data is read (FixError, UnconfirmedFixError): unknown issues, smart
+    fixes without an answer, answers that are no option, and destructive fixes the run's evidence says remove
+    data without their confirmation. The worker checks the confirmations again on the real counts."""
+    unknown = [k for k in answers if k not in issues and issues]
+    if unknown:
+        raise FixError(f"an answer is given for {unknown[0]!r}, which is not among the issues to fix")
+    _, analysis = _analysis(deps, repo, run)
+    chosen, _ = choose(
+        analysis.issues,
+        issues,
+        quick,
+        _answered(repo, str(run["runId"]), analysis, answers),
+        lambda issue_id: f"POST /issues/{run['runId']}.{issue_id}/followup",
+    )
+    unconfirmed = []
+    for c in chosen:
+        kind = DESTRUCTIVE.get(c.action.action)
+        rows = c.issue.evidence.affectedRows if c.issue.evidence else c.issue.affectedRows
+        if kind and kind not in confirm and (rows is None or rows > 0):
+            unconfirmed.append((c, kind, rows))
+    if unconfirmed:
+        parts = [f"{c.issue.id}: {c.action.action} (about {rows} rows)" for c, _, rows in unconfirmed]
+        kinds = sorted({kind for _, kind, _ in unconfirmed})
+        raise UnconfirmedFixError(
+            f"these fixes remove data ({'; '.join(parts)}); nothing was written — send confirm: {kinds} to apply them"
+        )
+    return chosen
+
+
+def run_fix_job(job: FixJob, deps: AwsDeps) -> FixJobOutput:
+    """Apply a recorded fix job and record how it ended. A request the data refuses (FixError) ends FAILED with
+    its reason; anything else ends FAILED too and is raised (the invocation fails: the worker's alarm and
+    dead-letter queue). A job that is not PENDING (a duplicate delivery) is left as it is."""
+    from iterate.aws.observability import logger, metrics
+    from iterate.aws.runs import queue_run
+    from iterate.storage.dynamo import RunTransitionError
+
+    logger.append_keys(owner=job.owner, run_id=job.runId, fix_id=job.fixId)
+    repo = DynamoRunRepository(deps.dynamo_table(), job.owner, clock=deps.clock)
+    now = lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(deps.clock()))  # noqa: E731
+    try:
+        repo.transition_fix(job.runId, job.fixId, from_status="PENDING", to_status="RUNNING", startedAt=now())
+    except RunTransitionError:
+        found = repo.get_fix(job.runId, job.fixId)
+        logger.warning("fix job not pending: left as it is", status=(found or {}).get("status"))
+        return FixJobOutput(fixId=job.fixId, status=str((found or {}).get("status", "MISSING")))
+    record = repo.get_fix(job.runId, job.fixId) or {}
+    request = record.get("request") or {}
+    run = repo.get_run(job.runId)
+    try:
+        if run is None or run.get("status") != "SUCCEEDED":
+            raise FixError(f"run {job.runId} no longer exists or has not succeeded: nothing to fix")
+        written = apply_fixes_to_run(
+            deps,
+            repo,
+            run,
+            issues=list(request.get("issues") or []),
+            answers=dict(request.get("answers") or {}),
+            quick=bool(request.get("quick")),
+            confirm=set(request.get("confirm") or []),
+        )
+    except FixError as exc:
+        repo.transition_fix(
+            job.runId, job.fixId, from_status="RUNNING", to_status="FAILED",
+            error=type(exc).__name__, reason=str(exc), completedAt=now(),
+        )  # fmt: skip
+        logger.info("fix refused by the data", error=type(exc).__name__)
+        metrics.add_metric(name="FixesFailedUser", unit="Count", value=1)
+        return FixJobOutput(fixId=job.fixId, status="FAILED")
+    except Exception as exc:
+        _fail_internal(repo, job, exc, now())
+        raise
+    dataset_id = str(run["datasetId"])
+    version_id = str(written.record["versionId"])
+    new_run = f"r{uuid.uuid4().hex[:24]}"
+    try:
+        # No run slot is taken here: nobody is there to retry a 429, so the run waits for a slot in ProfileDataset.
+        queue_run(deps, repo, dataset_id, new_run, written.source, run.get("instructions"), hold_slot=False)
+        repo.set_version_run(dataset_id, version_id, new_run)
+    except Exception as exc:
+        _fail_internal(repo, job, exc, now(), version_id=version_id)
+        raise
+    repo.transition_fix(
+        job.runId, job.fixId, from_status="RUNNING", to_status="SUCCEEDED",
+        versionId=version_id, newRunId=new_run, completedAt=now(),
+    )  # fmt: skip
+    logger.info("fix applied", version_id=version_id, new_run_id=new_run)
+    metrics.add_metric(name="FixesSucceeded", unit="Count", value=1)
+    return FixJobOutput(fixId=job.fixId, status="SUCCEEDED")
+
+
+def _fail_internal(
+    repo: DynamoRunRepository, job: FixJob, exc: Exception, at: str, *, version_id: str | None = None
+) -> None:
+    from iterate.aws.observability import logger, metrics
+
+    written = f"version {version_id} was written but no run was started on it; " if version_id else ""
+    reason = (
+        f"{written}the fix stopped on an internal error ({type(exc).__name__}): send the request again; "
+        "if it fails the same way, the fix worker's logs name the cause"
+    )
+    repo.transition_fix(
+        job.runId, job.fixId, from_status="RUNNING", to_status="FAILED",
+        error=type(exc).__name__, reason=reason, completedAt=at, **({"versionId": version_id} if version_id else {}),
+    )  # fmt: skip
+    logger.exception("fix failed", error=type(exc).__name__)
+    metrics.add_metric(name="FixesFailedSystem", unit="Count", value=1)

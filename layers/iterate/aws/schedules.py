@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import re
 
@@ -73,3 +74,9 @@ def check_interval(expression: str, minimum_minutes: int) -> None:
             f"one run every {minimum_minutes} minutes: use e.g. rate({minimum_minutes} minutes) or a cron "
             "expression with fewer firings"
         )
+
+
+def schedule_name(owner: str, dataset_id: str) -> str:
+    """The EventBridge Scheduler name of a dataset's schedule (one per owner and dataset)."""
+    # Scheduler names are ≤ 64 chars of [0-9A-Za-z-_.]: hash the owner rather than trusting its characters.
+    return f"iterate-{hashlib.sha256(owner.encode()).hexdigest()[:16]}-{dataset_id}"[:64]

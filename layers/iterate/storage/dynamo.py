@@ -105,6 +105,11 @@ class DynamoRunRepository:
         self._clock = clock
         self._pk = owner_pk(owner)
 
+    @property
+    def pk(self) -> str:
+        """The owner's partition key (every item of this repository is in it)."""
+        return self._pk
+
     def _conditional_failed(self, exc: Exception) -> bool:
         return type(exc).__name__ == "ConditionalCheckFailedException" or (
             getattr(exc, "response", {}).get("Error", {}).get("Code") == "ConditionalCheckFailedException"
@@ -347,6 +352,11 @@ class DynamoRunRepository:
             ConditionExpression="attribute_exists(PK)",
         )
 
+    def get_version(self, dataset_id: str, version_id: str) -> dict[str, Any] | None:
+        return _strip(
+            self._table.get_item(Key={"PK": self._pk, "SK": f"VERSION#{dataset_id}#{version_id}"}).get("Item")
+        )
+
     def page_versions(
         self, dataset_id: str, *, limit: int, token: str | None = None
     ) -> tuple[list[dict[str, Any]], str | None]:
@@ -402,6 +412,14 @@ class DynamoRunRepository:
             Key={"PK": self._pk, "SK": RUN_SLOTS_SK},
             UpdateExpression="DELETE liveRuns :id",
             ExpressionAttributeValues={":id": {run_id}},
+        )
+
+    def release_run_slots(self, run_ids: set[str]) -> None:
+        """Several runs no longer count against the owner's limit (their dataset is being deleted)."""
+        self._table.update_item(
+            Key={"PK": self._pk, "SK": RUN_SLOTS_SK},
+            UpdateExpression="DELETE liveRuns :ids",
+            ExpressionAttributeValues={":ids": set(run_ids)},
         )
 
     def live_runs(self) -> set[str]:
@@ -588,6 +606,49 @@ class DynamoRunRepository:
 
     def delete_schedule(self, dataset_id: str) -> None:
         self._table.delete_item(Key={"PK": self._pk, "SK": f"SCHEDULE#{dataset_id}"})
+
+    # --- fix jobs (POST /runs/{id}/fixes: applied by the fix worker, polled with GET …/fixes/{fixId}) --------
+    def create_fix(self, run_id: str, fix: dict[str, Any]) -> None:
+        self._table.put_item(
+            Item={
+                **to_item(fix),
+                "PK": self._pk,
+                "SK": f"FIX#{run_id}#{fix['fixId']}",
+                "entity": "fix",
+                "runId": run_id,
+                "status": "PENDING",
+            },
+            ConditionExpression="attribute_not_exists(PK)",
+        )
+
+    def get_fix(self, run_id: str, fix_id: str) -> dict[str, Any] | None:
+        item = self._table.get_item(Key={"PK": self._pk, "SK": f"FIX#{run_id}#{fix_id}"}, ConsistentRead=True)
+        return _strip(item.get("Item"))
+
+    def transition_fix(
+        self, run_id: str, fix_id: str, *, from_status: str, to_status: str, **fields: Any
+    ) -> None:
+        """Move a fix job on (PENDING → RUNNING → SUCCEEDED/FAILED) only from the status expected: a duplicate
+        delivery of the job, or a status already decided, is a RunTransitionError."""
+        names = {"#s": "status"}
+        values: dict[str, Any] = {":from": from_status, ":to": to_status, ":now": self._now_iso()}
+        sets = ["#s = :to", "updatedAt = :now"]
+        for i, (name, value) in enumerate(sorted(fields.items())):
+            names[f"#f{i}"] = name
+            values[f":v{i}"] = to_item(value)
+            sets.append(f"#f{i} = :v{i}")
+        try:
+            self._table.update_item(
+                Key={"PK": self._pk, "SK": f"FIX#{run_id}#{fix_id}"},
+                UpdateExpression="SET " + ", ".join(sets),
+                ConditionExpression="attribute_exists(PK) AND #s = :from",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except Exception as exc:
+            if self._conditional_failed(exc):
+                raise RunTransitionError(f"fix {fix_id} is not {from_status}") from exc
+            raise
 
     # --- accepted issues (iterate.accepted: matched by type, columns and value hashes) -------------
     def put_acceptance(self, dataset_id: str, acceptance: dict[str, Any]) -> None:
