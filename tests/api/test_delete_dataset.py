@@ -61,6 +61,7 @@ def _dataset(call: Any, world: dict[str, Any], owner: str, name: str) -> dict[st
 
 
 def _finish(d: dict[str, Any]) -> None:
+    """The dataset's run ends (the test's state machine does nothing: the run stays RUNNING until told)."""
     d["repo"].transition(d["run"], from_status="RUNNING", to_status="SUCCEEDED")
 
 
@@ -114,9 +115,15 @@ def test_deleting_a_dataset_leaves_nothing_of_it_and_touches_nothing_else(
     assert status == 409 and f"DELETE /runs/{gone['run']}" in busy["message"], busy
     assert (_objects(world), _items(world), _schedules()) == (objects, items, schedules)
 
-    # When the run has ended and alice deletes the dataset (with only the table actions her API role holds)
-    for d in (gone, kept, other):
+    # When she cancels the run and deletes the dataset at once: refused again, its last step may still write
+    for d in (kept, other):
         _finish(d)
+    gone["repo"].transition(gone["run"], from_status="RUNNING", to_status="CANCELLED")
+    status, busy = call("DELETE", f"/datasets/{gone['id']}")
+    assert status == 409 and "cancelled less than 11 minutes ago" in busy["message"], busy
+    # When the run ended long enough ago and alice deletes the dataset (with only the table actions her API
+    # role holds)
+    gone["repo"].set_run_fields(gone["run"], updatedAt="2026-01-01T00:00:00Z")
     items = _items(world)
     with route_lambdas(size_check=False) as calls:
         from awsenv import as_function
