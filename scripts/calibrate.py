@@ -21,6 +21,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -182,6 +183,9 @@ def table_score(flagged: np.ndarray, t: TableEvidence) -> tuple[float, int, int,
     return (2 * tp / max(2 * tp + fp + fn, 1)), tp, fp, fn
 
 
+FOLDS = (
+    12  # leave-out folds of groups: each table is scored by a fit without its group (0: one fit per group)
+)
 NULL_WEIGHT = 0.5  # a table without wrong cells weighs half a table with some in the fit's objective
 PENALTIES = (
     0.1,
@@ -257,15 +261,23 @@ def flagged_by(weights: np.ndarray, t: TableEvidence) -> np.ndarray:
 
 
 def leave_out(
-    tables: list[TableEvidence], penalty: float, null_weight: float | None = None
+    tables: list[TableEvidence], penalty: float, null_weight: float | None = None, folds: int = 0
 ) -> dict[str, np.ndarray]:
-    """Each group flagged by a decision fitted without it: the flagged mask of each table's candidates."""
+    """Each group flagged by a decision fitted without it: the flagged mask of each table's candidates.
+    `folds` > 0: the groups are dealt into that many folds (sorted by name, round-robin) and each fold is
+    left out at once (every table is still scored by a fit that never saw its group, at a fraction of the
+    fits); 0: one fit per group."""
     out: dict[str, np.ndarray] = {}
     everything = fit(tables, penalty, null_weight=null_weight)
-    for g in sorted({t.group for t in tables}):
-        weights = fit([t for t in tables if t.group != g], penalty, warm=everything, null_weight=null_weight)
+    groups = sorted({t.group for t in tables})
+    held = [groups[k::folds] for k in range(folds)] if folds > 0 else [[g] for g in groups]
+    for fold in held:
+        left = set(fold)
+        weights = fit(
+            [t for t in tables if t.group not in left], penalty, warm=everything, null_weight=null_weight
+        )
         for t in tables:
-            if t.group == g:
+            if t.group in left:
                 out[t.name] = flagged_by(weights, t)
     return out
 
@@ -305,6 +317,29 @@ def git_commit() -> str:
         return "unknown"
 
 
+def record_of(weights: np.ndarray, penalty: float, null_weight: float, tables: list[TableEvidence]) -> dict:
+    """What fitted.json holds: the decision, and what it was fitted on."""
+    from iterate.detect.model import FEATURES
+
+    kinds = sorted({t.kind for t in tables})
+    return {
+        "decision": {
+            "version": 1,
+            "fitted": f"make calibrate at {git_commit()}",
+            "weights": {n: float(w) for n, w in zip(FEATURES, weights[1:], strict=True) if abs(w) > 1e-9},
+            "bias": float(weights[0]),
+            "threshold": 0.5,
+        },
+        "fit": {
+            "penalty": penalty,
+            "null_weight": null_weight,
+            "tables": len(tables),
+            "groups": len({t.group for t in tables}),
+            "kinds": {k: sum(t.kind == k for t in tables) for k in kinds},
+        },
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     from iterate.detect.model import FEATURES
 
@@ -320,6 +355,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--null-weight", type=float, default=NULL_WEIGHT, help="weight of a table without wrong cells"
     )
+    ap.add_argument(
+        "--without",
+        help="leave the groups whose name matches this regular expression out of everything (to measure them "
+        "later with the fit written by --out, e.g. `make crossfit`)",
+    )
+    ap.add_argument(
+        "--fit-only",
+        action="store_true",
+        help="fit with the (first) penalty given and write it; no leaving out",
+    )
+    ap.add_argument(
+        "--folds",
+        type=int,
+        default=FOLDS,
+        help=f"groups left out at once, dealt into this many folds (default {FOLDS}; 0: one group at a time)",
+    )
     args = ap.parse_args(argv)
     if args.rebuild or not args.corpus.exists():
         import corpus
@@ -327,12 +378,27 @@ def main(argv: list[str] | None = None) -> int:
         if corpus.main(["--out", str(args.corpus)]) != 0:
             return 1
     tables = gather_evidence(args.corpus, args.workers)
+    if args.without:
+        left = re.compile(args.without)
+        tables = [t for t in tables if not left.search(t.group)]
+        print(f"fit: without {args.without!r}: {len(tables)} tables", file=sys.stderr)
     started = time.perf_counter()
     # The regularisation strength is itself chosen by leaving groups out (mean over every table).
     # How hard the weights are pulled toward the unfitted decision is itself chosen by leaving groups out
     # (the mean score over every table, nulls at their weight).
     penalties = tuple(float(p) for p in args.penalties.split(",")) if args.penalties else PENALTIES
-    trials = {c: leave_out(tables, c, args.null_weight) for c in penalties}
+    if args.fit_only:
+        weights = fit(tables, penalties[0], null_weight=args.null_weight)
+        target = args.out if args.out is not None else FITTED
+        target.write_text(
+            json.dumps(record_of(weights, penalties[0], args.null_weight, tables), indent=1) + "\n"
+        )
+        print(
+            f"fit: penalty {penalties[0]} in {time.perf_counter() - started:.0f} s; wrote {target}",
+            file=sys.stderr,
+        )
+        return 0
+    trials = {c: leave_out(tables, c, args.null_weight, args.folds) for c in penalties}
     scored = {c: {t.name: table_score(trials[c][t.name], t) for t in tables} for c in penalties}
 
     def objective_of(c: float) -> float:
@@ -372,25 +438,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_write:
         return 0
     target = args.out if args.out is not None else FITTED
-    record = {
-        "decision": {
-            "version": 1,
-            "fitted": f"make calibrate at {git_commit()}",
-            "weights": {n: float(w) for n, w in zip(FEATURES, weights[1:], strict=True) if abs(w) > 1e-9},
-            "bias": float(weights[0]),
-            "threshold": 0.5,
-        },
-        "fit": {
-            "penalty": c_best,
-            "null_weight": args.null_weight,
-            "tables": len(tables),
-            "groups": len({t.group for t in tables}),
-            "kinds": {k: sum(t.kind == k for t in tables) for k in fit_kind},
-            "in_fit": fit_kind,
-            "leave_one_group_out": loo_kind,
-            "study_leave_one_out": {t.name: round(loo[t.name][0], 4) for t in tables if t.kind == "study"},
-        },
-    }
+    record = record_of(weights, c_best, args.null_weight, tables)
+    record["fit"].update(
+        in_fit=fit_kind,
+        leave_one_group_out=loo_kind,
+        study_leave_one_out={t.name: round(loo[t.name][0], 4) for t in tables if t.kind == "study"},
+    )
     target.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {target}", file=sys.stderr)
     return 0

@@ -6,9 +6,10 @@ Every table is a directory holding `dirty.csv`, `clean.csv` (same shape; the wro
 and `meta.json` (its group, kind, generator, rate and the columns left out of scoring). The corpus is made of:
 
 - the study pairs (../shared/datasets), as published;
-- bases: each study pair's clean file and each table of the real-data corpus (tests/realdata, staged by
-  `make realdata-stage`), first `--max-rows` rows; a real table's columns its verdicts say have problems are
-  left out of scoring (their own errors are not known cell by cell);
+- bases: each study pair's clean file, each table of the real-data corpus (tests/realdata, staged by
+  `make realdata-stage`) and each of ../shared/realtables (reviewed in tests/realdata/verdicts_shared.toml),
+  first `--max-rows` rows; a real table's columns its verdicts say have problems are left out of scoring
+  (their own errors are not known cell by cell);
 - each base with errors planted by three generators with different error models:
   * `iterate`: the project's own injector (scripts/inject_errors.py: a typo, a lost value, another row's value,
     a number multiplied by ten or shifted, and in text a stray symbol or a doubled punctuation mark);
@@ -53,6 +54,8 @@ SHARED = REPO.parent / "shared"
 STUDY = SHARED / "datasets"
 REALDATA = REPO / "out" / "realdata"
 VERDICTS = REPO / "tests" / "realdata" / "verdicts.toml"
+SHARED_REAL = SHARED / "realtables"
+VERDICTS_SHARED = REPO / "tests" / "realdata" / "verdicts_shared.toml"
 DEFAULT_OUT = REPO / "out" / "corpus"
 
 NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)$")
@@ -383,6 +386,14 @@ def read_staged(path: Path) -> pd.DataFrame:
     from iterate.io import read_table
 
     frame = read_table(path, name=path.stem).to_pandas()
+    seen: dict[str, int] = {}
+    names = []
+    for c in map(
+        str, frame.columns
+    ):  # a header that repeats a name gets it numbered (the generators use names)
+        seen[c] = seen.get(c, 0) + 1
+        names.append(c if seen[c] == 1 else f"{c} ({seen[c]})")
+    frame.columns = names
     return frame.fillna("").astype(str)
 
 
@@ -391,13 +402,15 @@ def bases(max_rows: int) -> list[Base]:
     for ds in sorted(p for p in STUDY.iterdir() if (p / "clean.csv").exists()):
         frame = read_text(ds / "clean.csv").head(max_rows)
         out.append(Base(f"{ds.name}-clean", ds.name, frame))
-    verdicts = tomllib.loads(VERDICTS.read_text()).get("tables", {}) if VERDICTS.exists() else {}
-    for path in sorted(REALDATA.glob("*.csv")):
-        frame = read_staged(path).head(max_rows)
-        if frame.shape[1] < 2 or len(frame) < 30:
-            continue
-        problems = sorted(verdicts.get(path.stem, {}).get("problems", {}))
-        out.append(Base(f"real-{path.stem}", f"real-{path.stem}", frame, [c for c in problems if c in frame]))
+    for prefix, folder, reviewed in (("real", REALDATA, VERDICTS), ("shared", SHARED_REAL, VERDICTS_SHARED)):
+        verdicts = tomllib.loads(reviewed.read_text()).get("tables", {}) if reviewed.exists() else {}
+        for path in sorted(folder.glob("*.csv")):
+            frame = read_staged(path).head(max_rows)
+            if frame.shape[1] < 2 or len(frame) < 30:
+                continue
+            problems = sorted(verdicts.get(path.stem, {}).get("problems", {}))
+            name = f"{prefix}-{path.stem}"
+            out.append(Base(name, name, frame, [c for c in problems if c in frame]))
     return out
 
 

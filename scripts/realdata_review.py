@@ -46,6 +46,14 @@ class TableRun:
     seconds: float
 
 
+def use_fitted(path: Path) -> None:
+    """Run detection with another fitted decision (a cross-fit that left these tables out)."""
+    from iterate.detect import decide, model
+
+    fitted = model.load(path)
+    decide.load_model = lambda: fitted  # type: ignore[assignment]
+
+
 def analyse(path: Path, name: str | None = None) -> TableRun:
     """Detection on one staged file, through the engine entry points the profile step uses."""
     from iterate.detect import detect
@@ -289,7 +297,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--shared", action="store_true", help=f"the tables of {SHARED} and {VERDICTS_SHARED.name} instead"
     )
+    parser.add_argument(
+        "--fitted", type=Path, help="judge detection with this fitted decision (default: the engine's own)"
+    )
     args = parser.parse_args(argv)
+    if args.fitted is not None:
+        use_fitted(args.fitted)
     # An explicit --staged/--verdicts wins over --shared's defaults (a candidate verdicts file can be checked).
     args.staged = args.staged or (SHARED if args.shared else STAGED)
     args.verdicts = args.verdicts or (VERDICTS_SHARED if args.shared else VERDICTS)
