@@ -12,6 +12,7 @@ import numpy as np
 
 from iterate.detect.calibration import DEFAULT, Calibration
 from iterate.detect.context import ColumnFacts, dataset_null_marker, facts_for
+from iterate.detect.conventions import detect_float_written_integers, detect_thousands_separators
 from iterate.detect.cooccur import detect_cooccurrence
 from iterate.detect.decide import Decision, decide
 from iterate.detect.dependencies import Dependency, Judgement, detect_dependency_violations
@@ -34,7 +35,6 @@ from iterate.detect.numcontext import detect_numeric_context
 from iterate.detect.numeric import (
     context_columns,
     detect_code_width,
-    detect_float_written_integers,
     detect_invalid_numbers,
     detect_numeric_outliers,
     detect_precision,
@@ -216,6 +216,7 @@ def detect(
         found += [detect_invalid_numbers(f, f.numeric), detect_precision(f, f.numeric)]
         found += [detect_numeric_outliers(f, f.numeric), detect_code_width(f, f.numeric)]
         found += [detect_float_written_integers(f, f.numeric), detect_sequence_breaks(f, f.numeric)]
+        found += [detect_thousands_separators(f, f.numeric)]
         found += [detect_zero_led(f, f.numeric), detect_short_decimals(f, f.numeric)]
         found += [detect_rare_values(f), detect_repeated_placeholder(f), detect_number_in_words(f)]
         return [x for x in found if x is not None]

@@ -40,6 +40,7 @@ LLR_CAP = 12.0  # evidence beyond this says nothing more (a rule that leaves no 
 EXTRAS: tuple[str, ...] = (
     "x:outliers:far",  # log(1 + z): how far out on the column's scale (within its group, where one explains it)
     "x:outliers:crowd",  # log of the share of other rows within one spread of the value (a mode is crowded)
+    "x:outliers:spacing",  # log(1 + how far it is cut off from the rest of its tail, in the tail's own spacings)
     "x:cooccur:weakest",  # the least the associated columns say against the value
     "x:cooccur:strongest",  # the most they say against it
     "x:cooccur:strength",  # log of how much the most telling associated column tells about the column
@@ -50,6 +51,9 @@ EXTRAS: tuple[str, ...] = (
     "x:symbols:rarity",  # -log of the share of the column's rows writing the symbol
     "x:symbols:edge",  # the symbol sits at the start or the end of the value
     "x:symbols:doubled",  # a doubled punctuation mark, or a symbol proper (*, #, ~)
+    "x:typos:rows",  # log of the rows writing the variant (a slip is seldom made the same way many times)
+    "x:typos:ratio",  # log of how many times more rows write its reference
+    "x:convention:share",  # log-odds of the share of the column's numbers written the column's way
 )
 
 FEATURES: tuple[str, ...] = (

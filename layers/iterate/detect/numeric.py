@@ -627,6 +627,47 @@ def _crowding(scale: Scale, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return out
 
 
+TAIL_ROWS = (0.05, 20, 500)  # the extremes a tail's spacings are read on: this share of rows, within bounds
+TAIL_TRIM = 0.8  # the tail's scale is the mean of its smaller spacings (the large ones are what is tested)
+
+
+def _tail_spacing(scale: Scale, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Per distinct value: how far it is cut off from the rest of its tail, as the largest normalised spacing
+    between it and the bulk over the tail's typical spacing.
+
+    Sorted from the most extreme, the k-th gap of a tail times the k rows beyond it (the normalised spacing)
+    is alike all along a smooth tail, whatever its weight (Rényi: exponential order statistics' spacings are
+    independent and alike): the extremes of a real heavy tail (a rating on a handful of minutes played) sit
+    where the tail leads. A value multiplied by ten, or digits doubled, opens one spacing many times the rest.
+    0 for values outside the tail read (the fitted decision weighs the statistic: `x:outliers:spacing`)."""
+    out = np.zeros(x.size)
+    t = scale.transform(x)
+    fin = np.isfinite(t)
+    total = float(w[fin].sum())
+    if total < 10:
+        return out
+    share, least, most = TAIL_ROWS
+    room = min(max(share * total, least), most)
+    for sign in (1.0, -1.0):
+        u = sign * (t - scale.center)
+        side = np.flatnonzero(fin & (u > 0))
+        if side.size < 2:
+            continue
+        order = side[np.argsort(-u[side], kind="stable")]
+        cum = np.cumsum(w[order])
+        n = int(np.searchsorted(cum, room)) + 1  # the extremes holding `room` rows, and the value after them
+        n = min(n, order.size)
+        if n < 2:
+            continue
+        top = order[:n]
+        gaps = (u[top[:-1]] - u[top[1:]]) * cum[: n - 1]
+        kept = np.sort(gaps)[: max(1, int(TAIL_TRIM * gaps.size))]
+        typical = max(float(kept.mean()), 1e-9 * scale.spread, 1e-300)
+        beyond = np.maximum.accumulate((gaps / typical)[::-1])[::-1]  # the largest from each value inward
+        out[top[:-1]] = beyond
+    return out
+
+
 def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT) -> Finding | None:
     """Numbers far from the column's bulk (robust z on its best scale), or negative where it never is."""
     if not m.numeric or m.code_width is not None:
@@ -703,6 +744,7 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
         return None
     far = np.log1p(np.minimum(z, 1e6))
     crowd = _crowding(scale, x, w) if scale is not None else np.zeros(x.size)
+    spacing = np.log1p(_tail_spacing(scale, x, w)) if scale is not None else np.zeros(x.size)
     ids = m.ids[ok][hit]
     name = f.name
     low, high = scale.bounds(cal.outlier_z) if scale is not None else (None, None)
@@ -732,7 +774,7 @@ def detect_numeric_outliers(f: ColumnFacts, m: NumericModel, cal: Calibration = 
         ids,
         llr[hit],
         z[hit],
-        {"far": far[hit], "crowd": crowd[hit]},
+        {"far": far[hit], "crowd": crowd[hit], "spacing": spacing[hit]},
         type="numeric_outlier",
         columns=[name],
         title=f"Extreme values in {name}",
@@ -939,56 +981,6 @@ def detect_short_decimals(f: ColumnFacts, m: NumericModel, cal: Calibration = DE
             "canonical": padded,
         },
         key=f"shortdec:{name}",
-        damage="format",
-    )
-
-
-def detect_float_written_integers(
-    f: ColumnFacts, m: NumericModel, cal: Calibration = DEFAULT
-) -> Finding | None:
-    """Whole numbers written as floats (`2320935.0`) in a column that writes its numbers as integers: a
-    conversion that went through floating point on the way (and may have lost digits on the way too)."""
-    if not m.numeric:
-        return None
-    ok = m.is_number
-    whole = ok & (m.decimals == 0)
-    share = float(m.weights[whole].sum() / max(m.weights.sum(), 1))
-    if share < cal.parse_min_share:
-        return None
-    text = pc.utf8_trim_whitespace(f.column.dictionary.take(pa.array(m.ids, pa.int64())))
-    floaty = ok & _bools(pc.match_substring_regex(text, r"^[-+]?\d+\.0+$"))
-    if not floaty.any():
-        return None
-    ids = m.ids[floaty]
-    llr = share_llr(share, cal.shape_bonus) - repeat_discount(m.weights[floaty], f.typical_count, cal)
-    name = f.name
-
-    def describe(fd: Finding) -> str:
-        shown = ", ".join(repr(v) for v in fd.stats["bad_values"][:4])
-        return (
-            f"{plural(fd.n_cells, 'value')} in '{name}' {agree(fd.n_cells, 'is a whole number', 'are whole numbers')} "
-            f"written as decimals ({shown}), while "
-            f"{share:.1%} of the column's rows write them as integers: they went through a floating-point "
-            "conversion somewhere."
-        )
-
-    return value_finding(
-        f,
-        ids,
-        llr,
-        np.full(ids.size, share),
-        type="format_violation",
-        columns=[name],
-        title=f"Whole numbers written as decimals in {name}",
-        description="",
-        describe=describe,
-        suggested_action="Write these as integers (drop the '.0'), and check at the source that the conversion "
-        "did not change the value.",
-        category="quick_fixes",
-        detector="parse",
-        stat_name="share of the column's rows written as integers",
-        stats={"column": name, "rule": "integer_written", "bad_values": _values(f, ids)},
-        key=f"floatint:{name}",
         damage="format",
     )
 

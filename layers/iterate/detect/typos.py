@@ -393,6 +393,21 @@ def _finding(f: ColumnFacts, pairs: dict[int, str], *, masked: bool, case: bool 
         for i in pairs
     }
     llr = np.array([per_id[int(c)] for c in f.column.codes[rows]], dtype=np.float64)
+    codes = f.column.codes[rows]
+    # How many rows write the variant, against its reference: a slip is seldom made the same way many times
+    # (`Stratovolcanoes` in nine rows is a plural the column uses); the decision weighs both (fitted).
+    wanted = set(pairs.values())
+    pos = {u: k for k, u in enumerate(uniques) if u in wanted} if not masked else {}
+    reference = {i: pos.get(v) for i, v in pairs.items()}
+    rows_of = np.log(np.maximum(f.counts[codes].astype(np.float64), 1.0))
+    ratio = np.array(
+        [
+            np.log(max(float(f.counts[reference[int(c)]]), 1.0) / max(float(f.counts[int(c)]), 1.0))
+            if reference.get(int(c)) is not None
+            else 0.0
+            for c in codes
+        ]
+    )
     expected = None if masked else [canonical[uniques[int(f.column.codes[r])]] for r in rows]
     what = "unit or label text" if masked else "case or spacing" if case else "spellings"
     return Finding(
@@ -429,6 +444,7 @@ def _finding(f: ColumnFacts, pairs: dict[int, str], *, masked: bool, case: bool 
         expected=expected,
         key=f"{'case' if case else 'typos'}{'-masked' if masked else ''}:{f.name}",
         llr=llr,
+        features={"rows": rows_of, "ratio": ratio},
     )
 
 

@@ -166,7 +166,17 @@ def main_question(issue: Issue) -> SmartFixFollowup:
     if t in {"format_violation", "mixed_types", "out_of_domain"}:
         main_format, formats = stats.get("main_format"), [str(f) for f in stats.get("other_formats", [])]
         convert: list[Option] = []
-        if main_format and formats:  # dates written in several formats: one format is a conversion away
+        canonical = {str(k): str(v) for k, v in (stats.get("canonical") or {}).items()}
+        if canonical:  # written unlike the column's convention: rewritten the column's way, value unchanged
+            first = next(iter(canonical.items()))
+            convert = [
+                (
+                    "rewrite",
+                    f"Rewrite them the column's way ('{first[0]}' → '{first[1]}')",
+                    _act("standardize_values", column=col, mapping=canonical),
+                )
+            ]
+        elif main_format and formats:  # dates written in several formats: one format is a conversion away
             convert = [
                 (
                     "convert",

@@ -296,6 +296,11 @@ elif rule == "width":
     holds = (text.str.lstrip("+-").str.len() != int(PARAMS["width"])).to_numpy(dtype=bool)
 elif rule == "integer_written":
     holds = text.str.fullmatch(r"[-+]?[0-9]+[.]0+").fillna(False).to_numpy(dtype=bool)
+elif rule == "thousands_written":
+    # Four digits or more, written with a separator where the column writes none (or the reverse).
+    grouped = text.str.fullmatch(r"[-+]?[0-9]{1,3}(?:,[0-9]{3})+(?:[.][0-9]+)?").fillna(False)
+    plain = text.str.fullmatch(r"[-+]?[0-9]{4,}(?:[.][0-9]+)?").fillna(False)
+    holds = (grouped if PARAMS["separated"] else plain).to_numpy(dtype=bool)
 elif rule == "zero_led":
     holds = text.str.fullmatch(r"[-+]?0[0-9]+").fillna(False).to_numpy(dtype=bool)
 elif rule == "short_decimals":
