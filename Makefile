@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
 
-.PHONY: install demo test lint format typecheck bench bench-aws timeline bench-merge bench-bound bench-versus bench-batch bench-library cost-model score calibrate corpus realdata realdata-stage synth deploy schemas clean
+.PHONY: install demo test lint format typecheck bench bench-aws timeline bench-merge bench-bound bench-versus bench-batch bench-library cost-model score calibrate crossfit corpus realdata realdata-stage synth deploy schemas clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -72,6 +72,9 @@ corpus: realdata-stage ## build the training corpus into out/corpus/ (study pair
 
 calibrate: realdata-stage ## refit the decision over the training corpus, print the leave-one-out table, write layers/iterate/detect/fitted.json
 	$(BIN)/python scripts/calibrate.py --rebuild $(ARGS)
+
+crossfit: realdata-stage ## false alarms on ../shared/realtables, each table judged by a decision fitted without it (after make calibrate)
+	$(BIN)/python scripts/crossfit.py $(ARGS)
 
 cost-model: $(DEV) ## what one run costs on AWS for 1 MB, 1 GB and 100 GB inputs, from per-chunk and per-step costs measured here
 	$(BIN)/python scripts/cost_model.py
