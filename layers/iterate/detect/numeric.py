@@ -655,14 +655,17 @@ def _tail_spacing(scale: Scale, x: np.ndarray, w: np.ndarray) -> np.ndarray:
             continue
         order = side[np.argsort(-u[side], kind="stable")]
         cum = np.cumsum(w[order])
-        n = int(np.searchsorted(cum, room)) + 1  # the extremes holding `room` rows, and the value after them
-        n = min(n, order.size)
+        # The extremes holding `room` rows (four values at least), and the value after them.
+        n = min(max(int(np.searchsorted(cum, room)) + 1, 4), order.size)
         if n < 2:
             continue
         top = order[:n]
         gaps = (u[top[:-1]] - u[top[1:]]) * cum[: n - 1]
-        kept = np.sort(gaps)[: max(1, int(TAIL_TRIM * gaps.size))]
-        typical = max(float(kept.mean()), 1e-9 * scale.spread, 1e-300)
+        if gaps.size >= 3:  # the tested spacings never set their own reference: the largest is always left out
+            kept = np.sort(gaps)[: max(1, min(int(TAIL_TRIM * gaps.size), gaps.size - 1))]
+            typical = max(float(kept.mean()), 1e-9 * scale.spread, 1e-300)
+        else:  # a tail of two or three values (a 1-5 score): the bulk's own spread is the reference
+            typical = scale.spread
         beyond = np.maximum.accumulate((gaps / typical)[::-1])[::-1]  # the largest from each value inward
         out[top[:-1]] = beyond
     return out
