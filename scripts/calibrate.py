@@ -7,7 +7,8 @@
    the decision's features (iterate.detect.model), with the cell's truth (dirty != clean). Kept in
    out/calibrate/evidence/, keyed by the table's bytes and the engine's code: a re-run only re-reads.
 3. The decision is fitted: the weights that maximise the mean table score (F1 on a table with wrong cells; on
-   a table without any, 1 minus the flagged share of its cells over 0.2%, floored at 0), smoothed so it has a
+   a table without any, 1 minus the flagged share of its cells over 0.2%, floored at 0; on a real table as it
+   is, whose right columns a reader judged, 1 minus its flagged cells over 10), smoothed so it has a
    gradient, pulled toward the unfitted decision (the evidence's own reading) by a penalty chosen by leaving
    groups out.
 4. Leave-one-out: each group (a base table and everything made from it) is scored by a decision fitted
@@ -36,6 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 FITTED = REPO / "layers" / "iterate" / "detect" / "fitted.json"
 CACHE = REPO / "out" / "calibrate" / "evidence"
+REAL_ROOM = 10.0  # flagged cells that cost a real table as it is its score (see null_room)
 NULL_SHARE = 0.002  # a table without wrong cells scores 0 once this share of its cells is flagged
 FORMAT = 4  # of the cached evidence files: raised when what they hold changes
 
@@ -173,13 +175,22 @@ def gather_evidence(corpus: Path, workers: int) -> list[TableEvidence]:
 # ---------------------------------------------------------------------------------------------- the fit
 
 
+def null_room(t: TableEvidence) -> float:
+    """Flagged cells a table without wrong cells takes to lose its score: 0.2% of its cells (the issue's
+    bound for a clean file), but only REAL_ROOM on a real table as it is, whose right columns a reader
+    judged: there every flagged cell is an issue a user reads and finds wrong."""
+    if t.kind == "clean" and t.group.startswith(("real-", "shared-")):
+        return REAL_ROOM
+    return max(NULL_SHARE * t.n_cells, 1.0)
+
+
 def table_score(flagged: np.ndarray, t: TableEvidence) -> tuple[float, int, int, int]:
     """(score, tp, fp, fn) of one table: F1 where it has wrong cells, else the null-data score."""
     tp = int((flagged & t.y).sum())
     fp = int((flagged & ~t.y).sum())
     fn = t.n_truth - tp
     if t.n_truth == 0:
-        return max(0.0, 1.0 - fp / max(NULL_SHARE * t.n_cells, 1.0)), tp, fp, fn
+        return max(0.0, 1.0 - fp / null_room(t)), tp, fp, fn
     return (2 * tp / max(2 * tp + fp + fn, 1)), tp, fp, fn
 
 
@@ -219,7 +230,7 @@ def fit(
     y = np.concatenate([t.y[t.eligible] for t in tables]).astype(np.float64)
     tid = np.concatenate([np.full(int(t.eligible.sum()), k) for k, t in enumerate(tables)])
     truth = np.array([t.n_truth for t in tables], dtype=np.float64)
-    room = np.array([max(NULL_SHARE * t.n_cells, 1.0) for t in tables])
+    room = np.array([null_room(t) for t in tables])
     null = truth == 0
     weight = np.where(null, NULL_WEIGHT if null_weight is None else null_weight, 1.0)
     weight /= weight.sum()

@@ -48,10 +48,13 @@ class TableRun:
 
 def use_fitted(path: Path) -> None:
     """Run detection with another fitted decision (a cross-fit that left these tables out)."""
-    from iterate.detect import decide, model
+    import importlib
 
+    # The modules themselves: the package re-exports a function named `decide` over its module's name.
+    decide = importlib.import_module("iterate.detect.decide")
+    model = importlib.import_module("iterate.detect.model")
     fitted = model.load(path)
-    decide.load_model = lambda: fitted  # type: ignore[assignment]
+    decide.load_model = lambda: fitted
 
 
 def analyse(path: Path, name: str | None = None) -> TableRun:
