@@ -184,38 +184,39 @@ def _verdicts(edit: Any) -> dict[str, Any]:
     return v
 
 
-# The harness is checked on one reviewed table, nyc_planes, whose 'typos-model' issue flags 3 cells of the
-# correct column 'model' (a Boeing customer code called a typo: a false alarm the review allowed as debt).
+# The harness is checked on one reviewed table, nyc_planes, whose 'fd-engine' issue flags 1 right cell of
+# 'engine' (an FAA engine-type code called a dependency break: a false alarm the review allowed as debt), and
+# whose 'fd-manufacturer' flags the 14 MD-88s written MCDONNELL DOUGLAS CORPORATION.
 
 
 def test_the_reviewed_table_passes_as_known_debt(planes: review.TableRun) -> None:
     judgement = review.judge(planes, VERDICTS)
     assert judgement.failures == []
-    assert judgement.false_flags["typos-model"] == 3
+    assert judgement.false_flags["fd-engine"] == 1
 
 
 def test_flags_in_a_correct_column_beyond_the_review_fail(planes: review.TableRun) -> None:
-    # Given a review that allowed no false flag for the issue that flags 'model'
-    verdicts = _verdicts(lambda t: t["issues"]["typos-model"].pop("false_flags"))
-    # Then its flags in the correct column fail
+    # Given a review that allowed no false flag for the issue that flags a right 'engine' cell
+    verdicts = _verdicts(lambda t: t["issues"]["fd-engine"].pop("false_flags"))
+    # Then its flag of a right cell fails
     failures = review.judge(planes, verdicts).failures
-    assert any("'typos-model' flags 3 cells the verdicts call right" in f for f in failures)
+    assert any("'fd-engine' flags 1 cells the verdicts call right" in f for f in failures)
 
 
 def test_flags_outside_the_named_wrong_cells_of_a_problem_column_count(planes: review.TableRun) -> None:
-    # Given 'manufacturer' under problems with one wrong value named: 'typos-manufacturer' flags it (1 cell)
-    # and 'MCDONNELL DOUGLAS CORPORATION' (14 cells)
+    # Given 'manufacturer' under problems with another wrong value named than the 14 cells
+    # 'fd-manufacturer' flags ('MCDONNELL DOUGLAS CORPORATION')
     def edit(t: dict[str, Any]) -> None:
         t["problems"]["manufacturer"] = {"why": "test", "values": ["CANADAIR LTD"]}
 
     # Then the other 14 flagged cells are right cells
-    assert review.judge(planes, _verdicts(edit)).false_flags["typos-manufacturer"] == 14
+    assert review.judge(planes, _verdicts(edit)).false_flags["fd-manufacturer"] == 14
 
 
 def test_an_unreviewed_issue_fails(planes: review.TableRun) -> None:
-    verdicts = _verdicts(lambda t: t["issues"].pop("typos-model"))
+    verdicts = _verdicts(lambda t: t["issues"].pop("fd-engine"))
     judgement = review.judge(planes, verdicts)
-    assert judgement.unreviewed == ["typos-model"]
+    assert judgement.unreviewed == ["fd-engine"]
     assert any("has no verdict" in f for f in judgement.failures)
 
 
@@ -231,7 +232,7 @@ def test_a_verdict_for_an_issue_no_longer_raised_fails(planes: review.TableRun) 
 def test_unclassified_columns_and_bad_verdicts_fail(planes: review.TableRun) -> None:
     def edit(t: dict[str, Any]) -> None:
         t["correct"] = [c for c in t["correct"] if c != "model"] + ["wingspan"]
-        t["issues"]["typos-model"]["verdict"] = "maybe"
+        t["issues"]["fd-engine"]["verdict"] = "maybe"
 
     failures = review.judge(planes, _verdicts(edit)).failures
     assert any("neither `correct` nor under `problems`: ['model']" in f for f in failures)
