@@ -7,9 +7,9 @@
    the decision's features (iterate.detect.model), with the cell's truth (dirty != clean). Kept in
    out/calibrate/evidence/, keyed by the table's bytes and the engine's code: a re-run only re-reads.
 3. The decision is fitted: the weights that maximise the mean table score (F1 on a table with wrong cells; on
-   a table without any, 1 minus the flagged share of its cells over 0.2%, floored at 0; on a real table as it
-   is, whose right columns a reader judged, 1 minus its flagged cells over 10), smoothed so it has a
-   gradient, pulled toward the unfitted decision (the evidence's own reading) by a penalty chosen by leaving
+   a table without any, 1 minus the flagged share of its cells over 0.2%, floored at 0, weighing half a table;
+   on a real table as it is, whose right columns a reader judged, 1 minus its flagged cells over 2, weighing a
+   whole table), smoothed so it has a gradient, pulled toward the unfitted decision (the evidence's own reading) by a penalty chosen by leaving
    groups out.
 4. Leave-one-out: each group (a base table and everything made from it) is scored by a decision fitted
    without it. That table, not the in-fit one, says whether a change generalises.
@@ -37,7 +37,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "scripts"))
 FITTED = REPO / "layers" / "iterate" / "detect" / "fitted.json"
 CACHE = REPO / "out" / "calibrate" / "evidence"
-REAL_ROOM = 10.0  # flagged cells that cost a real table as it is its score (see null_room)
+# What a false alarm costs against a miss (a product decision, not a detector's threshold): a real table as it
+# is, whose right columns a reader judged, loses its score over REAL_ROOM flagged cells and weighs as much as a
+# table with wrong cells: each flagged cell there is an issue a user reads and finds wrong.
+REAL_ROOM = 2.0
+REAL_WEIGHT = 1.0
 NULL_SHARE = 0.002  # a table without wrong cells scores 0 once this share of its cells is flagged
 FORMAT = 4  # of the cached evidence files: raised when what they hold changes
 
@@ -179,9 +183,22 @@ def null_room(t: TableEvidence) -> float:
     """Flagged cells a table without wrong cells takes to lose its score: 0.2% of its cells (the issue's
     bound for a clean file), but only REAL_ROOM on a real table as it is, whose right columns a reader
     judged: there every flagged cell is an issue a user reads and finds wrong."""
-    if t.kind == "clean" and t.group.startswith(("real-", "shared-")):
+    if is_real(t):
         return REAL_ROOM
     return max(NULL_SHARE * t.n_cells, 1.0)
+
+
+def is_real(t: TableEvidence) -> bool:
+    """A real table as it is: its right columns were judged by a reader (tests/realdata verdicts)."""
+    return t.kind == "clean" and t.group.startswith(("real-", "shared-"))
+
+
+def table_weight(t: TableEvidence, null_weight: float) -> float:
+    """A table's weight in the objective (and in choosing the penalty): 1, a null table `null_weight`, a real
+    table as it is REAL_WEIGHT."""
+    if is_real(t):
+        return REAL_WEIGHT
+    return null_weight if t.n_truth == 0 else 1.0
 
 
 def table_score(flagged: np.ndarray, t: TableEvidence) -> tuple[float, int, int, int]:
@@ -232,7 +249,7 @@ def fit(
     truth = np.array([t.n_truth for t in tables], dtype=np.float64)
     room = np.array([null_room(t) for t in tables])
     null = truth == 0
-    weight = np.where(null, NULL_WEIGHT if null_weight is None else null_weight, 1.0)
+    weight = np.array([table_weight(t, NULL_WEIGHT if null_weight is None else null_weight) for t in tables])
     weight /= weight.sum()
     mean, sd = X.mean(axis=0), X.std(axis=0)
     sd[sd == 0] = 1.0
@@ -416,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
         return float(
             np.average(
                 [scored[c][t.name][0] for t in tables],
-                weights=[args.null_weight if t.n_truth == 0 else 1.0 for t in tables],
+                weights=[table_weight(t, args.null_weight) for t in tables],
             )
         )
 
