@@ -184,23 +184,35 @@ def _verdicts(edit: Any) -> dict[str, Any]:
     return v
 
 
-# The harness is checked on one reviewed table, nyc_planes, whose 'fd-engine' issue flags 1 right cell of
-# 'engine' (an FAA engine-type code called a dependency break: a false alarm the review allowed as debt), and
-# whose 'fd-manufacturer' flags the 14 MD-88s written MCDONNELL DOUGLAS CORPORATION.
+# The harness is checked on one reviewed table, nyc_planes, whose 'fd-manufacturer' issue flags the 14 MD-88s
+# written MCDONNELL DOUGLAS CORPORATION. Called right (the column moved to `correct`), they are 14 false flags.
+
+
+def _manufacturer_right(t: dict[str, Any]) -> None:
+    t["problems"].pop("manufacturer", None)
+    t["correct"] = [*t["correct"], "manufacturer"]
+    t["issues"].pop("typos-manufacturer", None)
 
 
 def test_the_reviewed_table_passes_as_known_debt(planes: review.TableRun) -> None:
-    judgement = review.judge(planes, VERDICTS)
-    assert judgement.failures == []
-    assert judgement.false_flags["fd-engine"] == 1
+    assert review.judge(planes, VERDICTS).failures == []
+
+    # Given the 14 cells called right and allowed as debt
+    def edit(t: dict[str, Any]) -> None:
+        _manufacturer_right(t)
+        t["issues"]["fd-manufacturer"]["false_flags"] = 14
+
+    judgement = review.judge(planes, _verdicts(edit))
+    # Then the table passes, its debt counted
+    assert [f for f in judgement.failures if "typos-manufacturer" not in f] == []
+    assert judgement.false_flags["fd-manufacturer"] == 14
 
 
 def test_flags_in_a_correct_column_beyond_the_review_fail(planes: review.TableRun) -> None:
-    # Given a review that allowed no false flag for the issue that flags a right 'engine' cell
-    verdicts = _verdicts(lambda t: t["issues"]["fd-engine"].pop("false_flags"))
-    # Then its flag of a right cell fails
-    failures = review.judge(planes, verdicts).failures
-    assert any("'fd-engine' flags 1 cells the verdicts call right" in f for f in failures)
+    # Given the cells called right and a review that allowed no false flag for the issue
+    failures = review.judge(planes, _verdicts(_manufacturer_right)).failures
+    # Then its flags in the correct column fail
+    assert any("'fd-manufacturer' flags 14 cells the verdicts call right" in f for f in failures)
 
 
 def test_flags_outside_the_named_wrong_cells_of_a_problem_column_count(planes: review.TableRun) -> None:
@@ -214,9 +226,9 @@ def test_flags_outside_the_named_wrong_cells_of_a_problem_column_count(planes: r
 
 
 def test_an_unreviewed_issue_fails(planes: review.TableRun) -> None:
-    verdicts = _verdicts(lambda t: t["issues"].pop("fd-engine"))
+    verdicts = _verdicts(lambda t: t["issues"].pop("fd-manufacturer"))
     judgement = review.judge(planes, verdicts)
-    assert judgement.unreviewed == ["fd-engine"]
+    assert judgement.unreviewed == ["fd-manufacturer"]
     assert any("has no verdict" in f for f in judgement.failures)
 
 
@@ -232,7 +244,7 @@ def test_a_verdict_for_an_issue_no_longer_raised_fails(planes: review.TableRun) 
 def test_unclassified_columns_and_bad_verdicts_fail(planes: review.TableRun) -> None:
     def edit(t: dict[str, Any]) -> None:
         t["correct"] = [c for c in t["correct"] if c != "model"] + ["wingspan"]
-        t["issues"]["fd-engine"]["verdict"] = "maybe"
+        t["issues"]["fd-manufacturer"]["verdict"] = "maybe"
 
     failures = review.judge(planes, _verdicts(edit)).failures
     assert any("neither `correct` nor under `problems`: ['model']" in f for f in failures)
