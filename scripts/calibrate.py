@@ -214,6 +214,7 @@ def table_score(flagged: np.ndarray, t: TableEvidence) -> tuple[float, int, int,
 FOLDS = (
     12  # leave-out folds of groups: each table is scored by a fit without its group (0: one fit per group)
 )
+MIN_POSITIVES = 20  # wrong cells a feature must be seen on to be fitted (else it keeps the unfitted weight)
 NULL_WEIGHT = 0.5  # a table without wrong cells weighs half a table with some in the fit's objective
 PENALTIES = (
     0.1,
@@ -275,7 +276,16 @@ def fit(
         grad = -np.concatenate([[d_s.sum()], Z.T @ d_s]) + np.concatenate([[0.0], 2 * penalty * pull])
         return value, grad
 
-    theta = minimize(objective, begin, jac=True, method="L-BFGS-B", options={"maxiter": 500}).x
+    # A feature too few wrong cells of the corpus carry (a detector whose kind of error no generator plants,
+    # such as encoding damage: 2 of its 123 cells) can only be fitted against: it keeps the unfitted reading
+    # instead of a weight learned from false alarms alone. Ten events per parameter, the usual floor for a
+    # logistic fit, and a detector has two (has:, llr:).
+    unseen = (X != 0).any(axis=0) & ((X[y == 1] != 0).sum(axis=0) < MIN_POSITIVES)
+    bounds = [(None, None)] + [
+        (start[1 + j], start[1 + j]) if unseen[j] else (None, None) for j in range(X.shape[1])
+    ]
+    begin = np.where(np.concatenate([[False], unseen]), start, begin)
+    theta = minimize(objective, begin, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": 500}).x
     coef = theta[1:] / sd
     return np.concatenate([[theta[0] - coef @ mean], coef])
 

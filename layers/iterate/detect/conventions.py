@@ -3,9 +3,10 @@
 Issue 32's product decision: a cell written unlike its column's convention is flagged (at low severity), however
 often its value repeats: a whole number written as a decimal (`7.0` among `7`), a thousands separator among plain
 numbers (`12,500` among `12500`) or a plain number among separated ones. The evidence is the share of the column
-that keeps the convention; the decision weighs it through its own fitted features (`convention` is a
-fitted-only detector: iterate.detect.calibration.FITTED_ONLY), so how much a share of 90% or 99% is worth is
-read off the training corpus, not set here.
+that keeps the convention, read like any rule a share of the column follows; the fitted decision adds its
+own weight for it (`llr:convention`, `has:convention`) and for the share itself (`x:convention:share`). It is
+part of the evidence's own reading (not fitted-only): cells of one value then share one prior and one decision,
+so a value's cells are never split between issues and its proof recounts exactly what the issue claims.
 """
 
 from __future__ import annotations
