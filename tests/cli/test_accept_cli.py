@@ -63,9 +63,8 @@ def test_analyze_accept_reanalyze_gates_only_the_issues_not_accepted(tmp_path):
     # and a re-analysis still fails the gate, on the other issues only
     second = iterate("analyze", str(src), "--out", str(out), "--quiet", "--fail-on", "medium")
     assert second.returncode == 3
-    assert (
-        "iterate: gate: 2 issues " in second.stderr and medium[1] in second.stderr
-    )  # e.g. the first of them
+    assert "iterate: gate: 2 issues " in second.stderr
+    assert any(m in second.stderr for m in medium[1:])  # e.g. the first of them by rank
     # and the accepted issue is still reported, marked with the reason, who and when
     marked = {i.id: i for i in analysis(out).issues}
     mark = marked[medium[0]].accepted

@@ -94,7 +94,12 @@ def test_followup_offers_to_rewrite_a_convention_break_not_to_clear_it() -> None
             "affectedRows": 1,
             "category": "quick_fixes",
             "suggestedAction": found.suggested_action,
-            "evidence": {"affectedRows": 1, "affectedCells": 1, "affectedShare": 1 / 300, "stats": found.stats},
+            "evidence": {
+                "affectedRows": 1,
+                "affectedCells": 1,
+                "affectedShare": 1 / 300,
+                "stats": found.stats,
+            },
         }
     )
     step = OfflineFollowupAgent().next_question(issue, [])

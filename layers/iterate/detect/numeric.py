@@ -661,7 +661,9 @@ def _tail_spacing(scale: Scale, x: np.ndarray, w: np.ndarray) -> np.ndarray:
             continue
         top = order[:n]
         gaps = (u[top[:-1]] - u[top[1:]]) * cum[: n - 1]
-        if gaps.size >= 3:  # the tested spacings never set their own reference: the largest is always left out
+        if (
+            gaps.size >= 3
+        ):  # the tested spacings never set their own reference: the largest is always left out
             kept = np.sort(gaps)[: max(1, min(int(TAIL_TRIM * gaps.size), gaps.size - 1))]
             typical = max(float(kept.mean()), 1e-9 * scale.spread, 1e-300)
         else:  # a tail of two or three values (a 1-5 score): the bulk's own spread is the reference
