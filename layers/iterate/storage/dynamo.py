@@ -170,6 +170,19 @@ class DynamoRunRepository:
     def transition(self, run_id: str, *, from_status: str, to_status: str, **fields: Any) -> None:
         if to_status not in TRANSITIONS.get(from_status, frozenset()):
             raise RunTransitionError(f"{from_status} → {to_status} is not an allowed run transition")
+        self._move_status(
+            f"RUN#{run_id}",
+            from_status,
+            to_status,
+            fields,
+            f"run {run_id} is not {from_status}; cannot move to {to_status}",
+        )
+
+    def _move_status(
+        self, sk: str, from_status: str, to_status: str, fields: dict[str, Any], refused: str
+    ) -> None:
+        """Set an item's status (and `fields`) only if it is `from_status` now: one conditional write, so two
+        deliveries of the same step cannot both move it; a refusal is a RunTransitionError(`refused`)."""
         names = {"#s": "status"}
         values: dict[str, Any] = {":from": from_status, ":to": to_status, ":now": self._now_iso()}
         sets = ["#s = :to", "updatedAt = :now"]
@@ -179,7 +192,7 @@ class DynamoRunRepository:
             sets.append(f"#f{i} = :v{i}")
         try:
             self._table.update_item(
-                Key={"PK": self._pk, "SK": f"RUN#{run_id}"},
+                Key={"PK": self._pk, "SK": sk},
                 UpdateExpression="SET " + ", ".join(sets),
                 ConditionExpression="attribute_exists(PK) AND #s = :from",
                 ExpressionAttributeNames=names,
@@ -187,9 +200,7 @@ class DynamoRunRepository:
             )
         except Exception as exc:
             if self._conditional_failed(exc):
-                raise RunTransitionError(
-                    f"run {run_id} is not {from_status}; cannot move to {to_status}"
-                ) from exc
+                raise RunTransitionError(refused) from exc
             raise
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
@@ -630,25 +641,9 @@ class DynamoRunRepository:
     ) -> None:
         """Move a fix job on (PENDING → RUNNING → SUCCEEDED/FAILED) only from the status expected: a duplicate
         delivery of the job, or a status already decided, is a RunTransitionError."""
-        names = {"#s": "status"}
-        values: dict[str, Any] = {":from": from_status, ":to": to_status, ":now": self._now_iso()}
-        sets = ["#s = :to", "updatedAt = :now"]
-        for i, (name, value) in enumerate(sorted(fields.items())):
-            names[f"#f{i}"] = name
-            values[f":v{i}"] = to_item(value)
-            sets.append(f"#f{i} = :v{i}")
-        try:
-            self._table.update_item(
-                Key={"PK": self._pk, "SK": f"FIX#{run_id}#{fix_id}"},
-                UpdateExpression="SET " + ", ".join(sets),
-                ConditionExpression="attribute_exists(PK) AND #s = :from",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
-        except Exception as exc:
-            if self._conditional_failed(exc):
-                raise RunTransitionError(f"fix {fix_id} is not {from_status}") from exc
-            raise
+        self._move_status(
+            f"FIX#{run_id}#{fix_id}", from_status, to_status, fields, f"fix {fix_id} is not {from_status}"
+        )
 
     # --- accepted issues (iterate.accepted: matched by type, columns and value hashes) -------------
     def put_acceptance(self, dataset_id: str, acceptance: dict[str, Any]) -> None:
