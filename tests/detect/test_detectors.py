@@ -626,7 +626,7 @@ def test_a_counter_with_one_zero_led_slip_is_not_a_column_of_padded_codes():
     assert findings_of(table, "format_violation") == []
     # And the slip itself is evidence of a number written with a leading zero among numbers written without
     from iterate.detect.context import facts_for
-    from iterate.detect.numeric import detect_zero_led
+    from iterate.detect.digits import detect_zero_led
 
     ids_facts = facts_for(table, "")[0]
     found = detect_zero_led(ids_facts, ids_facts.numeric)

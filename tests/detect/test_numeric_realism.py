@@ -10,8 +10,9 @@ import pytest
 
 from iterate.detect import detect
 from iterate.detect.context import dataset_null_marker, facts_for
+from iterate.detect.digits import detect_precision
 from iterate.detect.frequency import detect_repeated_placeholder
-from iterate.detect.numeric import detect_numeric_outliers, detect_precision
+from iterate.detect.numeric import detect_numeric_outliers
 from iterate.table import SourceInfo, Table
 
 pytestmark = pytest.mark.unit

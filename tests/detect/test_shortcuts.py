@@ -138,7 +138,7 @@ def test_columns_missing_together_are_the_pairs_a_pair_by_pair_binomial_test_fin
 
 
 def test_how_well_label_columns_sort_a_columns_ranks_is_the_same_as_on_the_rows_taken_out():
-    from iterate.detect.numeric import Contexts, _rank_eta2_all
+    from iterate.detect.explained import Contexts, _rank_eta2_all
 
     rng = np.random.default_rng(4)
     n, sizes = 600, [3, 7, 2, 12]

@@ -17,6 +17,8 @@ from iterate.detect.cooccur import detect_cooccurrence
 from iterate.detect.decide import Decision, decide
 from iterate.detect.dependencies import Dependency, Judgement, detect_dependency_violations
 from iterate.detect.derived import Derivation, detect_derived, find_derivations
+from iterate.detect.digits import detect_code_width, detect_precision, detect_short_decimals, detect_zero_led
+from iterate.detect.explained import context_columns, discount_explained_outliers, excuse_shared_zeros
 from iterate.detect.findings import MAX_LISTED, Finding
 from iterate.detect.formats import (
     detect_date_formats,
@@ -32,17 +34,7 @@ from iterate.detect.frequency import (
 )
 from iterate.detect.missing import detect_missing, detect_sentinels, unflagged_gaps, unflagged_pattern
 from iterate.detect.numcontext import detect_numeric_context
-from iterate.detect.numeric import (
-    context_columns,
-    detect_code_width,
-    detect_invalid_numbers,
-    detect_numeric_outliers,
-    detect_precision,
-    detect_short_decimals,
-    detect_zero_led,
-    discount_explained_outliers,
-    excuse_shared_zeros,
-)
+from iterate.detect.numeric import detect_invalid_numbers, detect_numeric_outliers
 from iterate.detect.order import detect_neighbour_breaks
 from iterate.detect.rows import detect_column_shape, detect_duplicates, detect_merged_columns
 from iterate.detect.rules import detect_rule_violations

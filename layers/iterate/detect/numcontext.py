@@ -24,9 +24,10 @@ import numpy as np
 
 from iterate.detect.context import ColumnFacts
 from iterate.detect.decide import MAX_ROWS_LISTED
+from iterate.detect.explained import CONTEXT_MIN_ETA2, _rank_eta2_all, context_columns
 from iterate.detect.findings import Finding, cells
 from iterate.detect.model import LLR_CAP
-from iterate.detect.numeric import CONTEXT_MIN_ETA2, _rank_eta2_all, context_columns, robust_scale
+from iterate.detect.numeric import robust_scale
 from iterate.wording import agree, plural
 
 MIN_GROUP_ROWS = 4  # a group judges its members from this many rows
