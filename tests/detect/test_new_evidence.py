@@ -119,6 +119,20 @@ def test_a_symbol_the_column_seldom_writes_is_evidence_with_its_place(tmp_path: 
     edge = dict(zip(values, found.features["edge"].tolist(), strict=True))
     doubled = dict(zip(values, found.features["doubled"].tolist(), strict=True))
     assert edge == {"Civic*": 1.0, "O''Brien": 0.0} and doubled["O''Brien"] == 1.0
+    # `*` is a symbol proper although Unicode files it as punctuation
+    assert doubled["Civic*"] == 1.0
+
+
+def test_a_mark_added_to_a_value_the_column_writes_bare_is_told_apart(tmp_path: Path) -> None:
+    # Given model names, 'tsx' written 40 times and once as 'tsx*'; 'town&country' a name of its own
+    rows = [[f"Model{i % 30}"] for i in range(300)] + [["tsx"]] * 40 + [["tsx*"], ["town&country"]]
+    facts, _ = _facts(tmp_path, ["model"], rows)
+    found = detect_stray_symbols(facts[0])
+    assert found is not None
+    values = [facts[0].column.value(int(r)) for r in found.rows]
+    bare = dict(zip(values, np.expm1(found.features["bare"]).round().tolist(), strict=True))
+    # Then the mark on 'tsx*' is added to a value written bare 40 times; '&' is part of its name
+    assert bare == {"tsx*": 40.0, "town&country": 0.0}
 
 
 def test_gaps_that_travel_together_are_flagged_as_one_issue(tmp_path: Path) -> None:

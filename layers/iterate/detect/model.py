@@ -51,6 +51,7 @@ EXTRAS: tuple[str, ...] = (
     "x:symbols:rarity",  # -log of the share of the column's rows writing the symbol
     "x:symbols:edge",  # the symbol sits at the start or the end of the value
     "x:symbols:doubled",  # a doubled punctuation mark, or a symbol proper (*, #, ~)
+    "x:symbols:bare",  # log(1 + rows writing the value without the mark): a mark added to a value as written
     "x:typos:rows",  # log of the rows writing the variant (a slip is seldom made the same way many times)
     "x:typos:ratio",  # log of how many times more rows write its reference
     "x:convention:share",  # log-odds of the share of the column's numbers written the column's way

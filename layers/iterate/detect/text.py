@@ -31,6 +31,9 @@ _SYMBOL = re.compile(r"([^\w\s])\1|[^\w\s]")
 # What is certainly a word character or a space for Python's `re` too (RE2's own \w and \s are ASCII-only).
 _NOT_SYMBOL = r"[\p{L}\p{N}_\s\p{Z}]+"
 _WORDS = re.compile(r"[\w\s]+")
+# Marks that are symbols proper though Unicode files them as punctuation: none of them is written as part of
+# ordinary spelling the way an apostrophe, a hyphen or an ampersand is.
+_PROPER = frozenset("*#@^~|\\")
 PYTHON_SIGNATURES = 20_000  # distinct values up to which signatures are made in Python (work bound)
 
 
@@ -208,7 +211,7 @@ def detect_stray_symbols(f: ColumnFacts) -> Finding | None:
     ]
     holding = np.array([m is not None for m in chosen], dtype=bool)
     at = np.flatnonzero(holding[sig_codes])
-    hit, rarity, edge, doubled = [], [], [], []
+    hit, rarity, edge, doubled, bare = [], [], [], [], []
     for i, t, code in zip(ids[at].tolist(), f.column.texts(ids[at]), sig_codes[at].tolist(), strict=True):
         m = chosen[code]
         assert m is not None
@@ -217,9 +220,18 @@ def detect_stray_symbols(f: ColumnFacts) -> Finding | None:
         rarity.append(-math.log(share))
         core = t.strip()
         edge.append(1.0 if core.startswith(m) or core.endswith(m) else 0.0)
-        doubled.append(1.0 if len(m) == 2 or unicodedata.category(m[0]).startswith("S") else 0.0)
+        doubled.append(
+            1.0 if len(m) == 2 or m[0] in _PROPER or unicodedata.category(m[0]).startswith("S") else 0.0
+        )
+        # The value with the mark taken out (a doubled mark written once), spaces closed up.
+        bare.append(" ".join(core.replace(m, m[0] if len(m) == 2 else "").split()))
     if not hit:
         return None
+    # How many rows write the value without the mark (`tsx` for `tsx*`, `O'Brien` for `O''Brien`): a mark
+    # added to a value the column writes as it is.
+    found = pc.fill_null(pc.index_in(pa.array(bare, pa.string()), value_set=f.column.dictionary), -1)
+    at_bare = found.to_numpy(zero_copy_only=False).astype(np.int64)
+    without = np.where(at_bare >= 0, f.counts[np.maximum(at_bare, 0)], 0).astype(np.float64)
     from iterate.detect.findings import value_finding
 
     rarity_a = np.array(rarity)
@@ -237,7 +249,7 @@ def detect_stray_symbols(f: ColumnFacts) -> Finding | None:
         np.array(hit, dtype=np.int64),
         rarity_a - math.log(2.0),
         rarity_a,
-        {"rarity": rarity_a, "edge": np.array(edge), "doubled": np.array(doubled)},
+        {"rarity": rarity_a, "edge": np.array(edge), "doubled": np.array(doubled), "bare": np.log1p(without)},
         type="format_violation",
         columns=[name],
         title=f"Stray symbols in {name}",
