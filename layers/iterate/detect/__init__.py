@@ -18,7 +18,12 @@ from iterate.detect.decide import Decision, decide
 from iterate.detect.dependencies import Dependency, Judgement, detect_dependency_violations
 from iterate.detect.derived import Derivation, detect_derived, find_derivations
 from iterate.detect.digits import detect_code_width, detect_precision, detect_short_decimals, detect_zero_led
-from iterate.detect.explained import context_columns, discount_explained_outliers, excuse_shared_zeros
+from iterate.detect.explained import (
+    context_columns,
+    discount_explained_outliers,
+    discount_small_samples,
+    excuse_shared_zeros,
+)
 from iterate.detect.findings import MAX_LISTED, Finding
 from iterate.detect.formats import (
     detect_date_formats,
@@ -242,6 +247,7 @@ def detect(
         findings = [
             discount_explained_outliers(f, facts, determines, calibration, contexts) for f in findings
         ]
+        findings = discount_small_samples(findings, facts, calibration)
         findings = excuse_shared_zeros(findings, facts)
     findings += fd_findings
     findings += neighbours.result()
