@@ -78,3 +78,14 @@ def test_a_funnel_is_kept_only_where_it_beats_one_spread() -> None:
     assert fitted is not None and 0.4 <= fitted.power <= 0.5
     flat = rng.normal(0.0, 2.0, minutes.size)
     assert fit_funnel(flat, minutes, None) is None  # type: ignore[arg-type]
+
+
+def test_a_row_number_is_no_sample_size() -> None:
+    # Given readings whose spread narrows down the file, and a column numbering the rows
+    rng = np.random.default_rng(6)
+    row = np.arange(1, 2001)
+    reading = rng.normal(0.0, 2.0 * np.sqrt(800.0 / row))
+    reading[3] = 100.0  # fifty spreads out, and within four of what a sample of 4 would swing
+    llr = _evidence({"row": [str(r) for r in row], "reading": [f"{v:.3f}" for v in reading]}, "reading")
+    # Then the numbering excuses nothing: each row number is written once, as no count is
+    assert llr[3] > 0

@@ -272,7 +272,7 @@ FUNNEL_SAMPLE = 50_000  # rows a funnel is fitted on
 FUNNEL_POWERS = np.array([0.5])
 FUNNEL_CANDIDATES = 3  # size columns fitted per outlier column: those whose growth most narrows its spread
 FUNNEL_BINS = 10  # size bins of the location models
-LAPLACE_TO_SD = 1.2533  # a normal spread over its mean absolute deviation: spreads on one footing with z
+MAD_TO_SD = 1.4826  # a normal spread over its median absolute deviation: spreads on one footing with z
 
 
 @dataclass
@@ -283,7 +283,7 @@ class Funnel:
     size: ColumnFacts
     power: float
     median_size: float
-    mad: float  # the mean absolute deviation at the median size
+    mad: float  # the median absolute deviation at the median size (robust: the far-off values judged are in it)
     edges: np.ndarray
     centres: np.ndarray  # per size bin (all equal: one centre)
     gain: float  # BIC the funnel gains over the same centres with one spread
@@ -331,7 +331,7 @@ def fit_funnel(t: np.ndarray, size: np.ndarray, column: ColumnFacts) -> Funnel |
     if gain <= 0:
         return None
     bic, power, centres = best
-    mad = float((np.abs(t - centres[bins]) * np.exp(power * logs)).mean())
+    mad = float(np.median(np.abs(t - centres[bins]) * np.exp(power * logs)))
     return Funnel(column, power, med, mad, edges, centres, gain)
 
 
@@ -358,6 +358,7 @@ def discount_small_samples(
         and g.numeric.ids.size >= 10
         and float(g.numeric.numbers.min(initial=0.0)) >= 0.0
         and bool(np.all(g.numeric.numbers == np.round(g.numeric.numbers)))  # counts: minutes, cases, games
+        and g.n_present_unique < g.n_present  # a count repeats; a row number or an id does not
     ]
     if not sizes:
         return findings
@@ -402,8 +403,9 @@ def _small_samples(
     for g in sizes:
         s = numbers_of(g)[few]
         ok = np.isfinite(s) & (s > 0)
-        if ok.sum() >= 5 * FUNNEL_BINS:
-            ranked.append((_rank_corr(np.abs(values[few][ok] - center), s[ok]), g))
+        if ok.sum() < 5 * FUNNEL_BINS or abs(_rank_corr(values[few][ok], s[ok])) >= SIBLING_RANK_CORR:
+            continue  # a sibling measure (one sector's employment beside another's) is no sample size
+        ranked.append((_rank_corr(np.abs(values[few][ok] - center), s[ok]), g))
     ranked.sort(key=lambda r: r[0])
     best: Funnel | None = None
     for corr, g in ranked[:FUNNEL_CANDIDATES]:
@@ -424,7 +426,7 @@ def _small_samples(
     if not judged.any():
         return
     at = np.where(judged, s, best.median_size)
-    spread = LAPLACE_TO_SD * best.mad / np.power(at / best.median_size, best.power)
+    spread = MAD_TO_SD * best.mad / np.power(at / best.median_size, best.power)
     z = np.abs(t - best.centre(at)) / spread
     llr = (np.minimum(z, 1e6) - cal.outlier_z) * cal.outlier_llr_per_z
     f.llr = np.where(judged, np.minimum(f.llr, llr), f.llr)
