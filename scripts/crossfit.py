@@ -1,6 +1,6 @@
 """False alarms on the real tables of ../shared/realtables, each judged by a decision fitted without it: `make crossfit`.
 
-    python scripts/crossfit.py [--folds 2] [--penalty 0.01]
+    python scripts/crossfit.py [--folds 2] [--penalty P]
 
 The training corpus (scripts/corpus.py) holds the shared real tables as null data, so the engine's own fit has
 seen them and its false-alarm share on them is an in-fit number. Here the tables are split into folds (sorted by
@@ -29,9 +29,19 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--folds", type=int, default=2)
-    ap.add_argument("--penalty", default="0.01", help="the fit's penalty (make calibrate chooses it)")
+    ap.add_argument(
+        "--penalty",
+        default=None,
+        help="the fit's penalty (default: the one make calibrate chose, read from fitted.json)",
+    )
     ap.add_argument("--reuse", action="store_true", help="judge with the fits already in out/crossfit/")
     args = ap.parse_args(argv)
+    if args.penalty is None:
+        import json
+
+        from calibrate import FITTED
+
+        args.penalty = str(json.loads(FITTED.read_text())["fit"]["penalty"])
     files = sorted(review.SHARED.glob("*.csv"))
     verdicts = review.load_verdicts(review.VERDICTS_SHARED)
     OUT.mkdir(parents=True, exist_ok=True)
