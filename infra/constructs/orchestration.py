@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import ArnFormat, Aws, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Aws, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -89,6 +89,7 @@ class OrchestrationConstruct(Construct):
         readable_objects: str,
         map_concurrency: int,
         chunk_concurrency: int | None = None,
+        timeout: Duration | None = None,
         log_retention: logs.RetentionDays,
         removal_policy: RemovalPolicy,
     ) -> None:
@@ -136,6 +137,7 @@ class OrchestrationConstruct(Construct):
                 destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
             ),
             tracing_enabled=True,
+            timeout=timeout,
         )
         role = self.state_machine.role
         for placeholder, fn in functions.items():

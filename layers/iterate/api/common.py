@@ -15,6 +15,7 @@ from iterate.api.models import (
     ErrorBody,
     Run,
 )
+from iterate.aws.admission import queue_place
 from iterate.aws.deps import AwsDeps
 from iterate.aws.payloads import S3ObjectRef
 from iterate.aws.runs import queue_run
@@ -92,10 +93,12 @@ def split_issue_ref(issue_ref: str) -> tuple[str, str]:
     return run_id, issue_id
 
 
-def _run_view(record: dict[str, Any]) -> Run:
+def _run_view(record: dict[str, Any], *, place: int | None = None) -> Run:
     keep = set(Run.model_fields)
     data = {k: v for k, v in record.items() if k in keep and v is not None}
     data.setdefault("trigger", "s3")
+    if place is not None:
+        data["queuePlace"] = place
     return Run.model_validate(data)
 
 
@@ -131,4 +134,5 @@ def start_run_on(
     """Queue run `run_id` of `source` (counted among the owner's runs in progress) and start its execution."""
     if owner != r.owner:
         raise ValueError("a run is started for the repository's owner")
-    return _run_view(queue_run(deps, r, dataset_id, run_id, source, instructions, hold_slot=True))
+    record = queue_run(deps, r, dataset_id, run_id, source, instructions, on_quota="raise")
+    return _run_view(record, place=queue_place(deps, owner, record))
