@@ -96,6 +96,10 @@ class OrchestrationConstruct(Construct):
         super().__init__(scope, construct_id)
         chunks = {CHUNK_MAP: chunk_concurrency} if chunk_concurrency is not None else {}
         doc = with_map_concurrency(load_asl(asl_path), map_concurrency, chunks)
+        if timeout is not None:
+            # A definition given as a string keeps its own TimeoutSeconds (the construct's `timeout` is not
+            # merged into it): the execution's timeout goes into the definition.
+            doc["TimeoutSeconds"] = int(timeout.to_seconds())
         text = asl_path.read_text()
         stack = Stack.of(self)
         # A fixed name lets the role grant the distributed Map's child executions without a dependency cycle
@@ -137,7 +141,6 @@ class OrchestrationConstruct(Construct):
                 destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False
             ),
             tracing_enabled=True,
-            timeout=timeout,
         )
         role = self.state_machine.role
         for placeholder, fn in functions.items():

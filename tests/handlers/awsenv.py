@@ -744,3 +744,45 @@ def api_event(
         "body": raw_body if raw_body is not None else (json.dumps(body) if body is not None else None),
         "isBase64Encoded": False,
     }
+
+
+@contextmanager
+def transactions_without_table_copies() -> Iterator[None]:
+    """moto's TransactWriteItems deep-copies every table it touches, whole, before each transaction (its
+    rollback), so a transaction costs time and memory in the table's size: a load test's thousands of slot
+    transactions over a table of thousands of items took minutes and gigabytes. This keeps the semantics
+    (all or nothing) by restoring just the items the transaction names when it is cancelled."""
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table import Table
+
+    real = DynamoDBBackend.transact_write_items
+
+    def transact(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        before: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
+        for entry in transact_items:
+            op_type, op = next(iter(entry.items()))
+            table = self.get_table(op["TableName"])
+            if op_type == "Put":
+                key = {table.hash_key_attr: op["Item"][table.hash_key_attr]}
+                if table.range_key_attr is not None:
+                    key[table.range_key_attr] = op["Item"][table.range_key_attr]
+            else:
+                key = op["Key"]
+            current = self.get_item(op["TableName"], key)
+            before.append(
+                (op["TableName"], key, None if current is None else current.to_json()["Attributes"])
+            )
+        with mock.patch.object(Table, "__deepcopy__", lambda table, memo: table, create=True):
+            try:
+                real(self, transact_items)
+            except Exception:
+                for name, key, attrs in before:
+                    if attrs is None:
+                        if self.get_item(name, key) is not None:
+                            self.delete_item(name, key)
+                    else:
+                        self.put_item(name, attrs)
+                raise
+
+    with mock.patch.object(DynamoDBBackend, "transact_write_items", transact):
+        yield
