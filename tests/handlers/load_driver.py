@@ -24,6 +24,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from unittest import mock
 
 from awsenv import (
     ADMISSION_QUEUE_URL,
@@ -64,6 +65,9 @@ class LoadResult:
     left_slots_counted: int = 0  # the global counter: it must come back to 0 with the leases
     seconds: float = 0.0
     last_upload_s: float = 0.0  # when the last upload's event was handed over (the window is the plan's)
+    # AWS calls the admission function made ("dynamodb:PutItem", …; a transaction's items as
+    # "dynamodb:TransactWriteItems/items"), for the cost of admission per run (docs/cost-model.md)
+    admission_calls: dict[str, int] = field(default_factory=dict)
 
     @property
     def max_wait(self) -> float:
@@ -79,6 +83,7 @@ class LoadResult:
                 "uploads (owners)",
                 f"{self.uploads} ({self.owners}), {self.duplicates_sent} events delivered twice",
             ),
+            ("last upload handed over at s", f"{self.last_upload_s:.1f}"),
             ("runs started / succeeded", f"{self.started} / {self.succeeded}"),
             ("user errors", f"{self.user_errors} ({self.quota_rejected} over the daily runs quota)"),
             ("other failures", str(len(self.other_failures))),
@@ -95,10 +100,15 @@ class LoadResult:
             ),
             ("executions started", str(self.executions)),
             (
-                "left: messages / leases / queue entries",
-                f"{self.left_in_queue} / {self.left_leases} / {self.left_queue_entries}",
+                "left: messages / leases / slots counted / queue entries",
+                f"{self.left_in_queue} / {self.left_leases} / {self.left_slots_counted} / {self.left_queue_entries}",
             ),
             ("wall clock s", f"{self.seconds:.1f}"),
+        ]
+        runs = max(1, self.started)
+        rows += [
+            (f"admission {name} per run", f"{count / runs:.2f}")
+            for name, count in self.admission_calls.items()
         ]
         width = max(len(k) for k, _ in rows)
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
@@ -111,9 +121,40 @@ def _quiet(fn: Any, *args: Any) -> Any:
 
 
 def run_load(**kwargs: Any) -> LoadResult:
-    """`_run_load` with moto's transactions copying only the items they name (`transactions_without_table_copies`)."""
-    with transactions_without_table_copies():
-        return _run_load(**kwargs)
+    """`_run_load` with moto's transactions copying only the items they name (`transactions_without_table_copies`),
+    counting the AWS calls the admission function makes."""
+    from botocore.client import BaseClient
+
+    counted: dict[str, int] = {}
+    real = BaseClient._make_api_call
+
+    def counting(self: Any, operation: str, params: dict[str, Any]) -> Any:
+        if _RUNNING_ADMISSION[0]:
+            name = f"{self.meta.service_model.service_name}:{operation}"
+            counted[name] = counted.get(name, 0) + 1
+            if operation == "TransactWriteItems":
+                items = f"{name}/items"
+                counted[items] = counted.get(items, 0) + len(params.get("TransactItems", []))
+        return real(self, operation, params)
+
+    with transactions_without_table_copies(), mock.patch.object(BaseClient, "_make_api_call", counting):
+        result = _run_load(**kwargs)
+    result.admission_calls = dict(sorted(counted.items()))
+    return result
+
+
+_RUNNING_ADMISSION = [False]
+
+
+@contextlib.contextmanager
+def _admission() -> Any:
+    """This thread is running the admission function's handler (its AWS calls are counted)."""
+    _RUNNING_ADMISSION[0] = True
+    try:
+        with as_function("admission"):
+            yield
+    finally:
+        _RUNNING_ADMISSION[0] = False
 
 
 def _run_load(
@@ -169,12 +210,13 @@ def _run_load(
 
     def intake(event: dict[str, Any]) -> dict[str, Any]:
         result.intake_invocations += 1
-        with as_function("admission"):
+        with _admission():
             return dict(_quiet(handler, event, FakeContext("iterate-admission")))
 
-    while True:
+    def emit_due() -> None:
+        """Uploads due: their event (sometimes twice, as EventBridge may deliver it) to the admission function."""
+        nonlocal nxt, outstanding
         now = time.monotonic() - started_at
-        # Uploads due: their event (sometimes twice, as EventBridge may deliver it) to the admission function.
         while nxt < len(plan) and plan[nxt][0] <= now:
             _, owner, k = plan[nxt]
             key = f"uploads/{owner}/d{k % 3}/file{k}.csv"
@@ -194,6 +236,10 @@ def _run_load(
                 result.user_errors += 1
             nxt += 1
             result.last_upload_s = now
+
+    while True:
+        now = time.monotonic() - started_at
+        emit_due()
         # Runs due to end: the end Report (or RecordFailure) makes, then the execution-status event.
         while ends and ends[0][0] <= now:
             _, owner, run_id, is_broken = heapq.heappop(ends)
@@ -214,7 +260,7 @@ def _run_load(
                 release_run(deps, run_id)
             running[owner].discard(run_id)
             result.release_invocations += 1
-            with as_function("admission"):
+            with _admission():
                 _quiet(
                     handler,
                     {
@@ -233,7 +279,7 @@ def _run_load(
             if not messages:
                 break
             result.admission_invocations += 1
-            with as_function("admission"):
+            with _admission():
                 answer = _quiet(
                     handler, {"Records": admission_records(messages)}, FakeContext("iterate-admission")
                 )
@@ -270,6 +316,7 @@ def _run_load(
                 repo.set_run_fields(run_id, stateJson=json.dumps({"run": run.model_dump(mode="json")}))
                 running.setdefault(owner, set()).add(run_id)
                 heapq.heappush(ends, (now + rng.uniform(*run_s), owner, run_id, run_id in broken))
+            emit_due()  # uploads keep arriving while batches are handled
             if len(failed) == len(messages):
                 break
         # Limits, as the counters and the runs in flight say.

@@ -260,3 +260,30 @@ def test_a_batch_keeps_each_owners_order_and_stops_at_the_global_limit(
     repo = DynamoRunRepository(aws["table"], "alice")
     places = [OwnerQueue(aws["table"], "alice").place(repo.require_run(i)["queueKey"]) for i in ids[1:3]]
     assert places == [1, 2]
+
+
+def test_an_execution_aborted_by_hand_after_its_slots_were_freed_still_ends_its_run(
+    aws: dict[str, Any], machine: str
+) -> None:
+    # Given a run RUNNING whose slots are gone (released already), its execution aborted in the console
+    queued = _admission(_event("uploads/alice/orders/a.csv", "v1", "e-1"))
+    assert admit_queued() == [queued["runId"]]
+    repo = DynamoRunRepository(aws["table"], "alice")
+    repo.transition(queued["runId"], from_status="QUEUED", to_status="RUNNING")
+    SlotLeases(aws["table"]).release(queued["runId"])
+    # When the execution-status event arrives (its input names the owner)
+    answer = _admission(
+        {
+            "source": "aws.states",
+            "detail-type": "Step Functions Execution Status Change",
+            "detail": {
+                "name": queued["runId"],
+                "status": "ABORTED",
+                "input": json.dumps({"trigger": "s3", "owner": "alice", "datasetId": "orders"}),
+            },
+        }
+    )
+    # Then nothing is released twice, and the run is FAILED saying how its execution ended
+    assert answer == {"released": False}
+    ended = repo.require_run(queued["runId"])
+    assert ended["status"] == "FAILED" and ended["error"] == "ExecutionAborted"

@@ -292,7 +292,7 @@ def execution_ended(deps: AwsDeps, detail: dict[str, Any]) -> bool:
     lease = leases(deps).lease(run_id)
     released = release_run(deps, run_id)
     status = str(detail.get("status") or "")
-    owner = str(lease["owner"]) if lease else None
+    owner = str(lease["owner"]) if lease else _owner_of_input(detail.get("input"))
     if owner and status in ENDED_ERRORS:
         repo = repository(deps, owner)
         record = repo.get_run(run_id)
@@ -308,6 +308,18 @@ def execution_ended(deps: AwsDeps, detail: dict[str, Any]) -> bool:
                 )
     logger.info("execution ended", run_id=run_id, status=status, released=released)
     return released
+
+
+def _owner_of_input(raw: Any) -> str | None:
+    """The owner named by an execution's input (a run request), when the event carries it."""
+    import json
+
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None
+    owner = value.get("owner") if isinstance(value, dict) else None
+    return owner if isinstance(owner, str) and owner else None
 
 
 def queue_place(deps: AwsDeps, owner: str, record: dict[str, Any]) -> int | None:
