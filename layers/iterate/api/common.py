@@ -32,10 +32,10 @@ ERROR_TEXTS = {
     404: "no such id for this caller (another owner's ids are 404 too)",
     409: "the resource is not in a state that allows this",
     422: "the request does not match the model; `errors` names each field and its problem",
-    429: "the caller already has as many runs in progress as allowed; retry after Retry-After seconds",
+    429: "a daily quota is used up (the body names it: quota, limit, used, resetsAt), or the caller sends requests"
+    " faster than its rate; retry after Retry-After seconds",
 }
 PAGE_LIMIT = 50
-RUN_LIMIT_RETRY_AFTER_S = 30
 Limit = Annotated[int, Query(ge=1, le=100, description="items per page (default 50)")]
 PageToken = Annotated[
     str | None, Query(alias="nextToken", max_length=4096, description="the previous page's nextToken")
