@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
 
-.PHONY: install demo test lint format typecheck bench bench-aws timeline bench-merge bench-bound bench-versus bench-batch bench-library cost-model score calibrate crossfit corpus realdata realdata-stage synth deploy schemas clean
+.PHONY: install demo test lint format typecheck bench bench-aws bench-admission sandbox-peak timeline bench-merge bench-bound bench-versus bench-batch bench-library cost-model score calibrate crossfit corpus realdata realdata-stage synth deploy schemas clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -43,8 +43,15 @@ format: $(DEV)
 bench: $(DEV) ## 1M-row benchmark: iterate analyze vs a bare pyarrow read; sandbox overhead
 	$(BIN)/python scripts/bench.py
 
-bench-aws: $(DEV) ## a large bench CSV through the real state machine under moto, chunked (ROWS=200000)
+bench-aws: $(DEV) ## a large bench CSV through the real state machine under moto, chunked (ROWS=200000); then the admission load test (1,000 uploads, 50 owners, one minute)
 	$(BIN)/python scripts/aws_chunked.py --rows $(or $(ROWS),200000)
+	$(BIN)/python scripts/admission_load.py
+
+bench-admission: $(DEV) ## the admission load test alone under moto: 1,000 uploads from 50 owners within a minute (ARGS="--uploads 200 ..."), runs queued, waits, invocations
+	$(BIN)/python scripts/admission_load.py $(ARGS)
+
+sandbox-peak: $(DEV) ## sandbox invocations one run holds at once, and their durations (the real state machine under moto; ARGS="--source FILE --runs N")
+	$(BIN)/python scripts/sandbox_peak.py $(ARGS)
 
 timeline: $(DEV) ## cores a whole run keeps busy, second by second, and its one-core stretches (ARGS="-- cmd ..." for another command)
 	$(BIN)/python scripts/cpu_timeline.py $(ARGS)

@@ -20,15 +20,22 @@ assert MAX_SANDBOX_CODE_BYTES + SANDBOX_INLINE_RESULT_BYTES + STATE_OVERHEAD_BYT
 # "Query:GSI1" one of its index (an owner's runs of one dataset). tests/statemachine records every call a run
 # and the API make and checks it against this.
 TABLE_ACCESS: dict[str, frozenset[str]] = {
-    "profile": frozenset({"GetItem", "PutItem", "UpdateItem"}),  # claim, run, upload, run slot
+    "profile": frozenset({"GetItem", "PutItem", "UpdateItem"}),  # claim (a replayed raw event), run, upload
     "chunk": frozenset(),  # one byte range of the upload in, its partial out: no table at all
     "understand": frozenset({"GetItem", "UpdateItem"}),
     "analyze": frozenset({"GetItem", "UpdateItem", "Query:GSI1"}),  # the previous run, for the comparison
     "investigate": frozenset({"GetItem", "UpdateItem", "Query"}),  # the script library's index
     "sandbox": frozenset(),
     # The issues, in batches; the run's new proofs into the script library's index; the accepted issues.
-    "report": frozenset({"GetItem", "PutItem", "UpdateItem", "BatchWriteItem", "Query"}),
-    "record_failure": frozenset({"GetItem", "PutItem", "UpdateItem"}),
+    # Both end a run: its run slots go back (one transaction over the lease and the two counters).
+    "report": frozenset(
+        {"GetItem", "PutItem", "UpdateItem", "BatchWriteItem", "Query", "TransactWriteItems"}
+    ),
+    "record_failure": frozenset({"GetItem", "PutItem", "UpdateItem", "TransactWriteItems"}),
+    # LLM calls take from the deployment's token bucket and count into the owner's daily usage.
+    # Admission: upload claims, QUEUED runs, queue entries (DeleteItem when started), quotas; slots taken and
+    # given back in transactions; expired leases found by a Query of the lease partition.
+    "admission": frozenset({"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "TransactWriteItems"}),
     "followup": frozenset({"GetItem", "PutItem", "UpdateItem", "Query"}),
     # The fix route: the run and its follow-ups (Query), the fix job it records and reads back.
     "fix": frozenset({"GetItem", "PutItem", "UpdateItem", "Query"}),
@@ -36,7 +43,17 @@ TABLE_ACCESS: dict[str, frozenset[str]] = {
     "fix_worker": frozenset({"GetItem", "PutItem", "UpdateItem", "Query"}),
     # Schedules, idempotency keys and runs refused before they started are deleted; DELETE /datasets/{id}
     # removes a dataset's items in batches (BatchWriteItem) after finding them (Query, Query:GSI1).
+    # A cancel, and DELETE /datasets/{id}, give run slots back (TransactWriteItems).
     "api": frozenset(
-        {"GetItem", "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "Query", "Query:GSI1"}
+        {
+            "GetItem",
+            "PutItem",
+            "UpdateItem",
+            "DeleteItem",
+            "BatchWriteItem",
+            "Query",
+            "Query:GSI1",
+            "TransactWriteItems",
+        }
     ),
 }

@@ -13,6 +13,7 @@ from constructs import Construct
 from pydantic import BaseModel, ConfigDict, Field
 
 from infra.assets import REPO, BuiltLayer
+from infra.constructs.admission import AdmissionConstruct
 from infra.constructs.alerts import RegressionAlertsConstruct
 from infra.constructs.api import ApiConstruct
 from infra.constructs.functions import FUNCTION_SPECS, PROFILE_MEMORY_MB, FunctionsConstruct
@@ -43,9 +44,32 @@ class StackConfig(BaseModel):
     # The sandbox concurrency: caps what hostile investigation code can burn, for the whole account (every
     # run shares it); needs that much of the account's unreserved concurrency. None: no reservation (and no
     # cap). Invokes over it are throttled, and throttles wait with backoff (the ASL's RunInSandbox Retry).
-    sandbox_reserved_concurrency: int | None = Field(default=10, ge=1)
-    # Runs of one owner in progress at once (the API answers 429 past it; uploads and schedules wait).
+    # Sized from `make sandbox-peak` (2026-12-07): one run of the sample holds 10 sandbox invocations at once (its
+    # Map's limit), 15 per run, 4.07 s each at the median under moto with 10 at once on 2 shared cores (an upper
+    # bound for a Lambda with its own vCPUs). 10,000 runs a day within 8 hours: 5.2 proofs a second x 4.07 s =
+    # 21 at once; 24 leaves an eighth spare.
+    sandbox_reserved_concurrency: int | None = Field(default=24, ge=1)
+    # Admission (infra/constructs/admission.py): runs of one owner, and of the deployment, in progress at once;
+    # a run past either waits in the admission queue. The state machine's timeout, which a run slot's lease
+    # outlives by 15 minutes (the lease is what frees a slot whose every release was lost).
     owner_concurrent_runs: int = Field(default=5, ge=1)
+    global_concurrent_runs: int = Field(default=50, ge=1)
+    run_timeout_hours: int = Field(default=6, ge=1, le=24 * 7)
+    # Per-owner daily quotas (UTC day), checked before a run is queued; the deployment's LLM token rate (one
+    # bucket every owner's calls share); each owner's API request rate (a bucket per owner).
+    quota_runs_per_day: int = Field(default=500, ge=1)
+    quota_bytes_per_day: int = Field(default=50 * 10**9, ge=1)
+    quota_tokens_per_day: int = Field(default=5_000_000, ge=1)
+    llm_tokens_per_minute: int = Field(default=400_000, ge=1000)
+    api_owner_rps: float = Field(default=10.0, gt=0)
+    api_owner_burst: int = Field(default=40, ge=1)
+    # Reserved concurrency: the API keeps its own (a burst of runs cannot throttle it) and caps what one
+    # burst of requests takes; the profile function never needs more than one per run in progress (None:
+    # the global run limit). Reserved concurrency must leave the account 100 unreserved.
+    api_reserved_concurrency: int | None = Field(default=20, ge=1)
+    profile_reserved_concurrency: int | None = Field(default=None, ge=1)
+    # An AWS Budgets cost budget per month (USD): at 80% forecast and 100% actual it notifies the alarm topic.
+    monthly_budget_usd: float = Field(default=1000.0, gt=0)
     # Investigations of one run at once (the Map's MaxConcurrency); None: the sandbox concurrency, at most 10.
     investigation_concurrency: int | None = Field(default=None, ge=1, le=1000)
     sandbox_code_timeout_s: int = Field(default=30, ge=1, le=55)  # < the sandbox Lambda's 60 s
@@ -73,6 +97,33 @@ class StackConfig(BaseModel):
         """The input limits set in the context, as the settings every function reads."""
         limits = {"ITERATE_MAX_FILE_BYTES": self.max_file_bytes, "ITERATE_MAX_CELLS": self.max_cells}
         return {name: str(value) for name, value in limits.items() if value is not None}
+
+    def admission_env(self) -> dict[str, str]:
+        """Run limits and quotas, for the functions that queue or admit runs."""
+        values = {
+            "ITERATE_MAX_CONCURRENT_RUNS": self.owner_concurrent_runs,
+            "ITERATE_GLOBAL_CONCURRENT_RUNS": self.global_concurrent_runs,
+            "ITERATE_RUN_LEASE_S": self.run_timeout_hours * 3600 + 900,
+            "ITERATE_QUOTA_RUNS_PER_DAY": self.quota_runs_per_day,
+            "ITERATE_QUOTA_BYTES_PER_DAY": self.quota_bytes_per_day,
+            "ITERATE_QUOTA_TOKENS_PER_DAY": self.quota_tokens_per_day,
+        }
+        return {name: str(value) for name, value in values.items()}
+
+    def shared_env(self) -> dict[str, str]:
+        """Settings every function but the sandbox reads: the input limits, the LLM rate, the API rate."""
+        return {
+            **self.limits_env(),
+            "ITERATE_LLM_TOKENS_PER_MINUTE": str(self.llm_tokens_per_minute),
+            "ITERATE_API_OWNER_RPS": str(self.api_owner_rps),
+            "ITERATE_API_OWNER_BURST": str(self.api_owner_burst),
+        }
+
+    def reserved_concurrency(self) -> dict[str, int | None]:
+        return {
+            "api": self.api_reserved_concurrency,
+            "profile": self.profile_reserved_concurrency or self.global_concurrent_runs,
+        }
 
     def map_concurrency(self) -> int:
         """The investigation Map's MaxConcurrency: one run may use the whole sandbox concurrency, not more."""
@@ -136,8 +187,9 @@ class IterateStack(Stack):
             removal_policy=removal,
             sandbox_reserved_concurrency=config.sandbox_reserved_concurrency,
             sandbox_code_timeout_s=config.sandbox_code_timeout_s,
-            max_concurrent_runs=config.owner_concurrent_runs,
-            limits_env=config.limits_env(),
+            limits_env=config.shared_env(),
+            admission_env=config.admission_env(),
+            reserved_concurrency=config.reserved_concurrency(),
             memory_mb={"profile": config.profile_memory_mb},
             placeholder_code=config.placeholder_code,
         )
@@ -156,12 +208,16 @@ class IterateStack(Stack):
             readable_objects=self.storage.objects(ARTIFACTS),
             map_concurrency=config.map_concurrency(),
             chunk_concurrency=config.chunk_concurrency,
+            timeout=Duration.hours(config.run_timeout_hours),
             log_retention=retention,
             removal_policy=removal,
         )
         state_machine = self.orchestration.state_machine
+        self.admission = AdmissionConstruct(
+            self, "Admission", function=fns["admission"], state_machine=state_machine
+        )
         self.triggers = TriggersConstruct(
-            self, "Triggers", bucket=self.storage.bucket, state_machine=state_machine
+            self, "Triggers", bucket=self.storage.bucket, admission=fns["admission"]
         )
         self._wire_api_function(config)
         self.api = ApiConstruct(
@@ -194,7 +250,17 @@ class IterateStack(Stack):
                     self.fix_dlq,
                     "Fix jobs whose worker failed on an internal error or whose event expired",
                 ),
+                "AdmissionUndelivered": (
+                    self.admission.dlq,
+                    "Queued runs admission could not read or start after 1,000 receives",
+                ),
+                "AdmissionEventsFailed": (
+                    self.admission.events_dlq,
+                    "Upload, schedule or execution-ended events the admission function failed on",
+                ),
             },
+            admission_queue=self.admission.queue,
+            monthly_budget_usd=config.monthly_budget_usd,
             functions=dict(fns),
             api=self.api.api,
             table=self.storage.table,
@@ -216,6 +282,9 @@ class IterateStack(Stack):
             "RegressionTopicArn": self.alerts.topic.topic_arn,
             "ScheduleDlqUrl": self.triggers.schedule_dlq.queue_url,
             "FixJobsDlqUrl": self.fix_dlq.queue_url,
+            "AdmissionQueueUrl": self.admission.queue.queue_url,
+            "AdmissionDlqUrl": self.admission.dlq.queue_url,
+            "AdmissionEventsDlqUrl": self.admission.events_dlq.queue_url,
         }.items():
             CfnOutput(self, name, value=value)
 
@@ -227,11 +296,14 @@ class IterateStack(Stack):
         sm = self.orchestration.state_machine
         triggers = self.triggers
         api_fn.add_environment("ITERATE_STATE_MACHINE_ARN", sm.state_machine_arn)
+        api_fn.add_environment(
+            "ITERATE_ADMISSION_FUNCTION_ARN", self.functions.functions["admission"].function_arn
+        )
+        self.admission.allow_queueing(api_fn)
         api_fn.add_environment("ITERATE_SCHEDULER_ROLE_ARN", triggers.scheduler_role.role_arn)
         api_fn.add_environment("ITERATE_SCHEDULE_GROUP", triggers.schedule_group.schedule_group_name)
         api_fn.add_environment("ITERATE_SCHEDULE_DLQ_ARN", triggers.schedule_dlq.queue_arn)
         api_fn.add_environment("ITERATE_MIN_SCHEDULE_MINUTES", str(config.min_schedule_minutes))
-        sm.grant_start_execution(api_role)
         executions = self.orchestration.execution_arn_pattern()
         api_role.add_to_policy(
             iam.PolicyStatement(
@@ -277,9 +349,7 @@ class IterateStack(Stack):
         roles["fix"].add_to_policy(
             iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[worker.function_arn])
         )
-        sm = self.orchestration.state_machine
-        worker.add_environment("ITERATE_STATE_MACHINE_ARN", sm.state_machine_arn)
-        sm.grant_start_execution(roles["fix_worker"])
+        self.admission.allow_queueing(worker)  # the run on a new version is queued like any other
 
 
 def _retention(days: int) -> logs.RetentionDays:

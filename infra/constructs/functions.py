@@ -23,6 +23,7 @@ from iterate.api.fix_routes import FIX_WORKER_TIMEOUT_S
 from iterate.storage.dynamo import GSI1
 
 HANDLER = "handler.lambda_handler"
+TRANSACTION_ACTIONS = {"TransactWriteItems": ("PutItem", "UpdateItem", "DeleteItem")}
 CODE_EXCLUDES = ["__pycache__", "*.pyc", "tests", ".pytest_cache"]
 # API Gateway gives up on an integration after 29 s; a function behind it should stop first.
 API_TIMEOUT_S = 28
@@ -207,13 +208,24 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         ephemeral_mb=4096,  # the input and the version are written to /tmp
         in_state_machine=False,
     ),
+    # Queues the runs uploads and schedules ask for (quotas checked first), starts queued runs as run slots
+    # free up, and releases the slots of executions that ended. HeadObject only: a schedule's upload size.
+    FunctionSpec(
+        "admission",
+        "Admission: queues runs per owner (FIFO), starts them when a global and an owner run slot are free",
+        ("core", *PIPELINE),
+        memory_mb=256,
+        timeout_s=60,
+        s3_read=(UPLOADS, VERSIONS),
+        in_state_machine=False,
+    ),
     FunctionSpec(
         "api",
         "REST API: datasets, presigned uploads, runs, issues, reports, schedules (scoped to the caller)",
         ("core", *PIPELINE),
         memory_mb=512,
         timeout_s=API_TIMEOUT_S,
-        s3_read=(ARTIFACTS,),  # presigned report links
+        s3_read=(ARTIFACTS, UPLOADS),  # presigned report links; the size of an upload a run is started on
         s3_write=(UPLOADS,),  # presigned upload URLs: the only writer of uploads/ is the caller's PUT
         s3_delete=(UPLOADS, ARTIFACTS, VERSIONS, LIBRARY),  # DELETE /datasets/{id}: all a dataset stored
         in_state_machine=False,
@@ -245,13 +257,15 @@ class FunctionsConstruct(Construct):
         removal_policy: RemovalPolicy,
         sandbox_reserved_concurrency: int | None,
         sandbox_code_timeout_s: int,
-        max_concurrent_runs: int,
         placeholder_code: Path | None,
         limits_env: dict[str, str] | None = None,
         memory_mb: dict[str, int] | None = None,
+        admission_env: dict[str, str] | None = None,
+        reserved_concurrency: dict[str, int | None] | None = None,
     ) -> None:
         """`limits_env`: input limits (ITERATE_MAX_*) for every function but the sandbox; `memory_mb`: memory
-        by function name, over its spec's."""
+        by function name, over its spec's; `admission_env`: run limits and quotas, for the functions that
+        queue runs or read them; `reserved_concurrency`: by function name (the sandbox's is its own argument)."""
         super().__init__(scope, construct_id)
         self.specs = {s.name: s for s in specs}
         self.functions: dict[str, lambda_.Function] = {}
@@ -289,8 +303,8 @@ class FunctionsConstruct(Construct):
                 env["ITERATE_ANTHROPIC_SECRET_ARN"] = anthropic_secret.secret_arn
             if spec.events:
                 env["ITERATE_EVENT_BUS"] = "default"
-            if spec.name in ("api", "profile", "fix_worker"):  # the ones that start runs count them per owner
-                env["ITERATE_MAX_CONCURRENT_RUNS"] = str(max_concurrent_runs)
+            if spec.name in ("api", "admission", "fix_worker"):  # they queue runs (quotas) or admit them
+                env.update(admission_env or {})
             if spec.sandbox or spec.name == "investigate":
                 env["ITERATE_SANDBOX_TIMEOUT_S"] = str(sandbox_code_timeout_s)
             if spec.name == "investigate":  # RecordAttempt books the sandbox's time at its memory (run cost)
@@ -308,6 +322,9 @@ class FunctionsConstruct(Construct):
                 env["ITERATE_SANDBOX_SCRATCH"] = "/tmp"
 
             vpc_props: dict[str, object] = {}
+            reserved = (reserved_concurrency or {}).get(spec.name)
+            if reserved is not None:
+                vpc_props["reserved_concurrent_executions"] = reserved
             if spec.sandbox:
                 vpc_props = {
                     "vpc": network.vpc,
@@ -439,7 +456,16 @@ class FunctionsConstruct(Construct):
                     conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in spec.s3_delete]}},
                 )
             )
-        item_actions = sorted(a for a in spec.table_access if not a.startswith("Query"))
+        # IAM has no TransactWriteItems action: each write inside a transaction is authorized as itself (the
+        # run slots' transactions put, update and delete items).
+        item_actions = sorted(
+            {
+                iam_action
+                for a in spec.table_access
+                if not a.startswith("Query")
+                for iam_action in TRANSACTION_ACTIONS.get(a, (a,))
+            }
+        )
         if item_actions:
             role.add_to_policy(
                 iam.PolicyStatement(

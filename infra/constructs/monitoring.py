@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Aws, Duration, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_budgets as budgets
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_dynamodb as dynamodb
@@ -31,6 +32,7 @@ TABLE_OPERATIONS = (
     dynamodb.Operation.DELETE_ITEM,
     dynamodb.Operation.QUERY,
     dynamodb.Operation.BATCH_WRITE_ITEM,
+    dynamodb.Operation.TRANSACT_WRITE_ITEMS,
 )
 # Throttles of the sandbox are expected under load (they wait with backoff, in the ASL and the adapter);
 # only a sustained stream of them says its concurrency setting is too low for the traffic.
@@ -59,6 +61,24 @@ def encrypted_topic(
     return sns.Topic(scope, name, display_name=display_name, master_key=key, enforce_ssl=True)
 
 
+def allow_budgets(topic: sns.Topic, key: kms.IKey) -> None:
+    """AWS Budgets may publish to `topic` (its policy) and use its key (the key policy)."""
+    budgets = iam.ServicePrincipal("budgets.amazonaws.com")
+    topic.add_to_resource_policy(
+        iam.PolicyStatement(
+            principals=[budgets],
+            actions=["sns:Publish"],
+            resources=[topic.topic_arn],
+            conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
+        )
+    )
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            principals=[budgets], actions=["kms:Decrypt", "kms:GenerateDataKey*"], resources=["*"]
+        )
+    )
+
+
 def run_failure_metric(name: str, period: Duration) -> cw.Metric:
     """A RecordFailure count (iterate.aws.steps.record_failure), as Powertools publishes it."""
     return cw.Metric(
@@ -71,7 +91,36 @@ def run_failure_metric(name: str, period: Duration) -> cw.Metric:
 
 
 class MonitoringConstruct(Construct):
-    """Every alarm notifies `self.topic` (alarm and back to OK); an e-mail subscription when one is given."""
+    """Every alarm notifies `self.topic` (alarm and back to OK); an e-mail subscription when one is given.
+    The monthly cost budget notifies the same topic."""
+
+    def _budget(self, monthly_usd: float) -> budgets.CfnBudget:
+        """The account's monthly cost budget: the topic hears at 80% forecast and at 100% actual."""
+        key = self.topic.master_key
+        assert key is not None
+        allow_budgets(self.topic, key)
+        notify = [budgets.CfnBudget.SubscriberProperty(subscription_type="SNS", address=self.topic.topic_arn)]
+        return budgets.CfnBudget(
+            self,
+            "MonthlyBudget",
+            budget=budgets.CfnBudget.BudgetDataProperty(
+                budget_type="COST",
+                time_unit="MONTHLY",
+                budget_limit=budgets.CfnBudget.SpendProperty(amount=monthly_usd, unit="USD"),
+            ),
+            notifications_with_subscribers=[
+                budgets.CfnBudget.NotificationWithSubscribersProperty(
+                    notification=budgets.CfnBudget.NotificationProperty(
+                        notification_type=kind,
+                        comparison_operator="GREATER_THAN",
+                        threshold=share,
+                        threshold_type="PERCENTAGE",
+                    ),
+                    subscribers=notify,
+                )
+                for kind, share in (("FORECASTED", 80), ("ACTUAL", 100))
+            ],
+        )
 
     def __init__(
         self,
@@ -86,6 +135,8 @@ class MonitoringConstruct(Construct):
         table: dynamodb.ITable,
         alarm_email: str | None,
         removal_policy: RemovalPolicy,
+        admission_queue: sqs.IQueue | None = None,
+        monthly_budget_usd: float | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         period = Duration.minutes(5)
@@ -98,6 +149,8 @@ class MonitoringConstruct(Construct):
         )
         if alarm_email:
             self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
+        if monthly_budget_usd is not None:
+            self.budget = self._budget(monthly_budget_usd)
         self.alarms: list[cw.Alarm] = []
 
         def alarm(
@@ -166,6 +219,16 @@ class MonitoringConstruct(Construct):
             threshold=3,
             description="Investigations of the Map (child executions) failed: see the investigate function's errors",
         )
+        if admission_queue is not None:
+            # Runs wait in the admission queue by design; one waiting over an hour says the deployment's run
+            # limit is too low for the traffic, or runs are not giving their slots back.
+            alarm(
+                "AdmissionBacklogOld",
+                admission_queue.metric_approximate_age_of_oldest_message(period=period, statistic="Maximum"),
+                threshold=3600,
+                periods=3,
+                description="A queued run has waited for a run slot for over an hour",
+            )
         # Dead-letter queues: whatever lands in one was not done and waits for a person.
         for name, (queue, description) in dlqs.items():
             alarm(

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import ArnFormat, Aws, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Aws, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -89,12 +89,17 @@ class OrchestrationConstruct(Construct):
         readable_objects: str,
         map_concurrency: int,
         chunk_concurrency: int | None = None,
+        timeout: Duration | None = None,
         log_retention: logs.RetentionDays,
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
         chunks = {CHUNK_MAP: chunk_concurrency} if chunk_concurrency is not None else {}
         doc = with_map_concurrency(load_asl(asl_path), map_concurrency, chunks)
+        if timeout is not None:
+            # A definition given as a string keeps its own TimeoutSeconds (the construct's `timeout` is not
+            # merged into it): the execution's timeout goes into the definition.
+            doc["TimeoutSeconds"] = int(timeout.to_seconds())
         text = asl_path.read_text()
         stack = Stack.of(self)
         # A fixed name lets the role grant the distributed Map's child executions without a dependency cycle

@@ -1,4 +1,4 @@
-"""Ways in besides the API: the S3 Object Created rule (straight to Step Functions) and the schedule group."""
+"""Ways in besides the API: the S3 Object Created rule and the schedule group, both handing runs to admission."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from aws_cdk import Aws, Duration, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_sqs as sqs
-from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.constructs.storage import UPLOADS
@@ -17,7 +17,7 @@ from infra.nag import acknowledge
 
 
 def upload_event_input() -> events.RuleTargetInput:
-    """The execution input: the S3 event reduced to what a run needs, in the event's own shape.
+    """What admission receives: the S3 event reduced to what a run needs, in the event's own shape.
 
     The runtime parses it with `iterate.aws.payloads.ObjectCreatedEvent` (the unchanged event shape), so the
     transformer keeps the field names and drops the rest (requester, source IP) from execution history.
@@ -56,7 +56,8 @@ def dead_letter_queue(scope: Construct, construct_id: str, of: str) -> sqs.Queue
 
 
 class TriggersConstruct(Construct):
-    """EventBridge rule → state machine (no glue Lambda), its DLQ, and the Scheduler group and role."""
+    """EventBridge rule → the admission function (which queues the run), its DLQ, and the Scheduler group and
+    role (schedules invoke the admission function too)."""
 
     def __init__(
         self,
@@ -64,10 +65,10 @@ class TriggersConstruct(Construct):
         construct_id: str,
         *,
         bucket: s3.IBucket,
-        state_machine: sfn.IStateMachine,
+        admission: lambda_.IFunction,
     ) -> None:
         super().__init__(scope, construct_id)
-        # Events EventBridge could not deliver to Step Functions (throttling, permissions) land here.
+        # Events EventBridge could not deliver to the admission function (throttling, permissions) land here.
         self.dlq = dead_letter_queue(self, "UploadEventsDlq", "the upload rule's target")
         self.upload_rule = events.Rule(
             self,
@@ -83,9 +84,9 @@ class TriggersConstruct(Construct):
             ),
         )
         self.upload_rule.add_target(
-            targets.SfnStateMachine(
-                state_machine,
-                input=upload_event_input(),
+            targets.LambdaFunction(
+                admission,
+                event=upload_event_input(),
                 dead_letter_queue=self.dlq,
                 retry_attempts=8,
                 max_event_age=Duration.hours(2),
@@ -101,9 +102,12 @@ class TriggersConstruct(Construct):
                 "scheduler.amazonaws.com",
                 conditions={"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID}},
             ),
-            description="EventBridge Scheduler: start Iterate re-analysis runs",
+            description="EventBridge Scheduler: queue Iterate re-analysis runs",
         )
-        state_machine.grant_start_execution(self.scheduler_role)
+        # The function itself (schedules invoke no version or alias).
+        self.scheduler_role.add_to_policy(
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[admission.function_arn])
+        )
         # A scheduled re-analysis the scheduler could not start (after its retries) lands here, not nowhere.
         self.schedule_dlq = dead_letter_queue(self, "ScheduleDlq", "the per-dataset schedules")
         self.schedule_dlq.grant_send_messages(self.scheduler_role)

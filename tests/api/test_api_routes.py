@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from awsenv import BUCKET, REGION
+from awsenv import BUCKET, REGION, admit_queued
 
 from iterate.api.models import ErrorBody
 from iterate.storage.dynamo import DynamoRunRepository
@@ -127,8 +127,10 @@ def test_start_run_queues_an_execution_for_the_latest_upload(call: Any, world: d
     status, run = call(
         "POST", f"/datasets/{dataset_id}/runs", body={"instructions": "ignore the notes column"}
     )
-    # Then a QUEUED run exists and an execution named after it got the StartRunRequest
-    assert status == 202 and run["status"] == "QUEUED" and run["trigger"] == "api"
+    # Then a QUEUED run exists, first in alice's queue
+    assert status == 202 and run["status"] == "QUEUED" and run["trigger"] == "api" and run["queuePlace"] == 1
+    # And once admission takes it, an execution named after it got the StartRunRequest
+    assert admit_queued() == [run["runId"]]
     execution = world["sfn"].describe_execution(
         executionArn=f"{world['machine'].replace(':stateMachine:', ':execution:')}:{run['runId']}"
     )
@@ -169,7 +171,7 @@ def test_report_link_only_for_a_finished_run(call: Any, world: dict[str, Any]) -
     assert status == 200 and "artifacts/alice/d1/r1/report.html" in link["url"]
 
 
-def test_schedule_targets_the_state_machine_with_the_dataset(call: Any, world: dict[str, Any]) -> None:
+def test_schedule_targets_admission_with_the_dataset(call: Any, world: dict[str, Any]) -> None:
     import boto3
 
     from iterate.api.app import schedule_name
@@ -182,9 +184,9 @@ def test_schedule_targets_the_state_machine_with_the_dataset(call: Any, world: d
     assert call("PUT", f"/datasets/{dataset_id}/schedule", body={"expression": "cron(0 6 * * ? *)"})[0] == 200
     scheduler = boto3.client("scheduler", region_name=REGION)
     created = scheduler.get_schedule(Name=schedule_name("alice", dataset_id), GroupName="iterate-schedules")
-    # Then EventBridge Scheduler starts the state machine with a schedule-triggered run of that dataset
+    # Then EventBridge Scheduler hands admission a schedule-triggered run of that dataset
     assert created["ScheduleExpression"] == "cron(0 6 * * ? *)"
-    assert created["Target"]["Arn"] == world["machine"]
+    assert created["Target"]["Arn"].endswith(":function:iterate-admission")  # queued like every run
     sent = json.loads(created["Target"]["Input"])
     assert sent == {"trigger": "schedule", "owner": "alice", "datasetId": dataset_id}
     assert call("DELETE", f"/datasets/{dataset_id}/schedule")[0] == 204
@@ -241,22 +243,28 @@ def test_openapi_document_is_up_to_date(repo_root: Any) -> None:
     } <= set(paths)
 
 
-def test_a_run_that_cannot_start_is_failed_not_left_queued(
+def test_a_run_whose_execution_cannot_start_keeps_waiting_and_gives_its_slot_back(
     call: Any, world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a state machine ARN that does not exist
-    dataset_id = _uploaded_dataset(call, world)
-    monkeypatch.setenv("ITERATE_STATE_MACHINE_ARN", world["machine"] + "-gone")
     from awsenv import reset_caches
 
-    reset_caches()
-    # When alice starts a run, Then the request fails and the run is FAILED with the reason, not QUEUED
-    from botocore.exceptions import ClientError
+    from iterate.aws import admission
+    from iterate.storage.admission import SlotLeases
 
-    with pytest.raises(ClientError):
-        call("POST", f"/datasets/{dataset_id}/runs", body={})
-    (run,) = DynamoRunRepository(world["table"], "alice").list_runs()
-    assert run["status"] == "FAILED" and run["reason"] == "not started"
+    # Given a state machine ARN that does not exist (and waiting messages retried at once)
+    monkeypatch.setattr(admission, "MAX_RETRY_S", 0)
+    dataset_id = _uploaded_dataset(call, world)
+    _status, run = call("POST", f"/datasets/{dataset_id}/runs", body={})
+    monkeypatch.setenv("ITERATE_STATE_MACHINE_ARN", world["machine"] + "-gone")
+    reset_caches()
+    # When admission tries to start it, Then nothing starts, the run still waits and holds no slot
+    assert admit_queued(rounds=3) == []
+    assert call("GET", f"/runs/{run['runId']}")[1]["status"] == "QUEUED"
+    assert SlotLeases(world["table"]).held() == 0 and SlotLeases(world["table"]).held("alice") == 0
+    # And once the state machine is there again, it starts
+    monkeypatch.setenv("ITERATE_STATE_MACHINE_ARN", world["machine"])
+    reset_caches()
+    assert admit_queued() == [run["runId"]]
 
 
 # --- pagination, runs by dataset, idempotency, per-owner run limits --------------------------------------
@@ -345,6 +353,7 @@ def test_the_same_idempotency_key_answers_with_the_same_run(call: Any, world: di
     assert first[0] == second[0] == 202
     assert first[1]["runId"] == second[1]["runId"]
     assert len(DynamoRunRepository(world["table"], "alice").list_runs(dataset_id)) == 1
+    assert admit_queued() == [first[1]["runId"]]
     assert len(world["sfn"].list_executions(stateMachineArn=world["machine"])["executions"]) == 1
     # And the key with another body is a conflict, another key starts another run, and bob's k-1 is his own
     other = call("POST", f"/datasets/{dataset_id}/runs", body={}, headers={"Idempotency-Key": "k-1"})
@@ -359,31 +368,78 @@ def test_the_same_idempotency_key_answers_with_the_same_run(call: Any, world: di
     assert status == 202 and bobs["runId"] != first[1]["runId"]
 
 
-def test_an_owner_cannot_run_more_than_the_limit_at_once(
+def test_runs_over_the_owner_limit_wait_in_the_queue_and_start_when_a_slot_frees(
     call: Any, world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from awsenv import reset_caches
 
-    # Given a limit of two runs in progress per owner
+    from iterate.aws import admission
+
+    # Given a limit of two runs in progress per owner (and waiting messages retried at once)
     monkeypatch.setenv("ITERATE_MAX_CONCURRENT_RUNS", "2")
+    monkeypatch.setattr(admission, "MAX_RETRY_S", 0)
     reset_caches()
     dataset_id = _uploaded_dataset(call, world)
-    first = call("POST", f"/datasets/{dataset_id}/runs", body={})
-    second = call("POST", f"/datasets/{dataset_id}/runs", body={})
-    # When alice starts a third
-    status, answer = call("POST", f"/datasets/{dataset_id}/runs", body={}, headers={"Idempotency-Key": "k"})
-    # Then it is refused with 429 and no run, no execution is left of it
-    assert (first[0], second[0], status) == (202, 202, 429)
-    assert "2 runs" in answer["message"]
-    assert len(DynamoRunRepository(world["table"], "alice").list_runs(dataset_id)) == 2
+    # When alice starts three runs
+    answers = [call("POST", f"/datasets/{dataset_id}/runs", body={}) for _ in range(3)]
+    # Then none is refused: all three are queued, in order
+    assert [status for status, _ in answers] == [202, 202, 202]
+    assert [a["queuePlace"] for _, a in answers] == [1, 2, 3]
+    first, second, third = (a["runId"] for _, a in answers)
+    # And admission starts two; the third waits, first in her queue, and GET /quota says so
+    assert admit_queued() == [first, second]
     assert len(world["sfn"].list_executions(stateMachineArn=world["machine"])["executions"]) == 2
-    # And bob is not limited by alice's runs
+    waiting = call("GET", f"/runs/{third}")[1]
+    assert waiting["status"] == "QUEUED" and waiting["queuePlace"] == 1
+    quota = call("GET", "/quota")[1]
+    assert quota["runsInProgress"] == {"used": 2, "limit": 2} and quota["runsWaiting"] == 1
+    assert quota["runs"]["used"] == 3
+    # And bob is not held up by alice's runs
+    bob_dataset = _uploaded_dataset(call, world, owner="bob")
+    bobs = call("POST", f"/datasets/{bob_dataset}/runs", owner="bob", body={})[1]
+    assert admit_queued() == [bobs["runId"]]
+    # And once alice cancels one, her third run starts
+    assert call("DELETE", f"/runs/{first}")[0] == 200
+    assert admit_queued() == [third]
+    assert call("GET", f"/runs/{third}")[1]["queuePlace"] is None
+
+
+def test_a_run_over_a_daily_quota_is_a_429_saying_which_quota_and_when_it_resets(
+    call: Any, world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from awsenv import reset_caches
+
+    # Given a quota of two runs a day
+    monkeypatch.setenv("ITERATE_QUOTA_RUNS_PER_DAY", "2")
+    reset_caches()
+    dataset_id = _uploaded_dataset(call, world)
+    assert [call("POST", f"/datasets/{dataset_id}/runs", body={})[0] for _ in range(2)] == [202, 202]
+    # When alice starts a third
+    status, answer = call("POST", f"/datasets/{dataset_id}/runs", body={})
+    # Then it is refused with 429 naming the quota, its limit, her use and the reset; no run is left of it
+    assert status == 429
+    assert (answer["quota"], answer["limit"], answer["used"]) == ("runs", 2, 2)
+    assert answer["resetsAt"].endswith("T00:00:00Z") and "daily quota of runs" in answer["message"]
+    assert len(DynamoRunRepository(world["table"], "alice").list_runs(dataset_id)) == 2
+    # And bob's quota is his own
     bob_dataset = _uploaded_dataset(call, world, owner="bob")
     assert call("POST", f"/datasets/{bob_dataset}/runs", owner="bob", body={})[0] == 202
-    # And once alice cancels one, the same request (same key: the refusal did not keep it) starts
-    assert call("DELETE", f"/runs/{first[1]['runId']}")[0] == 200
-    status, third = call("POST", f"/datasets/{dataset_id}/runs", body={}, headers={"Idempotency-Key": "k"})
-    assert status == 202 and third["status"] == "QUEUED"
+
+
+def test_one_owner_flooding_the_api_is_throttled_and_the_others_are_not(
+    call: Any, world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from awsenv import reset_caches
+
+    # Given a per-owner rate of 1 request a second with bursts of 3
+    monkeypatch.setenv("ITERATE_API_OWNER_RPS", "1")
+    monkeypatch.setenv("ITERATE_API_OWNER_BURST", "3")
+    reset_caches()
+    # When alice sends five requests at once
+    statuses = [call("GET", "/datasets")[0] for _ in range(5)]
+    # Then her burst passes and the rest are 429s with a Retry-After, while bob's request passes
+    assert statuses[:3] == [200, 200, 200] and 429 in statuses[3:]
+    assert call("GET", "/datasets", owner="bob")[0] == 200
 
 
 def test_schedules_have_a_dead_letter_queue_and_a_minimum_interval(

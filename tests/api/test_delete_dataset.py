@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from awsenv import BUCKET, REGION, route_lambdas
+from awsenv import BUCKET, REGION, admit_queued, route_lambdas
 
 from iterate.storage.dynamo import DynamoRunRepository
 
@@ -43,6 +43,7 @@ def _dataset(call: Any, world: dict[str, Any], owner: str, name: str) -> dict[st
     )
     assert status == 202, run
     run_id = run["runId"]
+    assert admit_queued() == [run_id]  # admission leases it a run slot and starts it
     repo.claim_object(BUCKET, key, version, run_id, execution_id=f"exec-{run_id}")
     repo.transition(run_id, from_status="QUEUED", to_status="RUNNING")
     prefix = f"artifacts/{owner}/{dataset_id}/{run_id}/"
@@ -75,12 +76,15 @@ def _objects(world: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 def _items(world: dict[str, Any]) -> dict[tuple[str, str], str]:
-    """Every item of the table, as its full JSON (a changed attribute shows)."""
+    """Every item of the table, as its full JSON (a changed attribute shows), but the owners' API request
+    buckets (every call takes from its caller's)."""
     found: dict[tuple[str, str], str] = {}
     kwargs: dict[str, Any] = {}
     while True:
         page = world["table"].scan(**kwargs)
         for item in page["Items"]:
+            if item["SK"] == "BUCKET#api":
+                continue
             found[(item["PK"], item["SK"])] = json.dumps(item, default=str, sort_keys=True)
         if "LastEvaluatedKey" not in page:
             return found
@@ -146,15 +150,18 @@ def test_deleting_a_dataset_leaves_nothing_of_it_and_touches_nothing_else(
     assert set(tombstone) == {"PK", "SK", "entity", "datasetId", "deletedAt", "objects", "items", "expiresAt"}
     # two uploads, four artifacts, a version, a script
     assert int(tombstone["objects"]) == len([k for k, _ in objects if _mentions(k, gone)]) == 8
-    # And everything else, alice's other dataset and bob's, is exactly as it was (the run slot item aside,
-    # which only lost the deleted run's id)
+    # And everything else, alice's other dataset and bob's, is exactly as it was (but the slot counters, which
+    # lost the deleted run's lease)
     assert after_objects == {o for o in objects if not _mentions(o[0], gone)}
-    slots = ("OWNER#alice", "LIMIT#runs")
-    untouched = {k: v for k, v in items.items() if not _mentions(v, gone) and k != slots}
+    owner_slots, global_slots = ("OWNER#alice", "LIMIT#runs"), ("GLOBAL#admission", "SLOTS")
+    changed = {owner_slots, global_slots}
+    untouched = {k: v for k, v in items.items() if not _mentions(v, gone) and k not in changed}
     assert {k: v for k, v in after_items.items() if k in untouched} == untouched
-    assert set(after_items) - {slots, ("OWNER#alice", f"DELETED#{gone['id']}")} == set(untouched)
-    assert gone["run"] not in json.loads(after_items[slots]).get("liveRuns", [])
-    assert kept["run"] in json.loads(items[slots])["liveRuns"] and kept["run"] in after_items[slots]
+    assert set(after_items) - changed - {("OWNER#alice", f"DELETED#{gone['id']}")} == set(untouched)
+    assert ("GLOBAL#admission", f"LEASE#{gone['run']}") in items
+    assert ("GLOBAL#admission", f"LEASE#{kept['run']}") in after_items
+    for counter in (owner_slots, global_slots):
+        assert int(json.loads(after_items[counter])["live"]) == int(json.loads(items[counter])["live"]) - 1
     assert len(_schedules()) == 2 and not any(gone["id"] in s for s in _schedules())
 
     # When she deletes it again: the same answer; an id she never had, and the deleted one's reads, are 404s

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from awsenv import BUCKET, as_function, route_lambdas
+from awsenv import BUCKET, admit_queued, as_function, route_lambdas
 
 from iterate.pipeline import run_local
 from iterate.settings import Settings
@@ -117,8 +117,9 @@ def test_fixes_write_a_version_record_its_lineage_and_start_a_run_on_it(
     }
     assert version["parentRunId"] == run_id and "typos-city" in version["issuesApplied"]
     assert version["counts"]["duplicates-exact"] == {"drop_rows": 3}
-    # And a run was started on the version's exact object
+    # And a run was queued on the version's exact object, and admission started it
     assert run["status"] == "QUEUED" and version["runId"] == run["runId"] and run["trigger"] == "api"
+    assert admit_queued() == [run["runId"]]
     execution = world["sfn"].describe_execution(
         executionArn=f"{world['machine'].replace(':stateMachine:', ':execution:')}:{run['runId']}"
     )

@@ -23,6 +23,9 @@ REGION = "us-east-1"
 ACCOUNT = "123456789012"
 BUCKET = "iterate-test-artifacts"
 TABLE = "iterate-test"
+# The admission queue (FIFO, one message group per owner), as the stack creates it; moto's URL is fixed.
+ADMISSION_QUEUE = "iterate-admission.fifo"
+ADMISSION_QUEUE_URL = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{ADMISSION_QUEUE}"
 FUNCTIONS = (
     "profile",
     "chunk",
@@ -79,6 +82,8 @@ def base_env(monkeypatch: Any, **extra: str) -> None:
         "ITERATE_BUCKET": BUCKET,
         "ITERATE_TABLE": TABLE,
         "ITERATE_EVENT_BUS": "default",
+        "ITERATE_ADMISSION_QUEUE_URL": ADMISSION_QUEUE_URL,
+        "ITERATE_ADMISSION_FUNCTION_ARN": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:iterate-admission",
         "ITERATE_FIX_WORKER_FUNCTION": "iterate-fix_worker",  # the fix route invokes it (route_lambdas runs it)
         "POWERTOOLS_SERVICE_NAME": "iterate",
         "POWERTOOLS_METRICS_NAMESPACE": "Iterate",
@@ -102,7 +107,7 @@ def reset_caches() -> None:
     clients.reset()
     get_aws_config.cache_clear()
     get_settings.cache_clear()
-    for name in (*FUNCTIONS, "api", "followup", "fix", "fix_worker"):
+    for name in (*FUNCTIONS, "api", "followup", "fix", "fix_worker", "admission"):
         module = sys.modules.get(f"iterate_fn_{name}")
         for cached in ("_deps", "_limits"):  # the sandbox's limits come from the settings too
             factory = getattr(module, cached, None)
@@ -141,7 +146,63 @@ def create_resources(*, versioned: bool = True) -> dict[str, Any]:
         TableName=TABLE, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiresAt"}
     )
     table = boto3.resource("dynamodb", region_name=REGION).Table(TABLE)
+    create_admission_queue()
     return {"s3": s3, "ddb": ddb, "table": table}
+
+
+def create_admission_queue() -> str:
+    """The FIFO admission queue as the stack configures it (no content-based deduplication: the run id is)."""
+    import boto3
+
+    sqs = boto3.client("sqs", region_name=REGION)
+    return str(
+        sqs.create_queue(
+            QueueName=ADMISSION_QUEUE,
+            Attributes={"FifoQueue": "true", "VisibilityTimeout": "360"},
+        )["QueueUrl"]
+    )
+
+
+def admission_records(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Received SQS messages as the records Lambda's event source mapping hands the admission function."""
+    return [
+        {
+            "messageId": m["MessageId"],
+            "receiptHandle": m["ReceiptHandle"],
+            "body": m["Body"],
+            "attributes": m.get("Attributes", {}),
+            "eventSource": "aws:sqs",
+            "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{ADMISSION_QUEUE}",
+        }
+        for m in messages
+    ]
+
+
+def admit_queued(rounds: int = 100) -> list[str]:
+    """Do what the event source mapping does with the admission queue until it has nothing visible: hand each
+    batch to the real admission handler, delete what it admitted (or dropped), leave what it reported failed
+    (it set their visibility itself). Returns the run ids whose execution it started."""
+    import boto3
+
+    sqs = boto3.client("sqs", region_name=REGION)
+    handler = load_handler("admission").lambda_handler
+    started: list[str] = []
+    for _ in range(rounds):
+        messages = sqs.receive_message(
+            QueueUrl=ADMISSION_QUEUE_URL, MaxNumberOfMessages=10, AttributeNames=["All"]
+        ).get("Messages", [])
+        if not messages:
+            break
+        with as_function("admission"):
+            result = handler({"Records": admission_records(messages)}, FakeContext("iterate-admission"))
+        failed = {f["itemIdentifier"] for f in result["batchItemFailures"]}
+        for m in messages:
+            if m["MessageId"] not in failed:
+                sqs.delete_message(QueueUrl=ADMISSION_QUEUE_URL, ReceiptHandle=m["ReceiptHandle"])
+                started.append(json.loads(m["Body"])["request"]["runId"])
+        if len(failed) == len(messages):
+            break  # nothing could start: the rest waits for a slot
+    return started
 
 
 def capture_events(
@@ -683,3 +744,45 @@ def api_event(
         "body": raw_body if raw_body is not None else (json.dumps(body) if body is not None else None),
         "isBase64Encoded": False,
     }
+
+
+@contextmanager
+def transactions_without_table_copies() -> Iterator[None]:
+    """moto's TransactWriteItems deep-copies every table it touches, whole, before each transaction (its
+    rollback), so a transaction costs time and memory in the table's size: a load test's thousands of slot
+    transactions over a table of thousands of items took minutes and gigabytes. This keeps the semantics
+    (all or nothing) by restoring just the items the transaction names when it is cancelled."""
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table import Table
+
+    real = DynamoDBBackend.transact_write_items
+
+    def transact(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        before: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
+        for entry in transact_items:
+            op_type, op = next(iter(entry.items()))
+            table = self.get_table(op["TableName"])
+            if op_type == "Put":
+                key = {table.hash_key_attr: op["Item"][table.hash_key_attr]}
+                if table.range_key_attr is not None:
+                    key[table.range_key_attr] = op["Item"][table.range_key_attr]
+            else:
+                key = op["Key"]
+            current = self.get_item(op["TableName"], key)
+            before.append(
+                (op["TableName"], key, None if current is None else current.to_json()["Attributes"])
+            )
+        with mock.patch.object(Table, "__deepcopy__", lambda table, memo: table, create=True):
+            try:
+                real(self, transact_items)
+            except Exception:
+                for name, key, attrs in before:
+                    if attrs is None:
+                        if self.get_item(name, key) is not None:
+                            self.delete_item(name, key)
+                    else:
+                        self.put_item(name, attrs)
+                raise
+
+    with mock.patch.object(DynamoDBBackend, "transact_write_items", transact):
+        yield

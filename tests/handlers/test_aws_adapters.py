@@ -11,7 +11,6 @@ from iterate.storage import StatusConflictError
 from iterate.storage.dynamo import (
     DynamoRunRepository,
     InvalidPageTokenError,
-    RunLimitReachedError,
     RunTransitionError,
 )
 from iterate.storage.s3 import ArtifactNotFoundError, S3ArtifactStore
@@ -206,30 +205,6 @@ def test_a_page_token_only_opens_the_listing_and_owner_it_was_issued_for(aws: di
         # Then each is refused: a token never reaches another owner's or another listing's items
         with pytest.raises(InvalidPageTokenError):
             attempt()
-
-
-def test_run_slots_cap_an_owners_runs_in_progress_and_heal_from_runs_that_ended(aws: dict[str, Any]) -> None:
-    # Given alice with two runs in progress and a limit of two
-    alice = DynamoRunRepository(aws["table"], "alice")
-    for run_id in ("r1", "r2", "r3"):
-        alice.create_run({"runId": run_id, "datasetId": "d1", "status": "RUNNING"})
-    alice.acquire_run_slot("r1", 2)
-    alice.acquire_run_slot("r2", 2)
-    # When a third starts / Then it is refused, but a retried start of a counted run passes
-    with pytest.raises(RunLimitReachedError):
-        alice.acquire_run_slot("r3", 2)
-    alice.acquire_run_slot("r2", 2)
-    # And bob's runs are counted apart
-    DynamoRunRepository(aws["table"], "bob").acquire_run_slot("b1", 2)
-    # When r1 ends and releases its slot, r3 gets it
-    alice.release_run_slot("r1")
-    alice.acquire_run_slot("r3", 2)
-    assert alice.live_runs() == {"r2", "r3"}
-    # And a run that ended without releasing (its execution died) does not hold a slot forever
-    alice.transition("r2", from_status="RUNNING", to_status="FAILED")
-    alice.create_run({"runId": "r4", "datasetId": "d1", "status": "QUEUED"})
-    alice.acquire_run_slot("r4", 2)
-    assert alice.live_runs() == {"r3", "r4"}
 
 
 def test_an_idempotency_key_binds_one_run(aws: dict[str, Any]) -> None:

@@ -202,30 +202,3 @@ def test_url_encoded_key_in_the_event_still_finds_the_upload(aws: dict[str, Any]
     # When ProfileDataset runs, Then it reads the real object and profiles it
     out = invoke("profile", {"trigger": event, "executionId": "x"})
     assert out["summary"]["rowCount"] == 6
-
-
-def test_an_upload_waits_while_its_owner_has_as_many_runs_as_allowed(
-    aws: dict[str, Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from awsenv import reset_caches
-
-    from iterate.storage.dynamo import RunLimitReachedError
-
-    # Given a limit of one run in progress per owner, and alice's run r0 in progress
-    monkeypatch.setenv("ITERATE_MAX_CONCURRENT_RUNS", "1")
-    reset_caches()
-    repo = DynamoRunRepository(aws["table"], "alice")
-    repo.create_run({"runId": "r0", "datasetId": "d0", "status": "RUNNING"})
-    repo.acquire_run_slot("r0", 1)
-    upload = _dataset_with_upload(aws)
-    event = {"trigger": object_created_event(BUCKET, upload["key"], upload["versionId"]), "executionId": "x"}
-    # When her upload's run reaches ProfileDataset
-    with pytest.raises(RunLimitReachedError):
-        invoke("profile", event)
-    # Then it waits (the ASL retries RunLimitReachedError with backoff), saying so in its progress
-    (waiting,) = [r for r in repo.list_runs() if r["runId"] != "r0"]
-    assert waiting["status"] == "RUNNING" and waiting["progress"]["message"] == "waiting for a free run slot"
-    # And when r0 ends, the retry of the same execution takes the slot and profiles the file
-    repo.transition("r0", from_status="RUNNING", to_status="SUCCEEDED")
-    out = invoke("profile", event)
-    assert out["run"]["runId"] == waiting["runId"] and repo.live_runs() == {waiting["runId"]}

@@ -12,14 +12,22 @@ from infra_helpers import Synth, actions_of
 pytestmark = pytest.mark.infra
 
 
+def _resource_ids(resource: Any) -> set[str]:
+    resources = resource if isinstance(resource, list) else [resource]
+    return {r["Fn::GetAtt"][0] for r in resources}
+
+
 def _alarms(synth: Synth) -> dict[str, dict[str, Any]]:
     return {k: a["Properties"] for k, a in synth.of_type("AWS::CloudWatch::Alarm").items()}
 
 
 def test_every_dead_letter_queue_has_an_alarm_on_the_alarm_topic(synth: Synth) -> None:
-    # Given every SQS queue of the stack (each one is a dead-letter queue)
-    queues = set(synth.of_type("AWS::SQS::Queue"))
-    assert len(queues) == 3  # upload events, scheduled runs, fix jobs
+    # Given every dead-letter queue of the stack (every queue but the admission queue, whose runs wait there
+    # by design: its own alarm is on the age of its oldest message)
+    all_queues = synth.of_type("AWS::SQS::Queue")
+    (admission_queue,) = [k for k, q in all_queues.items() if "RedrivePolicy" in q["Properties"]]
+    queues = set(all_queues) - {admission_queue}
+    assert len(queues) == 5  # upload events, scheduled runs, fix jobs, admission, admission events
     # Then each has an alarm on its visible messages, at the first message, sent to the alarm topic
     watched = {
         a["Dimensions"][0]["Value"]["Fn::GetAtt"][0]: a
@@ -27,6 +35,11 @@ def test_every_dead_letter_queue_has_an_alarm_on_the_alarm_topic(synth: Synth) -
         if a.get("MetricName") == "ApproximateNumberOfMessagesVisible"
     }
     assert set(watched) == queues
+    (backlog,) = [
+        a for a in _alarms(synth).values() if a.get("MetricName") == "ApproximateAgeOfOldestMessage"
+    ]
+    assert backlog["Dimensions"][0]["Value"]["Fn::GetAtt"][0] == admission_queue
+    assert backlog["Threshold"] == 3600
     (topic,) = [
         k
         for k, t in synth.of_type("AWS::SNS::Topic").items()
@@ -85,11 +98,15 @@ def test_the_fix_route_invokes_only_the_worker_which_is_never_retried_and_fails_
     dlq = config["DestinationConfig"]["OnFailure"]["Destination"]["Fn::GetAtt"][0]
     assert synth.resources[dlq]["Type"] == "AWS::SQS::Queue"
     sends = [s for s in synth.statements_of_role(synth.role_of(worker)) if "sqs:SendMessage" in actions_of(s)]
-    assert [s["Resource"] for s in sends] == [{"Fn::GetAtt": [dlq, "Arn"]}]
-    # And it outlives API Gateway's 29 s by far, and starts the run on the version itself
+    (admission_queue,) = [
+        k for k, q in synth.of_type("AWS::SQS::Queue").items() if "RedrivePolicy" in q["Properties"]
+    ]
+    sent_to = {r for s in sends for r in json.dumps(s["Resource"]).split('"') if r in (dlq, admission_queue)}
+    assert sent_to == {dlq, admission_queue}
+    assert all(_resource_ids(s["Resource"]) <= {dlq, admission_queue} for s in sends)
+    # And it outlives API Gateway's 29 s by far, and queues the run on the version (admission starts it)
     props = synth.resources[worker]["Properties"]
-    assert props["Timeout"] == 900 and "ITERATE_STATE_MACHINE_ARN" in props["Environment"]["Variables"]
-    starts = [
+    assert props["Timeout"] == 900 and "ITERATE_ADMISSION_QUEUE_URL" in props["Environment"]["Variables"]
+    assert not [
         s for s in synth.statements_of_role(synth.role_of(worker)) if "states:StartExecution" in actions_of(s)
     ]
-    assert starts and "StateMachine" in json.dumps(starts[0]["Resource"])

@@ -51,6 +51,16 @@ def _function_names() -> list[str]:
     return [s.name for s in FUNCTION_SPECS]
 
 
+def _services(statement: dict[str, Any]) -> set[str]:
+    """The AWS services a policy statement names as principals (CDK merges statements that differ only there)."""
+    named = (
+        (statement.get("Principal") or {}).get("Service", [])
+        if isinstance(statement.get("Principal"), dict)
+        else []
+    )
+    return {named} if isinstance(named, str) else set(named)
+
+
 def _refs(value: Any) -> set[str]:
     """Every logical id a CloudFormation value points at (Ref / GetAtt), however deeply nested."""
     found: set[str] = set()
@@ -123,6 +133,7 @@ def test_every_asl_placeholder_is_substituted_with_the_right_function(synth: Syn
     # concurrency, at most 10), and every placeholder has a substitution, none unused
     deployed = json.loads(definition)
     assert deployed["States"]["InvestigateEach"].pop("MaxConcurrency") == 10
+    assert deployed.pop("TimeoutSeconds") == 6 * 3600  # iterate:run_timeout_hours
     asl["States"]["InvestigateEach"].pop("MaxConcurrency")
     assert deployed == asl
     assert used and used == set(subs)
@@ -142,12 +153,14 @@ def test_state_machine_role_can_invoke_exactly_the_pipeline_functions(synth: Syn
         if "lambda:InvokeFunction" in actions_of(s):
             invoked |= _refs(s["Resource"])
     pipeline = {
-        synth.function_id(n) for n in _function_names() if n not in {"api", "followup", "fix", "fix_worker"}
+        synth.function_id(n)
+        for n in _function_names()
+        if n not in {"api", "followup", "fix", "fix_worker", "admission"}
     }
     assert invoked == pipeline
 
 
-def test_upload_rule_starts_the_state_machine_directly_for_uploads_only(synth: Synth) -> None:
+def test_upload_rule_hands_uploads_only_to_the_admission_function(synth: Synth) -> None:
     # Given the rule on S3 events (the other rule routes Iterate's own regression events)
     (rule,) = [
         r
@@ -169,10 +182,9 @@ def test_upload_rule_starts_the_state_machine_directly_for_uploads_only(synth: S
     # and the bucket actually sends its events to EventBridge (natively, no custom resource)
     bucket = synth.resources[bucket_id]["Properties"]
     assert bucket["NotificationConfiguration"]["EventBridgeConfiguration"]["EventBridgeEnabled"] is True
-    # and its one target is the state machine itself (no glue Lambda), with a DLQ
+    # and its one target is the admission function (which queues the run), with a DLQ
     (target,) = props["Targets"]
-    (sm_id,) = synth.of_type("AWS::StepFunctions::StateMachine")
-    assert target["Arn"] == {"Ref": sm_id}
+    assert target["Arn"] == {"Fn::GetAtt": [synth.function_id("admission"), "Arn"]}
     assert _refs(target["DeadLetterConfig"]) <= set(synth.of_type("AWS::SQS::Queue"))
     # and the input transformer keeps the event's own shape with the object version
     transformer = target["InputTransformer"]
@@ -411,7 +423,7 @@ def test_sandbox_runs_in_isolated_subnets_behind_a_read_only_s3_endpoint(synth: 
     # Then the sandbox is in the VPC, capped in concurrency and time
     subnets = _refs(props["VpcConfig"]["SubnetIds"])
     assert subnets and subnets <= set(synth.of_type("AWS::EC2::Subnet"))
-    assert props["ReservedConcurrentExecutions"] == 10
+    assert props["ReservedConcurrentExecutions"] == 24
     assert props["Timeout"] <= 60
     # and its /tmp holds the largest dataset it agrees to download whole (code that reads every column)
     from iterate.sandbox.remote import MAX_DATASET_BYTES
@@ -685,8 +697,7 @@ def test_every_alarm_notifies_the_encrypted_alarm_topic(synth: Synth) -> None:
     key = synth.resources[key_id]["Properties"]
     assert key["EnableKeyRotation"] is True
     assert any(
-        s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
-        and "kms:GenerateDataKey*" in actions_of(s)
+        "cloudwatch.amazonaws.com" in _services(s) and "kms:GenerateDataKey*" in actions_of(s)
         for s in key["KeyPolicy"]["Statement"]
     )
     policy = _topic_policy(synth, topic_id)
@@ -824,11 +835,17 @@ def test_each_function_holds_exactly_the_table_actions_its_code_makes(synth: Syn
                     suffix = ":GSI1" if resource == index_arn else ""
                     granted.add(action.removeprefix("dynamodb:") + suffix)
         # Then each role holds what infra/runtime.py lists (checked against real calls in tests/statemachine)
-        assert granted == TABLE_ACCESS[name], name
-        # and nothing reads the whole table, and only the API deletes (schedules, idempotency keys, a dataset's
-        # items, a run the owner's limit refused before it started)
-        assert "Scan" not in granted and ("DeleteItem" in granted) == (name == "api"), name
-        assert not {"BatchGetItem", "TransactWriteItems", "PartiQLSelect"} & granted, name
+        # and nothing reads the whole table; IAM has no TransactWriteItems action: a transaction's writes are
+        # granted as what they are (the run slots' transactions put, update and delete)
+        expected = {a for a in TABLE_ACCESS[name] if a != "TransactWriteItems"}
+        if "TransactWriteItems" in TABLE_ACCESS[name]:
+            expected |= {"PutItem", "UpdateItem", "DeleteItem"}
+        assert granted == expected, name
+        assert "Scan" not in granted and not {"BatchGetItem", "TransactWriteItems", "PartiQLSelect"} & granted
+        # and deletes are only the API's (schedules, idempotency keys, a dataset's items), admission's (a queue
+        # entry) and the slot releases of the functions that end runs
+        if "DeleteItem" in granted:
+            assert name in {"api", "admission", "report", "record_failure"}, name
     # And the index is queried by exactly the functions that list a dataset's runs
     readers = {n for n in _function_names() if "Query:GSI1" in TABLE_ACCESS[n]}
     assert readers == {"api", "analyze"}
@@ -962,3 +979,99 @@ def test_a_minimum_schedule_interval_below_five_minutes_is_refused_at_synth(
 
     with pytest.raises(ValidationError, match="min_schedule_minutes"):
         build_app(outdir=tmp_path, placeholder_assets=True, context={"iterate:min_schedule_minutes": minutes})
+
+
+def test_admission_queue_is_fifo_with_a_dlq_and_feeds_the_admission_function(synth: Synth) -> None:
+    # Given the FIFO queues of the stack
+    fifo = {k: q for k, q in synth.of_type("AWS::SQS::Queue").items() if q["Properties"].get("FifoQueue")}
+    (queue_id,) = [k for k, q in fifo.items() if "RedrivePolicy" in q["Properties"]]
+    queue = fifo[queue_id]["Properties"]
+    # Then the run id dedupes (not the body), the DLQ is FIFO too and takes a message after 1,000 receives
+    assert queue.get("ContentBasedDeduplication") in (None, False)
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == 1000
+    assert _refs(queue["RedrivePolicy"]["deadLetterTargetArn"]) <= set(fifo)
+    assert queue["SqsManagedSseEnabled"] is True
+    # And the admission function reads it in batches reporting partial failures (the waiting ones)
+    admission = synth.function_id("admission")
+    (mapping,) = [
+        m["Properties"]
+        for m in synth.of_type("AWS::Lambda::EventSourceMapping").values()
+        if queue_id in _refs(m["Properties"]["EventSourceArn"])
+    ]
+    assert mapping["FunctionName"] == {"Ref": admission} and mapping["BatchSize"] == 10
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    # And only admission may start executions; the API and the fix worker may queue runs
+    (sm_id,) = synth.of_type("AWS::StepFunctions::StateMachine")
+    for name in _function_names():
+        statements = synth.statements_of_role(synth.role_of(synth.function_id(name)))
+        starts = any(
+            "states:StartExecution" in actions_of(s) and sm_id in _refs(s["Resource"]) for s in statements
+        )
+        sends = any(
+            "sqs:SendMessage" in actions_of(s) and queue_id in _refs(s["Resource"]) for s in statements
+        )
+        assert starts == (name == "admission"), name
+        assert sends == (name in {"admission", "api", "fix_worker"}), name
+    # And an execution's end (any outcome) reaches admission, which frees its slots
+    (ended,) = [
+        r["Properties"]
+        for r in synth.of_type("AWS::Events::Rule").values()
+        if r["Properties"]["EventPattern"]["source"] == ["aws.states"]
+    ]
+    assert ended["EventPattern"]["detail"]["status"] == ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"]
+    assert ended["EventPattern"]["detail"]["stateMachineArn"] == [{"Ref": sm_id}]
+    assert [t["Arn"] for t in ended["Targets"]] == [{"Fn::GetAtt": [admission, "Arn"]}]
+    # And the slots' lease outlives the state machine's timeout
+    env = synth.resources[admission]["Properties"]["Environment"]["Variables"]
+    assert int(env["ITERATE_RUN_LEASE_S"]) == 6 * 3600 + 900
+    assert env["ITERATE_MAX_CONCURRENT_RUNS"] == "5" and env["ITERATE_GLOBAL_CONCURRENT_RUNS"] == "50"
+
+
+def test_schedules_invoke_the_admission_function(synth: Synth) -> None:
+    admission = synth.function_id("admission")
+    (role_id,) = [
+        k
+        for k, r in synth.of_type("AWS::IAM::Role").items()
+        if "scheduler.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])
+    ]
+    statements = synth.statements_of_role(role_id)
+    invokes = [s for s in statements if "lambda:InvokeFunction" in actions_of(s)]
+    assert [s["Resource"] for s in invokes] == [{"Fn::GetAtt": [admission, "Arn"]}]
+    assert not any(a.startswith("states:") for s in statements for a in actions_of(s))
+    api_env = synth.resources[synth.function_id("api")]["Properties"]["Environment"]["Variables"]
+    assert api_env["ITERATE_ADMISSION_FUNCTION_ARN"] == {"Fn::GetAtt": [admission, "Arn"]}
+
+
+def test_api_and_profile_functions_reserve_concurrency(synth: Synth) -> None:
+    reserved = {
+        name: synth.resources[synth.function_id(name)]["Properties"].get("ReservedConcurrentExecutions")
+        for name in _function_names()
+    }
+    # Then the API keeps 20, the profile function one per run the deployment allows at once, the sandbox 24
+    assert {k: v for k, v in reserved.items() if v is not None} == {"api": 20, "profile": 50, "sandbox": 24}
+
+
+def test_a_monthly_budget_notifies_the_alarm_topic(synth: Synth) -> None:
+    topic_id, topic = _topic(synth, "Iterate alarms")
+    (budget,) = synth.of_type("AWS::Budgets::Budget").values()
+    props = budget["Properties"]
+    assert props["Budget"]["BudgetType"] == "COST" and props["Budget"]["TimeUnit"] == "MONTHLY"
+    assert props["Budget"]["BudgetLimit"] == {"Amount": 1000, "Unit": "USD"}
+    kinds = set()
+    for entry in props["NotificationsWithSubscribers"]:
+        assert entry["Subscribers"] == [{"SubscriptionType": "SNS", "Address": {"Ref": topic_id}}]
+        kinds.add((entry["Notification"]["NotificationType"], entry["Notification"]["Threshold"]))
+    assert kinds == {("FORECASTED", 80), ("ACTUAL", 100)}
+    # And Budgets may publish to the topic and use its key
+    policy = _topic_policy(synth, topic_id)
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert any(
+        s.get("Principal") == {"Service": "budgets.amazonaws.com"} and "sns:Publish" in actions_of(s)
+        for s in statements
+    )
+    key_id = topic["Properties"]["KmsMasterKeyId"]["Fn::GetAtt"][0]
+    key_statements = synth.resources[key_id]["Properties"]["KeyPolicy"]["Statement"]
+    assert any(
+        "budgets.amazonaws.com" in _services(s) and "kms:GenerateDataKey*" in actions_of(s)
+        for s in key_statements
+    )

@@ -158,7 +158,6 @@ def test_a_chunk_that_fails_ends_the_run_failed_with_its_reason(
     assert run["status"] == "FAILED"
     assert run["reason"].startswith("ChunkFailedError: chunk 3 of "), run["reason"]
     assert "function failed" in run["reason"]
-    assert repo.live_runs() == set()  # its run slot is free again
 
 
 def test_small_and_odd_files_keep_the_single_pass(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from awsenv import BUCKET, route_lambdas
+from awsenv import BUCKET, admit_queued, route_lambdas
 from test_sfn_runs import assert_table_actions_granted
 from test_sfn_ways_in import _api, _wait_for_end
 
@@ -31,6 +31,7 @@ def test_a_fixed_version_runs_through_the_state_machine_and_resolves_its_issues(
             dataset_id, {"bucket": BUCKET, "key": key, "versionId": version}
         )
         status, queued = _api("POST", f"/datasets/{dataset_id}/runs", {})
+        assert admit_queued() == [queued["runId"]]
         arn = machine["arn"].replace(":stateMachine:", ":execution:")
         assert _wait_for_end(machine["sfn"], f"{arn}:{queued['runId']}")["status"] == "SUCCEEDED"
         # When she applies the quick fixes, confirmed
@@ -41,6 +42,7 @@ def test_a_fixed_version_runs_through_the_state_machine_and_resolves_its_issues(
         # (the fix worker, invoked asynchronously, has written the version and started a run on it)
         status, fixed = _api("GET", job["statusUrl"])
         assert status == 200 and fixed["status"] == "SUCCEEDED", fixed
+        assert admit_queued() == [fixed["run"]["runId"]]  # the run on the version was queued like any
         second = _wait_for_end(machine["sfn"], f"{arn}:{fixed['run']['runId']}")
         # Then the run on the version succeeded, and the fixed issues are gone from it
         assert second["status"] == "SUCCEEDED", second

@@ -119,7 +119,6 @@ def test_upload_runs_to_success_and_matches_the_local_command(
     assert run["progress"]["percent"] == 100 and run["issueCount"] >= 3
     assert set(run["timingsMs"]) >= {"profile", "understand", "analyze", "report"}
     assert run["investigationsDone"] == run["investigationsTotal"] == output["analysis"]["count"]
-    assert DynamoRunRepository(machine["table"], "alice").live_runs() == set()  # its run slot is free again
     items = json.loads(
         machine["s3"].get_object(Bucket=BUCKET, Key=output["analysis"]["itemsKey"])["Body"].read()
     )
@@ -187,7 +186,6 @@ def test_malformed_file_fails_with_its_reason_and_the_upload_intact(machine: dic
     assert [name for name, _ in calls] == ["profile", "record_failure"]
     (run,) = DynamoRunRepository(machine["table"], "alice").list_runs()
     assert run["status"] == "FAILED" and run["error"] == "DatasetReadError"
-    assert DynamoRunRepository(machine["table"], "alice").live_runs() == set()  # RecordFailure freed its slot
     assert "broken.csv" in run["reason"] and len(run["reason"]) > len("DatasetReadError: broken.csv")
     # And the upload is exactly as it was, and the failure was announced
     upload = machine["s3"].get_object(Bucket=BUCKET, Key="uploads/alice/broken/broken.csv")

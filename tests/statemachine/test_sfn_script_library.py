@@ -96,3 +96,15 @@ def test_the_next_upload_of_a_dataset_reruns_stored_proofs_and_another_owner_doe
     # And bob's run of the same file reused nothing of alice's: Claude wrote his code
     assert asked_bob >= 1
     assert not [i for i in _analysis(machine, third)["issues"] if (i["investigation"] or {}).get("reused")]
+    # And every LLM call took its tokens from the deployment's bucket and counted into its owner's day
+    from iterate.storage.admission import GLOBAL_PK, TOKEN_BUCKET_SK, DailyUsage
+    from iterate.storage.dynamo import DynamoRunRepository
+
+    assert machine["table"].get_item(Key={"PK": GLOBAL_PK, "SK": TOKEN_BUCKET_SK}).get("Item")
+    for owner in ("alice", "bob"):
+        used = DailyUsage(machine["table"], owner).today()["tokens"]
+        runs = DynamoRunRepository(machine["table"], owner).list_runs()
+        billed = sum(
+            int(r["usage"].get("inputTokens", 0)) + int(r["usage"].get("outputTokens", 0)) for r in runs
+        )
+        assert 0 < used <= billed, (owner, used, billed)

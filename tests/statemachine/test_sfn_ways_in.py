@@ -7,7 +7,16 @@ import time
 from typing import Any
 
 import pytest
-from awsenv import BUCKET, REGION, FakeContext, as_function, load_handler, orders_csv, route_lambdas
+from awsenv import (
+    BUCKET,
+    REGION,
+    FakeContext,
+    admit_queued,
+    as_function,
+    load_handler,
+    orders_csv,
+    route_lambdas,
+)
 from test_sfn_runs import assert_table_actions_granted
 
 from iterate.storage.dynamo import DynamoRunRepository
@@ -76,6 +85,7 @@ def test_api_run_then_scheduled_run_of_the_same_dataset(
         # When alice starts a run with instructions and it runs to its end
         status, queued = _api("POST", f"/datasets/{dataset_id}/runs", {"instructions": "amounts are in USD"})
         assert status == 202 and queued["status"] == "QUEUED"
+        assert admit_queued() == [queued["runId"]]  # admission leases it a slot and starts it
         execution_arn = machine["arn"].replace(":stateMachine:", ":execution:") + ":" + queued["runId"]
         first = _wait_for_end(machine["sfn"], execution_arn)
         # Then the same run id went QUEUED → SUCCEEDED, with issues and a report link for her only
@@ -96,11 +106,16 @@ def test_api_run_then_scheduled_run_of_the_same_dataset(
         schedule = boto3.client("scheduler", region_name=REGION).get_schedule(
             Name=schedule_name("alice", dataset_id), GroupName="iterate"
         )
-        assert schedule["Target"]["Arn"] == machine["arn"]
-        fired = machine["sfn"].start_execution(
-            stateMachineArn=schedule["Target"]["Arn"], name="scheduled-1", input=schedule["Target"]["Input"]
+        assert schedule["Target"]["Arn"].endswith(":function:iterate-admission")
+        # (Scheduler invokes the admission function with the target's input: it queues the run)
+        with as_function("admission"):
+            fired = load_handler("admission").lambda_handler(
+                json.loads(schedule["Target"]["Input"]), FakeContext("iterate-admission")
+            )
+        assert fired["outcome"] == "queued" and admit_queued() == [fired["runId"]]
+        second = _wait_for_end(
+            machine["sfn"], machine["arn"].replace(":stateMachine:", ":execution:") + ":" + fired["runId"]
         )
-        second = _wait_for_end(machine["sfn"], fired["executionArn"])
         # And she reads the runs, the issues' follow-up, and stops the schedule
         status, listed = _api("GET", f"/datasets/{dataset_id}/runs")
         assert status == 200 and len(listed["runs"]) == 2

@@ -206,6 +206,7 @@ def build_agents(
     prefer_templates: bool = True,
     deadline_s: float | None = None,
     cache: Any = None,
+    llm_gate: Any = None,
 ) -> RunAgents:
     """Offline agents when there is no key and no injected `llm`; otherwise Claude agents, each guarded so a
     failure falls back to its offline twin for that call and marks the run degraded.
@@ -219,6 +220,8 @@ def build_agents(
         writes code for hypotheses and for every retry after a failed attempt. False: Claude writes all.
     cache: an `iterate.llm.cache.ResponseCache` instead of cache_dir, e.g. StoreCache(s3_store) on AWS so
         that every function of every run shares answers.
+    llm_gate: called with a call's most tokens before it is made (AnthropicLLM's `gate`: the deployment's
+        token bucket on AWS); ignored when `llm` is given.
     deadline_s: seconds one agent call may take in all (retries and repair turn included) before it falls
         back; keep it below the function's timeout (default 2.5 x settings.llm_timeout_s). Behind API
         Gateway (29 s) pass about 20.
@@ -254,6 +257,7 @@ def build_agents(
             timeout_s=settings.llm_timeout_s,
             max_retries=settings.llm_max_retries,
             observers=hooks,
+            gate=llm_gate,
         )
     if cache is None:
         cache = DirectoryCache(cache_dir) if cache_dir is not None else MemoryCache()

@@ -16,7 +16,6 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from iterate.api.common import (
     PAGE_LIMIT,
     PRESIGN_UPLOAD_S,
-    RUN_LIMIT_RETRY_AFTER_S,
     ConflictError,
     DepsProvider,
     IdempotencyKey,
@@ -43,6 +42,7 @@ from iterate.api.models import (
     IssueItem,
     IssueList,
     IssueTimeline,
+    Quota,
     ReportLink,
     Run,
     RunList,
@@ -52,15 +52,17 @@ from iterate.api.models import (
     UploadTarget,
     VersionList,
 )
+from iterate.api.throttle import owner_throttle, quota_response, throttled_response
+from iterate.aws.admission import leave_queue, queue_place, quota_view, release_run
 from iterate.aws.deletion import DatasetBusyError
 from iterate.aws.payloads import S3ObjectRef, StartRunRequest
 from iterate.aws.schedules import schedule_name
 from iterate.contracts import Acceptance, Issue
+from iterate.storage.admission import QuotaExceededError, TokenBucketEmptyError
 from iterate.storage.dynamo import (
     TERMINAL,
     DynamoRunRepository,
     InvalidPageTokenError,
-    RunLimitReachedError,
     RunTransitionError,
 )
 
@@ -134,14 +136,15 @@ def create_app(
             status_code=400, content_type=content_types.APPLICATION_JSON, body={"message": str(exc)}
         )
 
-    @app.exception_handler(RunLimitReachedError)
-    def _too_many_runs(exc: RunLimitReachedError) -> Response[Any]:
-        return Response(
-            status_code=429,
-            content_type=content_types.APPLICATION_JSON,
-            body={"message": str(exc)},
-            headers={"Retry-After": str(RUN_LIMIT_RETRY_AFTER_S)},
-        )
+    @app.exception_handler(QuotaExceededError)
+    def _over_quota(exc: QuotaExceededError) -> Response[Any]:
+        return quota_response(exc, get_deps().clock())
+
+    @app.exception_handler(TokenBucketEmptyError)
+    def _throttled(exc: TokenBucketEmptyError) -> Response[Any]:
+        return throttled_response(exc)
+
+    app.use(middlewares=[owner_throttle(get_deps)])
 
     @app.exception_handler(DatasetBusyError)
     def _busy(exc: DatasetBusyError) -> Response[Any]:
@@ -309,7 +312,8 @@ def _register_core(
 
     @app.get("/runs/<run_id>", summary="A run's status and progress", responses=responses(200, Run, 404))
     def get_run(run_id: str) -> Run:
-        return _run_view(require_run(run_id))
+        record = require_run(run_id)
+        return _run_view(record, place=queue_place(get_deps(), owner_of(app), record))
 
     @app.delete(
         "/runs/<run_id>", summary="Cancel a queued or running run", responses=responses(200, Run, 404, 409)
@@ -326,7 +330,9 @@ def _register_core(
             )
         except RunTransitionError as exc:
             raise ConflictError(f"run {run_id} changed status meanwhile; try again") from exc
-        r.release_run_slot(run_id)
+        if record["status"] == "QUEUED":
+            leave_queue(deps, r.owner, record)
+        release_run(deps, run_id)
         execution_arn = record.get("executionArn") or record.get("executionId")
         if execution_arn:
             deps.sfn_client().stop_execution(
@@ -472,7 +478,8 @@ def _register_core(
             "ScheduleExpressionTimezone": body.timezone,
             "FlexibleTimeWindow": {"Mode": "OFF"},
             "Target": {
-                "Arn": deps.config.need("state_machine_arn"),
+                # The admission function queues the run like any other (quotas, slots), never a direct start.
+                "Arn": deps.config.need("admission_function_arn"),
                 "RoleArn": deps.config.need("scheduler_role_arn"),
                 "Input": request.model_dump_json(exclude_none=True),
                 "RetryPolicy": {"MaximumRetryAttempts": 3, "MaximumEventAgeInSeconds": 3600},
@@ -518,6 +525,15 @@ def _register_core(
         )
         r.delete_schedule(dataset_id)
         return Response(status_code=204, body="")
+
+    @app.get(
+        "/quota",
+        summary="Today's use of the caller's daily quotas (runs, bytes, LLM tokens), their limits and reset time; "
+        "runs in progress and waiting for a slot",
+        responses=responses(200, Quota),
+    )
+    def get_quota() -> Quota:
+        return Quota.model_validate(quota_view(get_deps(), owner_of(app)))
 
     @app.delete(
         "/datasets/<dataset_id>",

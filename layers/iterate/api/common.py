@@ -15,6 +15,7 @@ from iterate.api.models import (
     ErrorBody,
     Run,
 )
+from iterate.aws.admission import queue_place
 from iterate.aws.deps import AwsDeps
 from iterate.aws.payloads import S3ObjectRef
 from iterate.aws.runs import queue_run
@@ -31,10 +32,10 @@ ERROR_TEXTS = {
     404: "no such id for this caller (another owner's ids are 404 too)",
     409: "the resource is not in a state that allows this",
     422: "the request does not match the model; `errors` names each field and its problem",
-    429: "the caller already has as many runs in progress as allowed; retry after Retry-After seconds",
+    429: "a daily quota is used up (the body names it: quota, limit, used, resetsAt), or the caller sends requests"
+    " faster than its rate; retry after Retry-After seconds",
 }
 PAGE_LIMIT = 50
-RUN_LIMIT_RETRY_AFTER_S = 30
 Limit = Annotated[int, Query(ge=1, le=100, description="items per page (default 50)")]
 PageToken = Annotated[
     str | None, Query(alias="nextToken", max_length=4096, description="the previous page's nextToken")
@@ -92,10 +93,12 @@ def split_issue_ref(issue_ref: str) -> tuple[str, str]:
     return run_id, issue_id
 
 
-def _run_view(record: dict[str, Any]) -> Run:
+def _run_view(record: dict[str, Any], *, place: int | None = None) -> Run:
     keep = set(Run.model_fields)
     data = {k: v for k, v in record.items() if k in keep and v is not None}
     data.setdefault("trigger", "s3")
+    if place is not None:
+        data["queuePlace"] = place
     return Run.model_validate(data)
 
 
@@ -131,4 +134,5 @@ def start_run_on(
     """Queue run `run_id` of `source` (counted among the owner's runs in progress) and start its execution."""
     if owner != r.owner:
         raise ValueError("a run is started for the repository's owner")
-    return _run_view(queue_run(deps, r, dataset_id, run_id, source, instructions, hold_slot=True))
+    record = queue_run(deps, r, dataset_id, run_id, source, instructions, on_quota="raise")
+    return _run_view(record, place=queue_place(deps, owner, record))

@@ -67,6 +67,12 @@ class Run(Contract):
     status: RunStatus
     trigger: str
     progress: Progress | None = None
+    queuePlace: int | None = Field(
+        default=None,
+        description="a QUEUED run's place in its owner's queue (1: the next to start once a run slot is free)",
+    )
+    queuedAt: str | None = None
+    admittedAt: str | None = Field(default=None, description="when admission started its execution")
     mode: str | None = None
     startedAt: str | None = None
     completedAt: str | None = None
@@ -89,6 +95,24 @@ class Run(Contract):
         description="against the dataset's previous successful run: issues new, persisting, regressed (more "
         "rows), improved (fewer rows), and the ids resolved; absent on a first run",
     )
+
+
+class QuotaUse(Contract):
+    used: int
+    limit: int
+
+
+class Quota(Contract):
+    """The caller's daily quotas (UTC day): a run over one is refused before it starts (429, or a FAILED
+    upload run whose error is QuotaExceededError)."""
+
+    day: str
+    resetsAt: str
+    runs: QuotaUse
+    bytes: QuotaUse
+    tokens: QuotaUse = Field(description="LLM tokens used by the owner's runs today")
+    runsInProgress: QuotaUse = Field(description="run slots held now, and the owner's concurrent-run limit")
+    runsWaiting: int = Field(description="runs queued for a slot")
 
 
 class DatasetDetail(Contract):

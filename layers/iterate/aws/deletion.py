@@ -5,8 +5,8 @@ What a dataset leaves behind, and where (the owner is in every key, so nothing h
   (every run's artifacts), `versions/<o>/<d>/` (fixed versions), `library/<o>/<d>/` (stored proofs).
 - DynamoDB, partition `OWNER#<o>`: `DATASET#<d>`, `SCHEDULE#<d>`, `VERSION#<d>#…`, `ACCEPTED#<d>#…`,
   `SCRIPT#<d>#…`, per run `RUN#<r>`, `ISSUE#<r>#…`, `FOLLOWUP#<r>.…`, `FIX#<r>#…`, the upload claims
-  `OBJ#<bucket>/uploads/<o>/<d>/…`, the API idempotency keys that name one of its runs, and its run ids in the
-  owner's run-slot item.
+  `OBJ#<bucket>/uploads/<o>/<d>/…`, the API idempotency keys that name one of its runs, and any run slot one of
+  its runs still holds (`GLOBAL#admission` `LEASE#<r>`, released with the counters).
 - The dataset's EventBridge Scheduler schedule (first, so no run starts while the rest goes).
 
 The sweep is idempotent: a second call (or one after a failure half-way) finds what is left and removes it. A
@@ -14,7 +14,7 @@ tombstone (`DELETED#<d>`: when, and how much was removed; no data) answers a rep
 for a week, then expires.
 
 Not the dataset's alone, so kept: the owner's LLM answer cache (`artifacts/<o>/_llm-cache/`, keyed by prompt
-hash and shared by the owner's datasets) and the owner's run-slot item (only this dataset's ids leave it).
+hash and shared by the owner's datasets), the owner's run-slot counter and daily usage.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from boto3.dynamodb.conditions import Key
 
 from iterate.aws.deps import AwsDeps
 from iterate.aws.schedules import schedule_name
+from iterate.storage.admission import SlotLeases
 from iterate.storage.dynamo import GSI1, DynamoRunRepository, dataset_runs_pk
 
 # A cancelled run's execution is stopped, but a step already running finishes (profile and report may take
@@ -101,9 +102,10 @@ def delete_dataset(deps: AwsDeps, repo: DynamoRunRepository, dataset_id: str) ->
     keys += [_key(i) for i in _prefix(table, pk, f"OBJ#{bucket}/uploads/{repo.owner}/{dataset_id}/")]
     keys += [_key(i) for i in _prefix(table, pk, "IDEMPOTENCY#") if str(i.get("runId")) in run_ids]
     keys += [{"PK": pk, "SK": f"SCHEDULE#{dataset_id}"}]
-    live = repo.live_runs() & run_ids
-    if live:  # ended runs whose slot was never given back: this dataset's ids leave the owner's slot item
-        repo.release_run_slots(live)
+    slots = SlotLeases(table, clock=deps.clock)
+    for lease in slots.leases():  # ended runs whose slots were never given back (every release lost)
+        if str(lease["runId"]) in run_ids:
+            slots.release(str(lease["runId"]))
     now = int(deps.clock())
     # The tombstone before the dataset item: a failure in between leaves the dataset item, so DELETE sweeps again.
     table.put_item(

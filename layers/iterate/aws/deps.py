@@ -24,6 +24,7 @@ class AwsDeps:
     stepfunctions: Any = None
     scheduler: Any = None
     lambda_: Any = None
+    sqs: Any = None
     secret_provider: Any = None  # None: Powertools parameters (Secrets Manager)
     agents_factory: Callable[[Settings], Any] | None = None  # None: iterate.agents.build_agents
     work_dir: str = "/tmp"  # Lambda's only writable place
@@ -62,6 +63,11 @@ class AwsDeps:
         if self.lambda_ is None:
             self.lambda_ = clients.client("lambda")
         return self.lambda_
+
+    def sqs_client(self) -> Any:
+        if self.sqs is None:
+            self.sqs = clients.client("sqs")
+        return self.sqs
 
     def scheduler_client(self) -> Any:
         if self.scheduler is None:

@@ -289,8 +289,8 @@ def run_fix_job(job: FixJob, deps: AwsDeps) -> FixJobOutput:
     version_id = str(written.record["versionId"])
     new_run = f"r{uuid.uuid4().hex[:24]}"
     try:
-        # No run slot is taken here: nobody is there to retry a 429, so the run waits for a slot in ProfileDataset.
-        queue_run(deps, repo, dataset_id, new_run, written.source, run.get("instructions"), hold_slot=False)
+        # Queued for admission like any run; over a daily quota it is recorded FAILED (nobody is there for a 429).
+        queue_run(deps, repo, dataset_id, new_run, written.source, run.get("instructions"), on_quota="record")
         repo.set_version_run(dataset_id, version_id, new_run)
     except Exception as exc:
         _fail_internal(repo, job, exc, now(), version_id=version_id)

@@ -78,9 +78,10 @@ class ObjectCreatedEvent(_AwsEvent):
 
 
 class StartRunRequest(Contract):
-    """Execution input written by the API or an EventBridge schedule (the run id is chosen by the caller)."""
+    """A run asked for by the API, a schedule, a fix or an upload (admission's message and the execution input
+    it starts; the run id is chosen by the caller, or by admission)."""
 
-    trigger: Literal["api", "schedule"]
+    trigger: Trigger
     owner: str = Field(min_length=1)
     datasetId: str = Field(min_length=1)
     runId: str | None = None
@@ -303,6 +304,7 @@ USER_ERRORS = frozenset(
         "InvalidUploadKeyError",  # an object outside uploads/<owner>/<dataset>/<file>
         "DatasetNotFoundError",  # a schedule or API start for a dataset with no upload (or deleted)
         "RunCancelledError",  # the owner cancelled it
+        "QuotaExceededError",  # the owner's daily quota of runs, bytes or LLM tokens was used up
     }
 )
 

@@ -8,7 +8,6 @@ import json
 import shutil
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +17,7 @@ from urllib.parse import unquote_plus
 from pydantic import BaseModel, ValidationError
 
 from iterate.aws import cost as cost_model
+from iterate.aws.admission import release_run
 from iterate.aws.deps import AwsDeps
 from iterate.aws.observability import logger, metrics, tracer
 from iterate.aws.payloads import (
@@ -33,7 +33,6 @@ from iterate.aws.payloads import (
     GenerateCodeInput,
     GenerateCodeOutput,
     MergeChunksInput,
-    ObjectCreatedEvent,
     ProfileInput,
     ProfileOutput,
     RecordAttemptInput,
@@ -45,20 +44,17 @@ from iterate.aws.payloads import (
     SandboxFailure,
     SandboxRequest,
     SandboxResultRef,
-    StartRunRequest,
     StateError,
     StepInput,
     StepOutput,
-    artifacts_prefix,
     failure_metric,
-    parse_upload_key,
-    run_id_for_object,
 )
 from iterate.aws.secrets import settings_with_secret
+from iterate.aws.triggers import DatasetNotFoundError, is_s3_event, run_for_trigger, start_run
 from iterate.contracts import Acceptance, AnalysisResult, CodeInvestigation, InfraCost, ReusedScript
 from iterate.investigate import GenerationFailed, code_source
 from iterate.settings import Settings
-from iterate.storage.dynamo import TERMINAL, DynamoRunRepository, RunLimitReachedError, RunTransitionError
+from iterate.storage.dynamo import TERMINAL, DynamoRunRepository, RunTransitionError
 from iterate.storage.s3 import S3ArtifactStore
 
 # Share of the progress bar each step owns (percent from, to).
@@ -69,10 +65,6 @@ STEP_SPANS: dict[str, tuple[int, int]] = {
     "investigate": (45, 90),
     "report": (90, 100),
 }
-
-
-class DatasetNotFoundError(LookupError):
-    """A run was asked for a dataset this owner does not have, or one with no upload yet."""
 
 
 class RunCancelledError(RuntimeError):
@@ -138,10 +130,39 @@ def _build_agents(deps: AwsDeps, settings: Settings, run: RunState) -> Any:
     if not settings.anthropic_api_key:
         return build_agents(settings)
     from iterate.llm.cache import StoreCache
+    from iterate.llm.observers import LoggingObserver
+    from iterate.storage.admission import DailyUsage, DynamoTokenBucket
 
     # Answers cached in S3 per owner: a retried step or a re-analysis of unchanged data costs no tokens.
     store = S3ArtifactStore(deps.s3_client(), run.bucket, LLM_CACHE_PREFIX.format(owner=run.owner))
-    return build_agents(settings, cache=StoreCache(store, prefix="answers"))
+    per_minute = deps.config.llm_tokens_per_minute
+    bucket = DynamoTokenBucket(
+        deps.dynamo_table(), rate=per_minute / 60, capacity=per_minute, clock=deps.clock
+    )
+    usage = OwnerTokens(DailyUsage(deps.dynamo_table(), run.owner, clock=deps.clock))
+    return build_agents(
+        settings,
+        cache=StoreCache(store, prefix="answers"),
+        llm_gate=bucket.take,
+        observers=[LoggingObserver(), usage],
+    )
+
+
+class OwnerTokens:
+    """Counts every LLM call's tokens into its owner's daily usage (the tokens quota checked at admission)."""
+
+    def __init__(self, usage: Any) -> None:
+        self._usage = usage
+
+    def on_llm_call(self, event: Any) -> None:
+        if not event.cached:
+            self._usage.add_tokens(event.input_tokens + event.output_tokens)
+
+    def on_tool_call(self, event: Any) -> None:
+        return None
+
+    def on_error(self, event: Any) -> None:
+        return None
 
 
 def _progress_callback(
@@ -246,70 +267,6 @@ def running_step(
 # --- ProfileDataset --------------------------------------------------------------------------------
 
 
-def _is_s3_event(trigger: dict[str, Any]) -> bool:
-    return trigger.get("source") == "aws.s3" or "detail-type" in trigger
-
-
-def run_for_trigger(deps: AwsDeps, trigger: dict[str, Any]) -> tuple[RunState, str | None]:
-    """The run an execution input describes, plus the upload's file name; no AWS writes."""
-    bucket = deps.config.need("bucket")
-    started = _now_iso(deps)
-    if _is_s3_event(trigger):
-        source = ObjectCreatedEvent.model_validate(trigger).upload()
-        owner, dataset_id, file_name = parse_upload_key(source.key)
-        run_id, kind, instructions = run_id_for_object(source), "s3", None
-    else:
-        request = StartRunRequest.model_validate(trigger)
-        owner, dataset_id = request.owner, request.datasetId
-        found = request.source
-        if found is None:
-            dataset = repository(deps, owner).get_dataset(dataset_id)
-            if not dataset or not dataset.get("latestUpload"):
-                raise DatasetNotFoundError(f"dataset {dataset_id} has no upload to analyse")
-            found = S3ObjectRef.model_validate(dataset["latestUpload"])
-        source = found
-        file_name = source.key.rsplit("/", 1)[-1]
-        run_id = request.runId or f"r{uuid.uuid4().hex[:24]}"
-        kind, instructions = request.trigger, request.instructions
-    run = RunState(
-        runId=run_id,
-        owner=owner,
-        datasetId=dataset_id,
-        trigger=kind,  # type: ignore[arg-type]
-        bucket=bucket,
-        prefix=artifacts_prefix(owner, dataset_id, run_id),
-        source=source,
-        startedAt=started,
-        instructions=instructions,
-    )
-    return run, file_name
-
-
-def _start_run(repo: DynamoRunRepository, run: RunState, execution_id: str) -> None:
-    """Create the run as RUNNING, or move the API's QUEUED record to RUNNING; a retried step passes through."""
-    record = {
-        "runId": run.runId,
-        "datasetId": run.datasetId,
-        "status": "RUNNING",
-        "trigger": run.trigger,
-        "source": run.source.model_dump(mode="json"),
-        "startedAt": run.startedAt,
-        "artifactsPrefix": run.prefix,
-        "executionId": execution_id,
-        "instructions": run.instructions,
-        "progress": {"step": "profile", "percent": 0, "message": "queued"},
-    }
-    try:
-        repo.create_run(record)
-        return
-    except RunTransitionError:
-        existing = repo.require_run(run.runId)
-    if existing["status"] == "QUEUED":
-        repo.transition(run.runId, from_status="QUEUED", to_status="RUNNING", executionId=execution_id)
-    elif existing["status"] != "RUNNING":
-        raise RunTransitionError(f"run {run.runId} is {existing['status']}; it cannot start")
-
-
 def _sized_upload(deps: AwsDeps, source: S3ObjectRef, name: str) -> tuple[S3ObjectRef, int]:
     """The exact object version as stored (keys with spaces may arrive URL-encoded: tried decoded too) and
     its size, asked with HeadObject: an object over ITERATE_MAX_FILE_BYTES is refused (DatasetReadError
@@ -359,7 +316,8 @@ def profile(payload: ProfileInput, deps: AwsDeps, *, execution_id: str) -> Profi
     run, file_name = run_for_trigger(deps, payload.trigger)
     repo = repository(deps, run.owner)
     logger.append_keys(run_id=run.runId, dataset_id=run.datasetId, owner=run.owner)
-    if run.trigger == "s3":
+    if is_s3_event(payload.trigger):
+        # The raw upload event (a replay by hand): claimed here. Admission claims the uploads it queues.
         earlier = repo.claim_object(
             run.source.bucket, run.source.key, run.source.versionId, run.runId, execution_id=execution_id
         )
@@ -367,15 +325,10 @@ def profile(payload: ProfileInput, deps: AwsDeps, *, execution_id: str) -> Profi
             logger.info("duplicate upload event: run already started", duplicate_of=earlier)
             metrics.add_metric(name="DuplicateUploads", unit="Count", value=1)
             return ProfileOutput(duplicate=True, duplicateOf=earlier)
+    if run.trigger == "s3":
         repo.record_upload(run.datasetId, run.source.model_dump(mode="json"))
-    _start_run(repo, run, execution_id)
-    try:
-        # Counted among the owner's runs in progress (a run the API started holds its slot already).
-        repo.acquire_run_slot(run.runId, deps.config.max_concurrent_runs)
-    except RunLimitReachedError:
-        with contextlib.suppress(RunTransitionError):
-            repo.update_progress(run.runId, step="profile", percent=0, message="waiting for a free run slot")
-        raise  # the ASL retries this with backoff; after that, RecordFailure records why
+    # Admission took the run's slots before starting this execution; none are taken here.
+    start_run(repo, run, execution_id)
     name = file_name or "upload"
     stored, size = _sized_upload(deps, run.source, name)
     chunked = plan_upload(deps.s3_client(), artifact_store(deps, run), run, stored, size, name, deps.settings)
@@ -849,7 +802,7 @@ def report(payload: StepInput, deps: AwsDeps) -> ReportOutput:
             progress={"step": "report", "percent": 100, "message": "done"},
             **({"comparison": result.comparison.model_dump(mode="json")} if result.comparison else {}),
         )
-    repo.release_run_slot(run.runId)
+    release_run(deps, run.runId)  # the next waiting run may start
     regression = regression_detail(result, run)
     if regression is not None:
         publish_event(deps, REGRESSION_DETAIL_TYPE, regression)
@@ -938,7 +891,7 @@ def record_failure(payload: FailureInput, deps: AwsDeps, *, execution_id: str) -
         status = existing["status"]
     else:
         repo.transition(run.runId, from_status=existing["status"], to_status="FAILED", **fields)
-    repo.release_run_slot(run.runId)
+    release_run(deps, run.runId)  # the next waiting run may start
     logger.error("run failed", error=error.Error, reason=reason)
     _count_failure(error.Error)
     publish_completion(

@@ -38,8 +38,13 @@ class AnthropicLLM:
         observers: Observers | None = None,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        gate: Callable[[int], Any] | None = None,
     ) -> None:
         self.model = model
+        # Consulted before each call with the tokens it may use (a deployment-wide token bucket on AWS); it
+        # waits for them or raises, and a raise becomes a RetryableLLMError (the agent falls back, or the
+        # state machine retries the step).
+        self._gate = gate
         self._api_key = api_key
         self._base_url = base_url
         self.timeout_s = timeout_s
@@ -95,6 +100,12 @@ class AnthropicLLM:
             raise
         client = self._sdk()
         kwargs = self._kwargs(request)
+        if self._gate is not None:
+            try:
+                self._gate(estimate_tokens(request))
+            except Exception as exc:
+                self.observers.error(LLMErrorEvent(request.agent, type(exc).__name__, 0, retrying=False))
+                raise RetryableLLMError(f"LLM rate: {exc}") from exc
         started = self._clock()
         deadline = min(self.deadline_s, request.deadline_s) if request.deadline_s else self.deadline_s
         timeouts = 0
@@ -141,6 +152,17 @@ class AnthropicLLM:
                 raise error
             self._sleep(delay)
             attempt += 1
+
+
+def estimate_tokens(request: LLMRequest) -> int:
+    """What a call may use at most, for the token bucket: its prompt (about 4 characters a token) and the
+    answer's max_tokens."""
+    import json
+
+    prompt = len(request.system) + len(json.dumps(request.messages, default=str))
+    if request.tools:
+        prompt += len(json.dumps(request.tools, default=str))
+    return prompt // 4 + request.max_tokens
 
 
 def _retry_after(exc: Any) -> float | None:

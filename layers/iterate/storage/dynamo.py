@@ -29,7 +29,6 @@ IDEMPOTENCY_TTL_S = 24 * 3600
 # The one index, GSI1: an owner's runs of one dataset, newest first (GSI1PK OWNER#<o>#DATASET#<d>,
 # GSI1SK RUN#<startedAt>#<run id>). Only run items carry GSI1 keys (a sparse index).
 GSI1 = "GSI1"
-RUN_SLOTS_SK = "LIMIT#runs"
 # The steps whose infrastructure is booked on the run (iterate.aws.cost); their maps exist from creation.
 INFRA_STEPS = ("profile", "understand", "analyze", "investigate", "report", "failure")
 
@@ -40,10 +39,6 @@ class RunNotFoundError(LookupError):
 
 class RunTransitionError(StatusConflictError):
     """The run was not in the expected status (a concurrent change won, or the transition is not allowed)."""
-
-
-class RunLimitReachedError(RuntimeError):
-    """The owner already has as many runs in progress as allowed (ProfileDataset waits: the ASL retries it)."""
 
 
 class InvalidPageTokenError(ValueError):
@@ -85,7 +80,7 @@ def object_claim_key(bucket: str, key: str, version_id: str | None) -> str:
     return f"OBJ#{bucket}/{key}#{version_id or 'null'}"
 
 
-_KEY_ATTRS = ("PK", "SK", "GSI1PK", "GSI1SK", "expiresAt", "entity", "liveRuns")
+_KEY_ATTRS = ("PK", "SK", "GSI1PK", "GSI1SK", "expiresAt", "entity")
 
 
 def _strip(item: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -375,73 +370,6 @@ class DynamoRunRepository:
         prefix = f"VERSION#{dataset_id}#"
         kwargs = {**self._prefix_query(prefix), "ScanIndexForward": False}
         return self._page(kwargs, limit, token, {}, sk_prefix=prefix)
-
-    # --- concurrent runs per owner ----------------------------------------------------------------
-    def acquire_run_slot(self, run_id: str, limit: int) -> None:
-        """Count `run_id` among the owner's runs in progress, unless `limit` are already (RunLimitReachedError).
-
-        One item per owner holds the live run ids; adding is conditional on its size, so two starts cannot
-        both take the last slot. Taking a slot twice is a no-op (a retried step). Ids whose run has ended or
-        no longer exists (an execution that died without RecordFailure) are dropped before refusing.
-        """
-        for attempt in range(2):
-            try:
-                self._table.update_item(
-                    Key={"PK": self._pk, "SK": RUN_SLOTS_SK},
-                    UpdateExpression="ADD liveRuns :id SET entity = :e",
-                    ConditionExpression=(
-                        "attribute_not_exists(liveRuns) OR size(liveRuns) < :max OR contains(liveRuns, :run)"
-                    ),
-                    ExpressionAttributeValues={
-                        ":id": {run_id},
-                        ":max": limit,
-                        ":run": run_id,
-                        ":e": "limits",
-                    },
-                )
-                return
-            except Exception as exc:
-                if not self._conditional_failed(exc):
-                    raise
-            live = self.live_runs()
-            stale = {r for r in live if r != run_id and self._ended(r)}
-            if stale and attempt == 0:
-                self._table.update_item(
-                    Key={"PK": self._pk, "SK": RUN_SLOTS_SK},
-                    UpdateExpression="DELETE liveRuns :stale",
-                    ExpressionAttributeValues={":stale": stale},
-                )
-                continue
-            break
-        raise RunLimitReachedError(
-            f"{len(live)} runs of this owner are in progress (at most {limit} at once)"
-        )
-
-    def release_run_slot(self, run_id: str) -> None:
-        """The run ended (or never started): it no longer counts against the owner's limit."""
-        self._table.update_item(
-            Key={"PK": self._pk, "SK": RUN_SLOTS_SK},
-            UpdateExpression="DELETE liveRuns :id",
-            ExpressionAttributeValues={":id": {run_id}},
-        )
-
-    def release_run_slots(self, run_ids: set[str]) -> None:
-        """Several runs no longer count against the owner's limit (their dataset is being deleted)."""
-        self._table.update_item(
-            Key={"PK": self._pk, "SK": RUN_SLOTS_SK},
-            UpdateExpression="DELETE liveRuns :ids",
-            ExpressionAttributeValues={":ids": set(run_ids)},
-        )
-
-    def live_runs(self) -> set[str]:
-        item = self._table.get_item(Key={"PK": self._pk, "SK": RUN_SLOTS_SK}, ConsistentRead=True).get("Item")
-        return set((item or {}).get("liveRuns") or set())
-
-    def _ended(self, run_id: str) -> bool:
-        item = self._table.get_item(Key={"PK": self._pk, "SK": f"RUN#{run_id}"}, ConsistentRead=True).get(
-            "Item"
-        )
-        return item is None or item.get("status") in TERMINAL
 
     def delete_run(self, run_id: str) -> None:
         """Remove a run record that never started (the API refused it after creating it)."""

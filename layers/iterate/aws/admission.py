@@ -1,0 +1,368 @@
+"""Admission: every run (upload, schedule, API, fix) is recorded QUEUED and put on one SQS FIFO queue whose
+message group is its owner; the admitter starts its execution only once a global and an owner slot are
+leased to it, and a run's end gives them back. Nothing fails for being busy: a run waits, its place in its
+owner's queue visible. Quotas are checked before a run is queued."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import time
+from typing import Any, Literal
+
+from pydantic import Field
+
+from iterate.aws.deps import AwsDeps
+from iterate.aws.observability import logger, metrics
+from iterate.aws.payloads import ObjectCreatedEvent, S3ObjectRef, StartRunRequest
+from iterate.aws.triggers import is_s3_event, now_iso, repository, run_for_trigger
+from iterate.contracts.base import Contract
+from iterate.storage.admission import (
+    DailyUsage,
+    OwnerQueue,
+    QuotaExceededError,
+    QuotaLimits,
+    SlotLeases,
+)
+from iterate.storage.dynamo import RunTransitionError
+
+QUEUED_MESSAGE = "waiting for a run slot"
+# A message of a run that could not start yet comes back after admission_retry_s, later the longer it has
+# waited (every 20 receives one more step, at most 5 minutes): SQS's 1,000-receive ceiling before the
+# dead-letter queue is then days of waiting, never minutes.
+MAX_RETRY_S = 300
+_GROUP_ID = re.compile(r"^[!-~]{1,128}$")
+
+
+class AdmissionMessage(Contract):
+    """One run waiting on the admission queue: the execution input it will start with, and its queue entry."""
+
+    request: StartRunRequest
+    queueKey: str = Field(description="its item in the owner's queue (OwnerQueue)")
+    queuedAt: float = Field(description="epoch seconds it was queued (its wait is measured from here)")
+
+
+class Enqueued(Contract):
+    outcome: Literal["queued", "duplicate", "rejected"]
+    runId: str | None = None
+    owner: str | None = None
+    reason: str | None = None
+
+
+def quota_limits(deps: AwsDeps) -> QuotaLimits:
+    c = deps.config
+    return QuotaLimits(runs=c.quota_runs_per_day, bytes=c.quota_bytes_per_day, tokens=c.quota_tokens_per_day)
+
+
+def leases(deps: AwsDeps) -> SlotLeases:
+    return SlotLeases(deps.dynamo_table(), clock=deps.clock)
+
+
+def message_group(owner: str) -> str:
+    """The owner as an SQS message group id (hashed when it holds characters a group id may not)."""
+    return owner if _GROUP_ID.match(owner) else hashlib.sha256(owner.encode()).hexdigest()
+
+
+def _object_size(deps: AwsDeps, source: S3ObjectRef) -> int:
+    """The source's size for the bytes quota (0 when it cannot be read: ProfileDataset then says why)."""
+    from botocore.exceptions import ClientError
+
+    extra = {"VersionId": source.versionId} if source.versionId else {}
+    try:
+        return int(
+            deps.s3_client().head_object(Bucket=source.bucket, Key=source.key, **extra)["ContentLength"]
+        )
+    except ClientError:
+        return 0
+
+
+def enqueue(
+    deps: AwsDeps,
+    trigger: dict[str, Any],
+    *,
+    on_quota: Literal["record", "raise"] = "record",
+    event_id: str | None = None,
+) -> Enqueued:
+    """Record the run `trigger` asks for as QUEUED, charge it to the owner's daily quotas and put it on the
+    admission queue. An upload event already seen is a duplicate (nothing queued). Over a quota, the run is
+    recorded FAILED with QuotaExceededError as its error (`record`: uploads, schedules, fixes; the user's,
+    counted as RunsRejected: no execution failed, so RunsFailed's arithmetic is untouched), or refused with nothing recorded (`raise`: the API answers 429)."""
+    run, _ = run_for_trigger(deps, trigger)
+    repo = repository(deps, run.owner)
+    logger.append_keys(run_id=run.runId, dataset_id=run.datasetId, owner=run.owner)
+    if is_s3_event(trigger):
+        event = ObjectCreatedEvent.model_validate(trigger)
+        earlier = repo.claim_object(
+            run.source.bucket,
+            run.source.key,
+            run.source.versionId,
+            run.runId,
+            execution_id=f"event:{event_id or event.id}",
+        )
+        if earlier is not None:
+            logger.info("duplicate upload event: run already queued", duplicate_of=earlier)
+            metrics.add_metric(name="DuplicateUploads", unit="Count", value=1)
+            return Enqueued(outcome="duplicate", runId=earlier, owner=run.owner)
+        size = event.detail.object.size
+        if size is None:
+            size = _object_size(deps, run.source)
+    else:
+        size = _object_size(deps, run.source)
+    queued_at = deps.clock()
+    queue = OwnerQueue(deps.dynamo_table(), run.owner)
+    queue_key = queue.sort_key(int(queued_at * 1000), run.runId)
+    try:
+        repo.create_run(
+            {
+                "runId": run.runId,
+                "datasetId": run.datasetId,
+                "status": "QUEUED",
+                "trigger": run.trigger,
+                "startedAt": run.startedAt,
+                "queuedAt": run.startedAt,
+                "queueKey": queue_key,
+                "sizeBytes": size,
+                "instructions": run.instructions,
+                "source": run.source.model_dump(mode="json"),
+                "artifactsPrefix": run.prefix,
+                "progress": {"step": "queued", "percent": 0, "message": QUEUED_MESSAGE},
+            }
+        )
+    except RunTransitionError:
+        # A retried delivery of this request: queued already (the FIFO queue drops the repeated message).
+        existing = repo.require_run(run.runId)
+        if existing["status"] != "QUEUED":
+            return Enqueued(outcome="duplicate", runId=run.runId, owner=run.owner)
+        queue_key = str(existing.get("queueKey") or queue_key)
+    else:
+        try:
+            DailyUsage(deps.dynamo_table(), run.owner, clock=deps.clock).charge_run(size, quota_limits(deps))
+        except QuotaExceededError as exc:
+            metrics.add_metric(name="RunsRejected", unit="Count", value=1)
+            logger.info("run refused: daily quota", quota=exc.quota, limit=exc.limit, used=exc.used)
+            if on_quota == "raise":
+                repo.delete_run(run.runId)
+                raise
+            repo.transition(
+                run.runId,
+                from_status="QUEUED",
+                to_status="FAILED",
+                error=type(exc).__name__,
+                reason=str(exc),
+                completedAt=now_iso(deps),
+                progress={"step": "queued", "percent": 0, "message": "refused: daily quota reached"},
+            )
+            return Enqueued(outcome="rejected", runId=run.runId, owner=run.owner, reason=str(exc))
+        queue.add(run.runId, int(queued_at * 1000))
+    message = AdmissionMessage(
+        request=StartRunRequest(
+            trigger=run.trigger,
+            owner=run.owner,
+            datasetId=run.datasetId,
+            runId=run.runId,
+            source=run.source,
+            instructions=run.instructions,
+        ),
+        queueKey=queue_key,
+        queuedAt=queued_at,
+    )
+    deps.sqs_client().send_message(
+        QueueUrl=deps.config.need("admission_queue_url"),
+        MessageBody=message.model_dump_json(),
+        MessageGroupId=message_group(run.owner),
+        MessageDeduplicationId=run.runId,
+    )
+    metrics.add_metric(name="RunsQueued", unit="Count", value=1)
+    return Enqueued(outcome="queued", runId=run.runId, owner=run.owner)
+
+
+def _retry_after(record: dict[str, Any], base_s: int) -> int:
+    receives = int((record.get("attributes") or {}).get("ApproximateReceiveCount") or 1)
+    return min(MAX_RETRY_S, base_s * (1 + receives // 20))
+
+
+def admit_one(deps: AwsDeps, message: AdmissionMessage) -> Literal["started", "dropped", "wait"]:
+    """Start the run's execution if a global and an owner slot can be leased to it; `wait` if not."""
+    request = message.request
+    run_id = str(request.runId)
+    repo = repository(deps, request.owner)
+    queue = OwnerQueue(deps.dynamo_table(), request.owner)
+    record = repo.get_run(run_id)
+    if record is None or record["status"] != "QUEUED":
+        # Cancelled (or its dataset deleted) while it waited: nothing to start.
+        queue.remove(message.queueKey)
+        logger.info("queued run no longer waiting", run_id=run_id, status=(record or {}).get("status"))
+        return "dropped"
+    c = deps.config
+    slots = leases(deps)
+    if not slots.acquire(
+        request.owner,
+        run_id,
+        owner_limit=c.max_concurrent_runs,
+        global_limit=c.global_concurrent_runs,
+        ttl_s=c.run_lease_s,
+    ):
+        return "wait"
+    try:
+        execution = deps.sfn_client().start_execution(
+            stateMachineArn=c.need("state_machine_arn"), name=run_id, input=request.model_dump_json()
+        )
+        arn = execution["executionArn"]
+    except Exception as exc:
+        if type(exc).__name__ != "ExecutionAlreadyExists" and "ExecutionAlreadyExists" not in str(
+            getattr(exc, "response", {}).get("Error", {}).get("Code", "")
+        ):
+            slots.release(run_id)  # not started: the slot goes to the next run; this one is retried
+            raise
+        arn = f"{c.need('state_machine_arn').replace(':stateMachine:', ':execution:')}:{run_id}"
+    queue.remove(message.queueKey)
+    waited = max(0.0, deps.clock() - message.queuedAt)
+    repo.set_run_fields(run_id, executionArn=arn, admittedAt=now_iso(deps), waitedS=round(waited, 3))
+    metrics.add_metric(name="RunsAdmitted", unit="Count", value=1)
+    metrics.add_metric(name="AdmissionWaitSeconds", unit="Seconds", value=waited)
+    return "started"
+
+
+def admit_batch(deps: AwsDeps, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The admitter on one SQS batch: the messages it could not start yet are reported failed (SQS gives them
+    back later) and so is every later message of the same owner (FIFO order); a run that cannot start
+    because the deployment is full stops the batch there."""
+    failed: list[str] = []
+    blocked: set[str] = set()
+    full = False
+    for record in records:
+        message = AdmissionMessage.model_validate_json(record["body"])
+        owner = message.request.owner
+        outcome = "wait"
+        if not full and owner not in blocked:
+            try:
+                outcome = admit_one(deps, message)
+            except Exception:
+                logger.exception("admission failed; the message is retried", run_id=message.request.runId)
+                outcome = "wait"
+            if outcome == "wait" and leases(deps).held() >= deps.config.global_concurrent_runs:
+                full = True
+        if outcome == "wait":
+            blocked.add(owner)
+            failed.append(record["messageId"])
+            _delay(deps, record)
+    if failed:
+        metrics.add_metric(name="AdmissionWaits", unit="Count", value=len(failed))
+    return {"batchItemFailures": [{"itemIdentifier": m} for m in failed]}
+
+
+def _delay(deps: AwsDeps, record: dict[str, Any]) -> None:
+    """The waiting message comes back after `_retry_after` instead of the queue's whole visibility timeout."""
+    handle = record.get("receiptHandle")
+    if not handle:
+        return
+    try:
+        deps.sqs_client().change_message_visibility(
+            QueueUrl=deps.config.need("admission_queue_url"),
+            ReceiptHandle=handle,
+            VisibilityTimeout=_retry_after(record, deps.config.admission_retry_s),
+        )
+    except Exception:  # the queue's own visibility timeout brings it back then
+        logger.warning("could not shorten a waiting message's visibility", message_id=record.get("messageId"))
+
+
+def release_run(deps: AwsDeps, run_id: str) -> bool:
+    """The run ended (or was cancelled): its slots go to the next waiting run."""
+    released = leases(deps).release(run_id)
+    if released:
+        metrics.add_metric(name="RunSlotsReleased", unit="Count", value=1)
+    return released
+
+
+def leave_queue(deps: AwsDeps, owner: str, record: dict[str, Any]) -> None:
+    """A queued run cancelled or deleted: out of its owner's queue (its message is dropped when it comes)."""
+    if record.get("queueKey"):
+        OwnerQueue(deps.dynamo_table(), owner).remove(str(record["queueKey"]))
+
+
+ENDED_ERRORS = {"TIMED_OUT": "States.Timeout", "ABORTED": "ExecutionAborted", "FAILED": "ExecutionFailed"}
+
+
+def execution_ended(deps: AwsDeps, detail: dict[str, Any]) -> bool:
+    """The execution-status rule: an execution ended. Its slots are released (a no-op when Report or
+    RecordFailure already did), and a run the execution left RUNNING (timed out, aborted by hand) is marked
+    FAILED so that it never looks alive."""
+    run_id = str(detail.get("name") or "")
+    lease = leases(deps).lease(run_id)
+    released = release_run(deps, run_id)
+    status = str(detail.get("status") or "")
+    owner = str(lease["owner"]) if lease else _owner_of_input(detail.get("input"))
+    if owner and status in ENDED_ERRORS:
+        repo = repository(deps, owner)
+        record = repo.get_run(run_id)
+        if record is not None and record["status"] in ("QUEUED", "RUNNING"):
+            with contextlib.suppress(RunTransitionError):
+                repo.transition(
+                    run_id,
+                    from_status=record["status"],
+                    to_status="FAILED",
+                    error=ENDED_ERRORS[status],
+                    reason=f"the execution ended {status} before the run recorded its end",
+                    completedAt=now_iso(deps),
+                )
+    logger.info("execution ended", run_id=run_id, status=status, released=released)
+    return released
+
+
+def _owner_of_input(raw: Any) -> str | None:
+    """The owner named by an execution's input (a run request), when the event carries it."""
+    import json
+
+    try:
+        value = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return None
+    owner = value.get("owner") if isinstance(value, dict) else None
+    return owner if isinstance(owner, str) and owner else None
+
+
+def queue_place(deps: AwsDeps, owner: str, record: dict[str, Any]) -> int | None:
+    """A QUEUED run's place in its owner's queue (1: next to start), None for any other run."""
+    if record.get("status") != "QUEUED" or not record.get("queueKey") or record.get("admittedAt"):
+        return None
+    return OwnerQueue(deps.dynamo_table(), owner).place(str(record["queueKey"])) or None
+
+
+def quota_view(deps: AwsDeps, owner: str) -> dict[str, Any]:
+    """Today's use of each daily quota, its limit and when it resets; runs in progress and waiting."""
+    usage = DailyUsage(deps.dynamo_table(), owner, clock=deps.clock)
+    used, limits = usage.today(), quota_limits(deps)
+    return {
+        "day": time.strftime("%Y-%m-%d", time.gmtime(deps.clock())),
+        "resetsAt": usage.resets_at(),
+        "runs": {"used": used["runs"], "limit": limits.runs},
+        "bytes": {"used": used["bytes"], "limit": limits.bytes},
+        "tokens": {"used": used["tokens"], "limit": limits.tokens},
+        "runsInProgress": {"used": leases(deps).held(owner), "limit": deps.config.max_concurrent_runs},
+        "runsWaiting": OwnerQueue(deps.dynamo_table(), owner).waiting(),
+    }
+
+
+EXECUTION_STATUS_CHANGE = "Step Functions Execution Status Change"
+
+
+def handle(event: dict[str, Any], deps: AwsDeps) -> dict[str, Any]:
+    """The admission function's one entry: an SQS batch (admit), an execution-status event (release), or a
+    run to queue (an S3 upload event from the upload rule, a StartRunRequest from a schedule)."""
+    from pydantic import ValidationError
+
+    from iterate.aws.payloads import InvalidUploadKeyError
+    from iterate.aws.triggers import DatasetNotFoundError
+
+    if isinstance(event.get("Records"), list):
+        return admit_batch(deps, event["Records"])
+    if event.get("detail-type") == EXECUTION_STATUS_CHANGE:
+        return {"released": execution_ended(deps, event.get("detail") or {})}
+    try:
+        return enqueue(deps, event).model_dump(mode="json")
+    except (InvalidUploadKeyError, DatasetNotFoundError, ValidationError) as exc:
+        # Nothing to attribute or to analyse: retrying the event cannot help. The user's, never an alarm.
+        logger.warning("run not queued", error=type(exc).__name__, reason=str(exc))
+        metrics.add_metric(name="RunsRejected", unit="Count", value=1)
+        return Enqueued(outcome="rejected", reason=f"{type(exc).__name__}: {exc}").model_dump(mode="json")

@@ -1,0 +1,355 @@
+"""A load driver for admission under moto: uploads from many owners within a window, in real time.
+
+What is real: the S3 "Object Created" events (the upload rule's input) handed to the admission function's
+handler (claims, quotas, QUEUED runs, queue entries, SQS FIFO messages grouped by owner); moto's FIFO queue
+(one in-flight batch per message group, visibility timeouts); the handler on each batch the driver receives,
+as Lambda's event source mapping would hand it (it leases the slots in DynamoDB transactions and calls
+StartExecution, recorded by moto); the run's start (`start_run`, QUEUED → RUNNING, as ProfileDataset does);
+its end through the calls Report makes (RUNNING → SUCCEEDED, `release_run`) or through the real
+RecordFailure step for an unreadable file (DatasetReadError, the user's); and the execution-status rule's
+event (the release a no-op by then). What is not: the pipeline's steps between start and end: a run's body
+is a wait of a few seconds (the whole pipeline per run under moto is seconds of CPU, 1,000 of them too slow
+on 2 cores). moto's transactions restore only the items they name when cancelled, not a copy of the whole
+table (`transactions_without_table_copies`). Invariants are checked as it goes: no owner ever holds more slots than its limit, the
+deployment never more than the global one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import io
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from unittest import mock
+
+from awsenv import (
+    ADMISSION_QUEUE_URL,
+    BUCKET,
+    REGION,
+    FakeContext,
+    admission_records,
+    as_function,
+    load_handler,
+    object_created_event,
+    transactions_without_table_copies,
+)
+
+
+@dataclass
+class LoadResult:
+    uploads: int
+    owners: int
+    duplicates_sent: int
+    queued: int = 0  # runs that found no free slot at their first admission attempt
+    started: int = 0
+    succeeded: int = 0
+    user_errors: int = 0  # an unreadable file (RecordFailure) or a daily quota (refused before queueing)
+    quota_rejected: int = 0
+    other_failures: list[str] = field(default_factory=list)
+    waits: list[float] = field(default_factory=list)
+    light_owner_waits: list[float] = field(default_factory=list)
+    admission_invocations: int = 0  # handler calls on SQS batches
+    intake_invocations: int = 0  # handler calls on upload events
+    release_invocations: int = 0  # handler calls on execution-status events
+    executions: int = 0  # StartExecution calls moto recorded
+    peak_global: int = 0
+    peak_owner: int = 0
+    over_limit: list[str] = field(default_factory=list)
+    left_in_queue: int = 0
+    left_leases: int = 0
+    left_queue_entries: int = 0
+    left_slots_counted: int = 0  # the global counter: it must come back to 0 with the leases
+    seconds: float = 0.0
+    last_upload_s: float = 0.0  # when the last upload's event was handed over (the window is the plan's)
+    # AWS calls the admission function made ("dynamodb:PutItem", …; a transaction's items as
+    # "dynamodb:TransactWriteItems/items"), for the cost of admission per run (docs/cost-model.md)
+    admission_calls: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def max_wait(self) -> float:
+        return max(self.waits, default=0.0)
+
+    def percentile(self, share: float) -> float:
+        ordered = sorted(self.waits)
+        return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
+
+    def table(self) -> str:
+        rows = [
+            (
+                "uploads (owners)",
+                f"{self.uploads} ({self.owners}), {self.duplicates_sent} events delivered twice",
+            ),
+            ("last upload handed over at s", f"{self.last_upload_s:.1f}"),
+            ("runs started / succeeded", f"{self.started} / {self.succeeded}"),
+            ("user errors", f"{self.user_errors} ({self.quota_rejected} over the daily runs quota)"),
+            ("other failures", str(len(self.other_failures))),
+            ("runs queued (no slot at first)", str(self.queued)),
+            (
+                "wait max / p95 / p50 s",
+                f"{self.max_wait:.1f} / {self.percentile(0.95):.1f} / {self.percentile(0.5):.1f}",
+            ),
+            ("light owner's wait max s", f"{max(self.light_owner_waits, default=0.0):.1f}"),
+            ("peak slots global / one owner", f"{self.peak_global} / {self.peak_owner}"),
+            (
+                "invocations admit / intake / release",
+                f"{self.admission_invocations} / {self.intake_invocations} / {self.release_invocations}",
+            ),
+            ("executions started", str(self.executions)),
+            (
+                "left: messages / leases / slots counted / queue entries",
+                f"{self.left_in_queue} / {self.left_leases} / {self.left_slots_counted} / {self.left_queue_entries}",
+            ),
+            ("wall clock s", f"{self.seconds:.1f}"),
+        ]
+        runs = max(1, self.started)
+        rows += [
+            (f"admission {name} per run", f"{count / runs:.2f}")
+            for name, count in self.admission_calls.items()
+        ]
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _quiet(fn: Any, *args: Any) -> Any:
+    """Call a handler with its EMF metrics lines swallowed (Powertools prints them to stdout)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return fn(*args)
+
+
+def run_load(**kwargs: Any) -> LoadResult:
+    """`_run_load` with moto's transactions copying only the items they name (`transactions_without_table_copies`),
+    counting the AWS calls the admission function makes."""
+    from botocore.client import BaseClient
+
+    counted: dict[str, int] = {}
+    real = BaseClient._make_api_call
+
+    def counting(self: Any, operation: str, params: dict[str, Any]) -> Any:
+        if _RUNNING_ADMISSION[0]:
+            name = f"{self.meta.service_model.service_name}:{operation}"
+            counted[name] = counted.get(name, 0) + 1
+            if operation == "TransactWriteItems":
+                items = f"{name}/items"
+                counted[items] = counted.get(items, 0) + len(params.get("TransactItems", []))
+        return real(self, operation, params)
+
+    with transactions_without_table_copies(), mock.patch.object(BaseClient, "_make_api_call", counting):
+        result = _run_load(**kwargs)
+    result.admission_calls = dict(sorted(counted.items()))
+    return result
+
+
+_RUNNING_ADMISSION = [False]
+
+
+@contextlib.contextmanager
+def _admission() -> Any:
+    """This thread is running the admission function's handler (its AWS calls are counted)."""
+    _RUNNING_ADMISSION[0] = True
+    try:
+        with as_function("admission"):
+            yield
+    finally:
+        _RUNNING_ADMISSION[0] = False
+
+
+def _run_load(
+    *,
+    owners: int,
+    uploads: int,
+    window_s: float,
+    owner_limit: int,
+    global_limit: int,
+    run_s: tuple[float, float],
+    light_owner_uploads: int = 5,
+    runs_quota: int | None = None,
+    broken_share: float = 0.02,
+    duplicate_share: float = 0.02,
+    seed: int = 7,
+    timeout_s: float = 900.0,
+) -> LoadResult:
+    """Inside a moto world (bucket, table, admission queue, a state machine at ITERATE_STATE_MACHINE_ARN,
+    environment with the limits set): `uploads` uploads within `window_s` seconds, `light_owner_uploads` of
+    them from one owner (o00) and the rest spread over the other owners, then until every run has ended."""
+    import boto3
+
+    from iterate.aws.admission import release_run
+    from iterate.aws.deps import build_deps
+    from iterate.aws.payloads import RunState, StartRunRequest, artifacts_prefix
+    from iterate.aws.triggers import repository, start_run
+    from iterate.storage.admission import OwnerQueue, SlotLeases
+
+    rng = random.Random(seed)
+    sqs = boto3.client("sqs", region_name=REGION)
+    table = boto3.resource("dynamodb", region_name=REGION).Table(__import__("os").environ["ITERATE_TABLE"])
+    handler = load_handler("admission").lambda_handler
+    record_failure = load_handler("record_failure").lambda_handler
+    slots = SlotLeases(table)
+    deps = build_deps()
+
+    names = [f"o{i:02d}" for i in range(owners)]
+    heavy = names[1:]
+    plan: list[tuple[float, str, int]] = []
+    for k in range(light_owner_uploads):
+        plan.append((rng.uniform(0, window_s), names[0], k))
+    for k in range(uploads - light_owner_uploads):
+        plan.append((rng.uniform(0, window_s), heavy[k % len(heavy)], k))
+    plan.sort()
+    result = LoadResult(uploads=uploads, owners=owners, duplicates_sent=0)
+    first_try: set[str] = set()
+    ends: list[tuple[float, str, str, bool]] = []  # (end at, owner, run id, broken)
+    broken: set[str] = set()
+    running: dict[str, set[str]] = {}
+    started_at = time.monotonic()
+    nxt = 0
+    outstanding = 0  # queued runs not yet ended
+
+    def intake(event: dict[str, Any]) -> dict[str, Any]:
+        result.intake_invocations += 1
+        with _admission():
+            return dict(_quiet(handler, event, FakeContext("iterate-admission")))
+
+    def emit_due() -> None:
+        """Uploads due: their event (sometimes twice, as EventBridge may deliver it) to the admission function."""
+        nonlocal nxt, outstanding
+        now = time.monotonic() - started_at
+        while nxt < len(plan) and plan[nxt][0] <= now:
+            _, owner, k = plan[nxt]
+            key = f"uploads/{owner}/d{k % 3}/file{k}.csv"
+            event = object_created_event(BUCKET, key, f"v{k}", event_id=f"e-{owner}-{k}")
+            event["detail"]["object"]["size"] = 1000 + k
+            outcome = intake(event)
+            if rng.random() < duplicate_share:
+                result.duplicates_sent += 1
+                again = dict(event, id=f"e-{owner}-{k}-again")
+                assert intake(again)["outcome"] == "duplicate", "a duplicate upload event queued a second run"
+            if outcome["outcome"] == "queued":
+                outstanding += 1
+                if rng.random() < broken_share:
+                    broken.add(outcome["runId"])
+            elif outcome["outcome"] == "rejected":
+                result.quota_rejected += 1
+                result.user_errors += 1
+            nxt += 1
+            result.last_upload_s = now
+
+    while True:
+        now = time.monotonic() - started_at
+        emit_due()
+        # Runs due to end: the end Report (or RecordFailure) makes, then the execution-status event.
+        while ends and ends[0][0] <= now:
+            _, owner, run_id, is_broken = heapq.heappop(ends)
+            repo = repository(deps, owner)
+            if is_broken:
+                state = json.loads(repo.require_run(run_id)["stateJson"])
+                out = _quiet(
+                    record_failure,
+                    {
+                        "state": {**state, "error": {"Error": "DatasetReadError", "Cause": "not a table"}},
+                        "executionId": f"exec-{run_id}",
+                    },
+                    FakeContext("iterate-record_failure"),
+                )
+                assert out["status"] == "FAILED", out
+            else:
+                repo.transition(run_id, from_status="RUNNING", to_status="SUCCEEDED")
+                release_run(deps, run_id)
+            running[owner].discard(run_id)
+            result.release_invocations += 1
+            with _admission():
+                _quiet(
+                    handler,
+                    {
+                        "source": "aws.states",
+                        "detail-type": "Step Functions Execution Status Change",
+                        "detail": {"name": run_id, "status": "FAILED" if is_broken else "SUCCEEDED"},
+                    },
+                    FakeContext("iterate-admission"),
+                )
+            outstanding -= 1
+        # What the event source mapping does: receive a batch, hand it over, delete what was not reported.
+        for _ in range(20):
+            messages = sqs.receive_message(
+                QueueUrl=ADMISSION_QUEUE_URL, MaxNumberOfMessages=10, AttributeNames=["All"]
+            ).get("Messages", [])
+            if not messages:
+                break
+            result.admission_invocations += 1
+            with _admission():
+                answer = _quiet(
+                    handler, {"Records": admission_records(messages)}, FakeContext("iterate-admission")
+                )
+            failed = {f["itemIdentifier"] for f in answer["batchItemFailures"]}
+            for m in messages:
+                body = json.loads(m["Body"])
+                request = StartRunRequest.model_validate(body["request"])
+                run_id, owner = str(request.runId), request.owner
+                if m["MessageId"] in failed:
+                    first_try.add(run_id)
+                    continue
+                sqs.delete_message(QueueUrl=ADMISSION_QUEUE_URL, ReceiptHandle=m["ReceiptHandle"])
+                record = repository(deps, owner).require_run(run_id)
+                waited = float(record.get("waitedS") or 0.0)
+                if run_id in first_try:
+                    result.queued += 1
+                result.waits.append(waited)
+                if owner == names[0]:
+                    result.light_owner_waits.append(waited)
+                result.started += 1
+                # The execution's first step: the QUEUED record becomes RUNNING (ProfileDataset's start_run).
+                run = RunState(
+                    runId=run_id,
+                    owner=owner,
+                    datasetId=request.datasetId,
+                    trigger="s3",
+                    bucket=BUCKET,
+                    prefix=artifacts_prefix(owner, request.datasetId, run_id),
+                    source=request.source,  # type: ignore[arg-type]
+                    startedAt=str(record["startedAt"]),
+                )
+                repo = repository(deps, owner)
+                start_run(repo, run, f"exec-{run_id}")
+                repo.set_run_fields(run_id, stateJson=json.dumps({"run": run.model_dump(mode="json")}))
+                running.setdefault(owner, set()).add(run_id)
+                heapq.heappush(ends, (now + rng.uniform(*run_s), owner, run_id, run_id in broken))
+            emit_due()  # uploads keep arriving while batches are handled
+            if len(failed) == len(messages):
+                break
+        # Limits, as the counters and the runs in flight say.
+        held_global = slots.held()
+        result.peak_global = max(result.peak_global, held_global)
+        in_flight = max((len(r) for r in running.values()), default=0)
+        result.peak_owner = max(result.peak_owner, in_flight)
+        if held_global > global_limit or in_flight > owner_limit:
+            result.over_limit.append(f"at {now:.1f}s: {held_global} global, {in_flight} one owner")
+        if nxt == len(plan) and outstanding == 0:
+            break
+        if now > timeout_s:
+            raise TimeoutError(f"{outstanding} runs still outstanding after {timeout_s} s")
+        time.sleep(0.1)
+    result.seconds = time.monotonic() - started_at
+    # Every run ended SUCCEEDED or with a user error; the queue, the leases and the owners' queues are empty.
+    for owner in names:
+        for run in repository(deps, owner).list_runs():
+            if run["status"] == "SUCCEEDED":
+                result.succeeded += 1
+            elif run.get("error") == "DatasetReadError":
+                result.user_errors += 1
+            elif run.get("error") != "QuotaExceededError":
+                result.other_failures.append(f"{run['runId']}: {run['status']} {run.get('error')}")
+        result.left_queue_entries += OwnerQueue(table, owner).waiting()
+    attributes = sqs.get_queue_attributes(QueueUrl=ADMISSION_QUEUE_URL, AttributeNames=["All"])["Attributes"]
+    result.left_in_queue = int(attributes["ApproximateNumberOfMessages"]) + int(
+        attributes["ApproximateNumberOfMessagesNotVisible"]
+    )
+    result.left_leases = len(slots.leases())
+    result.left_slots_counted = slots.held() + sum(slots.held(owner) for owner in names)
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    arn = __import__("os").environ["ITERATE_STATE_MACHINE_ARN"]
+    paginator = sfn.get_paginator("list_executions")
+    result.executions = sum(len(p["executions"]) for p in paginator.paginate(stateMachineArn=arn))
+    return result
