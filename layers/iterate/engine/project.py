@@ -1,0 +1,166 @@
+"""A decision taken on the sample, turned into SQL predicates the engine flags every row by.
+
+Each decided finding flags cells of some columns. For a value-level finding (its cells share their value's
+evidence: formats, typos, placeholders, rare values, outliers by value) the predicate is "the column holds one
+of these values"; for any other (a dependency's violating pairs, values wrong in their row's context) it is
+"the row's values over the finding's columns are one of these combinations". A value (or combination) enters
+the predicate when the decision flagged at least half of the sample's cells holding it: where the decision
+weighed other evidence of the row, the predicate is the majority's verdict (the measured loss is printed by
+scripts/engine_equivalence.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from iterate.detect.findings import Finding
+from iterate.engine import statements as sql
+from iterate.engine.duck import DuckSource
+from iterate.issues import issue_id
+from iterate.table import Table
+
+# The share of a value's sample cells the decision must have flagged for the predicate to flag it everywhere.
+MAJORITY = 0.5
+
+
+@dataclass
+class Projection:
+    """One decided finding's predicate over one of its columns: the key columns, the keys and their scores."""
+
+    issue_id: str
+    column: str
+    key_columns: list[str]
+    keys: list[str]
+    scores: list[float]
+    flag: bool
+
+
+@dataclass
+class Counted:
+    """What the engine counted over every row for each issue, and the flags it wrote."""
+
+    rows: dict[str, int] = field(default_factory=dict)
+    cells: dict[str, int] = field(default_factory=dict)
+    flags: pa.Table | None = None
+
+
+def _key_ids(table: Table, columns: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per sample row, the id of its key over `columns` (ids index the distinct keys), and each distinct key's
+    codes (one row per key, one column per key column)."""
+    from iterate.table import wide
+
+    if len(columns) == 1:
+        codes = wide(table.columns[columns[0]].codes)
+        return codes, np.arange(table.columns[columns[0]].n_unique, dtype=np.int64)[:, None]
+    stacked = np.stack([wide(table.columns[c].codes) for c in columns], axis=1)
+    distinct, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    return inverse.reshape(-1), distinct
+
+
+def _key_texts(table: Table, columns: list[int], codes: np.ndarray) -> list[str]:
+    parts = [table.columns[c].texts(codes[:, j]) for j, c in enumerate(columns)]
+    return [sql.row_key(vals) for vals in zip(*parts, strict=True)]
+
+
+# Where a finding names the other columns its verdict on a cell depends on (a dependency's determinants, a key's
+# dependents): the row's values there belong to its key.
+_CONTEXT_STATS = ("lhs", "rhs", "determinants", "dependents")
+
+
+def _named(f: Finding) -> set[str]:
+    names = set(f.columns)
+    for key in _CONTEXT_STATS:
+        value = f.stats.get(key)
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, str):
+                names.add(v)
+            elif isinstance(v, list | tuple):
+                stack.extend(v)
+    return names
+
+
+def projections(findings: list[Finding], table: Table) -> list[Projection]:
+    """The predicates of every finding that names cells (whole-row findings are counted apart)."""
+    names = table.column_names
+    out: list[Projection] = []
+    for f in findings:
+        if not f.n_cells:
+            continue
+        fid = issue_id(f)
+        for c in np.unique(f.cols[f.cols >= 0]).tolist():
+            on = f.cols == c
+            rows = f.rows[on]
+            if f.value_level:
+                key_cols = [int(c)]
+            else:
+                key_cols = sorted({names.index(n) for n in _named(f) if n in names} | {int(c)})
+            ids, key_codes = _key_ids(table, key_cols)
+            scores = f.score[on] if f.score is not None else np.ones(rows.size)
+            flagged_ids = ids[rows]
+            n_keys = key_codes.shape[0]
+            flagged = np.bincount(flagged_ids, minlength=n_keys)
+            score_sum = np.bincount(flagged_ids, weights=scores, minlength=n_keys)
+            held = np.bincount(ids, minlength=n_keys)  # how many sample rows hold each key at all
+            chosen = np.flatnonzero((flagged > 0) & (flagged >= MAJORITY * held))
+            texts = _key_texts(table, key_cols, key_codes[chosen])
+            order = (
+                np.argsort(np.array(texts, dtype=object), kind="stable") if texts else np.array([], dtype=int)
+            )
+            out.append(
+                Projection(
+                    issue_id=fid,
+                    column=names[c],
+                    key_columns=[names[i] for i in key_cols],
+                    keys=[texts[i] for i in order.tolist()],
+                    scores=[float(score_sum[chosen[i]] / flagged[chosen[i]]) for i in order.tolist()],
+                    flag=f.flag,
+                )
+            )
+    return out
+
+
+def count_and_flag(source: DuckSource, projected: list[Projection]) -> Counted:
+    """One scan keeps the rows any predicate holds for (with the columns the predicates read); each issue's
+    flags and counts are then joined out of those rows, in the engine."""
+    live = [p for p in projected if p.keys]
+    counted = Counted()
+    if not live:
+        return counted
+    con = source.con
+    needed = sorted({c for p in live for c in p.key_columns})
+    where = " OR ".join(f"({sql.predicate(p.key_columns, p.keys)})" for p in live)
+    picked = ", ".join(sql.quoted(c) for c in needed)
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE hits AS SELECT {sql.ROW}, {picked} FROM {sql.RELATION} WHERE {where}"
+    )
+    parts = []
+    for i, p in enumerate(live):
+        keys = pa.table({"k": pa.array(p.keys, pa.string()), "score": pa.array(p.scores, pa.float64())})
+        con.register(f"keys_{i}", keys)
+        parts.append(
+            f"SELECT h.{sql.ROW} AS row, {sql.literal(p.column)} AS col, {sql.literal(p.issue_id)} AS issue_id, "
+            f"k.score AS score, {'TRUE' if p.flag else 'FALSE'} AS flag FROM hits AS h JOIN keys_{i} AS k "
+            f"ON {_qualified(p.key_columns)} = k.k"
+        )
+    con.execute(f"CREATE OR REPLACE TEMP TABLE flagged AS {' UNION ALL '.join(parts)}")
+    for i in range(len(live)):
+        con.unregister(f"keys_{i}")
+    for fid, cells, rows in con.execute(
+        "SELECT issue_id, COUNT(*), COUNT(DISTINCT row) FROM flagged GROUP BY issue_id"
+    ).fetchall():
+        counted.cells[fid], counted.rows[fid] = int(cells), int(rows)
+    counted.flags = con.sql(
+        'SELECT row, col AS "column", issue_id, score FROM flagged WHERE flag'
+    ).to_arrow_table()
+    con.execute("DROP TABLE hits")
+    con.execute("DROP TABLE flagged")
+    return counted
+
+
+def _qualified(columns: list[str]) -> str:
+    return f" || {sql.literal(sql.SEPARATOR)} || ".join(f"h.{sql.quoted(c)}" for c in columns)
