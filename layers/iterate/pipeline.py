@@ -214,7 +214,7 @@ def profile_step(
     ctx: RunContext, source_path: str | Path, *, dataset_name: str | None = None
 ) -> ProfileSummary:
     """Read the file once, profile it, run the detectors; write data, profile, candidate issues and flags."""
-    from iterate.engine.step import routes_to_engine
+    from iterate.engine.route import routes_to_engine
     from iterate.io import ReadLimits, read_table
     from iterate.io.chunked import Chunking
 

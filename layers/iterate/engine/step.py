@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from iterate.detect import Detection
     from iterate.settings import Settings
 
-ENGINE_FORMATS = {".csv", ".tsv", ".tab", ".txt"}
-
 
 class EngineCounts(Contract):
     """What the engine counted over every row for each issue, applied to the issues once their
@@ -35,20 +33,6 @@ class EngineCounts(Contract):
     rows: dict[str, int]
     cells: dict[str, int]
     sampleCounted: list[str]
-
-
-def routes_to_engine(path: str | Path, settings: Settings) -> bool:
-    """Whether `iterate analyze` runs this input on the engine path: `settings.engine` "always" or "never", or
-    ("auto") a delimited text file of `settings.engine_bytes` or more. Other formats keep the single pass."""
-    p = Path(path)
-    if str(path) == "-" or settings.engine == "never" or p.suffix.lower() not in ENGINE_FORMATS:
-        return False
-    if settings.engine == "always":
-        return True
-    try:
-        return p.stat().st_size >= settings.engine_bytes
-    except OSError:
-        return False
 
 
 @dataclass
