@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 import sqlglot
 
@@ -102,12 +103,23 @@ def test_flag_predicates_find_rows_by_value_and_by_combination(source: DuckSourc
     assert source.one(sql.flag_counts(["city"], []))["n"] == 0
 
 
+def test_flags_by_keys_join_every_row_to_its_key_and_score(source: DuckSource) -> None:
+    keys = pa.table({"k": [sql.row_key(["Denver", "8O201"]), "nothing"], "score": [0.9, 0.1]})
+    source.con.register("keys", keys)
+    got = source.rows(sql.flags_by_keys(["city", "zip"], "keys", "zip", "fd-zip"))
+    assert got == [(6, "zip", "fd-zip", 0.9)]
+    source.con.register("keys", pa.table({"k": ["Boston"], "score": [0.5]}))
+    rows = sorted(r[0] for r in source.rows(sql.flags_by_keys(["city"], "keys", "city", "x")))
+    assert rows == [0, 1, 5]
+
+
 def test_sample_is_every_row_or_a_bounded_draw_in_file_order(source: DuckSource) -> None:
     everything = source.rows(sql.sample(100, n_rows=7))
     assert [r[0] for r in everything] == list(range(7))
     drawn = [r[0] for r in source.rows(sql.sample(3, n_rows=7))]
     assert len(drawn) == 3 and drawn == sorted(drawn)
-    assert [r[0] for r in source.rows(sql.rows_at([5, 1]))] == [1, 5]
+    source.con.register("wanted", pa.table({"row": [5, 1]}))
+    assert [r[0] for r in source.rows(sql.rows_at("wanted"))] == [1, 5]
 
 
 STATEMENTS = [
@@ -118,7 +130,8 @@ STATEMENTS = [
     sql.missing_patterns(HEADER),
     sql.flagged_rows(["city", "zip"], [sql.row_key(["a", "b"])]),
     sql.flag_counts(["city"], ["it's"]),
-    sql.rows_at([1, 2]),
+    sql.rows_at("wanted"),
+    sql.flags_by_keys(["city", "zip"], "keys", "zip", "fd-zip"),
     sql.sample(10, n_rows=20),
 ]
 

@@ -125,28 +125,19 @@ def projections(findings: list[Finding], table: Table) -> list[Projection]:
 
 
 def count_and_flag(source: DuckSource, projected: list[Projection]) -> Counted:
-    """One scan keeps the rows any predicate holds for (with the columns the predicates read); each issue's
-    flags and counts are then joined out of those rows, in the engine."""
+    """Each issue's cells over every row, joined out of the relation by its keys (`flags_by_keys`: a scan of
+    the key columns and a hash join, all issues in one statement); their counts and flags."""
     live = [p for p in projected if p.keys]
     counted = Counted()
     if not live:
         return counted
     con = source.con
-    needed = sorted({c for p in live for c in p.key_columns})
-    where = " OR ".join(f"({sql.predicate(p.key_columns, p.keys)})" for p in live)
-    picked = ", ".join(sql.quoted(c) for c in needed)
-    con.execute(
-        f"CREATE OR REPLACE TEMP TABLE hits AS SELECT {sql.ROW}, {picked} FROM {sql.RELATION} WHERE {where}"
-    )
     parts = []
     for i, p in enumerate(live):
         keys = pa.table({"k": pa.array(p.keys, pa.string()), "score": pa.array(p.scores, pa.float64())})
         con.register(f"keys_{i}", keys)
-        parts.append(
-            f"SELECT h.{sql.ROW} AS row, {sql.literal(p.column)} AS col, {sql.literal(p.issue_id)} AS issue_id, "
-            f"k.score AS score, {'TRUE' if p.flag else 'FALSE'} AS flag FROM hits AS h JOIN keys_{i} AS k "
-            f"ON {_qualified(p.key_columns)} = k.k"
-        )
+        joined = sql.flags_by_keys(p.key_columns, f"keys_{i}", p.column, p.issue_id).sql("duckdb")
+        parts.append(f"SELECT *, {'TRUE' if p.flag else 'FALSE'} AS flag FROM ({joined}) AS j{i}")
     con.execute(f"CREATE OR REPLACE TEMP TABLE flagged AS {' UNION ALL '.join(parts)}")
     for i in range(len(live)):
         con.unregister(f"keys_{i}")
@@ -157,10 +148,5 @@ def count_and_flag(source: DuckSource, projected: list[Projection]) -> Counted:
     counted.flags = con.sql(
         'SELECT row, col AS "column", issue_id, score FROM flagged WHERE flag'
     ).to_arrow_table()
-    con.execute("DROP TABLE hits")
     con.execute("DROP TABLE flagged")
     return counted
-
-
-def _qualified(columns: list[str]) -> str:
-    return f" || {sql.literal(sql.SEPARATOR)} || ".join(f"h.{sql.quoted(c)}" for c in columns)

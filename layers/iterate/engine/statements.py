@@ -168,10 +168,10 @@ def missing_patterns(columns: Sequence[str], missing: Sequence[str] = ("",), lim
     )
 
 
-def key_of(columns: Sequence[str]) -> str:
+def key_of(columns: Sequence[str], qualifier: str | None = None) -> str:
     """The SQL text of a row's key over `columns`: the value itself for one column, else the values joined by
-    SEPARATOR (what `row_key` builds in Python)."""
-    names = [quoted(c) for c in columns]
+    SEPARATOR (what `row_key` builds in Python). `qualifier`: the relation's alias in a join."""
+    names = [quoted(c) if qualifier is None else f"{qualifier}.{quoted(c)}" for c in columns]
     if len(names) == 1:
         return names[0]
     return f" || {literal(SEPARATOR)} || ".join(names)
@@ -201,6 +201,17 @@ def flag_counts(columns: Sequence[str], keys: Sequence[str]) -> Statement:
     return _parse("flag_counts", f"SELECT COUNT(*) AS n FROM {RELATION} WHERE {predicate(columns, keys)}")
 
 
+def flags_by_keys(key_columns: Sequence[str], keys: str, column: str, issue: str) -> Statement:
+    """The cells a decided issue flags in `column` over all rows: every row whose key over `key_columns` is in
+    the relation `keys` (k, score), with that key's score. The form for many keys (a registered table locally;
+    on Athena a table written beside the run's); `flagged_rows` writes the keys into the statement itself."""
+    return _parse(
+        "flags_by_keys",
+        f"SELECT r.{ROW} AS row, {literal(column)} AS col, {literal(issue)} AS issue_id, k.score AS score "
+        f"FROM {RELATION} AS r JOIN {quoted(keys)} AS k ON {key_of(key_columns, 'r')} = k.k",
+    )
+
+
 def sample(n: int, n_rows: int, dialect: Dialect = "duckdb", seed: int = 7) -> Statement:
     """A bounded sample of about `n` rows of `n_rows`, in file order: every row when `n >= n_rows`. DuckDB
     draws exactly n (a seeded reservoir); Trino keeps each row with probability n / n_rows (Bernoulli)."""
@@ -217,7 +228,9 @@ def sample(n: int, n_rows: int, dialect: Dialect = "duckdb", seed: int = 7) -> S
     return Statement("sample", sqlglot.parse_one(sql, read=dialect))
 
 
-def rows_at(rows: Sequence[int]) -> Statement:
-    """The rows at these 0-based places, in file order."""
-    listed = ", ".join(str(int(r)) for r in rows) or "-1"
-    return _parse("rows_at", f"SELECT * FROM {RELATION} WHERE {ROW} IN ({listed}) ORDER BY {ROW}")
+def rows_at(rows: str) -> Statement:
+    """The rows whose 0-based place is in the relation `rows` (one column, `row`), in file order."""
+    return _parse(
+        "rows_at",
+        f"SELECT * FROM {RELATION} WHERE {ROW} IN (SELECT row FROM {quoted(rows)}) ORDER BY {ROW}",
+    )

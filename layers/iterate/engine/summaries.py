@@ -90,7 +90,9 @@ def summarize(source: DuckSource, *, sample_rows: int, missing: tuple[str, ...] 
     extra = sorted(firsts - have)
     sample = drawn
     if extra:
-        added = source.arrow(sql.rows_at(extra))
+        source.con.register("wanted_rows", pa.table({"row": pa.array(extra, pa.int64())}))
+        added = source.arrow(sql.rows_at("wanted_rows"))
+        source.con.unregister("wanted_rows")
         sample = pa.concat_tables([drawn, added]).sort_by(sql.ROW)
     rows = sample.column(sql.ROW).to_numpy().astype(np.int64)
     dup = source.one(sql.duplicate_rows(columns))
