@@ -82,7 +82,7 @@ class Settings(BaseModel):
     engine: Literal["auto", "always", "never"] = "auto"
     engine_bytes: int = Field(default=2 * 1024**3, ge=0)
     engine_sample_rows: int = Field(default=200_000, ge=1000)
-    engine_memory_mb: int = Field(default=1536, ge=128)
+    engine_memory_mb: int = Field(default=2048, ge=128)
     # AWS
     bucket: str | None = None
     table: str | None = None

@@ -98,6 +98,7 @@ def test_a_whole_run_on_a_sample_flags_and_counts_every_row(tmp_path: Path) -> N
         assert issue.affectedRows == 3 and issue.evidence is not None
         assert issue.evidence.stats["sample_affected_rows"] == 3
         assert issue.evidence.stats["sample_rows"] < 6000
+        assert "Over all 6,000 rows: 3 rows (0.1%)" in issue.description
         assert issue.investigation is not None and issue.investigation.success
         assert issue.status == "confirmed"
         # And examples name file rows
@@ -132,3 +133,33 @@ def test_same_flags_as_the_single_pass_on_dev_benchmarks(name: str) -> None:
             assert diff.exact, diff
     # And overall the engine path keeps at least 97% of the single pass's flags
     assert result.common >= 0.97 * result.single
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [(b"a,b\n", "has no data rows"), (bytes(range(256)) * 12, "could not be read by the engine path")],
+)
+def test_a_file_the_engine_cannot_read_says_what_and_what_to_do(
+    tmp_path: Path, content: bytes, says: str
+) -> None:
+    from iterate.engine.step import run_engine
+    from iterate.io.errors import DatasetReadError
+
+    path = tmp_path / "bad.csv"
+    path.write_bytes(content)
+    with pytest.raises(DatasetReadError) as err:
+        run_engine(path, _settings(ITERATE_ENGINE="always"), name="bad")
+    assert says in str(err.value) and "bad.csv" in str(err.value)
+
+
+@pytest.mark.unit
+def test_the_engine_path_keeps_the_file_size_limit(tmp_path: Path) -> None:
+    from iterate.engine.step import run_engine
+    from iterate.io.errors import DatasetReadError
+
+    path = tmp_path / "big.csv"
+    path.write_text("a\n" + "1\n" * 100)
+    with pytest.raises(DatasetReadError) as err:
+        run_engine(path, _settings(ITERATE_ENGINE="always", ITERATE_MAX_FILE_BYTES="50"), name="big")
+    assert err.value.limit is not None

@@ -72,5 +72,6 @@ def engine_profile_step(
         detection=decision,
         expectedBlanks={},
         engine=result.counts.model_dump(),
+        engineStatementsS=result.statements_s,
     )
     return summary

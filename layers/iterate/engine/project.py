@@ -138,7 +138,7 @@ def count_and_flag(source: DuckSource, projected: list[Projection]) -> Counted:
         con.register(f"keys_{i}", keys)
         joined = sql.flags_by_keys(p.key_columns, f"keys_{i}", p.column, p.issue_id).sql("duckdb")
         parts.append(f"SELECT *, {'TRUE' if p.flag else 'FALSE'} AS flag FROM ({joined}) AS j{i}")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE flagged AS {' UNION ALL '.join(parts)}")
+    source.rows(f"CREATE OR REPLACE TEMP TABLE flagged AS {' UNION ALL '.join(parts)}")
     for i in range(len(live)):
         con.unregister(f"keys_{i}")
     for fid, cells, rows in con.execute(

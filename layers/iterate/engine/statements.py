@@ -66,7 +66,7 @@ def column_stats(
 ) -> Statement:
     """One row: the row count, then per column (prefix c<i>_) its missing cells (blank or one of `missing`),
     approximate distinct values (HyperLogLog: APPROX_COUNT_DISTINCT / APPROX_DISTINCT, about 2% off), the
-    least and greatest text, the length of its non-blank values; for the columns in `numeric`, how many cells
+    length of its non-blank values; for the columns in `numeric`, how many cells
     read as numbers and their min, max, mean, sample standard deviation and approximate quartiles (a list)."""
     nulls = ", ".join(literal(m) for m in missing)
     parts = ["COUNT(*) AS n_rows"]
@@ -77,8 +77,6 @@ def column_stats(
         parts += [
             f"SUM(CASE WHEN {q} IN ({nulls}) THEN 1 ELSE 0 END) AS c{i}_missing",
             f"APPROX_COUNT_DISTINCT({q}) AS c{i}_distinct",
-            f"MIN({q}) AS c{i}_min_text",
-            f"MAX({q}) AS c{i}_max_text",
             f"MIN(LENGTH({present})) AS c{i}_min_length",
             f"MAX(LENGTH({present})) AS c{i}_max_length",
             f"AVG(LENGTH({present})) AS c{i}_mean_length",

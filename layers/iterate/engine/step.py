@@ -7,7 +7,7 @@ import hashlib
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -173,11 +173,45 @@ class EngineResult:
     flags: pa.Table
     sample: pa.Table
     timings_ms: dict[str, float]
+    statements_s: dict[str, float] = field(default_factory=dict)
 
 
 def run_engine(path: Path, settings: Settings, *, name: str) -> EngineResult:
     """Every pass of the engine path over `path` (DuckDB, in place), detection on its sample, the decision's
-    predicates counted and flagged over every row."""
+    predicates counted and flagged over every row. A file DuckDB cannot read raises DatasetReadError."""
+    import duckdb
+
+    from iterate.io import ReadLimits
+    from iterate.io.errors import DatasetReadError
+    from iterate.io.reader import check_source
+
+    check_source(path, ReadLimits.from_settings(settings))  # missing, not a regular file, over the size limit
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    hashing, digest = _hash_in_background(path)
+    try:
+        return _run(path, settings, name, hashing, digest, timings, t)
+    except duckdb.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DatasetReadError(
+            path,
+            f"could not be read by the engine path (DuckDB: {first})",
+            "check that it is a delimited text file with a header row, or run it with ITERATE_ENGINE=never "
+            "to read it in one pass",
+        ) from exc
+    finally:
+        hashing.join()
+
+
+def _run(
+    path: Path,
+    settings: Settings,
+    name: str,
+    hashing: threading.Thread,
+    digest: _Hash,
+    timings: dict[str, float],
+    t: float,
+) -> EngineResult:
     from iterate.detect import detect
     from iterate.detect.context import dataset_null_marker
     from iterate.engine.duck import DuckSource
@@ -186,14 +220,17 @@ def run_engine(path: Path, settings: Settings, *, name: str) -> EngineResult:
     from iterate.issues import issues_from_findings
     from iterate.profile import profile_table
 
-    timings: dict[str, float] = {}
-    t = time.perf_counter()
-    hashing, digest = _hash_in_background(path)
     with (
         tempfile.TemporaryDirectory(prefix="iterate-engine-") as spill,
         DuckSource(path, memory_mb=settings.engine_memory_mb, directory=spill) as source,
     ):
         summaries = summarize(source, sample_rows=settings.engine_sample_rows)
+        if summaries.n_rows == 0:
+            from iterate.io.errors import DatasetReadError
+
+            raise DatasetReadError(
+                path, "has no data rows", "check that the file holds a header and its rows"
+            )
         timings["engine_summaries"] = _ms(t)
         t = time.perf_counter()
         hashing.join()
@@ -208,6 +245,7 @@ def run_engine(path: Path, settings: Settings, *, name: str) -> EngineResult:
         projected = projections(detection.findings, table)
         counted = count_and_flag(source, projected)
         timings["engine_flags"] = _ms(t)
+        statements = dict(source.timings)
     with_cells = {p.issue_id for p in projected}
     sample_counted = []
     rows, cells = dict(counted.rows), dict(counted.cells)
@@ -239,6 +277,7 @@ def run_engine(path: Path, settings: Settings, *, name: str) -> EngineResult:
         flags=counted.flags if counted.flags is not None else empty,
         sample=sample,
         timings_ms=timings,
+        statements_s=statements,
     )
 
 
@@ -271,5 +310,12 @@ def apply_counts(issues: list[Issue], counts: EngineCounts) -> list[Issue]:
                 "stats": stats,
             }
         )
-        out.append(issue.model_copy(update={"affectedRows": rows, "evidence": evidence}))
+        description = issue.description
+        if counts.sampleRows < counts.rowCount:  # the detector's sentence counted the sample's rows
+            description += (
+                f" Over all {counts.rowCount:,} rows: {rows:,} rows ({rows / n:.1%}); the figures before are the"
+                f" sample's ({counts.sampleRows:,} rows)."
+            )
+        update = {"affectedRows": rows, "evidence": evidence, "description": description}
+        out.append(issue.model_copy(update=update))
     return out
