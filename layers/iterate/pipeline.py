@@ -211,14 +211,16 @@ def spill_table(table: Table, settings: Settings, timings_ms: dict[str, float] |
 
 
 def profile_step(
-    ctx: RunContext, source_path: str | Path, *, dataset_name: str | None = None
+    ctx: RunContext, source_path: str | Path, *, dataset_name: str | None = None, engine: bool = True
 ) -> ProfileSummary:
-    """Read the file once, profile it, run the detectors; write data, profile, candidate issues and flags."""
+    """Read the file once, profile it, run the detectors; write data, profile, candidate issues and flags.
+    `engine`: whether a large input may take the engine path (iterate.engine.route); the AWS steps pass False
+    (no function ships DuckDB yet)."""
     from iterate.engine.route import routes_to_engine
     from iterate.io import ReadLimits, read_table
     from iterate.io.chunked import Chunking
 
-    if routes_to_engine(source_path, ctx.settings):
+    if engine and routes_to_engine(source_path, ctx.settings):
         from iterate.engine.pipeline import engine_profile_step
 
         return engine_profile_step(ctx, Path(source_path), dataset_name=dataset_name)

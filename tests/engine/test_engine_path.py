@@ -163,3 +163,22 @@ def test_the_engine_path_keeps_the_file_size_limit(tmp_path: Path) -> None:
     with pytest.raises(DatasetReadError) as err:
         run_engine(path, _settings(ITERATE_ENGINE="always", ITERATE_MAX_FILE_BYTES="50"), name="big")
     assert err.value.limit is not None
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("engine", [True, False])
+def test_the_aws_steps_keep_the_single_pass(tmp_path: Path, engine: bool) -> None:
+    # Given ITERATE_ENGINE=always; When profile_step runs as the local run does (engine=True) or as the AWS steps
+    # call it (engine=False); Then only the first takes the engine path (no function ships DuckDB yet)
+    from iterate.pipeline import STEPS, RunContext, StepRecord, profile_step
+    from iterate.storage import get_model
+    from iterate.storage.local import LocalArtifactStore
+
+    src = tmp_path / "orders.csv"
+    _orders(src)
+    store = LocalArtifactStore(tmp_path / "out")
+    ctx = RunContext("r", store, None, None, _settings(ITERATE_ENGINE="always"))  # type: ignore[arg-type]
+    summary = profile_step(ctx, src, engine=engine)
+    assert summary.rowCount == 6000
+    record = get_model(store, STEPS.format(step="profile"), StepRecord)
+    assert ("engine" in record.detail) is engine
