@@ -150,3 +150,14 @@ def test_trino_gets_its_own_spelling_where_the_dialects_differ() -> None:
     dup = sql.duplicate_rows(["a", "b"], dialect="trino").sql("trino")
     assert "XXHASH64(" in dup and "HASH(" not in dup.replace("XXHASH64(", "")
     sqlglot.parse_one(dup, read="trino")
+
+
+def test_row_groups_give_duplicates_and_missing_patterns_in_one_scan(source: DuckSource) -> None:
+    got = source.rows(sql.row_groups(HEADER))
+    dups = [n for g, _, _, n in got if g == 1]
+    patterns = {p: n for g, _, p, n in got if g == 2}
+    assert dups == [2]  # one group of two identical rows
+    assert patterns == dict(source.rows(sql.missing_patterns(HEADER)))
+    rendered = sql.row_groups(HEADER, dialect="trino").sql("trino")
+    assert "XXHASH64(" in rendered
+    sqlglot.parse_one(rendered, read="trino")

@@ -166,6 +166,23 @@ def missing_patterns(columns: Sequence[str], missing: Sequence[str] = ("",), lim
     )
 
 
+def row_groups(
+    columns: Sequence[str], missing: Sequence[str] = ("",), dialect: Dialect = "duckdb"
+) -> Statement:
+    """`duplicate_rows` and `missing_patterns` in one scan (GROUPING SETS): rows with `g` = 1 are groups of
+    identical rows (`h` their hash, `n` > 1 rows), rows with `g` = 2 the missing patterns (`p`, `n` rows)."""
+    nulls = ", ".join(literal(m) for m in missing)
+    bits = " + ".join(
+        f"(CASE WHEN {quoted(c)} IN ({nulls}) THEN {1 << i} ELSE 0 END)" for i, c in enumerate(columns)
+    )
+    sql = (
+        f"SELECT GROUPING(h, p) AS g, h, p, COUNT(*) AS n FROM (SELECT {_row_hash(columns, dialect)} AS h, "
+        f"{bits} AS p FROM {RELATION}) AS r GROUP BY GROUPING SETS ((h), (p)) "
+        f"HAVING GROUPING(h, p) = 2 OR COUNT(*) > 1"
+    )
+    return Statement("row_groups", sqlglot.parse_one(sql, read=dialect))
+
+
 def key_of(columns: Sequence[str], qualifier: str | None = None) -> str:
     """The SQL text of a row's key over `columns`: the value itself for one column, else the values joined by
     SEPARATOR (what `row_key` builds in Python). `qualifier`: the relation's alias in a join."""

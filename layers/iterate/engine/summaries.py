@@ -18,6 +18,8 @@ from iterate.table import SourceInfo, Table
 VALUE_COUNT_LIMIT = 20_000
 # A column counts as numeric for the engine's statistics when this share of its sampled values are numbers.
 NUMERIC_SHARE = 0.5
+# The most frequent sets of columns missing together that the profile keeps.
+MISSING_PATTERNS = 20
 
 
 @dataclass
@@ -95,8 +97,13 @@ def summarize(source: DuckSource, *, sample_rows: int, missing: tuple[str, ...] 
         source.con.unregister("wanted_rows")
         sample = pa.concat_tables([drawn, added]).sort_by(sql.ROW)
     rows = sample.column(sql.ROW).to_numpy().astype(np.int64)
-    dup = source.one(sql.duplicate_rows(columns))
-    patterns = [(int(p), int(n)) for p, n in source.rows(sql.missing_patterns(columns, missing=missing))]
+    groups = source.arrow(sql.row_groups(columns, missing=missing)).to_pydict()
+    repeats = [int(n) for g, n in zip(groups["g"], groups["n"], strict=True) if g == 1]
+    dup = {"groups": len(repeats), "repeats": sum(repeats) - len(repeats), "largest": max(repeats, default=0)}
+    patterns = sorted(
+        ((int(p), int(n)) for g, p, n in zip(groups["g"], groups["p"], groups["n"], strict=True) if g == 2),
+        key=lambda pn: (-pn[1], pn[0]),
+    )[:MISSING_PATTERNS]
     return Summaries(
         n_rows=n_rows,
         columns=columns,
