@@ -132,6 +132,7 @@ STATEMENTS = [
     sql.rows_at("wanted"),
     sql.flags_by_keys(["city", "zip"], "keys", "zip", "fd-zip"),
     sql.sample(10, n_rows=20),
+    sql.row_count(),
 ]
 
 

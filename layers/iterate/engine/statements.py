@@ -227,6 +227,10 @@ def flags_by_keys(key_columns: Sequence[str], keys: str, column: str, issue: str
     )
 
 
+def row_count() -> Statement:
+    return _parse("row_count", f"SELECT COUNT(*) AS n FROM {RELATION}")
+
+
 def sample(n: int, n_rows: int, dialect: Dialect = "duckdb", seed: int = 7) -> Statement:
     """A bounded sample of about `n` rows of `n_rows`, in file order: every row when `n >= n_rows`. DuckDB
     draws exactly n (a seeded reservoir); Trino keeps each row with probability n / n_rows (Bernoulli)."""

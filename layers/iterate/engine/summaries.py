@@ -18,6 +18,7 @@ from iterate.table import SourceInfo, Table
 VALUE_COUNT_LIMIT = 20_000
 # A column counts as numeric for the engine's statistics when this share of its sampled values are numbers.
 NUMERIC_SHARE = 0.5
+SEED = 7
 # The most frequent sets of columns missing together that the profile keeps.
 MISSING_PATTERNS = 20
 
@@ -67,12 +68,29 @@ def _numeric_columns(sample: pa.Table, columns: list[str]) -> list[str]:
     return out
 
 
+def _fetch(source: DuckSource, rows: np.ndarray) -> pa.Table:
+    """The rows at these 0-based places (`rows_at`, joined to a registered list), in file order."""
+    source.con.register("wanted_rows", pa.table({"row": pa.array(rows, pa.int64())}))
+    try:
+        return source.arrow(sql.rows_at("wanted_rows"))
+    finally:
+        source.con.unregister("wanted_rows")
+
+
 def summarize(source: DuckSource, *, sample_rows: int, missing: tuple[str, ...] = ("",)) -> Summaries:
     """Every engine pass over `source`: the bounded sample, column statistics, value counts, duplicates and
     missing patterns; the sample completed with one row for each value of a low-cardinality column that the
     random draw missed, so the value detectors see every such value."""
     columns = list(source.columns)
-    drawn = source.arrow(sql.sample(sample_rows, n_rows=sample_rows + 1))
+    total = int(source.one(sql.row_count())["n"])
+    if total <= sample_rows:
+        drawn = source.arrow(sql.sample(sample_rows, n_rows=total))
+    else:
+        # Row numbers drawn here (seeded, uniform without replacement) and fetched by a join: DuckDB's
+        # reservoir (`sample`, what Athena's Bernoulli draw stands for) copies rows as it replaces them, 4x
+        # slower on 1M rows x 20 columns (10.0 s against 2.6 s).
+        picked = np.sort(np.random.default_rng(SEED).choice(total, size=sample_rows, replace=False))
+        drawn = _fetch(source, picked)
     numeric = _numeric_columns(drawn, columns)
     stats = source.one(sql.column_stats(columns, numeric=numeric, missing=missing))
     n_rows = int(stats["n_rows"])
@@ -92,9 +110,7 @@ def summarize(source: DuckSource, *, sample_rows: int, missing: tuple[str, ...] 
     extra = sorted(firsts - have)
     sample = drawn
     if extra:
-        source.con.register("wanted_rows", pa.table({"row": pa.array(extra, pa.int64())}))
-        added = source.arrow(sql.rows_at("wanted_rows"))
-        source.con.unregister("wanted_rows")
+        added = _fetch(source, np.asarray(extra, dtype=np.int64))
         sample = pa.concat_tables([drawn, added]).sort_by(sql.ROW)
     rows = sample.column(sql.ROW).to_numpy().astype(np.int64)
     groups = source.arrow(sql.row_groups(columns, missing=missing)).to_pydict()
