@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 DEV := $(VENV)/.installed-dev
 
-.PHONY: install demo test lint format typecheck bench bench-aws bench-admission sandbox-peak timeline bench-merge bench-bound bench-versus bench-batch bench-library cost-model score calibrate crossfit corpus realdata realdata-stage synth deploy schemas clean
+.PHONY: install demo test lint format typecheck bench bench-aws bench-admission sandbox-peak bench-large engine-equivalence timeline bench-merge bench-bound bench-versus bench-batch bench-library cost-model score calibrate crossfit corpus realdata realdata-stage synth deploy schemas clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -42,6 +42,12 @@ format: $(DEV)
 
 bench: $(DEV) ## 1M-row benchmark: iterate analyze vs a bare pyarrow read; sandbox overhead
 	$(BIN)/python scripts/bench.py
+
+bench-large: $(DEV) ## the engine path on a generated CSV (ROWS=50000000, ~10 GB, cached under out/bench-large) against DuckDB's SUMMARIZE of it: wall, peak memory, ratio
+	$(BIN)/python scripts/bench_large.py --rows $(or $(ROWS),50000000)
+
+engine-equivalence: $(DEV) ## the engine path against the single pass: flags per issue type and F1 on the study pairs (ARGS="FILE ..." for others)
+	$(BIN)/python scripts/engine_equivalence.py $(ARGS)
 
 bench-aws: $(DEV) ## a large bench CSV through the real state machine under moto, chunked (ROWS=200000); then the admission load test (1,000 uploads, 50 owners, one minute)
 	$(BIN)/python scripts/aws_chunked.py --rows $(or $(ROWS),200000)

@@ -211,12 +211,19 @@ def spill_table(table: Table, settings: Settings, timings_ms: dict[str, float] |
 
 
 def profile_step(
-    ctx: RunContext, source_path: str | Path, *, dataset_name: str | None = None
+    ctx: RunContext, source_path: str | Path, *, dataset_name: str | None = None, engine: bool = True
 ) -> ProfileSummary:
-    """Read the file once, profile it, run the detectors; write data, profile, candidate issues and flags."""
+    """Read the file once, profile it, run the detectors; write data, profile, candidate issues and flags.
+    `engine`: whether a large input may take the engine path (iterate.engine.route); the AWS steps pass False
+    (no function ships DuckDB yet)."""
+    from iterate.engine.route import routes_to_engine
     from iterate.io import ReadLimits, read_table
     from iterate.io.chunked import Chunking
 
+    if engine and routes_to_engine(source_path, ctx.settings):
+        from iterate.engine.pipeline import engine_profile_step
+
+        return engine_profile_step(ctx, Path(source_path), dataset_name=dataset_name)
     started = time.perf_counter()
     bound_memory(_input_bytes(source_path))  # (the background profile, forked from here, inherits it)
     source_path = Path(source_path)
@@ -611,6 +618,10 @@ def report_step(ctx: RunContext, *, started_at: str, started_clock: float | None
         key = INVESTIGATION.format(issue_id=issue.id)
         investigation = get_model(ctx.store, key, CodeInvestigation) if ctx.store.exists(key) else None
         issues.append(confirm(issue, investigation) if investigation is not None else issue)
+    if profiled.get("engine"):  # the engine path: proofs ran on its sample, population counts are its own
+        from iterate.engine.step import EngineCounts, apply_counts
+
+        issues = apply_counts(issues, EngineCounts.model_validate(profiled["engine"]))
     issues = apply_accepted(sort_issues(issues), ctx.accepted, ctx.store)
     save_scripts(issues, ctx.store)
     if ctx.library is not None and ctx.dataset_id:
@@ -717,7 +728,7 @@ def run_local(
         from iterate.sandbox import LocalSandbox, SandboxLimits
 
         sandbox = owned = LocalSandbox(SandboxLimits.from_settings(settings))
-    if not _large_input(path):
+    if not _large_input(path) or settings.engine == "always":
         _prepare(sandbox, None)  # the sandbox's interpreter starts while the file is read
     scope = (library, owner, dataset_id or str(Path(path).resolve()))
     try:

@@ -75,6 +75,14 @@ class Settings(BaseModel):
     # When: "auto", only where memory is short (less than 3x the table's bytes available: iterate.memory
     # .spill_directory); "always", from spill_bytes on whatever the memory; "never".
     spill: Literal["auto", "always", "never"] = "auto"
+    # The engine path (docs/engine.md): a delimited file of engine_bytes or more is analysed by DuckDB in place
+    # (statistics, value counts, duplicates and flags over every row; detection on a bounded sample of
+    # engine_sample_rows rows); "always" forces it on any CSV/TSV (the equivalence checks), "never" keeps the
+    # single pass. engine_memory_mb caps DuckDB's own memory (it spills to TMPDIR past it).
+    engine: Literal["auto", "always", "never"] = "auto"
+    engine_bytes: int = Field(default=2 * 1024**3, ge=0)
+    engine_sample_rows: int = Field(default=200_000, ge=1000)
+    engine_memory_mb: int = Field(default=2048, ge=128)
     # AWS
     bucket: str | None = None
     table: str | None = None
@@ -118,6 +126,10 @@ class Settings(BaseModel):
             "single_pass_bytes": e.get("ITERATE_SINGLE_PASS_BYTES"),
             "spill_bytes": e.get("ITERATE_SPILL_BYTES"),
             "spill": e.get("ITERATE_SPILL"),
+            "engine": e.get("ITERATE_ENGINE"),
+            "engine_bytes": e.get("ITERATE_ENGINE_BYTES"),
+            "engine_sample_rows": e.get("ITERATE_ENGINE_SAMPLE_ROWS"),
+            "engine_memory_mb": e.get("ITERATE_ENGINE_MEMORY_MB"),
             "bucket": e.get("ITERATE_BUCKET"),
             "table": e.get("ITERATE_TABLE"),
             "event_bus": e.get("ITERATE_EVENT_BUS"),

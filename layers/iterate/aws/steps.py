@@ -345,7 +345,8 @@ def profile(payload: ProfileInput, deps: AwsDeps, *, execution_id: str) -> Profi
         _download(deps, stored, local)
         with running_step(deps, run, "profile") as ctx:
             # The file keeps its uploaded name, so the dataset is named exactly as `iterate analyze` names it.
-            summary = pipeline.profile_step(ctx, local)
+            # The engine path is local only until a function ships DuckDB (docs/engine.md, "Left for later").
+            summary = pipeline.profile_step(ctx, local, engine=False)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return ProfileOutput(run=run, summary=_jsonable(summary))
@@ -387,7 +388,7 @@ def merge_chunks(payload: MergeChunksInput, deps: AwsDeps) -> ProfileOutput:
             try:
                 local = work / name
                 _download(deps, chunked.source, local)
-                summary = pipeline.profile_step(ctx, local)
+                summary = pipeline.profile_step(ctx, local, engine=False)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
     return ProfileOutput(run=run, summary=_jsonable(summary))
