@@ -53,11 +53,12 @@ IdempotencyKey = Annotated[
 
 
 def responses(success: int, model: Any, *errors: int) -> dict[int, Any]:
-    """The OpenAPI responses of a route: its success body and the error bodies it can answer with."""
+    """The OpenAPI responses of a route: its success body and the error bodies it can answer with (401, 422 and
+    429 on every route: each passes the authorizer, its model and the caller's request bucket)."""
     documented: dict[int, Any] = {success: {"description": "OK"}}
     if model is not None:
         documented[success]["content"] = {"application/json": {"model": model}}
-    for code in (401, 422, *errors):
+    for code in (401, 422, 429, *errors):
         documented[code] = {
             "description": ERROR_TEXTS[code],
             "content": {"application/json": {"model": ErrorBody}},
