@@ -269,7 +269,7 @@ FUNNEL_SAMPLE = 50_000  # rows a funnel is fitted on
 # How the spread falls with sample size: a mean's own law, its spread falls with the square root of the units it
 # averages. Not fitted: a fall fitted freely reads any heteroscedasticity (wind speed is wider on days few
 # riders ride) as small samples, and excused bike's planted noise (0.71 -> 0.37 left out of the fit).
-FUNNEL_POWERS = np.array([0.5])
+FUNNEL_POWER = 0.5
 FUNNEL_CANDIDATES = 3  # size columns fitted per outlier column: those whose growth most narrows its spread
 FUNNEL_BINS = 10  # size bins of the location models
 MAD_TO_SD = 1.4826  # a normal spread over its median absolute deviation: spreads on one footing with z
@@ -317,20 +317,18 @@ def fit_funnel(t: np.ndarray, size: np.ndarray, column: ColumnFacts) -> Funnel |
     bins = np.searchsorted(edges, size, side="right")
     one = np.full(FUNNEL_BINS, float(np.median(t)))
     per_bin = np.array([np.median(t[bins == k]) if (bins == k).any() else one[0] for k in range(FUNNEL_BINS)])
-    best: tuple[float, float, np.ndarray] | None = None  # (BIC, power, centres)
-    flat = math.inf
-    for centres, params in ((one, 1), (per_bin, FUNNEL_BINS)):
-        dev = np.abs(t - centres[bins])
+    # The law is not fitted: the funnel costs no parameter more than one spread around the same centres.
+    flat, best, centres = math.inf, math.inf, one
+    for candidate, params in ((one, 1), (per_bin, FUNNEL_BINS)):
+        dev = np.abs(t - candidate[bins])
         flat = min(flat, _laplace_bic(dev, params + 1))
-        for p in FUNNEL_POWERS:
-            bic = _laplace_bic(dev, params + 1, p * logs)  # the law is not fitted: no parameter more
-            if best is None or bic < best[0]:
-                best = (bic, float(p), centres)
-    assert best is not None
-    gain = flat - best[0]
+        bic = _laplace_bic(dev, params + 1, FUNNEL_POWER * logs)
+        if bic < best:
+            best, centres = bic, candidate
+    gain = flat - best
     if gain <= 0:
         return None
-    bic, power, centres = best
+    power = FUNNEL_POWER
     mad = float(np.median(np.abs(t - centres[bins]) * np.exp(power * logs)))
     return Funnel(column, power, med, mad, edges, centres, gain)
 
@@ -400,12 +398,13 @@ def _small_samples(
     # sample of rows) are fitted.
     few = rows if rows.size <= RANK_SAMPLE else rng.choice(rows, RANK_SAMPLE, replace=False)
     ranked: list[tuple[float, ColumnFacts]] = []
+    judged_few = values[few]
     for g in sizes:
         s = numbers_of(g)[few]
         ok = np.isfinite(s) & (s > 0)
-        if ok.sum() < 5 * FUNNEL_BINS or abs(_rank_corr(values[few][ok], s[ok])) >= SIBLING_RANK_CORR:
+        if ok.sum() < 5 * FUNNEL_BINS or abs(_rank_corr(judged_few[ok], s[ok])) >= SIBLING_RANK_CORR:
             continue  # a sibling measure (one sector's employment beside another's) is no sample size
-        ranked.append((_rank_corr(np.abs(values[few][ok] - center), s[ok]), g))
+        ranked.append((_rank_corr(np.abs(judged_few[ok] - center), s[ok]), g))
     ranked.sort(key=lambda r: r[0])
     best: Funnel | None = None
     for corr, g in ranked[:FUNNEL_CANDIDATES]:
