@@ -393,6 +393,16 @@ def route_lambdas(overrides: dict[str, Handler] | None = None, *, size_check: bo
 
     calls = Calls()
     handlers: dict[str, Handler] = dict(overrides or {})
+    # One invocation of a function at a time, as in one Lambda execution environment: the handler modules'
+    # globals (Powertools' Metrics singleton among them) are shared by every thread here, and two investigations
+    # flushing one metric set at once raised "Must contain at least one metric". Different functions still run
+    # side by side (a Map's investigations call the sandbox while they run).
+    environments: dict[str, threading.RLock] = {}
+    environments_lock = threading.Lock()
+
+    def environment(name: str) -> threading.RLock:
+        with environments_lock:
+            return environments.setdefault(name, threading.RLock())
 
     def invoke(
         self: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
@@ -402,7 +412,7 @@ def route_lambdas(overrides: dict[str, Handler] | None = None, *, size_check: bo
         calls.append((name, event))
         try:
             handler = handlers.get(name) or load_handler(name).lambda_handler
-            with as_function(name):
+            with environment(name), as_function(name):
                 result = handler(event, FakeContext(f"iterate-{name}"))
         except Exception as exc:
             calls.failures.append((name, "".join(traceback.format_exception(exc))))
