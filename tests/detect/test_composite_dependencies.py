@@ -17,14 +17,8 @@ from iterate.contracts import Issue
 from iterate.detect import detect
 from iterate.detect.calibration import DEFAULT
 from iterate.detect.context import facts_for
-from iterate.detect.dependencies import (
-    Dependency,
-    _refines,
-    compact_codes,
-    detect_dependency_violations,
-    discover,
-    pasted_value,
-)
+from iterate.detect.dependencies import detect_dependency_violations, pasted_value
+from iterate.detect.discovery import Dependency, _refines, compact_codes, discover
 from iterate.export import load_run
 from iterate.export.rules import derive
 from iterate.investigate.loop import needed_columns

@@ -10,7 +10,8 @@ import pytest
 from iterate.detect import detect
 from iterate.detect.calibration import DEFAULT
 from iterate.detect.context import facts_for
-from iterate.detect.dependencies import consensus, detect_dependency_violations, discover, entities
+from iterate.detect.dependencies import consensus, detect_dependency_violations, entities
+from iterate.detect.discovery import discover
 from iterate.table import SourceInfo, Table
 
 pytestmark = pytest.mark.unit
@@ -140,7 +141,7 @@ def test_a_row_under_the_wrong_name_has_its_name_blamed_not_its_other_values() -
 def test_group_majority_of_row_states_with_their_counts_is_that_of_the_rows(
     dense: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import iterate.detect.dependencies as dependencies
+    import iterate.detect.discovery as dependencies
 
     # Given rows of X groups and Y values (some excluded: X = -1), a few hundred distinct pairs among 5,000 rows
     rng = np.random.default_rng(11)

@@ -60,7 +60,7 @@ def test_gaps_in_a_nearly_filled_column_are_flagged() -> None:
 def test_a_number_with_an_absurd_exponent_does_not_break_detection(tmp_path: Path) -> None:
     # Given a numeric column whose gaps meet zeros, and one value a typo turned into 1.5e9999
     from iterate.detect.context import facts_for
-    from iterate.detect.missing import _resolution
+    from iterate.detect.undefined import _resolution
 
     path = tmp_path / "t.csv"
     path.write_text("x,y\n" + "".join(f"{v},a\n" for v in ["1.5e9999", "0", "", "2.25", "3e-4"] * 10))

@@ -14,7 +14,7 @@ import pytest
 from iterate.agents.offline.investigation import template_code
 from iterate.detect import detect
 from iterate.detect.context import facts_for
-from iterate.detect.dependencies import discover
+from iterate.detect.discovery import discover
 from iterate.detect.sources import detect_source_conflicts, discover_truth
 from iterate.io import read_parquet_text, write_parquet_text
 from iterate.issues import issues_from_findings

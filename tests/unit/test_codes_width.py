@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from iterate.detect.dependencies import group_majority as detect_group_majority
+from iterate.detect.discovery import group_majority as detect_group_majority
 from iterate.profile.dataset import _unique_pairs
 from iterate.profile.fd import group_majority as profile_group_majority
 from iterate.table import Column, code_dtype, wide

@@ -15,9 +15,10 @@ from iterate.detect.context import ColumnFacts, dataset_null_marker, facts_for
 from iterate.detect.conventions import detect_float_written_integers, detect_thousands_separators
 from iterate.detect.cooccur import detect_cooccurrence
 from iterate.detect.decide import Decision, decide
-from iterate.detect.dependencies import Dependency, Judgement, detect_dependency_violations
+from iterate.detect.dependencies import Judgement, detect_dependency_violations
 from iterate.detect.derived import Derivation, detect_derived, find_derivations
 from iterate.detect.digits import detect_code_width, detect_precision, detect_short_decimals, detect_zero_led
+from iterate.detect.discovery import Dependency
 from iterate.detect.explained import (
     context_columns,
     discount_explained_outliers,

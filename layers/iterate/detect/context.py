@@ -392,6 +392,11 @@ def meanings(f: ColumnFacts) -> Meaning:
     return Meaning(per_code, n_keys, spelling, f.column.codes)
 
 
+def as_written(f: ColumnFacts, mask: np.ndarray) -> list[str]:
+    """The values the rows of `mask` hold, as written (stripped, sorted, each once)."""
+    return sorted({v.strip() for v in f.column.texts(np.flatnonzero(mask & (f.counts > 0)))})
+
+
 def missing_markers(null_marker: str) -> list[str]:
     """Every token read as missing (compared after strip and casefold), for code that recounts a finding."""
     return sorted(MISSING_TOKENS | {null_marker.strip().lower()})

@@ -28,7 +28,7 @@ import numpy as np
 
 from iterate.detect.context import ColumnFacts
 from iterate.detect.decide import MAX_ROWS_LISTED
-from iterate.detect.dependencies import present_codes
+from iterate.detect.discovery import present_codes
 from iterate.detect.findings import Finding, cells
 from iterate.detect.model import LLR_CAP
 from iterate.grouping import unique

@@ -10,9 +10,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from iterate.detect.calibration import DEFAULT, Calibration
-from iterate.detect.context import ColumnFacts, to_float
+from iterate.detect.context import ColumnFacts, as_written
 from iterate.detect.findings import Finding, cells
 from iterate.detect.stats import poisson_tail
+from iterate.detect.undefined import numbers_of, undefined_finding, undefined_formula
 from iterate.grouping import unique
 
 MIN_GROUP_ROWS = 3  # a group needs this many rows before its gaps explain a column's
@@ -21,10 +22,6 @@ MIN_GROUP_ROWS = 3  # a group needs this many rows before its gaps explain a col
 MIN_RETEST_ROWS = 2
 RETEST_TAIL = 0.05
 MAX_ROWS_LISTED = 50_000  # rows a finding lists for code to recount
-
-
-def _as_written(f: ColumnFacts, mask: np.ndarray) -> list[str]:
-    return sorted({v.strip() for v in f.column.texts(np.flatnonzero(mask & (f.counts > 0)))})
 
 
 def _missing_rows(facts: list[ColumnFacts]) -> dict[int, np.ndarray]:
@@ -181,10 +178,10 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
     # Only columns of numbers compute a ratio, and only columns that hold a zero can divide by one: found
     # once per table, so that cost follows the columns, not the columns times the columns.
     numeric = [g for g in facts if g.column.n_unique >= 2 and g.numeric.numeric]
-    with_zero = [g for g in numeric if (_numbers(g, numbers) == 0).any()]
+    with_zero = [g for g in numeric if (numbers_of(g, numbers) == 0).any()]
     for f in facts:
         if f.index in rows and not partners.get(f.index) and with_zero and f.numeric.numeric:
-            found = _undefined_formula(f, np.flatnonzero(rows[f.index]), numeric, with_zero, n_rows, numbers)
+            found = undefined_formula(f, np.flatnonzero(rows[f.index]), numeric, with_zero, n_rows, numbers)
             if found is not None and found[0].size:
                 undefined[f.index] = found
     odd_rows, odd_columns, odd_count = _atypical_rows(
@@ -232,7 +229,7 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
         rows_all = f.column.rows_of(np.flatnonzero(marker & (f.counts > 0)))
         rows_loose = rows_all[~together[rows_all]]
         if f.index in undefined:
-            out.append(_undefined_finding(f, *undefined[f.index]))
+            out.append(undefined_finding(f, *undefined[f.index]))
             rows_loose = rows_loose[~np.isin(rows_loose, undefined[f.index][0])]
         if rows_loose.size:
             partial = rows_loose.size < rows_all.size  # some gaps belong to a pattern: list the others
@@ -324,7 +321,7 @@ def _atypical_rows(
 def _atypical_finding(cluster: list[ColumnFacts], rows: np.ndarray, least: int) -> Finding:
     names = [f.name for f in cluster]
     shown = ", ".join(f"'{n}'" for n in names)
-    markers = sorted({m for f in cluster for m in _as_written(f, f.is_missing)})
+    markers = sorted({m for f in cluster for m in as_written(f, f.is_missing)})
     if rows.size == 1:
         lacking = [f.name for f in cluster]  # every column listed is missing on the one row
         listed = ", ".join(f"'{n}'" for n in lacking[:-1]) + f" and '{lacking[-1]}'"
@@ -357,119 +354,6 @@ def _atypical_finding(cluster: list[ColumnFacts], rows: np.ndarray, least: int) 
         flag=False,
         row_level=True,
         key="missing-row:" + ":".join(names),
-    )
-
-
-MAX_UNDEFINED_GAPS = 50  # lone gaps only: a formula is looked for where a few blanks meet a zero
-FORMULA_HOLDS = 0.9  # the formula must give the column's value, as written, on this share of its rows
-FORMULA_MIN_ROWS = 20
-FORMULA_SAMPLE = 20_000  # rows a formula is checked on
-# Ratios a computed column may hold: a share or a change (a / b, a / b - 1), as is or in percent.
-RATIOS = (
-    ("{a} / {b}", 0.0, 1.0),
-    ("({a} - {b}) / {b}", 1.0, 1.0),
-    ("{a} / {b} (%)", 0.0, 100.0),
-    ("({a} - {b}) / {b} (%)", 1.0, 100.0),
-)
-
-
-def _numbers(f: ColumnFacts, cache: dict[int, np.ndarray]) -> np.ndarray:
-    """The column's distinct values as numbers (NaN where not a plain number), worked out once per column."""
-    if f.index not in cache:
-        cache[f.index] = to_float(f.column.dictionary)
-    return cache[f.index]
-
-
-def _resolution(f: ColumnFacts, rows: np.ndarray) -> np.ndarray:
-    """Per row listed, half a unit of the last digit written (0.00005 for -0.0111 and for 3e-4)."""
-    codes = f.column.codes[rows]
-    ids = np.unique(codes)
-    half = np.full(len(f.counts), np.nan)
-    for i, t in zip(ids.tolist(), f.column.texts(ids), strict=True):
-        mantissa, _, exponent = t.strip().lower().partition("e")
-        decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
-        try:
-            decimals -= int(exponent) if exponent else 0
-        except ValueError:
-            continue
-        # A typo can turn an exponent absurd (1e9999): beyond float range the value has no resolution.
-        if abs(decimals) <= 300:
-            half[i] = 0.5 * 10.0 ** (-decimals)
-    return half[codes]
-
-
-def _undefined_formula(
-    f: ColumnFacts,
-    gaps: np.ndarray,
-    numeric: list[ColumnFacts],
-    with_zero: list[ColumnFacts],
-    n_rows: int,
-    cache: dict[int, np.ndarray],
-) -> tuple[np.ndarray, str, str] | None:
-    """Gaps of a computed column where its formula divides by zero: the column is a ratio or a change of two
-    others (a / b, (a - b) / b, in percent or not) on nearly every row, and at these gaps b is 0, so there
-    is no value to give (a population's change from 0 residents). Returns the rows, the formula and b."""
-    if gaps.size > MAX_UNDEFINED_GAPS:
-        return None
-    others = [g for g in numeric if g.index != f.index]
-    # Cheap first: a column that is 0 on one of the gaps' rows (looked up by distinct value).
-    divisors = [
-        g for g in with_zero if g.index != f.index and (_numbers(g, cache)[g.column.codes[gaps]] == 0).any()
-    ]
-    if not divisors:
-        return None
-    sample = np.arange(n_rows)
-    if n_rows > FORMULA_SAMPLE:
-        sample = np.sort(np.random.default_rng(7).choice(n_rows, FORMULA_SAMPLE, replace=False))
-    ys = _numbers(f, cache)[f.column.codes[sample]]
-    if np.isfinite(ys).sum() < FORMULA_MIN_ROWS:
-        return None
-    tolerance = _resolution(f, sample)
-    known = np.isfinite(ys) & np.isfinite(tolerance)
-    for b in divisors:
-        bs = _numbers(b, cache)[b.column.codes[sample]]
-        for a in others:
-            if a.index == b.index:
-                continue
-            av = _numbers(a, cache)[a.column.codes[sample]]
-            usable = known & np.isfinite(av) & np.isfinite(bs) & (bs != 0)
-            if usable.sum() < FORMULA_MIN_ROWS:
-                continue
-            ratio = av[usable] / bs[usable]
-            for form, shift, scale in RATIOS:
-                close = np.abs(ys[usable] - (ratio - shift) * scale) <= tolerance[usable] * 1.001
-                if close.mean() >= FORMULA_HOLDS:
-                    hit = gaps[_numbers(b, cache)[b.column.codes[gaps]] == 0]
-                    return hit, form.format(a=f"'{a.name}'", b=f"'{b.name}'"), b.name
-    return None
-
-
-def _undefined_finding(f: ColumnFacts, rows: np.ndarray, formula: str, divisor: str) -> Finding:
-    name = f.name
-    return Finding(
-        type="missing_values",
-        columns=[name],
-        rows=rows,
-        cols=np.full(rows.size, f.index),
-        title=f"{name} is blank where its formula divides by zero",
-        description=(
-            f"'{name}' is {formula} on nearly every row; {rows.size:,} "
-            f"{'row lacks it where' if rows.size == 1 else 'rows lack it where'} '{divisor}' is 0, so there is "
-            "nothing to compute: the blank is right. The cells are not flagged."
-        ),
-        suggested_action="Nothing to fix if a blank is how the table writes an undefined ratio; document it.",
-        category="quick_fixes",
-        detector="missing",
-        stats={
-            "column": name,
-            "markers": _as_written(f, f.is_missing),
-            "formula": formula,
-            "rule": "missing",
-            "rows": rows.tolist(),
-            "missing_markers": f.markers,
-        },
-        flag=False,
-        key=f"missing-undefined:{name}",
     )
 
 
@@ -563,7 +447,7 @@ def _gap_finding(
         llr=np.full(r.size, gap_llr(share, cal)),
         stats={
             "column": name,
-            "markers": _as_written(f, f.is_null_marker),
+            "markers": as_written(f, f.is_null_marker),
             "partners": partner_names,
             "missing_markers": f.markers,
         }
@@ -604,7 +488,7 @@ def _explained_finding(f: ColumnFacts, rows: np.ndarray, explainers: list[str], 
         detector="missing",
         stats={
             "column": name,
-            "markers": _as_written(f, f.is_missing),
+            "markers": as_written(f, f.is_missing),
             "explained_by": explainers,
             "rule": "missing",
             "rows": rows.tolist(),
@@ -619,7 +503,7 @@ def _placeholder_finding(f: ColumnFacts, placeholder: np.ndarray) -> Finding:
     """Placeholders (`N/A`, `?`) where the rest of the dataset writes a missing value its own way (blank)."""
     ids = np.flatnonzero(placeholder)
     rows, cols = cells(f.column.rows_of(ids), f.index)
-    tokens = _as_written(f, placeholder)
+    tokens = as_written(f, placeholder)
     shown = ", ".join(repr(t) for t in tokens[:5])
     written = repr(f.null_marker) if f.null_marker else "a blank"
     name = f.name
@@ -764,7 +648,7 @@ def _convention_finding(f: ColumnFacts, n_rows: int, share: float) -> Finding:
         "source if it should always hold a value.",
         category="quick_fixes",
         detector="missing",
-        stats={"column": name, "markers": _as_written(f, f.is_missing), "convention": True},
+        stats={"column": name, "markers": as_written(f, f.is_missing), "convention": True},
         flag=False,
         key=f"missing:{name}",
     )
@@ -797,7 +681,7 @@ def _pattern_finding(
     whole); said in the text. Without `missing`, the pattern is reported as a fact, nothing flagged."""
     names = [f.name for f in cluster]
     shown = ", ".join(f"'{n}'" for n in names)
-    markers = sorted({m for f in cluster for m in _as_written(f, f.is_missing)})
+    markers = sorted({m for f in cluster for m in as_written(f, f.is_missing)})
     if missing is not None:
         r_parts, c_parts, llr_parts = [], [], []
         on = np.zeros(n_rows, dtype=bool)

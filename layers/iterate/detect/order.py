@@ -25,7 +25,7 @@ import numpy as np
 from iterate.detect.calibration import DEFAULT, Calibration
 from iterate.detect.context import ColumnFacts, missing_markers
 from iterate.detect.decide import MAX_ROWS_LISTED
-from iterate.detect.dependencies import present_codes
+from iterate.detect.discovery import present_codes
 from iterate.detect.findings import Finding, cells
 from iterate.detect.numeric import NUMBER
 from iterate.detect.sequence import row_numbers

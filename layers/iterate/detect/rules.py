@@ -28,7 +28,8 @@ import numpy as np
 import pyarrow.compute as pc
 
 from iterate.detect.context import ColumnFacts, missing_markers
-from iterate.detect.dependencies import MAX_ROWS_LISTED, SAMPLE_ROWS, Dependency, present_codes
+from iterate.detect.dependencies import MAX_ROWS_LISTED
+from iterate.detect.discovery import SAMPLE_ROWS, Dependency, present_codes
 from iterate.detect.findings import Finding, cells
 from iterate.detect.numeric import NUMBER
 from iterate.detect.sequence import regular_step, row_numbers

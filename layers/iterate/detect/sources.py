@@ -25,7 +25,7 @@ import numpy as np
 from iterate.detect.calibration import DEFAULT, Calibration, logit, share_llr
 from iterate.detect.context import ColumnFacts, missing_markers
 from iterate.detect.decide import MAX_ROWS_LISTED
-from iterate.detect.dependencies import Dependency, present_codes
+from iterate.detect.discovery import Dependency, present_codes
 from iterate.detect.findings import MAX_LISTED, Finding, value_finding
 from iterate.table import wide
 
