@@ -22,7 +22,17 @@ from iterate.issues import flags_of, issue_id
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
 STUDY = sorted(p.name for p in SHARED.iterdir() if (p / "clean.csv").exists()) if SHARED.exists() else []
-RELATIONS = {"dependencies", "cooccur", "numcontext", "sequence", "neighbours", "rules", "derived", "sources"}
+RELATIONS = {
+    "dependencies",
+    "cooccur",
+    "numcontext",
+    "arithmetic",
+    "sequence",
+    "neighbours",
+    "rules",
+    "derived",
+    "sources",
+}
 MAX_ROWS = 3000  # the head of each file: enough rows for every detector, quick enough for make test
 CLEAN_SHARE = 0.002
 

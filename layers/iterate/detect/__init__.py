@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from iterate.detect.arithmetic import detect_arithmetic
 from iterate.detect.calibration import DEFAULT, Calibration
 from iterate.detect.context import ColumnFacts, dataset_null_marker, facts_for
 from iterate.detect.conventions import detect_float_written_integers, detect_thousands_separators
@@ -232,6 +233,7 @@ def detect(
         neighbours = pool.submit(detect_neighbour_breaks, facts, n, calibration)
         cooccurring = pool.submit(detect_cooccurrence, facts, n)
         in_context = pool.submit(detect_numeric_context, facts, n)
+        arithmetic = pool.submit(detect_arithmetic, facts, n)
         for found_in_column in pool.map(per_column, facts):
             findings += found_in_column
         timed("columns", t)
@@ -254,6 +256,7 @@ def detect(
     findings += neighbours.result()
     findings += cooccurring.result()
     findings += in_context.result()
+    findings += arithmetic.result()
     findings += detect_rule_violations(facts, n, deps)
     findings += detect_source_conflicts(facts, n, deps, calibration)
     suspect = _suspect_masks(findings, n)

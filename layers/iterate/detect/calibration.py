@@ -47,6 +47,7 @@ FAMILIES: dict[str, str] = {
     "sources-format": "format",
     "cooccur": "context",
     "numcontext": "context",
+    "arithmetic": "context",
     "symbols": "text",
     "decimals": "format",
     "zeroled": "format",
@@ -59,7 +60,7 @@ SUPPORTING = frozenset({"frequency"})
 # Detectors whose evidence reaches the decision only through their own fitted features (iterate.detect.model):
 # it is not part of the evidence's own reading (the `base` feature, the column error rates), so the
 # decision before any fit is what it was without them.
-FITTED_ONLY = frozenset({"cooccur", "numcontext", "symbols", "decimals", "zeroled"})
+FITTED_ONLY = frozenset({"cooccur", "numcontext", "arithmetic", "symbols", "decimals", "zeroled"})
 # Families whose evidence does not raise a column's estimated error rate: a column with gaps is not a column
 # whose values are wrong (gaps carry evidence strong enough to be judged on their own).
 NOT_RATED = frozenset({"missing"})

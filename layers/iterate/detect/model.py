@@ -48,6 +48,9 @@ EXTRAS: tuple[str, ...] = (
     "x:numcontext:fit",  # log(1 + distance from the line through the closest numeric column, in residual spreads)
     "x:numcontext:tight",  # log of the spread the groups leave, as a share of the column's
     "x:numcontext:corr",  # the closest numeric column's rank correlation (absolute)
+    "x:arithmetic:suspects",  # log of the columns of the broken relation still suspect on the row
+    "x:arithmetic:holds",  # log-odds of the share of rows the relation holds on
+    "x:arithmetic:off",  # log(1 + how far the row is off the relation, in what rounding allows)
     "x:symbols:rarity",  # -log of the share of the column's rows writing the symbol
     "x:symbols:edge",  # the symbol sits at the start or the end of the value
     "x:symbols:doubled",  # a doubled punctuation mark, or a symbol proper (*, #, ~)

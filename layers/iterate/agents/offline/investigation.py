@@ -496,6 +496,52 @@ elif rule == "neighbours":
         with np.errstate(invalid="ignore"):
             same_number = np.abs(numbers - expected) <= float(PARAMS["tolerance"]) * np.maximum(np.abs(numbers), np.abs(expected))
         holds = holds & ~same_number
+elif rule == "arithmetic":
+    # Rows where the column's arithmetic with other columns breaks (a total and its parts, a rate and what it
+    # is computed from), by more than rounding the numbers as written allows.
+    name = PARAMS["column"]
+
+    def written(n):
+        text = col(n).str.strip()
+        grouped = text.str.fullmatch(PARAMS["grouped_regex"]).fillna(False)
+        text = text.where(~grouped, text.str.replace(",", "", regex=False))
+        plain = text.str.fullmatch(PARAMS["number_regex"]).fillna(False).to_numpy(dtype=bool)
+        values = pd.to_numeric(text.where(plain), errors="coerce").to_numpy(dtype=float)
+        low = text.where(plain, "0").str.lower()
+        mantissa = low.str.split("e", n=1).str[0]
+        exponent = pd.to_numeric(low.str.split("e", n=1).str[1], errors="coerce").fillna(0).to_numpy(dtype=float)
+        point = mantissa.str.find(".").to_numpy(dtype=float)
+        decimals = np.where(point >= 0, mantissa.str.len().to_numpy(dtype=float) - point - 1, 0.0) - exponent
+        half = np.where(plain & (np.abs(decimals) <= 300), 0.5 * 10.0 ** (-np.clip(decimals, -300, 300)), np.nan)
+        # A zero is written as finely as the column's other numbers.
+        others = half[np.isfinite(half) & (values != 0)]
+        if others.size:
+            half = np.where(values == 0, np.minimum(half, float(np.median(others))), half)
+        return values, half
+
+    holds = np.zeros(ROWS, dtype=bool)
+    for rel in PARAMS["relations"]:
+        c, rc = written(rel["target"])
+        a, ra = written(rel["left"])
+        b, rb = written(rel["right"]) if "right" in rel else (np.zeros(ROWS), np.zeros(ROWS))
+        k, form = float(rel["k"]), rel["form"]
+        if rel["exact"]:  # numbers written as integers are counts: exact
+            rc, ra, rb = (np.where(x >= 0.5, 0.0, x) for x in (rc, ra, rb))
+        with np.errstate(all="ignore"):
+            if form == "+":
+                pred, tol = a + b, rc + ra + rb
+            elif form == "-":
+                pred, tol = a - b, rc + ra + rb
+            elif form == "*":
+                pred, tol = k * a * b, rc + abs(k) * (np.abs(b) * ra + np.abs(a) * rb)
+            elif form == "/":
+                pred = np.where(b != 0, k * a / b, np.nan)
+                tol = rc + abs(k) * (ra / np.abs(b) + np.abs(a) * rb / (b * b))
+            else:
+                pred, tol = k * a, rc + abs(k) * ra
+            tol = tol * 1.001 + 1e-9 * np.maximum(1.0, np.abs(c))
+            checkable = np.isfinite(c) & np.isfinite(pred) & np.isfinite(tol)
+            holds = holds | (checkable & (np.abs(pred - c) > tol))
 elif rule == "conditional":
     # Rows that meet a rule's condition (a prefix of a code, the sign of a number) and hold another value.
     name = PARAMS["column"]
