@@ -51,13 +51,14 @@ SHUFFLE_DEBT = {
     # values vouched for by their entity (a hospital's own spelling) or held close by their group lose it
     "hospital": 120,
     # modes of multi-modal sensor readings, held by their machine state, are read as outliers once shuffled (2,343
-    # cells, as before; the clean file's own flags fell from 1,012 to 960 in the refit of the small-sample rule)
-    "smartfactory": 1407,
+    # cells, as before; the clean file's own flags fell from 1,012 to 960 in the refit of the small-sample rule,
+    # and to 942 in the refit with arithmetic between columns)
+    "smartfactory": 1416,
 }
 CLEAN_DEBT = {
     "airfoil": 138,  # '2500.0' among whole numbers in the clean file itself: a convention break, flagged by decision 1
     "restaurants": 25,  # rare shapes and spellings among restaurant names and types
-    "smartfactory": 960,  # modes of multi-modal sensor readings read as outliers
+    "smartfactory": 942,  # modes of multi-modal sensor readings read as outliers
 }
 
 
