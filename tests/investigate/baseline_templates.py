@@ -231,7 +231,7 @@ def merged(value):
 
 
 hits = {v for v in values[blank].unique() if merged(v)}
-mask = blank & values.isin(hits)
+mask = blank & values.isin(hits) & ~left_out(values)
 result = summary(mask, mask.sum(), name, column=name, other=other)
 """
 

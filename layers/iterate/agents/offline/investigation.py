@@ -624,7 +624,7 @@ def merged(value):
 
 
 hits = {v for v in values[blank].unique().tolist() if merged(v)}
-mask = blank & values.isin(hits)
+mask = blank & values.isin(hits) & ~left_out(values)
 result = summary(mask, mask.sum(), name, column=name, other=other)
 """
 
