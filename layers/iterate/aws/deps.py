@@ -25,6 +25,7 @@ class AwsDeps:
     scheduler: Any = None
     lambda_: Any = None
     sqs: Any = None
+    glue: Any = None
     secret_provider: Any = None  # None: Powertools parameters (Secrets Manager)
     agents_factory: Callable[[Settings], Any] | None = None  # None: iterate.agents.build_agents
     work_dir: str = "/tmp"  # Lambda's only writable place
@@ -68,6 +69,11 @@ class AwsDeps:
         if self.sqs is None:
             self.sqs = clients.client("sqs")
         return self.sqs
+
+    def glue_client(self) -> Any:
+        if self.glue is None:
+            self.glue = clients.client("glue")
+        return self.glue
 
     def scheduler_client(self) -> Any:
         if self.scheduler is None:

@@ -28,6 +28,7 @@ from iterate.aws.payloads import (
     AnalyzeOutput,
     ChunkInput,
     ChunkOutput,
+    EngineLoop,
     FailureInput,
     FailureOutput,
     GenerateCodeInput,
@@ -267,7 +268,9 @@ def running_step(
 # --- ProfileDataset --------------------------------------------------------------------------------
 
 
-def _sized_upload(deps: AwsDeps, source: S3ObjectRef, name: str) -> tuple[S3ObjectRef, int]:
+def _sized_upload(
+    deps: AwsDeps, source: S3ObjectRef, name: str, *, allowed: int | None = None
+) -> tuple[S3ObjectRef, int]:
     """The exact object version as stored (keys with spaces may arrive URL-encoded: tried decoded too) and
     its size, asked with HeadObject: an object over ITERATE_MAX_FILE_BYTES is refused (DatasetReadError
     naming the limit and how to raise it, which RecordFailure keeps as the run's reason) before a byte of it
@@ -286,7 +289,10 @@ def _sized_upload(deps: AwsDeps, source: S3ObjectRef, name: str) -> tuple[S3Obje
             raise
         key = decoded
         head = deps.s3_client().head_object(Bucket=source.bucket, Key=key, **extra)
-    size, allowed = int(head["ContentLength"]), deps.settings.max_file_bytes
+    from iterate.aws.large import allowed_bytes
+
+    size = int(head["ContentLength"])
+    allowed = allowed if allowed is not None else allowed_bytes(name, deps.settings)
     if size > allowed:
         raise refuse(
             name,
@@ -311,6 +317,7 @@ def profile(payload: ProfileInput, deps: AwsDeps, *, execution_id: str) -> Profi
     """Claim the upload (one run per object version), create the run, and profile the file; a plain CSV/TSV
     over ITERATE_CHUNK_BYTES is cut into byte ranges instead (a manifest for the ProfileChunks Map)."""
     from iterate import pipeline
+    from iterate.aws import large
     from iterate.aws.chunks import plan_upload
 
     run, file_name = run_for_trigger(deps, payload.trigger)
@@ -331,14 +338,22 @@ def profile(payload: ProfileInput, deps: AwsDeps, *, execution_id: str) -> Profi
     start_run(repo, run, execution_id)
     name = file_name or "upload"
     stored, size = _sized_upload(deps, run.source, name)
-    chunked = plan_upload(deps.s3_client(), artifact_store(deps, run), run, stored, size, name, deps.settings)
+    engine = large.routes_to_engine(
+        name, size, deps.settings
+    )  # Athena over a Parquet copy (iterate.aws.large)
+    chunked = plan_upload(
+        deps.s3_client(), artifact_store(deps, run), run, stored, size, name, deps.settings,
+        parts="parquet" if engine else "arrow",
+    )  # fmt: skip
     if chunked is not None:
-        logger.info("read in chunks", chunks=chunked.count, size=size)
+        logger.info("read in chunks", chunks=chunked.count, size=size, engine=engine)
         with contextlib.suppress(RunTransitionError):
             repo.update_progress(
                 run.runId, step="profile", percent=1, message=f"reading in {chunked.count} chunks"
             )
-        return ProfileOutput(run=run, chunked=chunked)
+        return ProfileOutput(run=run, chunked=chunked, engine=EngineLoop() if engine else None)
+    if size > deps.settings.max_file_bytes:  # the engine path's limit let it in, but it is read in one pass
+        _sized_upload(deps, run.source, name, allowed=deps.settings.max_file_bytes)
     work = Path(tempfile.mkdtemp(prefix="iterate-", dir=deps.work_dir))
     try:
         local = work / name
