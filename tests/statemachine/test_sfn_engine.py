@@ -113,9 +113,10 @@ def test_a_large_upload_runs_on_athena_with_the_local_engine_paths_results(
     assert profile["duplicates"]["exactRows"] == local.profile.duplicates.exactRows
     # And the content identity is S3's own checksum of the object, not a hash the function streamed
     assert profile["contentHash"].startswith("s3-sha256-")
-    # And the step's record keeps what Athena scanned
+    # And every EngineStep round is booked in the run's infrastructure estimate (the profile step's share)
     record = DynamoRunRepository(machine["table"], "alice").get_run(output["run"]["runId"])
     assert record is not None and record["status"] == "SUCCEEDED"
+    assert int(record["stepInfra"]["profile"]["lambdaInvocations"]) == rounds + 1
 
 
 def test_a_range_the_engine_cannot_read_alone_fails_the_run_naming_it(

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from iterate.aws import cost as cost_model
 from iterate.aws.payloads import (
     PARTIAL_TAG_KEY,
     PARTIAL_TAG_VALUE,
@@ -430,6 +431,7 @@ def engine_step(payload: EngineStepInput, deps: Any) -> EngineLoop:
     s3 = deps.s3_client()
     settings = deps.settings
     started = time.perf_counter()
+    meter = cost_model.StepMeter.start(cost_model.TRANSITIONS["engine_round"])
     done: dict[str, Any] = json.loads(store.get_bytes(DONE)) if store.exists(DONE) else {}
     if loop.ran is not None and loop.key:
         done[loop.key] = loop.ran
@@ -441,22 +443,24 @@ def engine_step(payload: EngineStepInput, deps: Any) -> EngineLoop:
     )
     source = AthenaSource(s3, catalog, run, plan, done)
     timings: dict[str, float] = {}
+    name = PurePosixPath(chunked.fileName).stem
     try:
-        summaries = summarize(source, sample_rows=settings.engine_sample_rows)
-        if summaries.n_rows == 0:
-            raise EngineInputError("the file has no data rows")
-        info = SourceInfo(
-            path=chunked.fileName,
-            format=plan["format"],
-            size_bytes=chunked.size,
-            content_hash=plan["contentHash"],
-        )
+        # Every round is the profile step's: its progress, a cancelled run refused, its cost booked.
         with steps.running_step(deps, run, "profile", task="engine") as ctx:
+            summaries = summarize(source, sample_rows=settings.engine_sample_rows)
+            if summaries.n_rows == 0:
+                raise EngineInputError("the file has no data rows")
+            info = SourceInfo(
+                path=chunked.fileName,
+                format=plan["format"],
+                size_bytes=chunked.size,
+                content_hash=plan["contentHash"],
+            )
             result = decide_and_count(
                 summaries,
                 info,
                 lambda projected: count_and_flag(source, projected),
-                name=PurePosixPath(chunked.fileName).stem,
+                name=name,
                 timings=timings,
             )
             result.statements_s = {
@@ -465,14 +469,17 @@ def engine_step(payload: EngineStepInput, deps: Any) -> EngineLoop:
                 "athenaBytesScanned": float(sum(int(d.get("bytes") or 0) for d in done.values())),
             }
             summary = write_engine_result(
-                ctx,
-                result,
-                started=started,
-                name=PurePosixPath(chunked.fileName).stem,
-                source_file=chunked.fileName,
+                ctx, result, started=started, name=name, source_file=chunked.fileName
             )
     except QueryNeeded as needed:
         store.put_bytes(PLAN, json.dumps(plan).encode(), content_type="application/json")
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        steps.book_infra(
+            steps.repository(deps, run.owner),
+            run.runId,
+            "profile",
+            meter.finish(elapsed_ms, deps.config.function_memory_mb),
+        )
         return EngineLoop(names=plan["names"], query=needed.query, key=needed.key)
     catalog.drop([plan["names"]["parts"], plan["names"]["offsets"], *plan.get("registered", {})])
     return EngineLoop(names=plan["names"], done=True, summary=steps._jsonable(summary))
