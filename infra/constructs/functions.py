@@ -47,6 +47,7 @@ class FunctionSpec:
     # Deletes every version of objects under these prefixes (DELETE /datasets/{id}): it lists versions there.
     s3_delete: tuple[str, ...] = ()
     tagged_writes: bool = False  # its PUTs carry object tags (a lifecycle rule expires them by tag)
+    multipart: bool = False  # aborts the multipart uploads it started under its s3_write prefixes
     llm: bool = False  # may read the Anthropic key secret
     events: bool = False  # puts the run-completion event on the default bus
     sandbox: bool = False  # isolated VPC, no AWS permissions, no table/bucket settings
@@ -227,6 +228,7 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         timeout_s=API_TIMEOUT_S,
         s3_read=(ARTIFACTS, UPLOADS),  # presigned report links; the size of an upload a run is started on
         s3_write=(UPLOADS,),  # presigned upload URLs: the only writer of uploads/ is the caller's PUT
+        multipart=True,  # a file past 5 GB goes in as a multipart upload (iterate.aws.uploads)
         s3_delete=(UPLOADS, ARTIFACTS, VERSIONS, LIBRARY),  # DELETE /datasets/{id}: all a dataset stored
         in_state_machine=False,
     ),
@@ -440,6 +442,7 @@ class FunctionsConstruct(Construct):
             )
         for prefix in spec.s3_write:
             actions = ["s3:PutObject", "s3:PutObjectTagging"] if spec.tagged_writes else ["s3:PutObject"]
+            actions += ["s3:AbortMultipartUpload"] if spec.multipart else []
             role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[storage.objects(prefix)]))
         for prefix in spec.s3_delete:
             # The bucket is versioned: a dataset is gone only when every version and delete marker is.

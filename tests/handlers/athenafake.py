@@ -67,11 +67,15 @@ def _read_columns(query: str, tables: dict[str, list[Path]]) -> dict[str, set[st
     tree = sqlglot.parse_one(query, read="trino")
     view = tree.find(exp.CTE)
     outer = tree.copy()
-    with_ = outer.args.get("with")
-    if with_ is not None:
-        outer.set("with", None)
+    for key in (
+        "with",
+        "with_",
+    ):  # the CTE's own columns are not the statement's (sqlglot names the arg either way)
+        if outer.args.get(key) is not None:
+            outer.set(key, None)
     used: dict[str, set[str] | None] = {}
-    star = any(True for _ in outer.find_all(exp.Star))
+    # `SELECT *` reads every column; COUNT(*) reads none
+    star = any(not isinstance(s.parent, exp.Count) for s in outer.find_all(exp.Star))
     referenced = {c.name for c in outer.find_all(exp.Column)}
     if view is not None:
         aliases = {s.alias_or_name: {c.name for c in s.find_all(exp.Column)} for s in view.this.expressions}
