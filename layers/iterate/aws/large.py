@@ -281,59 +281,51 @@ def _list(s3: Any, bucket: str, prefix: str) -> list[str]:
 
 
 def count_and_flag(source: AthenaSource, projected: list[Projection]) -> Counted:
-    """Each issue's cells over every row (`flags_by_keys` against the issue's keys registered as a table): the
-    cells of issues that flag in one statement (flags.csv and their counts), the facts' counts in one more."""
+    """Each issue's cells over every row (`flags_by_keys` against the issue's keys registered as a table): every
+    issue's counts in one statement, then the cells of the issues that flag in one more (flags.csv). The counts
+    come first so that the flags, the one result that grows with the rows, are read by the last round only."""
     from iterate.engine.project import Counted
 
     live = [p for p in projected if p.keys]
     counted = Counted()
     if not live:
         return counted
+    joins: list[str] = []
     flagging: list[str] = []
-    facts: list[str] = []
     for i, p in enumerate(live):
         keys = pa.table({"k": pa.array(p.keys, pa.string()), "score": pa.array(p.scores, pa.float64())})
         source.register(f"keys_{i}", keys)
         joined = sql.flags_by_keys(p.key_columns, f"keys_{i}", p.column, p.issue_id).sql("duckdb")
-        (flagging if p.flag else facts).append(joined)
+        joins.append(joined)
+        if p.flag:
+            flagging.append(joined)
+    # One column: a row holds one cell of it; several: a row is counted once (COUNT DISTINCT either way).
+    counts = source.arrow(
+        sql._parse(
+            "issue_counts",
+            f"SELECT issue_id, COUNT(*) AS cells, COUNT(DISTINCT row) AS rows FROM ({' UNION ALL '.join(joins)}) "
+            "AS u GROUP BY issue_id",
+        )
+    ).to_pylist()
+    for r in counts:
+        counted.cells[r["issue_id"]], counted.rows[r["issue_id"]] = int(r["cells"]), int(r["rows"])
     if flagging:
         flags = source.arrow(sql._parse("flags", " UNION ALL ".join(flagging)))
         if flags.num_rows:
-            flags = flags.select(["row", "col", "issue_id", "score"]).rename_columns(
-                ["row", "column", "issue_id", "score"]
+            schema = pa.schema(
+                [
+                    ("row", pa.int64()),
+                    ("column", pa.string()),
+                    ("issue_id", pa.string()),
+                    ("score", pa.float64()),
+                ]
             )
-            flags = flags.cast(
-                pa.schema(
-                    [
-                        ("row", pa.int64()),
-                        ("column", pa.string()),
-                        ("issue_id", pa.string()),
-                        ("score", pa.float64()),
-                    ]
-                )
-            ).sort_by([("row", "ascending"), ("column", "ascending"), ("issue_id", "ascending")])
-            per = flags.group_by("issue_id").aggregate([("row", "count"), ("row", "count_distinct")])
-            for fid, cells, rows in zip(
-                per["issue_id"].to_pylist(),
-                per["row_count"].to_pylist(),
-                per["row_count_distinct"].to_pylist(),
-                strict=True,
-            ):
-                counted.cells[fid], counted.rows[fid] = int(cells), int(rows)
-            counted.flags = flags
-    fact_ids = {p.issue_id for p in live if not p.flag} - set(counted.rows)
-    if facts and fact_ids:
-        union = " UNION ALL ".join(facts)
-        got = source.arrow(
-            sql._parse(
-                "fact_counts",
-                f"SELECT issue_id, COUNT(*) AS cells, COUNT(DISTINCT row) AS rows FROM ({union}) AS u "
-                "GROUP BY issue_id",
+            flags = (
+                flags.select(["row", "col", "issue_id", "score"]).rename_columns(schema.names).cast(schema)
             )
-        ).to_pylist()
-        for r in got:
-            if r["issue_id"] in fact_ids:
-                counted.cells[r["issue_id"]], counted.rows[r["issue_id"]] = int(r["cells"]), int(r["rows"])
+            counted.flags = flags.sort_by(
+                [("row", "ascending"), ("column", "ascending"), ("issue_id", "ascending")]
+            )
     for i in range(len(live)):
         source.unregister(f"keys_{i}")
     return counted
