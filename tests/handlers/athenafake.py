@@ -161,14 +161,49 @@ def _backend(region: str) -> Any:
     return athena_backends[DEFAULT_ACCOUNT_ID][region]
 
 
+def _task_failed(env: Any, task: Any, cause: dict[str, Any]) -> Exception:
+    import json
+
+    from moto.stepfunctions.parser.api import HistoryEventType, TaskFailedEventDetails
+    from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (
+        FailureEvent,
+        FailureEventException,
+    )
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
+    from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import (
+        StatesErrorNameType,
+    )
+    from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+
+    return FailureEventException(
+        FailureEvent(
+            env=env,
+            error_name=StatesErrorName(typ=StatesErrorNameType.StatesTaskFailed),
+            event_type=HistoryEventType.TaskFailed,
+            event_details=EventDetails(
+                taskFailedEventDetails=TaskFailedEventDetails(
+                    resource=task._get_sfn_resource(),
+                    resourceType=task._get_sfn_resource_type(),
+                    error=StatesErrorNameType.StatesTaskFailed.to_name(),
+                    cause=json.dumps(cause),
+                )
+            ),
+        )
+    )
+
+
 def executions() -> list[Any]:
     """Every query execution moto's Athena recorded."""
     return list(_backend(REGION).executions.values())
 
 
 @contextlib.contextmanager
-def athena_sync(record: AthenaRecord | None = None) -> Iterator[AthenaRecord]:
-    """moto's Step Functions interpreter with an `athena:startQueryExecution.sync` integration (see above)."""
+def athena_sync(
+    record: AthenaRecord | None = None, *, cutoff_bytes: int | None = None
+) -> Iterator[AthenaRecord]:
+    """moto's Step Functions interpreter with an `athena:startQueryExecution.sync` integration (see above).
+    `cutoff_bytes`: the workgroup's per-query scan limit; a statement past it ends FAILED, as Athena cancels it,
+    and the Task fails with States.TaskFailed and the execution as its cause (what Step Functions does)."""
     from moto.stepfunctions.parser.asl.component.state.exec.state_task import state_task_factory
     from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.resource import (
         ResourceCondition,
@@ -228,6 +263,19 @@ def athena_sync(record: AthenaRecord | None = None) -> Iterator[AthenaRecord]:
                 if execution.status in ("SUCCEEDED", "FAILED", "CANCELLED"):
                     break
             ran = next(q for q in record.queries if q["id"] == started["QueryExecutionId"])
+            if cutoff_bytes is not None and ran["bytes"] > cutoff_bytes:
+                raise _task_failed(
+                    env,
+                    self,
+                    {
+                        "QueryExecutionId": execution.id,
+                        "Status": {
+                            "State": "FAILED",
+                            "StateChangeReason": "Query cancelled! Bytes scanned limit was exceeded",
+                        },
+                        "Statistics": {"DataScannedInBytes": ran["bytes"]},
+                    },
+                )
             env.stack.append(
                 {
                     "QueryExecution": {

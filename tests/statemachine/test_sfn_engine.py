@@ -52,12 +52,17 @@ def _engine_env(monkeypatch: pytest.MonkeyPatch) -> None:
     reset_caches()
 
 
-def _run(machine: dict[str, Any], body: bytes, dataset: str) -> tuple[dict[str, Any], Any, Any]:
+def _run(
+    machine: dict[str, Any], body: bytes, dataset: str, *, cutoff_bytes: int | None = None
+) -> tuple[dict[str, Any], Any, Any]:
     key = f"uploads/alice/{dataset}/orders.csv"
     version = machine["s3"].put_object(Bucket=BUCKET, Key=key, Body=body, ChecksumAlgorithm="SHA256")[
         "VersionId"
     ]
-    with athena_sync() as athena, route_lambdas({"sandbox": load_handler("sandbox").lambda_handler}) as calls:
+    with (
+        athena_sync(cutoff_bytes=cutoff_bytes) as athena,
+        route_lambdas({"sandbox": load_handler("sandbox").lambda_handler}) as calls,
+    ):
         done = run_execution(
             machine["sfn"], machine["arn"], object_created_event(BUCKET, key, version), timeout_s=120
         )
@@ -141,3 +146,18 @@ def test_a_range_the_engine_cannot_read_alone_fails_the_run_naming_it(
     ]
     assert failed, [r.get("reason") for r in runs if r.get("status") == "FAILED"]
     assert "EngineInputError" in str(failed[0]["error"])
+
+
+def test_a_statement_athena_cancels_at_the_scan_limit_fails_the_run_with_athenas_reason(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch, bench_csv: Path
+) -> None:
+    # Given a workgroup whose per-statement scan limit is smaller than the Parquet copy
+    _engine_env(monkeypatch)
+    # When the run reaches a statement that reads every column
+    done, _, athena = _run(machine, bench_csv.read_bytes(), "cutoff", cutoff_bytes=50_000)
+    # Then the run FAILED at that statement, its record naming Athena's reason
+    assert done["status"] == "FAILED"
+    assert athena.queries and athena.queries[-1]["bytes"] > 50_000
+    failed = [r for r in machine["table"].scan()["Items"] if r.get("status") == "FAILED"]
+    assert len(failed) == 1 and failed[0]["error"] == "States.TaskFailed"
+    assert "Bytes scanned limit was exceeded" in str(failed[0]["reason"])
