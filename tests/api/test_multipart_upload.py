@@ -81,3 +81,59 @@ def test_a_size_past_what_a_run_takes_is_refused_before_any_upload(call: Any, wo
     assert not world["s3"].list_multipart_uploads(Bucket=BUCKET).get("Uploads")
     # And another owner cannot start one on this dataset
     assert call("POST", f"/datasets/{csv_dataset}/uploads", owner="bob", body={"size": 10})[0] == 404
+
+
+def _assume_role_calls() -> tuple[list[dict[str, Any]], Any]:
+    """Record every sts:AssumeRole a client makes (moto accepts any trust; the test checks what is asked)."""
+    from unittest import mock
+
+    from botocore.client import BaseClient
+
+    seen: list[dict[str, Any]] = []
+    real = BaseClient._make_api_call
+
+    def recording(self: Any, operation: str, params: dict[str, Any]) -> Any:
+        if operation == "AssumeRole":
+            seen.append(params)
+        return real(self, operation, params)
+
+    return seen, mock.patch.object(BaseClient, "_make_api_call", recording)
+
+
+def test_a_file_in_the_owners_bucket_is_analysed_through_the_role_they_grant(
+    call: Any, world: dict[str, Any]
+) -> None:
+    # Given an object in the owner's own bucket and a role of theirs
+    world["s3"].create_bucket(Bucket="customer-data")
+    body = b"id,amount\n1,10\n2,20\n"
+    version = (
+        world["s3"].put_object(Bucket="customer-data", Key="exports/orders.csv", Body=body).get("VersionId")
+    )
+    role = "arn:aws:iam::123456789012:role/iterate-reader"
+    _, created = call("POST", "/datasets", body={"name": "Theirs", "fileName": "orders.csv"})
+    dataset = created["dataset"]["datasetId"]
+    # When the owner asks for it to be analysed where it is
+    seen, patched = _assume_role_calls()
+    with patched:
+        status, run = call(
+            "POST",
+            f"/datasets/{dataset}/imports",
+            body={"uri": "s3://customer-data/exports/orders.csv", "roleArn": role},
+        )
+    # Then the run is queued on that object, read through the role with the owner's external id
+    assert status == 202, run
+    assert run["status"] == "QUEUED"
+    assert seen and {(p["RoleArn"], p["ExternalId"]) for p in seen} == {(role, "iterate-alice")}
+    from iterate.storage.dynamo import DynamoRunRepository
+
+    queued = DynamoRunRepository(world["table"], "alice").get_run(run["runId"])
+    assert queued is not None and queued["source"]["bucket"] == "customer-data"
+    assert queued["source"]["roleArn"] == role and queued["source"].get("versionId") == version
+    # And a missing object, a malformed role or another owner's dataset are refused before any run
+    missing = {"uri": "s3://customer-data/exports/none.csv", "roleArn": role}
+    status, problem = call("POST", f"/datasets/{dataset}/imports", body=missing)
+    assert status == 422 and "s3:GetObject" in str(problem) and "iterate-alice" in str(problem)
+    bad_role = {"uri": "s3://customer-data/exports/orders.csv", "roleArn": "arn:aws:iam::1:user/x"}
+    assert call("POST", f"/datasets/{dataset}/imports", body=bad_role)[0] == 422
+    theirs = {"uri": "s3://customer-data/exports/orders.csv", "roleArn": role}
+    assert call("POST", f"/datasets/{dataset}/imports", owner="bob", body=theirs)[0] == 404

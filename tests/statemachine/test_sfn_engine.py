@@ -161,3 +161,76 @@ def test_a_statement_athena_cancels_at_the_scan_limit_fails_the_run_with_athenas
     failed = [r for r in machine["table"].scan()["Items"] if r.get("status") == "FAILED"]
     assert len(failed) == 1 and failed[0]["error"] == "States.TaskFailed"
     assert "Bytes scanned limit was exceeded" in str(failed[0]["reason"])
+
+
+def test_a_file_in_the_owners_bucket_is_read_through_their_role_by_every_step_that_reads_it(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch, bench_csv: Path
+) -> None:
+    # Given the bench file in the owner's own bucket, and a run asked for on it with their role
+    _engine_env(monkeypatch)
+    machine["s3"].create_bucket(Bucket="customer-data")
+    machine["s3"].put_object(
+        Bucket="customer-data",
+        Key="exports/orders.csv",
+        Body=bench_csv.read_bytes(),
+        ChecksumAlgorithm="SHA256",
+    )
+    role = "arn:aws:iam::123456789012:role/iterate-reader"
+    request = {
+        "trigger": "api",
+        "owner": "alice",
+        "datasetId": "theirs",
+        "runId": "r-theirs",
+        "source": {"bucket": "customer-data", "key": "exports/orders.csv", "roleArn": role},
+    }
+    # When the state machine runs it on the engine path
+    with athena_sync(), route_lambdas({"sandbox": load_handler("sandbox").lambda_handler}) as calls:
+        done = run_execution(machine["sfn"], machine["arn"], request, timeout_s=120)
+    # Then it SUCCEEDED, and the steps that read the file assumed the owner's role to do it
+    assert done["status"] == "SUCCEEDED", calls.failures
+    assumed = {
+        function for function, service, op, _ in calls.aws_calls if (service, op) == ("sts", "AssumeRole")
+    }
+    assert {"profile", "chunk"} <= assumed
+    # And everything the run wrote is in Iterate's bucket; the owner's bucket holds only their file
+    listed = machine["s3"].list_objects_v2(Bucket="customer-data")["Contents"]
+    assert [o["Key"] for o in listed] == ["exports/orders.csv"]
+    prefix = json.loads(done["output"])["run"]["prefix"]
+    assert machine["s3"].head_object(Bucket=BUCKET, Key=prefix + "flags.csv")["ContentLength"] > 0
+
+
+def test_a_run_on_the_engine_path_can_be_fixed_its_input_known_by_s3s_checksum(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from awsenv import admit_queued
+    from test_sfn_ways_in import _api, _wait_for_end
+
+    # Given the sample orders analysed on the engine path (32 KiB ranges), its identity S3's checksum
+    sample = (REPO / "samples" / "orders.csv").read_bytes()
+    monkeypatch.setenv("ITERATE_STATE_MACHINE_ARN", machine["arn"])
+    monkeypatch.setenv("ITERATE_CHUNK_BYTES", str(32 * 1024))
+    monkeypatch.setenv("ITERATE_ENGINE", "always")
+    reset_caches()
+    with athena_sync(), route_lambdas() as calls:
+        _, created = _api("POST", "/datasets", {"name": "Orders", "fileName": "orders.csv"})
+        dataset_id, key = created["dataset"]["datasetId"], created["upload"]["key"]
+        version = machine["s3"].put_object(Bucket=BUCKET, Key=key, Body=sample, ChecksumAlgorithm="SHA256")[
+            "VersionId"
+        ]
+        DynamoRunRepository(machine["table"], "alice").record_upload(
+            dataset_id, {"bucket": BUCKET, "key": key, "versionId": version}
+        )
+        _, queued = _api("POST", f"/datasets/{dataset_id}/runs", {})
+        assert admit_queued() == [queued["runId"]]
+        arn = machine["arn"].replace(":stateMachine:", ":execution:")
+        assert _wait_for_end(machine["sfn"], f"{arn}:{queued['runId']}")["status"] == "SUCCEEDED"
+        # When its quick fixes are applied
+        status, job = _api(
+            "POST", f"/runs/{queued['runId']}/fixes", {"quick": True, "confirm": ["drop", "clear"]}
+        )
+        assert status == 202, job
+        status, fixed = _api("GET", job["statusUrl"])
+    # Then the worker recognised the run's input by S3's checksum and wrote the version
+    assert any(name == "chunk" for name, _ in calls)  # the run did take the engine path
+    assert status == 200 and fixed["status"] == "SUCCEEDED", fixed
+    assert fixed["version"]["issuesApplied"]

@@ -1,15 +1,22 @@
-"""Multipart uploads for files past the presigned POST's 5 GB (iterate.aws.uploads): start, complete, abort."""
+"""Big files in: multipart uploads past the presigned POST's 5 GB (iterate.aws.uploads: start, complete,
+abort), and runs on an object already in the owner's bucket, read through a role they grant
+(iterate.aws.sources)."""
 
 from __future__ import annotations
 
+import re
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from pydantic import Field
 
-from iterate.api.common import PRESIGN_UPLOAD_S, UnprocessableError, responses
+from iterate.api.common import PRESIGN_UPLOAD_S, UnprocessableError, owner_of, responses, start_run_on
+from iterate.api.models import FILE_NAME_PATTERN, Run
 from iterate.aws import uploads
+from iterate.aws.payloads import S3ObjectRef
+from iterate.aws.sources import ROLE_ARN, S3_URI, SourceAccessError, external_id, parse_s3_uri, source_client
 from iterate.contracts.base import Contract
 from iterate.engine.route import ENGINE_FORMATS
 
@@ -41,6 +48,20 @@ class CompleteUploadRequest(Contract):
     )
 
 
+class ImportRequest(Contract):
+    uri: str = Field(
+        max_length=1100,
+        pattern=S3_URI.pattern,
+        description="s3://bucket/key of the file in the owner's bucket",
+    )
+    roleArn: str = Field(
+        max_length=600,
+        pattern=ROLE_ARN.pattern,
+        description="a role in the owner's account that Iterate may assume with sts:ExternalId iterate-<owner> "
+        "(the caller's user id) and that may s3:GetObject the file",
+    )
+
+
 class CompletedUpload(Contract):
     key: str
     versionId: str | None = None
@@ -62,7 +83,47 @@ def register_uploads(
     app: APIGatewayRestResolver,
     get_deps: Callable[[], Any],
     require_dataset: Callable[[str], dict[str, Any]],
+    repo: Callable[[], Any],
 ) -> None:
+    @app.post(
+        "/datasets/<dataset_id>/imports",
+        summary="Analyse a file already in the owner's bucket, read where it is through a role the owner grants",
+        responses=responses(202, Run, 404),
+    )
+    def import_object(dataset_id: str, body: ImportRequest) -> tuple[Run, int]:
+        from botocore.exceptions import ClientError
+
+        deps = get_deps()
+        owner = owner_of(app)
+        require_dataset(dataset_id)
+        bucket, key = parse_s3_uri(body.uri)
+        if re.match(FILE_NAME_PATTERN, key.rsplit("/", 1)[-1]) is None:
+            raise UnprocessableError(
+                "the file's name must end in .csv, .tsv, .txt, .parquet, .jsonl, .json or .xlsx", field="uri"
+            )
+        source = S3ObjectRef(bucket=bucket, key=key, roleArn=body.roleArn)
+        try:
+            head = source_client(deps, source, owner).head_object(Bucket=bucket, Key=key)
+        except SourceAccessError as exc:
+            raise UnprocessableError(str(exc), field="roleArn") from None
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            raise UnprocessableError(
+                f"the role cannot read {body.uri} ({code}): it must allow s3:GetObject on it (external id "
+                f"{external_id(owner)!r})",
+                field="uri",
+            ) from None
+        size, allowed = int(head["ContentLength"]), max_upload_bytes(key, deps.settings)
+        if size > allowed:
+            raise UnprocessableError(
+                f"the file is {size:,} bytes, more than the {allowed:,} a run takes", field="uri"
+            )
+        version = head.get("VersionId")
+        if version and version != "null":  # the run reads this exact version, as for an upload
+            source = source.model_copy(update={"versionId": version})
+        run_id = f"r{uuid.uuid4().hex[:24]}"
+        return start_run_on(deps, repo(), owner, dataset_id, run_id, source, None), 202
+
     @app.post(
         "/datasets/<dataset_id>/uploads",
         summary="Start a multipart upload of the dataset's file (any size a run takes): one presigned PUT per part",

@@ -142,10 +142,11 @@ def plan_upload(
     )
 
 
-def parse_chunk(payload: ChunkInput, s3: Any) -> ChunkOutput:
-    """One range: its bytes in one ranged GET, parsed with the single pass's options, stored as a partial."""
+def parse_chunk(payload: ChunkInput, s3: Any, *, source_s3: Any = None) -> ChunkOutput:
+    """One range: its bytes in one ranged GET (`source_s3`: the client that reads the upload, when it is not
+    `s3`), parsed with the single pass's options, stored as a partial."""
     item, parse, run = payload.chunk, payload.parse, payload.run
-    data = ObjectRanges(s3, payload.source, item.end)(item.start, item.end - item.start)
+    data = ObjectRanges(source_s3 or s3, payload.source, item.end)(item.start, item.end - item.start)
     options = functools.partial(
         chunk_options, Dialect(parse.delimiter, parse.quotechar), parse.width, parse.encoding
     )

@@ -37,6 +37,7 @@ from iterate.aws.payloads import (
     EngineStepInput,
     RunState,
 )
+from iterate.aws.sources import content_identity
 from iterate.engine import statements as sql
 
 if TYPE_CHECKING:
@@ -85,20 +86,6 @@ def allowed_bytes(file_name: str, settings: Settings) -> int:
     if routes_to_engine(file_name, settings.engine_max_bytes, settings):
         return max(settings.engine_max_bytes, settings.max_file_bytes)
     return settings.max_file_bytes
-
-
-def content_identity(head: dict[str, Any]) -> str:
-    """The object's identity from S3's own checksums (HeadObject with ChecksumMode=ENABLED), never from
-    streaming its bytes: the SHA-256 S3 verified at upload (full object, or per part for a multipart upload:
-    `-N`), else the ETag (an MD5 for a single PUT, the MD5 of the parts' MD5s for a multipart one), with the
-    version id where the bucket keeps versions."""
-    version = head.get("VersionId")
-    suffix = f"@{version}" if version and version != "null" else ""
-    checksum = head.get("ChecksumSHA256")
-    if checksum:
-        kind = str(head.get("ChecksumType") or "FULL_OBJECT").lower()
-        return f"s3-sha256-{kind}:{checksum}{suffix}"
-    return f"s3-etag:{str(head.get('ETag', '')).strip(chr(34))}{suffix}"
 
 
 def glue_names(run: RunState) -> dict[str, str]:
@@ -356,7 +343,13 @@ def _offsets(s3: Any, run: RunState, count: int) -> list[int]:
 
 
 def _plan(
-    deps_s3: Any, catalog: Catalog, store: Any, run: RunState, chunked: ChunkedRead, settings: Settings
+    deps_s3: Any,
+    source_s3: Any,
+    catalog: Catalog,
+    store: Any,
+    run: RunState,
+    chunked: ChunkedRead,
+    settings: Settings,
 ) -> dict[str, Any]:
     """The first round: the file's column names (its head), each range's first row, the run's tables."""
     from iterate.aws.chunks import ObjectRanges
@@ -366,7 +359,7 @@ def _plan(
     text = text_layout(
         PurePosixPath(chunked.fileName),  # type: ignore[arg-type]
         chunked.size,
-        ObjectRanges(deps_s3, chunked.source, chunked.size),
+        ObjectRanges(source_s3, chunked.source, chunked.size),
         limits=ReadLimits.from_settings(settings),
     )
     if text is None:
@@ -391,7 +384,7 @@ def _plan(
     offsets_prefix = run.prefix + TABLES + names["offsets"] + "/"
     deps_s3.put_object(Bucket=run.bucket, Key=offsets_prefix + "data.parquet", Body=_parquet_bytes(offsets))
     catalog.register(names["offsets"], offsets_prefix, [("chunk", "int"), ("start", "bigint")])
-    head = deps_s3.head_object(
+    head = source_s3.head_object(
         Bucket=chunked.source.bucket,
         Key=chunked.source.key,
         ChecksumMode="ENABLED",
@@ -412,6 +405,7 @@ def engine_step(payload: EngineStepInput, deps: Any) -> EngineLoop:
     """One round of the engine path on Athena: the next statement to run, or (once every result is in S3)
     the profile step's artifacts written as the engine path writes them locally."""
     from iterate.aws import steps
+    from iterate.aws.sources import source_client
     from iterate.engine.pipeline import write_engine_result
     from iterate.engine.step import decide_and_count
     from iterate.engine.summaries import summarize
@@ -431,7 +425,7 @@ def engine_step(payload: EngineStepInput, deps: Any) -> EngineLoop:
     plan = (
         json.loads(store.get_bytes(PLAN))
         if loop.ran is not None
-        else _plan(s3, catalog, store, run, chunked, settings)
+        else _plan(s3, source_client(deps, chunked.source, run.owner), catalog, store, run, chunked, settings)
     )
     source = AthenaSource(s3, catalog, run, plan, done)
     timings: dict[str, float] = {}

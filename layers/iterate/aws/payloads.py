@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from iterate.contracts import CodeInvestigation, StopReason
 from iterate.contracts.base import Contract
@@ -34,6 +34,18 @@ class S3ObjectRef(Contract):
     bucket: str
     key: str
     versionId: str | None = None
+    roleArn: str | None = Field(
+        default=None,
+        description="an object in the owner's bucket: the role Iterate assumes to read it (iterate.aws.sources)",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_absent_role(self, handler: Any) -> Any:
+        # An upload's reference (every run before owners' buckets) keeps its shape: no "roleArn": null in records.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("roleArn") is None:
+            data.pop("roleArn", None)
+        return data
 
 
 # --- what starts a run --------------------------------------------------------------------------
