@@ -11,14 +11,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from infra.constructs.storage import ATHENA_OUTPUT
 from infra.nag import acknowledge_wildcard
 
 # Athena stops a statement that would scan more than this (its own per-query limit; the run then ends FAILED
 # with Athena's error as its reason). A statement reads the Parquet copy's columns it needs once: 1 TB covers
 # the copy of the largest upload the engine path takes (ITERATE_ENGINE_MAX_BYTES, 200 GB of CSV) many times.
 BYTES_SCANNED_CUTOFF = 10**12
-# Where the workgroup keeps each query's own output (the engine's results are UNLOADed under the run's prefix).
-ATHENA_OUTPUT = "artifacts/_athena/"
 # What the statements read (a run's Parquet parts, its small tables) and write (the UNLOADs' results).
 ENGINE_READS = ("artifacts/*/*/*/chunks/parquet/", "artifacts/*/*/*/engine/tables/")
 ENGINE_WRITES = ("artifacts/*/*/*/engine/results/", ATHENA_OUTPUT)

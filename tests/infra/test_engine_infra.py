@@ -24,6 +24,15 @@ def test_the_engine_workgroup_encrypts_results_and_caps_each_statements_scan(syn
     assert config["ResultConfiguration"]["EncryptionConfiguration"]["EncryptionOption"] == "SSE_S3"
     assert config["BytesScannedCutoffPerQuery"] == 10**12
     assert config["PublishCloudWatchMetricsEnabled"] is True
+    # And Athena's own output under it expires (the results a run keeps are under the run's prefix)
+    output = config["ResultConfiguration"]["OutputLocation"]
+    rules = [
+        r
+        for b in synth.of_type("AWS::S3::Bucket").values()
+        for r in b["Properties"].get("LifecycleConfiguration", {}).get("Rules", [])
+    ]
+    expiring = [r for r in rules if r.get("Prefix") and json.dumps(output).endswith(r["Prefix"] + '"]]}')]
+    assert expiring and expiring[0]["ExpirationInDays"] == 7
     # And the state machine's substitutions name exactly them
     (sm,) = synth.of_type("AWS::StepFunctions::StateMachine").values()
     subs = sm["Properties"]["DefinitionSubstitutions"]
