@@ -49,8 +49,9 @@ bench-large: $(DEV) ## the engine path on a generated CSV (ROWS=50000000, ~10 GB
 engine-equivalence: $(DEV) ## the engine path against the single pass: flags per issue type and F1 on the study pairs (ARGS="FILE ..." for others)
 	$(BIN)/python scripts/engine_equivalence.py $(ARGS)
 
-bench-aws: $(DEV) ## a large bench CSV through the real state machine under moto, chunked (ROWS=200000); then the admission load test (1,000 uploads, 50 owners, one minute)
+bench-aws: $(DEV) ## under moto, the real state machine: a bench CSV chunked and merged (ROWS=200000); the engine path (Athena) on LARGE_ROWS=1000000 rows with its cost figures (bytes scanned, GB-s, requests); the admission load test
 	$(BIN)/python scripts/aws_chunked.py --rows $(or $(ROWS),200000)
+	$(BIN)/python scripts/aws_large.py --rows $(or $(LARGE_ROWS),1000000) --json out/bench-aws-large.json
 	$(BIN)/python scripts/admission_load.py
 
 bench-admission: $(DEV) ## the admission load test alone under moto: 1,000 uploads from 50 owners within a minute (ARGS="--uploads 200 ..."), runs queued, waits, invocations

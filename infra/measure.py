@@ -28,7 +28,8 @@ _AGENTS_PROBE = (
     "import iterate.pipeline\n"
 )
 INVOCATION_PROBES: dict[str, str] = {
-    "profile": _AGENTS_PROBE,
+    # EngineStep (the engine path on Athena) and the owner-role source client
+    "profile": _AGENTS_PROBE + "import iterate.aws.large\nimport iterate.aws.sources\n",
     "understand": _AGENTS_PROBE,
     "analyze": _AGENTS_PROBE,
     "investigate": _AGENTS_PROBE,

@@ -16,6 +16,7 @@ from infra.assets import REPO, BuiltLayer
 from infra.constructs.admission import AdmissionConstruct
 from infra.constructs.alerts import RegressionAlertsConstruct
 from infra.constructs.api import ApiConstruct
+from infra.constructs.engine import EngineConstruct
 from infra.constructs.functions import FUNCTION_SPECS, PROFILE_MEMORY_MB, FunctionsConstruct
 from infra.constructs.layers import LayersConstruct
 from infra.constructs.monitoring import MonitoringConstruct
@@ -174,6 +175,7 @@ class IterateStack(Stack):
             "console and updated here (functions re-read it within 5 minutes).",
         )
         self.layers = LayersConstruct(self, "Layers", assets=layer_assets)
+        self.engine = EngineConstruct(self, "Engine", bucket=self.storage.bucket)
         self.functions = FunctionsConstruct(
             self,
             "Functions",
@@ -206,6 +208,7 @@ class IterateStack(Stack):
             table=self.storage.table,
             bucket_name=self.storage.bucket.bucket_name,
             readable_objects=self.storage.objects(ARTIFACTS),
+            substitutions=self.engine.substitutions,
             map_concurrency=config.map_concurrency(),
             chunk_concurrency=config.chunk_concurrency,
             timeout=Duration.hours(config.run_timeout_hours),
@@ -213,6 +216,11 @@ class IterateStack(Stack):
             removal_policy=removal,
         )
         state_machine = self.orchestration.state_machine
+        # The engine path: EngineStep (the profile function) registers the run's tables, RunEngineQuery runs
+        # the statements on Athena with the state machine's rights (iterate.aws.large).
+        self.engine.grant_tables(fns["profile"].role)
+        fns["profile"].add_environment("ITERATE_ENGINE_DATABASE", self.engine.database_name)
+        self.engine.grant_queries(state_machine.role)
         self.admission = AdmissionConstruct(
             self, "Admission", function=fns["admission"], state_machine=state_machine
         )

@@ -1,5 +1,6 @@
-"""ProfileDataset / MergeChunks: claim the upload, create the run, profile the file (or cut it into chunks);
-merge the chunks the ProfileChunks Map parsed and profile the result."""
+"""ProfileDataset / MergeChunks / EngineStep: claim the upload, create the run, profile the file (or cut it
+into chunks); merge the chunks the ProfileChunks Map parsed and profile the result; or one round of the engine
+path on Athena over the Parquet copy the Map wrote."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from pydantic import TypeAdapter
 from iterate.aws import steps
 from iterate.aws.deps import AwsDeps, build_deps
 from iterate.aws.observability import logger, metrics, tracer
-from iterate.aws.payloads import MergeChunksInput, ProfileInput
+from iterate.aws.payloads import EngineStepInput, MergeChunksInput, ProfileInput
 
-# Both states call this one function; only MergeChunks' input has an "action" (and a run), so the models
+# Three states call this one function; MergeChunks' and EngineStep's inputs carry their "action", so the models
 # (extra fields forbidden) tell them apart.
-ProfileEvent = TypeAdapter(ProfileInput | MergeChunksInput)
+ProfileEvent = TypeAdapter(ProfileInput | MergeChunksInput | EngineStepInput)
 
 
 @lru_cache(maxsize=1)
@@ -29,6 +30,10 @@ def _deps() -> AwsDeps:
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     payload = ProfileEvent.validate_python(event)
+    if isinstance(payload, EngineStepInput):
+        from iterate.aws import large
+
+        return large.engine_step(payload, _deps()).model_dump(mode="json")
     if isinstance(payload, MergeChunksInput):
         return steps.merge_chunks(payload, _deps()).model_dump(mode="json")
     return steps.profile(payload, _deps(), execution_id=payload.executionId).model_dump(mode="json")

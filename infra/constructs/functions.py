@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy, Size
+from aws_cdk import Aws, Duration, RemovalPolicy, Size
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
@@ -47,6 +47,9 @@ class FunctionSpec:
     # Deletes every version of objects under these prefixes (DELETE /datasets/{id}): it lists versions there.
     s3_delete: tuple[str, ...] = ()
     tagged_writes: bool = False  # its PUTs carry object tags (a lifecycle rule expires them by tag)
+    multipart: bool = False  # aborts the multipart uploads it started under its s3_write prefixes
+    # Reads a run's source in the owner's own bucket through the role the owner grants (iterate.aws.sources).
+    reads_owner_sources: bool = False
     llm: bool = False  # may read the Anthropic key secret
     events: bool = False  # puts the run-completion event on the default bus
     sandbox: bool = False  # isolated VPC, no AWS permissions, no table/bucket settings
@@ -74,6 +77,8 @@ class FunctionSpec:
 
 
 PIPELINE = ("powertools", "iterate")
+# The roles owners grant for data in their own buckets (any account: the owner's trust policy decides).
+OWNER_ROLES = f"arn:{Aws.PARTITION}:iam::*:role/*"
 # The profile function's memory by default: it merges a large upload's chunks and profiles the whole table.
 PROFILE_MEMORY_MB = 4096
 # The agent steps need the LLM SDK, and also pandas/pyarrow: the engine's offline agents (used when no key is
@@ -91,6 +96,7 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         s3_read=(UPLOADS, ARTIFACTS, VERSIONS),  # versions/: a run started on a fixed version
         s3_write=(ARTIFACTS,),
         ephemeral_mb=4096,  # the source file is downloaded to /tmp before pyarrow reads it
+        reads_owner_sources=True,
     ),
     # One byte range of a large upload per invocation (the ProfileChunks Map): a ranged GET of the upload,
     # its encoded columns PUT under the run's chunks/. Measured per range (scripts/aws_chunked.py,
@@ -104,6 +110,7 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         s3_read=(UPLOADS, VERSIONS),  # the upload itself (versions/: a run started on a fixed version)
         s3_write=(CHUNKS,),  # it reads nothing back: no GetObject there
         tagged_writes=True,  # partials are tagged: the bucket's lifecycle expires them after a day or two
+        reads_owner_sources=True,
     ),
     FunctionSpec(
         "understand",
@@ -217,6 +224,7 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         memory_mb=256,
         timeout_s=60,
         s3_read=(UPLOADS, VERSIONS),
+        reads_owner_sources=True,
         in_state_machine=False,
     ),
     FunctionSpec(
@@ -227,6 +235,8 @@ FUNCTION_SPECS: tuple[FunctionSpec, ...] = (
         timeout_s=API_TIMEOUT_S,
         s3_read=(ARTIFACTS, UPLOADS),  # presigned report links; the size of an upload a run is started on
         s3_write=(UPLOADS,),  # presigned upload URLs: the only writer of uploads/ is the caller's PUT
+        multipart=True,  # a file past 5 GB goes in as a multipart upload (iterate.aws.uploads)
+        reads_owner_sources=True,
         s3_delete=(UPLOADS, ARTIFACTS, VERSIONS, LIBRARY),  # DELETE /datasets/{id}: all a dataset stored
         in_state_machine=False,
     ),
@@ -440,6 +450,7 @@ class FunctionsConstruct(Construct):
             )
         for prefix in spec.s3_write:
             actions = ["s3:PutObject", "s3:PutObjectTagging"] if spec.tagged_writes else ["s3:PutObject"]
+            actions += ["s3:AbortMultipartUpload"] if spec.multipart else []
             role.add_to_policy(iam.PolicyStatement(actions=actions, resources=[storage.objects(prefix)]))
         for prefix in spec.s3_delete:
             # The bucket is versioned: a dataset is gone only when every version and delete marker is.
@@ -476,6 +487,8 @@ class FunctionsConstruct(Construct):
         queried += [f"{storage.table.table_arn}/index/{GSI1}"] if "Query:GSI1" in spec.table_access else []
         if queried:
             role.add_to_policy(iam.PolicyStatement(actions=["dynamodb:Query"], resources=queried))
+        if spec.reads_owner_sources:
+            role.add_to_policy(iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[OWNER_ROLES]))
         if spec.llm:
             secret.grant_read(role)
         if spec.events:
@@ -491,6 +504,13 @@ class FunctionsConstruct(Construct):
                 storage.objects(prefix),
                 f"Objects under {prefix} are keyed by owner/dataset/run, known only at run time; the grant "
                 "is limited to that prefix and to object-level get/put (and, for the API, delete) actions.",
+            )
+        if spec.reads_owner_sources:
+            acknowledge_wildcard(
+                role,
+                OWNER_ROLES,
+                "An owner's role lives in the owner's account, named by the owner at run time; Iterate presents the "
+                "owner's external id (iterate-<owner>), which the role's trust policy requires, and only reads.",
             )
         if not spec.sandbox:
             acknowledge(

@@ -88,6 +88,7 @@ class OrchestrationConstruct(Construct):
         bucket_name: str,
         readable_objects: str,
         map_concurrency: int,
+        substitutions: Mapping[str, str] | None = None,
         chunk_concurrency: int | None = None,
         timeout: Duration | None = None,
         log_retention: logs.RetentionDays,
@@ -112,6 +113,7 @@ class OrchestrationConstruct(Construct):
             "BucketName": bucket_name,
             "EventBusName": "default",
             "StateMachineName": self.state_machine_name,
+            **(substitutions or {}),
         }
         used = placeholders(text)
         unknown = sorted(used - known.keys())

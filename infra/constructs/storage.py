@@ -17,6 +17,8 @@ VERSIONS = "versions/"
 LIBRARY = "library/"
 # A run's chunk partials (artifacts/<owner>/<dataset>/<run>/chunks/): all the chunk function may write.
 CHUNKS = "artifacts/*/*/*/chunks/"
+# Where the engine path's Athena workgroup keeps each statement's own output (infra/constructs/engine.py).
+ATHENA_OUTPUT = "artifacts/_athena/"
 CHUNK_TAG = (PARTIAL_TAG_KEY, PARTIAL_TAG_VALUE)
 TTL_ATTRIBUTE = "expiresAt"
 
@@ -76,6 +78,14 @@ class StorageConstruct(Construct):
                     prefix=ARTIFACTS,
                     tag_filters={CHUNK_TAG[0]: CHUNK_TAG[1]},
                     expiration=Duration.days(2),
+                    noncurrent_version_expiration=Duration.days(1),
+                ),
+                # Athena's own output for the engine path's statements (their UNLOAD manifests and metadata; the
+                # results are under each run's prefix): read by nobody once the statement ended.
+                s3.LifecycleRule(
+                    id="athena-output-expire",
+                    prefix=ATHENA_OUTPUT,
+                    expiration=Duration.days(7),
                     noncurrent_version_expiration=Duration.days(1),
                 ),
                 # A stored script is overwritten when a later run proves its issue with new code.

@@ -83,6 +83,9 @@ class Settings(BaseModel):
     engine_bytes: int = Field(default=2 * 1024**3, ge=0)
     engine_sample_rows: int = Field(default=200_000, ge=1000)
     engine_memory_mb: int = Field(default=2048, ge=128)
+    # The largest input the engine path takes on AWS (Athena over a Parquet copy: no process holds the table);
+    # other inputs keep max_file_bytes.
+    engine_max_bytes: int = Field(default=200 * 10**9, gt=0)
     # AWS
     bucket: str | None = None
     table: str | None = None
@@ -130,6 +133,7 @@ class Settings(BaseModel):
             "engine_bytes": e.get("ITERATE_ENGINE_BYTES"),
             "engine_sample_rows": e.get("ITERATE_ENGINE_SAMPLE_ROWS"),
             "engine_memory_mb": e.get("ITERATE_ENGINE_MEMORY_MB"),
+            "engine_max_bytes": e.get("ITERATE_ENGINE_MAX_BYTES"),
             "bucket": e.get("ITERATE_BUCKET"),
             "table": e.get("ITERATE_TABLE"),
             "event_bus": e.get("ITERATE_EVENT_BUS"),

@@ -46,6 +46,7 @@ PLACEHOLDER = {
     "report": "ReportFunctionArn",
     "record_failure": "RecordFailureFunctionArn",
 }
+ENGINE_DATABASE, ENGINE_WORKGROUP = "iterate_engine", "iterate-engine"
 _LOAD_LOCK = threading.Lock()
 _RUNNING = threading.local()  # which function's handler this thread is running (for the AWS call record)
 UPLOAD_KEY = "uploads/alice/orders/orders.csv"
@@ -660,6 +661,9 @@ def create_state_machine(asl_path: Path | None = None) -> str:
             Code={"ZipFile": zipped.getvalue()},
         )["FunctionArn"]
         text = text.replace("${" + PLACEHOLDER[name] + "}", arn)
+    # The engine path's Glue database (the stack's EngineConstruct); moto's Athena takes any workgroup name.
+    boto3.client("glue", region_name=REGION).create_database(DatabaseInput={"Name": ENGINE_DATABASE})
+    text = text.replace("${EngineDatabase}", ENGINE_DATABASE).replace("${EngineWorkGroup}", ENGINE_WORKGROUP)
     assert "${" not in text, "every placeholder in the ASL must be substituted"
     sfn = boto3.client("stepfunctions", region_name=REGION)
     return str(

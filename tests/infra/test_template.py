@@ -562,8 +562,20 @@ def test_state_machine_reads_the_map_items_from_the_artifacts_prefix_only(synth:
     (sm,) = synth.of_type("AWS::StepFunctions::StateMachine").values()
     role = sm["Properties"]["RoleArn"]["Fn::GetAtt"][0]
     s3 = [s for s in synth.statements_of_role(role) if any(a.startswith("s3:") for a in actions_of(s))]
-    assert [actions_of(s) for s in s3] == [["s3:GetObject"]]
-    assert json.dumps(s3[0]["Resource"]).endswith('"/artifacts/*"]]}')
+    assert actions_of(s3[0]) == ["s3:GetObject"]
+    assert json.dumps(s3[0]["Resource"]).startswith('[{"Fn::Join": ["", [{"Fn::GetAtt": ["StorageData')
+    assert all(r["Fn::Join"][1][1].startswith("/artifacts/") for r in s3[0]["Resource"])
+    # Beside the Maps' reads, Athena's (RunEngineQuery acts with this role): it writes only the engine's results
+    # under the artifacts prefix and never touches uploads/
+    for s in s3[1:]:
+        resources = json.dumps(s["Resource"])
+        assert "uploads" not in resources
+        if "s3:PutObject" in actions_of(s):
+            assert (
+                resources.count("/artifacts/") == 2
+                and "engine/results/" in resources
+                and "_athena/" in resources
+            )
 
 
 def test_anthropic_secret_starts_as_a_placeholder_the_functions_read_as_no_key(synth: Synth) -> None:

@@ -21,6 +21,9 @@ CONTRACT_PLACEHOLDERS = {
     "SandboxFunctionArn",
     "ReportFunctionArn",
     "RecordFailureFunctionArn",
+    # The engine path's Athena workgroup and Glue database (RunEngineQuery)
+    "EngineWorkGroup",
+    "EngineDatabase",
 }
 
 
@@ -76,7 +79,10 @@ def test_every_task_retries_with_full_jitter_and_is_caught(asl: dict[str, Any]) 
             assert "States.ALL" not in rule["ErrorEquals"], f"{name} retries every error blindly"
             assert "DatasetReadError" not in rule["ErrorEquals"], "bad input must not be retried"
         transient = {e for rule in retries for e in rule["ErrorEquals"]}
-        assert {"Lambda.ServiceException", "Lambda.TooManyRequestsException"} <= transient, name
+        if task["Resource"].startswith("arn:aws:states:::athena:"):  # Athena's throttling, not Lambda's
+            assert "Athena.TooManyRequestsException" in transient, name
+        else:
+            assert {"Lambda.ServiceException", "Lambda.TooManyRequestsException"} <= transient, name
         if name != "RecordFailure":
             assert task.get("Catch"), f"{name} has no Catch"
 
@@ -137,7 +143,11 @@ def test_a_large_upload_fans_out_over_its_chunk_manifest_and_merges(asl: dict[st
     parse = fan_out["ItemProcessor"]["States"]["ParseChunk"]
     # Each child's output is empty ({}): the Map gathers them all, and state is capped at 256 KiB
     assert parse["Resource"] == "${ChunkFunctionArn}" and parse["OutputPath"] is None and parse["End"]
-    assert fan_out["Catch"][0]["Next"] == "RecordFailure" and fan_out["Next"] == "MergeChunks"
+    assert fan_out["Catch"][0]["Next"] == "RecordFailure" and fan_out["Next"] == "MergeOrEngine"
+    assert states["MergeOrEngine"]["Choices"] == [
+        {"Variable": "$.engine", "IsNull": False, "Next": "EngineStep"}
+    ]
+    assert states["MergeOrEngine"]["Default"] == "MergeChunks"
     # And the merge is the profile function's, with the run and the chunked read; it ends where profiling ends
     merge = states["MergeChunks"]
     assert merge["Resource"] == "${ProfileFunctionArn}" and merge["Parameters"]["action"] == "merge"
@@ -180,3 +190,26 @@ def test_no_run_waits_or_fails_in_profile_dataset_for_being_busy() -> None:
         "Lambda.SdkClientException",
         "Lambda.TooManyRequestsException",
     }
+
+
+def test_the_engine_path_loops_between_its_step_and_athena_until_done(asl: dict[str, Any]) -> None:
+    states = asl["States"]
+    # Given EngineStep: the profile function, with the run, the chunked read and the loop's state
+    step = states["EngineStep"]
+    assert step["Resource"] == "${ProfileFunctionArn}" and step["Parameters"]["action"] == "engine"
+    assert step["ResultPath"] == "$.engine" and step["Next"] == "EngineDone"
+    # When it is done the run goes on as after profiling; otherwise its statement runs on Athena, waited for
+    assert states["EngineDone"]["Choices"] == [
+        {"Variable": "$.engine.done", "BooleanEquals": True, "Next": "UnderstandDataset"}
+    ]
+    query = states[states["EngineDone"]["Default"]]
+    assert query["Resource"] == "arn:aws:states:::athena:startQueryExecution.sync"
+    assert query["Parameters"] == {
+        "QueryString.$": "$.engine.query",
+        "WorkGroup": "${EngineWorkGroup}",
+        "QueryExecutionContext": {"Database": "${EngineDatabase}"},
+    }
+    # Then what it scanned comes back to EngineStep (the run's cost), and a failed query is recorded
+    assert query["ResultSelector"]["bytes.$"] == "$.QueryExecution.Statistics.DataScannedInBytes"
+    assert query["ResultPath"] == "$.engine.ran" and query["Next"] == "EngineStep"
+    assert query["Catch"][0]["Next"] == "RecordFailure" and step["Catch"][0]["Next"] == "RecordFailure"

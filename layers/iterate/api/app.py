@@ -173,7 +173,10 @@ def create_app(
         return record
 
     if core:
+        from iterate.api.upload_routes import register_uploads
+
         _register_core(app, get_deps, repo, require_run, require_dataset)
+        register_uploads(app, get_deps, require_dataset, repo)
     if followup:
         from iterate.api.followup_routes import register_followup
 

@@ -64,16 +64,17 @@ def message_group(owner: str) -> str:
     return owner if _GROUP_ID.match(owner) else hashlib.sha256(owner.encode()).hexdigest()
 
 
-def _object_size(deps: AwsDeps, source: S3ObjectRef) -> int:
+def _object_size(deps: AwsDeps, source: S3ObjectRef, owner: str) -> int:
     """The source's size for the bytes quota (0 when it cannot be read: ProfileDataset then says why)."""
     from botocore.exceptions import ClientError
 
+    from iterate.aws.sources import SourceAccessError, source_client
+
     extra = {"VersionId": source.versionId} if source.versionId else {}
     try:
-        return int(
-            deps.s3_client().head_object(Bucket=source.bucket, Key=source.key, **extra)["ContentLength"]
-        )
-    except ClientError:
+        s3 = source_client(deps, source, owner)
+        return int(s3.head_object(Bucket=source.bucket, Key=source.key, **extra)["ContentLength"])
+    except (ClientError, SourceAccessError):
         return 0
 
 
@@ -106,9 +107,9 @@ def enqueue(
             return Enqueued(outcome="duplicate", runId=earlier, owner=run.owner)
         size = event.detail.object.size
         if size is None:
-            size = _object_size(deps, run.source)
+            size = _object_size(deps, run.source, run.owner)
     else:
-        size = _object_size(deps, run.source)
+        size = _object_size(deps, run.source, run.owner)
     queued_at = deps.clock()
     queue = OwnerQueue(deps.dynamo_table(), run.owner)
     queue_key = queue.sort_key(int(queued_at * 1000), run.runId)

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
@@ -88,7 +88,15 @@ class ObjectRanges:
 
 
 def plan_upload(
-    s3: Any, store: Any, run: RunState, source: S3ObjectRef, size: int, file_name: str, settings: Settings
+    s3: Any,
+    store: Any,
+    run: RunState,
+    source: S3ObjectRef,
+    size: int,
+    file_name: str,
+    settings: Settings,
+    *,
+    parts: Literal["arrow", "parquet"] = "arrow",
 ) -> ChunkedRead | None:
     """Cut the upload into ranges and write their manifest under the run's prefix, when `read_table` would
     read it in chunks (a plain UTF-8 CSV/TSV over ITERATE_CHUNK_BYTES); None: it is read in one pass."""
@@ -129,19 +137,30 @@ def plan_upload(
             quotechar=dialect.quotechar,
             width=len(text.layout.names),
             encoding=text.encoding,  # type: ignore[arg-type]
+            parts=parts,
         ),
     )
 
 
-def parse_chunk(payload: ChunkInput, s3: Any) -> ChunkOutput:
-    """One range: its bytes in one ranged GET, parsed with the single pass's options, stored as a partial."""
+def parse_chunk(payload: ChunkInput, s3: Any, *, source_s3: Any = None) -> ChunkOutput:
+    """One range: its bytes in one ranged GET (`source_s3`: the client that reads the upload, when it is not
+    `s3`), parsed with the single pass's options, stored as a partial."""
     item, parse, run = payload.chunk, payload.parse, payload.run
-    data = ObjectRanges(s3, payload.source, item.end)(item.start, item.end - item.start)
+    data = ObjectRanges(source_s3 or s3, payload.source, item.end)(item.start, item.end - item.start)
     options = functools.partial(
         chunk_options, Dialect(parse.delimiter, parse.quotechar), parse.width, parse.encoding
     )
     part = parse_bytes(data, last=item.last, skip=item.skip, options=options, threads=True)
     del data
+    if parse.parts == "parquet":  # the engine path's copy (iterate.aws.large): no partial for a merge
+        from iterate.aws.large import write_part
+
+        if part.columns is None:  # no part: EngineStep fails the run naming the range
+            return ChunkOutput(
+                index=item.index, rows=part.rows, partKey="", trusted=False, reason=part.reason
+            )
+        key = write_part(s3, run, item.index, list(part.columns), part.rows)
+        return ChunkOutput(index=item.index, rows=part.rows, partKey=key, trusted=True, reason="")
     key = run.prefix + part_key(item.index)
     s3.put_object(
         Bucket=run.bucket,

@@ -28,6 +28,8 @@ class AwsConfig(BaseModel):
     anthropic_secret_arn: str | None = None
     fix_worker_function: str | None = None  # the function POST /runs/{id}/fixes invokes asynchronously
     presign_expiry_s: int = 900
+    # The Glue database the engine path registers each run's tables in (iterate.aws.large), one per deployment.
+    engine_database: str = "iterate_engine"
     # Admission (iterate.aws.admission): every run waits in the FIFO queue until a global and an owner slot
     # are free. Runs of one owner in progress at once, runs of the deployment at once, how long a slot's
     # lease lasts if every release of it were lost (beyond the state machine's timeout), and how long a
@@ -67,6 +69,7 @@ class AwsConfig(BaseModel):
             "anthropic_secret_arn": e.get("ITERATE_ANTHROPIC_SECRET_ARN"),
             "fix_worker_function": e.get("ITERATE_FIX_WORKER_FUNCTION"),
             "presign_expiry_s": e.get("ITERATE_PRESIGN_EXPIRY_S"),
+            "engine_database": e.get("ITERATE_ENGINE_DATABASE"),
             "admission_queue_url": e.get("ITERATE_ADMISSION_QUEUE_URL"),
             "admission_function_arn": e.get("ITERATE_ADMISSION_FUNCTION_ARN"),
             "max_concurrent_runs": e.get("ITERATE_MAX_CONCURRENT_RUNS"),

@@ -41,6 +41,8 @@ TRANSITIONS: dict[str, int] = {
     "record": 2,  # RecordAttempt, TryAgain (RunInSandbox is booked with the sandbox's own time)
     "report": 2,  # ReportRun, RunSucceeded
     "failure": 2,  # RecordFailure, RunFailed
+    "engine": 3,  # EngineStep's last round, EngineDone, MergeOrEngine
+    "engine_round": 3,  # each earlier round: EngineStep, EngineDone, RunEngineQuery
 }
 
 _S3_WRITES = ("Put", "Copy", "Post", "List", "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload")

@@ -25,12 +25,18 @@ class AwsDeps:
     scheduler: Any = None
     lambda_: Any = None
     sqs: Any = None
+    glue: Any = None
+    sts: Any = None
     secret_provider: Any = None  # None: Powertools parameters (Secrets Manager)
     agents_factory: Callable[[Settings], Any] | None = None  # None: iterate.agents.build_agents
     work_dir: str = "/tmp"  # Lambda's only writable place
     clock: Callable[[], float] = field(default=time.time)
 
     _watched: set[int] = field(default_factory=set, repr=False, init=False)
+    # Clients acting as an owner's role (iterate.aws.sources), by (role, owner): (expiry, client).
+    source_clients: dict[tuple[str, str], tuple[float, Any]] = field(
+        default_factory=dict, repr=False, init=False
+    )
 
     def _metered(self, client: Any) -> Any:
         """Count the client's calls for the run's infrastructure estimate (iterate.aws.cost), once per client."""
@@ -68,6 +74,16 @@ class AwsDeps:
         if self.sqs is None:
             self.sqs = clients.client("sqs")
         return self.sqs
+
+    def sts_client(self) -> Any:
+        if self.sts is None:
+            self.sts = clients.client("sts")
+        return self.sts
+
+    def glue_client(self) -> Any:
+        if self.glue is None:
+            self.glue = clients.client("glue")
+        return self.glue
 
     def scheduler_client(self) -> Any:
         if self.scheduler is None:

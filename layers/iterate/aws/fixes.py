@@ -18,6 +18,7 @@ from typing import Any
 
 from iterate.aws.deps import AwsDeps
 from iterate.aws.payloads import S3ObjectRef, artifacts_prefix
+from iterate.aws.sources import content_identity, source_client
 from iterate.contracts import AnalysisResult, FixAction, FollowupTurn, SmartFixFollowup
 from iterate.contracts.base import Contract
 from iterate.fix import (
@@ -127,7 +128,8 @@ def apply_fixes_to_run(
         name = source.key.rsplit("/", 1)[-1]
         local = work / "input" / name
         local.parent.mkdir()
-        _download(deps, source, local)
+        source_s3 = source_client(deps, source, repo.owner)
+        _download(deps, source, local, s3=source_s3)
         digest = sha256_of(local)
         label = f"s3://{source.bucket}/{source.key}" + (
             f"?versionId={source.versionId}" if source.versionId else ""
@@ -135,7 +137,15 @@ def apply_fixes_to_run(
         run_input = RunInput(
             path=local, sha256=digest, analysis=analysis, name=name, label=label, run_id=str(run["runId"])
         )
-        if analysis.run is None or digest != analysis.run.contentHash:
+        expected = analysis.run.contentHash if analysis.run is not None else None
+        same = expected is not None and digest == expected
+        if expected is not None and expected.startswith("s3-"):  # the engine path's identity: S3's checksum
+            extra = {"VersionId": source.versionId} if source.versionId else {}
+            head = source_s3.head_object(
+                Bucket=source.bucket, Key=source.key, ChecksumMode="ENABLED", **extra
+            )
+            same = content_identity(head) == expected
+        if not same:
             raise FixError("the run's input object is not the one the run read: start a new run first")
         chosen, notes = choose(
             analysis.issues,

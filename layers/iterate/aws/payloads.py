@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_serializer
 
 from iterate.contracts import CodeInvestigation, StopReason
 from iterate.contracts.base import Contract
@@ -34,6 +34,18 @@ class S3ObjectRef(Contract):
     bucket: str
     key: str
     versionId: str | None = None
+    roleArn: str | None = Field(
+        default=None,
+        description="an object in the owner's bucket: the role Iterate assumes to read it (iterate.aws.sources)",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_absent_role(self, handler: Any) -> Any:
+        # An upload's reference (every run before owners' buckets) keeps its shape: no "roleArn": null in records.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("roleArn") is None:
+            data.pop("roleArn", None)
+        return data
 
 
 # --- what starts a run --------------------------------------------------------------------------
@@ -152,6 +164,10 @@ class ChunkParseSettings(Contract):
     quotechar: str | None = Field(default=None, max_length=1)
     width: int = Field(ge=1)
     encoding: Literal["utf-8", "utf-8-sig"]
+    parts: Literal["arrow", "parquet"] = Field(
+        default="arrow",
+        description="arrow: encoded columns for MergeChunks; parquet: text columns for the engine (Athena)",
+    )
 
 
 class ChunkedRead(Contract):
@@ -168,6 +184,30 @@ class ChunkedRead(Contract):
     parse: ChunkParseSettings
 
 
+class EngineLoop(Contract):
+    """The engine path on Athena, between EngineStep and RunEngineQuery: the next statement to run (None when
+    the profile is written), and the last one's execution as the Athena integration answered it."""
+
+    names: dict[str, str] = Field(
+        default_factory=dict, description="the run's Glue table of the Parquet parts, and its database"
+    )
+    query: str | None = Field(default=None, description="the next statement for Athena (UNLOAD ... TO s3)")
+    key: str | None = Field(default=None, description="where that statement's result lands, by content")
+    ran: dict[str, Any] | None = Field(
+        default=None,
+        description="RunEngineQuery's answer: id, state, bytes scanned of the statement just run",
+    )
+    done: bool = False
+    summary: dict[str, Any] = Field(default_factory=dict)
+
+
+class EngineStepInput(Contract):
+    action: Literal["engine"]
+    run: RunState
+    chunked: ChunkedRead
+    engine: EngineLoop
+
+
 class ProfileOutput(Contract):
     duplicate: bool = False
     duplicateOf: str | None = None
@@ -175,6 +215,9 @@ class ProfileOutput(Contract):
     summary: dict[str, Any] = Field(default_factory=dict)
     chunked: ChunkedRead | None = Field(
         default=None, description="set when the file is read in chunks: the profile is MergeChunks' to write"
+    )
+    engine: EngineLoop | None = Field(
+        default=None, description="set when the chunks feed the engine (Athena) instead of MergeChunks"
     )
 
 

@@ -28,6 +28,7 @@ from iterate.aws.payloads import (
     AnalyzeOutput,
     ChunkInput,
     ChunkOutput,
+    EngineLoop,
     FailureInput,
     FailureOutput,
     GenerateCodeInput,
@@ -50,6 +51,7 @@ from iterate.aws.payloads import (
     failure_metric,
 )
 from iterate.aws.secrets import settings_with_secret
+from iterate.aws.sources import source_client
 from iterate.aws.triggers import DatasetNotFoundError, is_s3_event, run_for_trigger, start_run
 from iterate.contracts import Acceptance, AnalysisResult, CodeInvestigation, InfraCost, ReusedScript
 from iterate.investigate import GenerationFailed, code_source
@@ -267,7 +269,9 @@ def running_step(
 # --- ProfileDataset --------------------------------------------------------------------------------
 
 
-def _sized_upload(deps: AwsDeps, source: S3ObjectRef, name: str) -> tuple[S3ObjectRef, int]:
+def _sized_upload(
+    deps: AwsDeps, source: S3ObjectRef, name: str, *, allowed: int | None = None, s3: Any = None
+) -> tuple[S3ObjectRef, int]:
     """The exact object version as stored (keys with spaces may arrive URL-encoded: tried decoded too) and
     its size, asked with HeadObject: an object over ITERATE_MAX_FILE_BYTES is refused (DatasetReadError
     naming the limit and how to raise it, which RecordFailure keeps as the run's reason) before a byte of it
@@ -279,14 +283,17 @@ def _sized_upload(deps: AwsDeps, source: S3ObjectRef, name: str) -> tuple[S3Obje
     extra = {"VersionId": source.versionId} if source.versionId else {}
     key = source.key
     try:
-        head = deps.s3_client().head_object(Bucket=source.bucket, Key=key, **extra)
+        head = (s3 or deps.s3_client()).head_object(Bucket=source.bucket, Key=key, **extra)
     except ClientError as exc:
         decoded = unquote_plus(source.key)
         if exc.response.get("Error", {}).get("Code") not in ("404", "NoSuchKey") or decoded == source.key:
             raise
         key = decoded
-        head = deps.s3_client().head_object(Bucket=source.bucket, Key=key, **extra)
-    size, allowed = int(head["ContentLength"]), deps.settings.max_file_bytes
+        head = (s3 or deps.s3_client()).head_object(Bucket=source.bucket, Key=key, **extra)
+    from iterate.aws.large import allowed_bytes
+
+    size = int(head["ContentLength"])
+    allowed = allowed if allowed is not None else allowed_bytes(name, deps.settings)
     if size > allowed:
         raise refuse(
             name,
@@ -296,14 +303,16 @@ def _sized_upload(deps: AwsDeps, source: S3ObjectRef, name: str) -> tuple[S3Obje
             f"the uploaded file is {size_text(size)}, more than the {size_text(allowed)} allowed",
             advice="split it into smaller files",
         )
-    return S3ObjectRef(bucket=source.bucket, key=key, versionId=source.versionId), size
+    return S3ObjectRef(
+        bucket=source.bucket, key=key, versionId=source.versionId, roleArn=source.roleArn
+    ), size
 
 
-def _download(deps: AwsDeps, source: S3ObjectRef, local: Path) -> None:
+def _download(deps: AwsDeps, source: S3ObjectRef, local: Path, *, s3: Any = None) -> None:
     """The exact object version to local disk, once its size is allowed (`_sized_upload`)."""
-    stored, _ = _sized_upload(deps, source, local.name)
+    stored, _ = _sized_upload(deps, source, local.name, s3=s3)
     extra = {"VersionId": stored.versionId} if stored.versionId else None
-    deps.s3_client().download_file(stored.bucket, stored.key, str(local), ExtraArgs=extra)
+    (s3 or deps.s3_client()).download_file(stored.bucket, stored.key, str(local), ExtraArgs=extra)
 
 
 @tracer.capture_method(capture_response=False)
@@ -311,6 +320,7 @@ def profile(payload: ProfileInput, deps: AwsDeps, *, execution_id: str) -> Profi
     """Claim the upload (one run per object version), create the run, and profile the file; a plain CSV/TSV
     over ITERATE_CHUNK_BYTES is cut into byte ranges instead (a manifest for the ProfileChunks Map)."""
     from iterate import pipeline
+    from iterate.aws import large
     from iterate.aws.chunks import plan_upload
 
     run, file_name = run_for_trigger(deps, payload.trigger)
@@ -330,19 +340,28 @@ def profile(payload: ProfileInput, deps: AwsDeps, *, execution_id: str) -> Profi
     # Admission took the run's slots before starting this execution; none are taken here.
     start_run(repo, run, execution_id)
     name = file_name or "upload"
-    stored, size = _sized_upload(deps, run.source, name)
-    chunked = plan_upload(deps.s3_client(), artifact_store(deps, run), run, stored, size, name, deps.settings)
+    source_s3 = source_client(deps, run.source, run.owner)  # the owner's role for an object in their bucket
+    stored, size = _sized_upload(deps, run.source, name, s3=source_s3)
+    engine = large.routes_to_engine(
+        name, size, deps.settings
+    )  # Athena over a Parquet copy (iterate.aws.large)
+    chunked = plan_upload(
+        source_s3, artifact_store(deps, run), run, stored, size, name, deps.settings,
+        parts="parquet" if engine else "arrow",
+    )  # fmt: skip
     if chunked is not None:
-        logger.info("read in chunks", chunks=chunked.count, size=size)
+        logger.info("read in chunks", chunks=chunked.count, size=size, engine=engine)
         with contextlib.suppress(RunTransitionError):
             repo.update_progress(
                 run.runId, step="profile", percent=1, message=f"reading in {chunked.count} chunks"
             )
-        return ProfileOutput(run=run, chunked=chunked)
+        return ProfileOutput(run=run, chunked=chunked, engine=EngineLoop() if engine else None)
+    if size > deps.settings.max_file_bytes:  # the engine path's limit let it in, but it is read in one pass
+        _sized_upload(deps, run.source, name, allowed=deps.settings.max_file_bytes, s3=source_s3)
     work = Path(tempfile.mkdtemp(prefix="iterate-", dir=deps.work_dir))
     try:
         local = work / name
-        _download(deps, stored, local)
+        _download(deps, stored, local, s3=source_s3)
         with running_step(deps, run, "profile") as ctx:
             # The file keeps its uploaded name, so the dataset is named exactly as `iterate analyze` names it.
             # The engine path is local only until a function ships DuckDB (docs/engine.md, "Left for later").
@@ -358,7 +377,9 @@ def parse_chunk(payload: ChunkInput, deps: AwsDeps) -> ChunkOutput:
     from iterate.aws.chunks import parse_chunk as parse
 
     logger.append_keys(run_id=payload.run.runId, chunk=payload.chunk.index)
-    result = parse(payload, deps.s3_client())
+    result = parse(
+        payload, deps.s3_client(), source_s3=source_client(deps, payload.source, payload.run.owner)
+    )
     if not result.trusted:
         logger.info("range not trusted: the merge reads the file in one pass", reason=result.reason)
     return result
@@ -378,7 +399,8 @@ def merge_chunks(payload: MergeChunksInput, deps: AwsDeps) -> ProfileOutput:
         # As a local run of a file this size: the merged table and the detectors' arrays bounded for memory.
         pipeline.bound_memory(chunked.size)
         ctx.report("read", 0, 1, f"merging {chunked.count} chunks")
-        table, why = read_merged(deps.s3_client(), ctx.store, chunked, deps.settings)
+        source_s3 = source_client(deps, chunked.source, run.owner)
+        table, why = read_merged(source_s3, ctx.store, chunked, deps.settings)
         if table is not None:
             summary = pipeline.profile_read_step(ctx, table, source_name=name, started=started)
         else:
@@ -387,7 +409,7 @@ def merge_chunks(payload: MergeChunksInput, deps: AwsDeps) -> ProfileOutput:
             work = Path(tempfile.mkdtemp(prefix="iterate-", dir=deps.work_dir))
             try:
                 local = work / name
-                _download(deps, chunked.source, local)
+                _download(deps, chunked.source, local, s3=source_s3)
                 summary = pipeline.profile_step(ctx, local, engine=False)
             finally:
                 shutil.rmtree(work, ignore_errors=True)

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from iterate.engine.statements import RELATION, ROW, Statement, literal, quoted
+from iterate.engine.statements import RELATION, ROW, Dialect, Statement, literal, quoted
 
 if TYPE_CHECKING:
     import duckdb
@@ -27,6 +27,8 @@ class DuckSource:
     loading the table 4.7 s, 1.3 times DuckDB's SUMMARIZE of the file; a database file on disk instead 6.4 s),
     and the engine path runs six statements. Rows keep the file's order (`preserve_insertion_order`), so a
     row's `rowid` is its data row."""
+
+    dialect: Dialect = "duckdb"
 
     def __init__(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -22,6 +23,9 @@ from iterate.pipeline import (
 )
 from iterate.storage import put_model, put_models
 
+if TYPE_CHECKING:
+    from iterate.engine.step import EngineResult
+
 
 def engine_profile_step(
     ctx: RunContext, source_path: Path, *, dataset_name: str | None = None
@@ -30,12 +34,20 @@ def engine_profile_step(
     sample, flags.csv over every row from the decision's predicates, and data.parquet holding the sample (what
     the proofs run on; their population counts come from the engine, applied by the report step)."""
     from iterate.engine.step import run_engine
-    from iterate.report import write_flags_csv
 
     started = time.perf_counter()
     ctx.report("read", 0, 1, source_path.name)
     name = dataset_name or source_path.stem
     result = run_engine(source_path, ctx.settings, name=name)
+    return write_engine_result(ctx, result, started=started, name=name, source_file=source_path.name)
+
+
+def write_engine_result(
+    ctx: RunContext, result: EngineResult, *, started: float, name: str, source_file: str
+) -> ProfileSummary:
+    """The profile step's artifacts and record from the engine path's result (DuckDB's or Athena's)."""
+    from iterate.report import write_flags_csv
+
     ctx.timings_ms.update(result.timings_ms)
     ctx.report(
         "read", 1, 1, f"{result.counts.rowCount:,} rows × {len(result.profile.columns)} columns (engine)"
@@ -59,7 +71,7 @@ def engine_profile_step(
         candidateIssues=len(result.candidates),
         flaggedCells=n_flags,
         flaggedRows=flagged_rows,
-        sourceFile=source_path.name,
+        sourceFile=source_file,
         datasetName=name,
     )
     decision = result.detection.decision.summary() if result.detection.decision is not None else {}

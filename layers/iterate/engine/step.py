@@ -7,6 +7,7 @@ import hashlib
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,9 @@ from iterate.engine.summaries import Summaries
 
 if TYPE_CHECKING:
     from iterate.detect import Detection
+    from iterate.engine.project import Counted, Projection
     from iterate.settings import Settings
+    from iterate.table import SourceInfo
 
 
 class EngineCounts(Contract):
@@ -212,13 +215,9 @@ def _run(
     timings: dict[str, float],
     t: float,
 ) -> EngineResult:
-    from iterate.detect import detect
-    from iterate.detect.context import dataset_null_marker
     from iterate.engine.duck import DuckSource
-    from iterate.engine.project import count_and_flag, projections
+    from iterate.engine.project import count_and_flag
     from iterate.engine.summaries import source_info, summarize
-    from iterate.issues import issues_from_findings
-    from iterate.profile import profile_table
 
     with (
         tempfile.TemporaryDirectory(prefix="iterate-engine-") as spill,
@@ -232,20 +231,47 @@ def _run(
                 path, "has no data rows", "check that the file holds a header and its rows"
             )
         timings["engine_summaries"] = _ms(t)
-        t = time.perf_counter()
         hashing.join()
-        table = summaries.table(name, source_info(path, digest.value))
-        null_marker = dataset_null_marker(table)
-        detection = detect(table, null_marker=null_marker)
-        timings["engine_detect"] = _ms(t)
-        t = time.perf_counter()
-        sampled = profile_table(table, null_marker=null_marker)
-        profile = engine_profile(sampled, summaries, null_marker, digest.value)
-        candidates = issues_from_findings(detection.findings, table, sampled)
-        projected = projections(detection.findings, table)
-        counted = count_and_flag(source, projected)
-        timings["engine_flags"] = _ms(t)
-        statements = dict(source.timings)
+        result = decide_and_count(
+            summaries,
+            source_info(path, digest.value),
+            lambda projected: count_and_flag(source, projected),
+            name=name,
+            timings=timings,
+        )
+        result.statements_s = dict(source.timings)
+    return result
+
+
+def decide_and_count(
+    summaries: Summaries,
+    info: SourceInfo,
+    count: Callable[[list[Projection]], Counted],
+    *,
+    name: str,
+    timings: dict[str, float],
+) -> EngineResult:
+    """What follows the engine's summaries, whatever engine computed them (DuckDB here, Athena on AWS):
+    detection on the sample, the profile, the decision's predicates counted and flagged over every row by
+    `count`."""
+    from iterate.detect import detect
+    from iterate.detect.context import dataset_null_marker
+    from iterate.engine.project import projections
+    from iterate.issues import issues_from_findings
+    from iterate.profile import profile_table
+
+    t = time.perf_counter()
+    table = summaries.table(name, info)
+    null_marker = dataset_null_marker(table)
+    detection = detect(table, null_marker=null_marker)
+    timings["engine_detect"] = _ms(t)
+    t = time.perf_counter()
+    sampled = profile_table(table, null_marker=null_marker)
+    profile = engine_profile(sampled, summaries, null_marker, info.content_hash)
+    candidates = issues_from_findings(detection.findings, table, sampled)
+    projected = projections(detection.findings, table)
+    counted = count(projected)
+    timings["engine_flags"] = _ms(t)
     with_cells = {p.issue_id for p in projected}
     sample_counted = []
     rows, cells = dict(counted.rows), dict(counted.cells)
@@ -268,16 +294,14 @@ def _run(
     )
     empty = pa.table({"row": pa.array([], pa.int64()), "column": pa.array([], pa.string()),
                       "issue_id": pa.array([], pa.string()), "score": pa.array([], pa.float64())})  # fmt: skip
-    sample = summaries.sample
     return EngineResult(
         profile=profile,
         candidates=_file_rows(candidates, summaries.sample_rows),
         detection=detection,
         counts=counts,
         flags=counted.flags if counted.flags is not None else empty,
-        sample=sample,
+        sample=summaries.sample,
         timings_ms=timings,
-        statements_s=statements,
     )
 
 

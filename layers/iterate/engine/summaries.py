@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 
 from iterate.engine import statements as sql
-from iterate.engine.duck import DuckSource
 from iterate.table import SourceInfo, Table
 
 # A column with at most this many distinct values (the engine's estimate) has every value counted exactly,
@@ -21,6 +20,22 @@ NUMERIC_SHARE = 0.5
 SEED = 7
 # The most frequent sets of columns missing together that the profile keeps.
 MISSING_PATTERNS = 20
+
+
+class Source(Protocol):
+    """What the summaries need of an engine: the relation's columns, statements run, tables registered
+    (`con.register`/`unregister`), and its dialect. DuckDB locally (iterate.engine.duck.DuckSource), Athena on
+    AWS (iterate.aws.large.AthenaSource)."""
+
+    columns: list[str]
+    dialect: sql.Dialect
+
+    @property
+    def con(self) -> Any: ...
+
+    def one(self, statement: sql.Statement) -> dict[str, Any]: ...
+
+    def arrow(self, statement: sql.Statement) -> pa.Table: ...
 
 
 @dataclass
@@ -68,7 +83,7 @@ def _numeric_columns(sample: pa.Table, columns: list[str]) -> list[str]:
     return out
 
 
-def _fetch(source: DuckSource, rows: np.ndarray) -> pa.Table:
+def _fetch(source: Source, rows: np.ndarray) -> pa.Table:
     """The rows at these 0-based places (`rows_at`, joined to a registered list), in file order."""
     source.con.register("wanted_rows", pa.table({"row": pa.array(rows, pa.int64())}))
     try:
@@ -77,7 +92,7 @@ def _fetch(source: DuckSource, rows: np.ndarray) -> pa.Table:
         source.con.unregister("wanted_rows")
 
 
-def summarize(source: DuckSource, *, sample_rows: int, missing: tuple[str, ...] = ("",)) -> Summaries:
+def summarize(source: Source, *, sample_rows: int, missing: tuple[str, ...] = ("",)) -> Summaries:
     """Every engine pass over `source`: the bounded sample, column statistics, value counts, duplicates and
     missing patterns; the sample completed with one row for each value of a low-cardinality column that the
     random draw missed, so the value detectors see every such value."""
@@ -113,7 +128,7 @@ def summarize(source: DuckSource, *, sample_rows: int, missing: tuple[str, ...] 
         added = _fetch(source, np.asarray(extra, dtype=np.int64))
         sample = pa.concat_tables([drawn, added]).sort_by(sql.ROW)
     rows = sample.column(sql.ROW).to_numpy().astype(np.int64)
-    groups = source.arrow(sql.row_groups(columns, missing=missing)).to_pydict()
+    groups = source.arrow(sql.row_groups(columns, missing=missing, dialect=source.dialect)).to_pydict()
     repeats = [int(n) for g, n in zip(groups["g"], groups["n"], strict=True) if g == 1]
     dup = {"groups": len(repeats), "repeats": sum(repeats) - len(repeats), "largest": max(repeats, default=0)}
     patterns = sorted(
