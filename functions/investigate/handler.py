@@ -1,4 +1,5 @@
-"""GenerateCode / RecordAttempt: the investigation agent writes code for the sandbox and keeps each outcome."""
+"""GenerateCode / RecordAttempt: the investigation agent writes code for the sandbox and keeps each outcome;
+PlanProofs / PrepareBatch / RecordBatch / ListUnsettled: the same for batches of template proofs."""
 
 from __future__ import annotations
 
@@ -8,14 +9,29 @@ from typing import Annotated, Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field, TypeAdapter
 
-from iterate.aws import steps
+from iterate.aws import proofs, steps
 from iterate.aws.deps import AwsDeps, build_deps
 from iterate.aws.observability import logger, metrics, tracer
-from iterate.aws.payloads import GenerateCodeInput, RecordAttemptInput
+from iterate.aws.payloads import (
+    GenerateCodeInput,
+    ListUnsettledInput,
+    PlanProofsInput,
+    PrepareBatchInput,
+    RecordAttemptInput,
+    RecordBatchInput,
+)
 
-# Both Map states call this one function; the ASL's "action" field says which half of the loop this is.
+# Every investigation state calls this one function; the ASL's "action" field says which one it is.
 InvestigateInput = TypeAdapter(
-    Annotated[GenerateCodeInput | RecordAttemptInput, Field(discriminator="action")]
+    Annotated[
+        GenerateCodeInput
+        | RecordAttemptInput
+        | PlanProofsInput
+        | PrepareBatchInput
+        | RecordBatchInput
+        | ListUnsettledInput,
+        Field(discriminator="action"),
+    ]
 )
 
 
@@ -31,4 +47,12 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     payload = InvestigateInput.validate_python(event)
     if isinstance(payload, GenerateCodeInput):
         return steps.generate_code(payload, _deps()).model_dump(mode="json")
-    return steps.record_attempt(payload, _deps()).model_dump(mode="json")
+    if isinstance(payload, RecordAttemptInput):
+        return steps.record_attempt(payload, _deps()).model_dump(mode="json")
+    if isinstance(payload, PlanProofsInput):
+        return proofs.plan_proofs(payload, _deps()).model_dump(mode="json")
+    if isinstance(payload, PrepareBatchInput):
+        return proofs.prepare_batch(payload, _deps()).model_dump(mode="json")
+    if isinstance(payload, RecordBatchInput):
+        return proofs.record_batch(payload, _deps()).model_dump(mode="json")
+    return proofs.list_unsettled(payload, _deps()).model_dump(mode="json")

@@ -282,11 +282,15 @@ Handler = Callable[[dict[str, Any], Any], Any]
 
 class Calls(list[tuple[str, dict[str, Any]]]):
     """(function, event) per invoke, in order; `failures` keeps (function, traceback) of those that raised;
-    `state_sizes` the UTF-8 size of every state's output and every Lambda result, Map children included."""
+    `state_sizes` the UTF-8 size of every state's output and every Lambda result, Map children included;
+    `spans` (function, requested, started, ended) per invoke, monotonic seconds: from the request (waiting for the
+    function's one environment included: on AWS each request in flight is one concurrent execution) and from the
+    handler's own start."""
 
     def __init__(self) -> None:
         super().__init__()
         self.failures: list[tuple[str, str]] = []
+        self.spans: list[tuple[str, float, float, float]] = []
         self.state_sizes: list[tuple[str, int]] = []
         self.aws_calls: set[tuple[str, str, str, str | None]] = set()
         self._lock = threading.Lock()
@@ -410,12 +414,15 @@ def route_lambdas(overrides: dict[str, Handler] | None = None, *, size_check: bo
         name = function_name.rsplit(":", 1)[-1].removeprefix("iterate-")
         event = json.loads(body) if body else {}
         calls.append((name, event))
+        requested = started = time.monotonic()
         try:
             handler = handlers.get(name) or load_handler(name).lambda_handler
             with environment(name), as_function(name):
+                started = time.monotonic()
                 result = handler(event, FakeContext(f"iterate-{name}"))
         except Exception as exc:
             calls.failures.append((name, "".join(traceback.format_exception(exc))))
+            calls.spans.append((name, requested, started, time.monotonic()))
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps(
                 {
@@ -424,6 +431,7 @@ def route_lambdas(overrides: dict[str, Handler] | None = None, *, size_check: bo
                     "stackTrace": traceback.format_exception(exc)[-3:],
                 }
             ).encode()
+        calls.spans.append((name, requested, started, time.monotonic()))
         return json.dumps(result).encode()
 
     # Map iterations run their Lambdas in threads, and moto's DynamoDB backend is not thread-safe: a get_item

@@ -62,6 +62,7 @@ def test_a_large_sandbox_result_reaches_the_report_through_s3_and_every_state_st
     # Given the sandbox function's deployed caps, and two investigations whose code returns 150 KB and 600 KB
     monkeypatch.setenv("ITERATE_SANDBOX_MAX_OUTPUT_BYTES", str(SANDBOX_MAX_OUTPUT_BYTES))
     monkeypatch.setenv("ITERATE_SANDBOX_INLINE_RESULT_BYTES", str(SANDBOX_INLINE_RESULT_BYTES))
+    monkeypatch.setenv("ITERATE_INVESTIGATION_BATCH", "0")  # each proof its own invocation (RunInSandbox)
     chosen = _code_for_two_issues(monkeypatch)
     version = _upload(machine)
     # When the upload runs through the real state machine with the real sandbox handler
@@ -98,8 +99,12 @@ def test_a_large_sandbox_result_reaches_the_report_through_s3_and_every_state_st
     assert huge.success is False and huge.stopped == "output_size"
 
 
-def test_the_harness_fails_a_run_whose_state_passes_the_limit(machine: dict[str, Any]) -> None:
+def test_the_harness_fails_a_run_whose_state_passes_the_limit(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Given a sandbox that returns a 600 KB result inline (what the function did before results went to S3)
+    monkeypatch.setenv("ITERATE_INVESTIGATION_BATCH", "0")
+
     def inline_600kb(event: dict[str, Any], context: Any) -> Any:
         output = {"affected_rows": 1, "examples": ["z" * 1000] * 600}
         return CodeInvestigation(code=event["code"], success=True, output=output).model_dump(mode="json")
