@@ -40,19 +40,19 @@ def _deps() -> AwsDeps:
     return build_deps()
 
 
+_STEPS: dict[type, Any] = {
+    GenerateCodeInput: steps.generate_code,
+    RecordAttemptInput: steps.record_attempt,
+    PlanProofsInput: proofs.plan_proofs,
+    PrepareBatchInput: proofs.prepare_batch,
+    RecordBatchInput: proofs.record_batch,
+    ListUnsettledInput: proofs.list_unsettled,
+}
+
+
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     payload = InvestigateInput.validate_python(event)
-    if isinstance(payload, GenerateCodeInput):
-        return steps.generate_code(payload, _deps()).model_dump(mode="json")
-    if isinstance(payload, RecordAttemptInput):
-        return steps.record_attempt(payload, _deps()).model_dump(mode="json")
-    if isinstance(payload, PlanProofsInput):
-        return proofs.plan_proofs(payload, _deps()).model_dump(mode="json")
-    if isinstance(payload, PrepareBatchInput):
-        return proofs.prepare_batch(payload, _deps()).model_dump(mode="json")
-    if isinstance(payload, RecordBatchInput):
-        return proofs.record_batch(payload, _deps()).model_dump(mode="json")
-    return proofs.list_unsettled(payload, _deps()).model_dump(mode="json")
+    return dict(_STEPS[type(payload)](payload, _deps()).model_dump(mode="json"))
