@@ -113,3 +113,28 @@ def test_the_harness_fails_a_run_whose_state_passes_the_limit(
     # When a run executes (moto's interpreter lets States.ALL catch States.DataLimitExceeded; AWS does not)
     with pytest.raises(StateOverLimitError, match="RunInSandbox"), route_lambdas({"sandbox": inline_600kb}):
         run_execution(machine["sfn"], machine["arn"], object_created_event(BUCKET, UPLOAD_KEY, version))
+
+
+def test_a_batch_result_over_the_inline_cap_travels_as_its_key_and_settles_its_proofs(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the smallest inline cap, so that a batch's verdicts together pass it
+    monkeypatch.setenv("ITERATE_SANDBOX_INLINE_RESULT_BYTES", "1024")
+    version = _upload(machine)
+    # When the upload runs through the real state machine with the real sandbox handler
+    with route_lambdas({"sandbox": load_handler("sandbox").lambda_handler}) as calls:
+        done = run_execution(
+            machine["sfn"], machine["arn"], object_created_event(BUCKET, UPLOAD_KEY, version)
+        )
+    assert done["status"] == "SUCCEEDED", done
+    assert not calls.failures, calls.failures
+    # Then RecordBatch got the batch's key (under this run's prefix, the batch's own name), not the verdicts
+    prefix = json.loads(done["output"])["run"]["prefix"]
+    recorded = [e for name, e in calls if name == "investigate" and e.get("action") == "record-batch"]
+    assert recorded and all("resultKey" in e["sandboxResult"] for e in recorded)
+    assert recorded[0]["sandboxResult"]["resultKey"] == prefix + "investigations/batch-0.result.json"
+    # And the proofs it held were settled from that object: none of them ran again alone
+    batched = {item["code"] for name, e in calls if name == "sandbox" for item in e.get("items") or []}
+    alone = {e["code"] for name, e in calls if name == "sandbox" and "items" not in e}
+    assert len(batched) >= 3 and not batched & alone
+    assert max(size for _, size in calls.state_sizes) < STATE_LIMIT_BYTES
