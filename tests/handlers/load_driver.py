@@ -10,7 +10,8 @@ RecordFailure step for an unreadable file (DatasetReadError, the user's); and th
 event (the release a no-op by then). What is not: the pipeline's steps between start and end: a run's body
 is a wait of a few seconds (the whole pipeline per run under moto is seconds of CPU, 1,000 of them too slow
 on 2 cores). moto's transactions restore only the items they name when cancelled, not a copy of the whole
-table (`transactions_without_table_copies`). The uploads are handed over by a thread of their own, each at its
+table (`transactions_without_table_copies`), and its Query reads the partition's items alone, not the whole
+table sorted (`queries_by_partition`). The uploads are handed over by a thread of their own, each at its
 planned second, while the main thread works the queue (one handler call at a time, as the harness runs a
 function: the two threads take turns between calls). Invariants are checked as it goes: no owner ever holds more slots than its limit, the
 deployment never more than the global one.
@@ -38,6 +39,7 @@ from awsenv import (
     as_function,
     load_handler,
     object_created_event,
+    queries_by_partition,
     transactions_without_table_copies,
 )
 
@@ -145,7 +147,11 @@ def run_load(**kwargs: Any) -> LoadResult:
                 counted[items] = counted.get(items, 0) + len(params.get("TransactItems", []))
         return real(self, operation, params)
 
-    with transactions_without_table_copies(), mock.patch.object(BaseClient, "_make_api_call", counting):
+    with (
+        transactions_without_table_copies(),
+        queries_by_partition(),
+        mock.patch.object(BaseClient, "_make_api_call", counting),
+    ):
         result = _run_load(**kwargs)
     result.admission_calls = dict(sorted(counted.items()))
     return result

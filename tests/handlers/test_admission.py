@@ -385,3 +385,32 @@ def test_a_slot_freed_by_a_run_s_end_starts_the_fairest_waiting_run_at_once(
     assert repo.require_run(bobs).get("admittedAt") and OwnerQueue(aws["table"], "bob").waiting() == 0
     # And bob's message, when it comes, is dropped (no second start); alice's waits for a slot
     assert admit_queued() == [bobs]
+
+
+def test_the_load_drivers_partition_queries_answer_as_moto_does(aws: dict[str, Any]) -> None:
+    from awsenv import queries_by_partition
+
+    # Given items in several partitions, some with the queried prefix
+    table = aws["table"]
+    for pk in ("A", "B", "C"):
+        for n in range(5):
+            table.put_item(Item={"PK": pk, "SK": f"{'QUEUE#' if n % 2 else 'X#'}{n}", "n": n})
+
+    def ask() -> list[list[dict[str, Any]]]:
+        return [
+            table.query(
+                KeyConditionExpression="PK = :pk AND begins_with(SK, :p)",
+                ExpressionAttributeValues={":pk": pk, ":p": "QUEUE#"},
+                ScanIndexForward=forward,
+                Limit=limit,
+            )["Items"]
+            for pk in ("B", "Z")
+            for forward in (True, False)
+            for limit in (1, 10)
+        ]
+
+    # When the same queries are asked of moto and through the driver's partition reads / Then the answers agree
+    plain = ask()
+    with queries_by_partition():
+        assert ask() == plain
+    assert plain[1] == [{"PK": "B", "SK": "QUEUE#1", "n": 1}, {"PK": "B", "SK": "QUEUE#3", "n": 3}]
