@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import Field, TypeAdapter
 
-from iterate.aws import proofs, steps
+from iterate.aws import investigation, proofs
 from iterate.aws.deps import AwsDeps, build_deps
 from iterate.aws.observability import logger, metrics, tracer
 from iterate.aws.payloads import (
@@ -41,8 +41,8 @@ def _deps() -> AwsDeps:
 
 
 _STEPS: dict[type, Any] = {
-    GenerateCodeInput: steps.generate_code,
-    RecordAttemptInput: steps.record_attempt,
+    GenerateCodeInput: investigation.generate_code,
+    RecordAttemptInput: investigation.record_attempt,
     PlanProofsInput: proofs.plan_proofs,
     PrepareBatchInput: proofs.prepare_batch,
     RecordBatchInput: proofs.record_batch,

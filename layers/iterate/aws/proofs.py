@@ -16,6 +16,12 @@ from pydantic import ValidationError
 
 from iterate.aws import cost as cost_model
 from iterate.aws.deps import AwsDeps
+from iterate.aws.investigation import (
+    MAX_OFFLOADED_RESULT_BYTES,
+    _finish_investigation,
+    _load_attempts,
+    _save_attempts,
+)
 from iterate.aws.observability import logger, metrics, tracer
 from iterate.aws.payloads import (
     MAX_SANDBOX_CODE_BYTES,
@@ -35,16 +41,7 @@ from iterate.aws.payloads import (
     SandboxFailure,
     SandboxResultRef,
 )
-from iterate.aws.steps import (
-    INVESTIGATION_ITEMS,
-    MAX_OFFLOADED_RESULT_BYTES,
-    _finish_investigation,
-    _load_attempts,
-    _save_attempts,
-    book_infra,
-    repository,
-    running_step,
-)
+from iterate.aws.steps import INVESTIGATION_ITEMS, book_infra, repository, running_step
 from iterate.contracts import CodeInvestigation
 
 # The ProveTemplates Map's items: a JSON array of issue-id arrays, one per batch.
