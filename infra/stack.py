@@ -45,11 +45,12 @@ class StackConfig(BaseModel):
     # The sandbox concurrency: caps what hostile investigation code can burn, for the whole account (every
     # run shares it); needs that much of the account's unreserved concurrency. None: no reservation (and no
     # cap). Invokes over it are throttled, and throttles wait with backoff (the ASL's RunInSandbox Retry).
-    # Sized from `make sandbox-peak` (2026-12-07): one run of the sample holds 10 sandbox invocations at once (its
-    # Map's limit), 15 per run, 4.07 s each at the median under moto with 10 at once on 2 shared cores (an upper
-    # bound for a Lambda with its own vCPUs). 10,000 runs a day within 8 hours: 5.2 proofs a second x 4.07 s =
-    # 21 at once; 24 leaves an eighth spare.
-    sandbox_reserved_concurrency: int | None = Field(default=24, ge=1)
+    # Sized from `make sandbox-peak` (2026-12-08, template proofs batched): one run of the sample makes 2 sandbox
+    # invocations (14 proofs in one, 1 alone) and holds 1 at once; 0.47 s each (handler, mean). 10,000 runs a day
+    # within 8 hours: 0.69 invocations a second, 2.8 at once even at the 4.07 s the unbatched proofs took with
+    # 10 at once on 2 shared cores; plus one run's burst (a wide table's batches or LLM-written proofs, at most the
+    # Map's 10 at once): 13.
+    sandbox_reserved_concurrency: int | None = Field(default=13, ge=1)
     # Admission (infra/constructs/admission.py): runs of one owner, and of the deployment, in progress at once;
     # a run past either waits in the admission queue. The state machine's timeout, which a run slot's lease
     # outlives by 15 minutes (the lease is what frees a slot whose every release was lost).

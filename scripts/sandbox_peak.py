@@ -1,14 +1,14 @@
 """How many sandbox invocations one run holds at once, and for how long each: the bundled sample (or --source)
-through the real state machine under moto, the sandbox function's own handler timed per invocation. The
-figures the sandbox's reserved concurrency is sized from (infra/README.md, "Admission, quotas and throttling")."""
+through the real state machine under moto. "At once" counts invokes in flight from their request (the harness
+runs one invocation of a function at a time, as one Lambda environment does; on AWS each request in flight is an
+execution of its own); durations are the sandbox handler's own. The figures the sandbox's reserved concurrency
+is sized from (infra/README.md, "Admission, quotas and throttling")."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-import threading
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,7 +27,6 @@ def main() -> int:
         base_env,
         create_resources,
         create_state_machine,
-        load_handler,
         object_created_event,
         reset_caches,
         route_lambdas,
@@ -43,16 +42,9 @@ def main() -> int:
             os.environ.pop(key, None)
 
     base_env(Env(), ITERATE_SANDBOX_TIMEOUT_S="20", POWERTOOLS_LOG_LEVEL="CRITICAL")
+    requests: list[tuple[float, float]] = []
     spans: list[tuple[float, float]] = []
-    lock = threading.Lock()
-
-    def timed(event: dict, context: object) -> dict:
-        started = time.monotonic()
-        try:
-            return dict(load_handler("sandbox").lambda_handler(event, context))
-        finally:
-            with lock:
-                spans.append((started, time.monotonic()))
+    items: list[int] = []
 
     import boto3
 
@@ -65,7 +57,7 @@ def main() -> int:
         for n in range(args.runs):
             key = f"uploads/alice/orders/run{n}-{args.source.name}"
             version = s3.put_object(Bucket=BUCKET, Key=key, Body=args.source.read_bytes())["VersionId"]
-            with route_lambdas({"sandbox": timed}, size_check=False):
+            with route_lambdas(size_check=False) as calls:
                 done = run_execution(
                     boto3.client("stepfunctions", region_name="us-east-1"),
                     arn,
@@ -73,7 +65,10 @@ def main() -> int:
                     timeout_s=600,
                 )
             statuses.append(done["status"])
-    edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+            requests.extend((asked, ended) for name, asked, _, ended in calls.spans if name == "sandbox")
+            spans.extend((began, ended) for name, _, began, ended in calls.spans if name == "sandbox")
+            items.extend(len(event.get("items") or [None]) for name, event in calls if name == "sandbox")
+    edges = sorted([(a, 1) for a, _ in requests] + [(b, -1) for _, b in requests])
     peak = level = 0
     for _, step in edges:
         level += step
@@ -82,6 +77,7 @@ def main() -> int:
     mean = sum(durations) / len(durations) if durations else 0.0
     print(f"runs {args.runs} of {args.source.name}: {statuses}")
     print(f"sandbox invocations {len(spans)} ({len(spans) / max(1, args.runs):.1f} per run)")
+    print(f"proofs              {sum(items)} (at most {max(items, default=0)} in one invocation)")
     print(f"peak at once        {peak}")
     print(
         f"duration mean / p50 / max s  {mean:.2f} / {durations[len(durations) // 2]:.2f} / {durations[-1]:.2f}"

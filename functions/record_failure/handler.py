@@ -7,7 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from iterate.aws import steps
+from iterate.aws import completion
 from iterate.aws.deps import AwsDeps, build_deps
 from iterate.aws.observability import logger, metrics, tracer
 from iterate.aws.payloads import FailureInput
@@ -23,4 +23,6 @@ def _deps() -> AwsDeps:
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     payload = FailureInput.model_validate(event)
-    return steps.record_failure(payload, _deps(), execution_id=payload.executionId).model_dump(mode="json")
+    return completion.record_failure(payload, _deps(), execution_id=payload.executionId).model_dump(
+        mode="json"
+    )

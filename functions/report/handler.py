@@ -7,7 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from iterate.aws import steps
+from iterate.aws import completion
 from iterate.aws.deps import AwsDeps, build_deps
 from iterate.aws.observability import logger, metrics, tracer
 from iterate.aws.payloads import StepInput
@@ -23,4 +23,4 @@ def _deps() -> AwsDeps:
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     payload = StepInput.model_validate(event)
-    return steps.report(payload, _deps()).model_dump(mode="json")
+    return completion.report(payload, _deps()).model_dump(mode="json")

@@ -20,16 +20,19 @@ import os
 import tempfile
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from iterate.aws.observability import logger, metrics, tracer
 from iterate.sandbox import (
+    SandboxBatchEvent,
     SandboxEnvironmentDirty,
     SandboxEvent,
     SandboxLimits,
+    deliver_batch_result,
     deliver_result,
+    run_batch_in_clean_environment,
     run_in_clean_environment,
 )
 from iterate.settings import get_settings
@@ -51,13 +54,13 @@ def _scratch() -> Path:
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    if "items" in event:  # a batch of template proofs (the ProveTemplates Map)
+        return _batch(SandboxBatchEvent.model_validate(event), context)
     payload = SandboxEvent.model_validate(event)
     try:
         result = run_in_clean_environment(payload, limits=_limits(), scratch=_scratch())
     except SandboxEnvironmentDirty as exc:
-        # Never serve another invocation from this environment: exiting makes Lambda start a fresh one.
-        logger.error("sandbox environment not clean", reason=str(exc))
-        os._exit(70)
+        _end_environment(exc)
     logger.info(
         "sandbox run",
         success=result.success,
@@ -66,3 +69,30 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     )
     metrics.add_metric(name="SandboxStopped" if result.stopped else "SandboxSucceeded", unit="Count", value=1)
     return deliver_result(result, payload, inline_limit=get_settings().sandbox_inline_result_bytes)
+
+
+def _end_environment(exc: SandboxEnvironmentDirty) -> NoReturn:
+    # Never serve another invocation from this environment: exiting makes Lambda start a fresh one.
+    logger.error("sandbox environment not clean", reason=str(exc))
+    os._exit(70)
+
+
+def _batch(payload: SandboxBatchEvent, context: LambdaContext) -> dict[str, Any]:
+    try:
+        result = run_batch_in_clean_environment(
+            payload,
+            limits=_limits(),
+            scratch=_scratch(),
+            remaining_s=lambda: context.get_remaining_time_in_millis() / 1000,
+        )
+    except SandboxEnvironmentDirty as exc:
+        _end_environment(exc)
+    settled = [item for item in result.items if item is not None]
+    logger.info(
+        "sandbox batch",
+        items=len(result.items),
+        settled=len(settled),
+        succeeded=sum(1 for item in settled if item.success),
+    )
+    metrics.add_metric(name="SandboxBatchItems", unit="Count", value=len(result.items))
+    return deliver_batch_result(result, payload, inline_limit=get_settings().sandbox_inline_result_bytes)

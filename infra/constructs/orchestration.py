@@ -19,6 +19,9 @@ from constructs import Construct
 from infra.asl import CHUNK_MAP, iter_states, with_map_concurrency
 from infra.nag import acknowledge, acknowledge_wildcard
 
+# The batches of template proofs: each child catches every error of its own (a failed batch fails nothing).
+BATCH_MAP = "ProveTemplates"
+
 __all__ = [
     "CHUNK_MAP",
     "AslError",
@@ -182,7 +185,7 @@ class OrchestrationConstruct(Construct):
         labels = [
             s["Label"]
             for name, s in iter_states(doc["States"])
-            if s.get("Type") == "Map" and s.get("Label") and name != CHUNK_MAP
+            if s.get("Type") == "Map" and s.get("Label") and name not in (CHUNK_MAP, BATCH_MAP)
         ]
         self.investigations_arn = (
             f"arn:{Aws.PARTITION}:states:{Aws.REGION}:{Aws.ACCOUNT_ID}:stateMachine:"

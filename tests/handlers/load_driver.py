@@ -10,7 +10,10 @@ RecordFailure step for an unreadable file (DatasetReadError, the user's); and th
 event (the release a no-op by then). What is not: the pipeline's steps between start and end: a run's body
 is a wait of a few seconds (the whole pipeline per run under moto is seconds of CPU, 1,000 of them too slow
 on 2 cores). moto's transactions restore only the items they name when cancelled, not a copy of the whole
-table (`transactions_without_table_copies`). Invariants are checked as it goes: no owner ever holds more slots than its limit, the
+table (`transactions_without_table_copies`), and its Query reads the partition's items alone, not the whole
+table sorted (`queries_by_partition`). The uploads are handed over by a thread of their own, each at its
+planned second, while the main thread works the queue (one handler call at a time, as the harness runs a
+function: the two threads take turns between calls). Invariants are checked as it goes: no owner ever holds more slots than its limit, the
 deployment never more than the global one.
 """
 
@@ -21,6 +24,7 @@ import heapq
 import io
 import json
 import random
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +39,7 @@ from awsenv import (
     as_function,
     load_handler,
     object_created_event,
+    queries_by_partition,
     transactions_without_table_copies,
 )
 
@@ -44,7 +49,7 @@ class LoadResult:
     uploads: int
     owners: int
     duplicates_sent: int
-    queued: int = 0  # runs that found no free slot at their first admission attempt
+    queued: int = 0  # runs that waited a second or more for a slot
     started: int = 0
     succeeded: int = 0
     user_errors: int = 0  # an unreadable file (RecordFailure) or a daily quota (refused before queueing)
@@ -65,6 +70,7 @@ class LoadResult:
     left_slots_counted: int = 0  # the global counter: it must come back to 0 with the leases
     seconds: float = 0.0
     last_upload_s: float = 0.0  # when the last upload's event was handed over (the window is the plan's)
+    intake_seconds: float = 0.0  # the admission handler's time on upload events, in all
     # AWS calls the admission function made ("dynamodb:PutItem", …; a transaction's items as
     # "dynamodb:TransactWriteItems/items"), for the cost of admission per run (docs/cost-model.md)
     admission_calls: dict[str, int] = field(default_factory=dict)
@@ -84,10 +90,14 @@ class LoadResult:
                 f"{self.uploads} ({self.owners}), {self.duplicates_sent} events delivered twice",
             ),
             ("last upload handed over at s", f"{self.last_upload_s:.1f}"),
+            (
+                "intake handler s in all / per event",
+                f"{self.intake_seconds:.1f} / {self.intake_seconds / max(1, self.intake_invocations):.3f}",
+            ),
             ("runs started / succeeded", f"{self.started} / {self.succeeded}"),
             ("user errors", f"{self.user_errors} ({self.quota_rejected} over the daily runs quota)"),
             ("other failures", str(len(self.other_failures))),
-            ("runs queued (no slot at first)", str(self.queued)),
+            ("runs queued (waited 1 s or more for a slot)", str(self.queued)),
             (
                 "wait max / p95 / p50 s",
                 f"{self.max_wait:.1f} / {self.percentile(0.95):.1f} / {self.percentile(0.5):.1f}",
@@ -137,7 +147,11 @@ def run_load(**kwargs: Any) -> LoadResult:
                 counted[items] = counted.get(items, 0) + len(params.get("TransactItems", []))
         return real(self, operation, params)
 
-    with transactions_without_table_copies(), mock.patch.object(BaseClient, "_make_api_call", counting):
+    with (
+        transactions_without_table_copies(),
+        queries_by_partition(),
+        mock.patch.object(BaseClient, "_make_api_call", counting),
+    ):
         result = _run_load(**kwargs)
     result.admission_calls = dict(sorted(counted.items()))
     return result
@@ -200,7 +214,6 @@ def _run_load(
         plan.append((rng.uniform(0, window_s), heavy[k % len(heavy)], k))
     plan.sort()
     result = LoadResult(uploads=uploads, owners=owners, duplicates_sent=0)
-    first_try: set[str] = set()
     ends: list[tuple[float, str, str, bool]] = []  # (end at, owner, run id, broken)
     broken: set[str] = set()
     running: dict[str, set[str]] = {}
@@ -208,41 +221,114 @@ def _run_load(
     nxt = 0
     outstanding = 0  # queued runs not yet ended
 
+    turn = threading.Lock()  # one handler call at a time; the counters below change under it too
+    # An upload due goes first: the main thread lets the lock go to the uploads' thread while this is set.
+    upload_due = threading.Event()
+    intake_errors: list[BaseException] = []
+
     def intake(event: dict[str, Any]) -> dict[str, Any]:
         result.intake_invocations += 1
-        with _admission():
-            return dict(_quiet(handler, event, FakeContext("iterate-admission")))
+        began = time.monotonic()
+        try:
+            with _admission():
+                return dict(_quiet(handler, event, FakeContext("iterate-admission")))
+        finally:
+            result.intake_seconds += time.monotonic() - began
 
-    def emit_due() -> None:
-        """Uploads due: their event (sometimes twice, as EventBridge may deliver it) to the admission function."""
+    def my_turn() -> None:
+        """The main thread's turn at the lock, once no upload is due."""
+        while upload_due.is_set():
+            time.sleep(0.001)
+        turn.acquire()
+
+    def emit_all() -> None:
+        """Each upload at its planned second: its event (sometimes twice, as EventBridge may deliver it) to
+        the admission function."""
         nonlocal nxt, outstanding
-        now = time.monotonic() - started_at
-        while nxt < len(plan) and plan[nxt][0] <= now:
-            _, owner, k = plan[nxt]
-            key = f"uploads/{owner}/d{k % 3}/file{k}.csv"
-            event = object_created_event(BUCKET, key, f"v{k}", event_id=f"e-{owner}-{k}")
-            event["detail"]["object"]["size"] = 1000 + k
-            outcome = intake(event)
-            if rng.random() < duplicate_share:
-                result.duplicates_sent += 1
-                again = dict(event, id=f"e-{owner}-{k}-again")
-                assert intake(again)["outcome"] == "duplicate", "a duplicate upload event queued a second run"
-            if outcome["outcome"] == "queued":
-                outstanding += 1
-                if rng.random() < broken_share:
-                    broken.add(outcome["runId"])
-            elif outcome["outcome"] == "rejected":
-                result.quota_rejected += 1
-                result.user_errors += 1
-            nxt += 1
-            result.last_upload_s = now
+        try:
+            while nxt < len(plan):
+                due, owner, k = plan[nxt]
+                time.sleep(max(0.0, due - (time.monotonic() - started_at)))
+                key = f"uploads/{owner}/d{k % 3}/file{k}.csv"
+                event = object_created_event(BUCKET, key, f"v{k}", event_id=f"e-{owner}-{k}")
+                event["detail"]["object"]["size"] = 1000 + k
+                upload_due.set()
+                with turn:
+                    upload_due.clear()
+                    outcome = intake(event)
+                    if rng.random() < duplicate_share:
+                        result.duplicates_sent += 1
+                        again = dict(event, id=f"e-{owner}-{k}-again")
+                        assert intake(again)["outcome"] == "duplicate", (
+                            "a duplicate event queued a second run"
+                        )
+                    if outcome["outcome"] == "queued":
+                        outstanding += 1
+                        if rng.random() < broken_share:
+                            broken.add(outcome["runId"])
+                    elif outcome["outcome"] == "rejected":
+                        result.quota_rejected += 1
+                        result.user_errors += 1
+                    result.last_upload_s = time.monotonic() - started_at
+                    nxt += 1
+        except BaseException as exc:  # the main thread raises it
+            intake_errors.append(exc)
+            nxt = len(plan)
 
+    # Every execution admission starts, by a message of its own or by fair share when a slot frees: the run
+    # begins then, as its execution would.
+    starts: list[tuple[str, str]] = []
+    sfn_client = load_handler("admission")._deps().sfn_client()
+    real_start = sfn_client.start_execution
+
+    def recording_start(**kwargs: Any) -> Any:
+        answer = real_start(**kwargs)
+        starts.append((kwargs["name"], kwargs["input"]))
+        return answer
+
+    sfn_client.start_execution = recording_start
+
+    def began(now: float) -> None:
+        """The runs admission started in the handler call just made: each becomes RUNNING (ProfileDataset's
+        start_run) and ends a few seconds later."""
+        while starts:
+            run_id, raw = starts.pop(0)
+            request = StartRunRequest.model_validate_json(raw)
+            owner = request.owner
+            record = repository(deps, owner).require_run(run_id)
+            waited = float(record.get("waitedS") or 0.0)
+            if waited >= 1.0:
+                result.queued += 1
+            result.waits.append(waited)
+            if owner == names[0]:
+                result.light_owner_waits.append(waited)
+            result.started += 1
+            run = RunState(
+                runId=run_id,
+                owner=owner,
+                datasetId=request.datasetId,
+                trigger="s3",
+                bucket=BUCKET,
+                prefix=artifacts_prefix(owner, request.datasetId, run_id),
+                source=request.source,  # type: ignore[arg-type]
+                startedAt=str(record["startedAt"]),
+            )
+            repo = repository(deps, owner)
+            start_run(repo, run, f"exec-{run_id}")
+            repo.set_run_fields(run_id, stateJson=json.dumps({"run": run.model_dump(mode="json")}))
+            running.setdefault(owner, set()).add(run_id)
+            heapq.heappush(ends, (now + rng.uniform(*run_s), owner, run_id, run_id in broken))
+
+    emitter = threading.Thread(target=emit_all, name="uploads", daemon=True)
+    emitter.start()
     while True:
+        if intake_errors:
+            raise intake_errors[0]
         now = time.monotonic() - started_at
-        emit_due()
         # Runs due to end: the end Report (or RecordFailure) makes, then the execution-status event.
         while ends and ends[0][0] <= now:
             _, owner, run_id, is_broken = heapq.heappop(ends)
+            my_turn()
             repo = repository(deps, owner)
             if is_broken:
                 state = json.loads(repo.require_run(run_id)["stateJson"])
@@ -271,6 +357,8 @@ def _run_load(
                     FakeContext("iterate-admission"),
                 )
             outstanding -= 1
+            began(now)  # the slot it freed may have gone to a waiting run (fair share)
+            turn.release()
         # What the event source mapping does: receive a batch, hand it over, delete what was not reported.
         for _ in range(20):
             messages = sqs.receive_message(
@@ -278,6 +366,7 @@ def _run_load(
             ).get("Messages", [])
             if not messages:
                 break
+            my_turn()
             result.admission_invocations += 1
             with _admission():
                 answer = _quiet(
@@ -285,38 +374,10 @@ def _run_load(
                 )
             failed = {f["itemIdentifier"] for f in answer["batchItemFailures"]}
             for m in messages:
-                body = json.loads(m["Body"])
-                request = StartRunRequest.model_validate(body["request"])
-                run_id, owner = str(request.runId), request.owner
-                if m["MessageId"] in failed:
-                    first_try.add(run_id)
-                    continue
-                sqs.delete_message(QueueUrl=ADMISSION_QUEUE_URL, ReceiptHandle=m["ReceiptHandle"])
-                record = repository(deps, owner).require_run(run_id)
-                waited = float(record.get("waitedS") or 0.0)
-                if run_id in first_try:
-                    result.queued += 1
-                result.waits.append(waited)
-                if owner == names[0]:
-                    result.light_owner_waits.append(waited)
-                result.started += 1
-                # The execution's first step: the QUEUED record becomes RUNNING (ProfileDataset's start_run).
-                run = RunState(
-                    runId=run_id,
-                    owner=owner,
-                    datasetId=request.datasetId,
-                    trigger="s3",
-                    bucket=BUCKET,
-                    prefix=artifacts_prefix(owner, request.datasetId, run_id),
-                    source=request.source,  # type: ignore[arg-type]
-                    startedAt=str(record["startedAt"]),
-                )
-                repo = repository(deps, owner)
-                start_run(repo, run, f"exec-{run_id}")
-                repo.set_run_fields(run_id, stateJson=json.dumps({"run": run.model_dump(mode="json")}))
-                running.setdefault(owner, set()).add(run_id)
-                heapq.heappush(ends, (now + rng.uniform(*run_s), owner, run_id, run_id in broken))
-            emit_due()  # uploads keep arriving while batches are handled
+                if m["MessageId"] not in failed:
+                    sqs.delete_message(QueueUrl=ADMISSION_QUEUE_URL, ReceiptHandle=m["ReceiptHandle"])
+            began(now)
+            turn.release()
             if len(failed) == len(messages):
                 break
         # Limits, as the counters and the runs in flight say.
@@ -326,7 +387,20 @@ def _run_load(
         result.peak_owner = max(result.peak_owner, in_flight)
         if held_global > global_limit or in_flight > owner_limit:
             result.over_limit.append(f"at {now:.1f}s: {held_global} global, {in_flight} one owner")
-        if nxt == len(plan) and outstanding == 0:
+        my_turn()
+        drained = nxt == len(plan) and outstanding == 0
+        turn.release()
+        if drained:
+            # Messages of runs fair share started before their message came are dropped when they come back.
+            counts = sqs.get_queue_attributes(QueueUrl=ADMISSION_QUEUE_URL, AttributeNames=["All"])[
+                "Attributes"
+            ]
+            drained = (
+                int(counts["ApproximateNumberOfMessages"])
+                + int(counts["ApproximateNumberOfMessagesNotVisible"])
+                == 0
+            )
+        if drained:
             break
         if now > timeout_s:
             raise TimeoutError(f"{outstanding} runs still outstanding after {timeout_s} s")

@@ -4,6 +4,8 @@ admission function's intake, batches and releases."""
 from __future__ import annotations
 
 import json
+import time
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -287,3 +289,128 @@ def test_an_execution_aborted_by_hand_after_its_slots_were_freed_still_ends_its_
     assert answer == {"released": False}
     ended = repo.require_run(queued["runId"])
     assert ended["status"] == "FAILED" and ended["error"] == "ExecutionAborted"
+
+
+def test_a_freed_slot_goes_to_the_waiting_owner_with_the_fewest_runs_not_the_first_message(
+    aws: dict[str, Any], machine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given limits of 2 per owner and 3 in all: alice holds 2 slots, bob 1; then alice queues a third run,
+    # carol (none running) one after it
+    monkeypatch.setenv("ITERATE_MAX_CONCURRENT_RUNS", "3")
+    monkeypatch.setenv("ITERATE_GLOBAL_CONCURRENT_RUNS", "3")
+    monkeypatch.setenv("ITERATE_ADMISSION_RETRY_S", "1")
+    reset_caches()
+    first = [
+        _admission(_event(f"uploads/{o}/d/{n}.csv", "v1", f"e-{o}-{n}"))["runId"]
+        for o, n in (("alice", 1), ("alice", 2), ("bob", 1))
+    ]
+    assert admit_queued() == first
+    waiting = [
+        _admission(_event(f"uploads/{o}/d/{n}.csv", "v1", f"e-{o}-{n}"))["runId"]
+        for o, n in (("alice", 3), ("carol", 1))
+    ]
+    assert admit_queued(rounds=1) == []  # the deployment is full: both wait
+    # When one of bob's slots frees (and the waiting messages come back)
+    SlotLeases(aws["table"]).release(first[2])
+    time.sleep(1.2)
+    # Then carol's run takes it although alice's message came first: alice keeps waiting
+    assert admit_queued(rounds=3) == [waiting[1]]
+    slots = SlotLeases(aws["table"])
+    assert (slots.held("carol"), slots.held("alice")) == (1, 2)
+    assert DynamoRunRepository(aws["table"], "alice").require_run(waiting[0])["status"] == "QUEUED"
+
+
+def test_waiting_owners_are_counted_once_per_queued_run_and_forgotten_when_their_queue_empties(
+    aws: dict[str, Any],
+) -> None:
+    from iterate.storage.admission import waiting_owners
+
+    alice, bob = OwnerQueue(aws["table"], "alice"), OwnerQueue(aws["table"], "bob")
+    a1, a2 = alice.add("a1", 1), alice.add("a2", 2)
+    alice.add("a1", 1)  # added again (a retried intake): counted once
+    b1 = bob.add("b1", 3)
+    # (each with when its waiting began: its first run queued)
+    assert waiting_owners(aws["table"]) == {"alice": (2, 1), "bob": (1, 3)}
+    alice.remove(a1)
+    alice.remove(a1)  # removed again: counted once
+    bob.remove(b1)
+    assert waiting_owners(aws["table"]) == {"alice": (1, 1)}
+    alice.remove(a2)
+    assert waiting_owners(aws["table"]) == {}
+
+
+def test_a_free_slot_is_kept_for_a_waiting_owner_with_fewer_runs() -> None:
+    from iterate.aws.admission import FairShare
+
+    # Given one free slot, alice running 2 and bob none, both waiting
+    share = FairShare(free=1, running=Counter({"alice": 2}), waiting={"alice": 4, "bob": 1}, owner_limit=5)
+    # Then alice's message leaves it to bob, whose message takes it
+    assert not share.turn("alice") and share.turn("bob")
+    share.started("bob")
+    # And with no slot free, the lease decides (it refuses)
+    assert share.free == 0 and share.waiting == {"alice": 4} and share.turn("alice")
+    # Given two free slots and one owner ahead of alice, one slot is alice's
+    assert FairShare(free=2, running=Counter({"alice": 2}), waiting={"alice": 1, "bob": 1}).turn("alice")
+    # And an owner at its own limit is ahead of nobody (it cannot take a slot anyway)
+    at_limit = FairShare(free=1, running=Counter({"alice": 3, "bob": 2}), waiting={"bob": 1}, owner_limit=2)
+    assert at_limit.turn("alice")
+
+
+def test_a_slot_freed_by_a_run_s_end_starts_the_fairest_waiting_run_at_once(
+    aws: dict[str, Any], machine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+
+    # Given a deployment of 2 slots held by alice, and bob's run then alice's third waiting
+    monkeypatch.setenv("ITERATE_MAX_CONCURRENT_RUNS", "3")
+    monkeypatch.setenv("ITERATE_GLOBAL_CONCURRENT_RUNS", "2")
+    reset_caches()
+    first = [_admission(_event(f"uploads/alice/d/{n}.csv", "v1", f"e-a-{n}"))["runId"] for n in (1, 2)]
+    assert admit_queued() == first
+    third = _admission(_event("uploads/alice/d/3.csv", "v1", "e-a-3"))["runId"]
+    bobs = _admission(_event("uploads/bob/d/1.csv", "v1", "e-b-1"))["runId"]
+    # When one of alice's runs ends (the execution-status event), before any queue batch comes
+    _admission(
+        {
+            "source": "aws.states",
+            "detail-type": "Step Functions Execution Status Change",
+            "detail": {"name": first[0], "status": "SUCCEEDED"},
+        }
+    )
+    # Then bob's run (no run in progress) has started at once, alice's third still waits
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    names = {e["name"] for e in sfn.list_executions(stateMachineArn=machine)["executions"]}
+    assert bobs in names and third not in names
+    repo = DynamoRunRepository(aws["table"], "bob")
+    assert repo.require_run(bobs).get("admittedAt") and OwnerQueue(aws["table"], "bob").waiting() == 0
+    # And bob's message, when it comes, is dropped (no second start); alice's waits for a slot
+    assert admit_queued() == [bobs]
+
+
+def test_the_load_drivers_partition_queries_answer_as_moto_does(aws: dict[str, Any]) -> None:
+    from awsenv import queries_by_partition
+
+    # Given items in several partitions, some with the queried prefix
+    table = aws["table"]
+    for pk in ("A", "B", "C"):
+        for n in range(5):
+            table.put_item(Item={"PK": pk, "SK": f"{'QUEUE#' if n % 2 else 'X#'}{n}", "n": n})
+
+    def ask() -> list[list[dict[str, Any]]]:
+        return [
+            table.query(
+                KeyConditionExpression="PK = :pk AND begins_with(SK, :p)",
+                ExpressionAttributeValues={":pk": pk, ":p": "QUEUE#"},
+                ScanIndexForward=forward,
+                Limit=limit,
+            )["Items"]
+            for pk in ("B", "Z")
+            for forward in (True, False)
+            for limit in (1, 10)
+        ]
+
+    # When the same queries are asked of moto and through the driver's partition reads / Then the answers agree
+    plain = ask()
+    with queries_by_partition():
+        assert ask() == plain
+    assert plain[1] == [{"PK": "B", "SK": "QUEUE#1", "n": 1}, {"PK": "B", "SK": "QUEUE#3", "n": 3}]

@@ -65,16 +65,16 @@ def deps_with(agent: Any) -> Any:
 
 def investigate_once(run: dict[str, Any], issue_id: str, deps: Any) -> tuple[dict[str, Any], Any]:
     """GenerateCode, the sandbox function on its request, RecordAttempt: one turn of the Map's loop."""
-    from iterate.aws import steps
+    from iterate.aws import investigation
     from iterate.aws.payloads import GenerateCodeInput, RecordAttemptInput
 
-    generated = steps.generate_code(
+    generated = investigation.generate_code(
         GenerateCodeInput(action="generate", run=run, issueId=issue_id),  # type: ignore[arg-type]
         deps,
     )
     assert not generated.stop and generated.sandboxRequest is not None
     result = invoke("sandbox", generated.sandboxRequest.model_dump(mode="json"))
-    recorded = steps.record_attempt(
+    recorded = investigation.record_attempt(
         RecordAttemptInput.model_validate(
             {
                 "action": "record",
@@ -157,7 +157,7 @@ def test_a_stored_proof_that_disagrees_is_kept_as_the_agents_first_attempt(aws: 
 
 
 def test_a_templates_sandbox_request_names_the_columns_it_reads(aws: dict[str, Any]) -> None:
-    from iterate.aws import steps
+    from iterate.aws import investigation
     from iterate.aws.deps import build_deps
     from iterate.aws.payloads import GenerateCodeInput
     from iterate.investigate.loop import needed_columns
@@ -165,7 +165,7 @@ def test_a_templates_sandbox_request_names_the_columns_it_reads(aws: dict[str, A
     run, issue_ids = analysed_run(aws)
     issue, _ = _issue(aws, run, issue_ids[0])
     # When the offline agent (templates) writes the first attempt's code
-    generated = steps.generate_code(
+    generated = investigation.generate_code(
         GenerateCodeInput(action="generate", run=run, issueId=issue_ids[0]),  # type: ignore[arg-type]
         build_deps(),
     )
@@ -180,12 +180,12 @@ def test_a_templates_sandbox_request_names_the_columns_it_reads(aws: dict[str, A
 
 
 def test_code_an_llm_wrote_is_sent_with_the_columns_it_names(aws: dict[str, Any]) -> None:
-    from iterate.aws import steps
+    from iterate.aws import investigation
     from iterate.aws.payloads import GenerateCodeInput
 
     run, issue_ids = analysed_run(aws)
     # When an LLM writes code that reads df['amount'] only
-    llm = steps.generate_code(
+    llm = investigation.generate_code(
         GenerateCodeInput(action="generate", run=run, issueId=issue_ids[0]),  # type: ignore[arg-type]
         deps_with(WritesCode()),
     )
@@ -209,12 +209,12 @@ class ReadsEveryColumn(WritesCode):
 
 
 def test_code_an_llm_wrote_that_may_read_any_column_gets_the_whole_dataset(aws: dict[str, Any]) -> None:
-    from iterate.aws import steps
+    from iterate.aws import investigation
     from iterate.aws.payloads import GenerateCodeInput
 
     run, issue_ids = analysed_run(aws)
     # When an LLM writes code that compares the whole frame / Then the sandbox gets every column
-    llm = steps.generate_code(
+    llm = investigation.generate_code(
         GenerateCodeInput(action="generate", run=run, issueId=issue_ids[0]),  # type: ignore[arg-type]
         deps_with(ReadsEveryColumn()),
     )

@@ -9,7 +9,7 @@ import pytest
 from awsenv import BUCKET, FakeContext, capture_events, load_handler, object_created_event, received_events
 from pydantic import ValidationError
 
-from iterate.aws.steps import DatasetNotFoundError
+from iterate.aws.triggers import DatasetNotFoundError
 from iterate.storage.dynamo import DynamoRunRepository
 
 pytestmark = [pytest.mark.handler, pytest.mark.filterwarnings("ignore:No application metrics")]

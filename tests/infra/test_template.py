@@ -423,7 +423,7 @@ def test_sandbox_runs_in_isolated_subnets_behind_a_read_only_s3_endpoint(synth: 
     # Then the sandbox is in the VPC, capped in concurrency and time
     subnets = _refs(props["VpcConfig"]["SubnetIds"])
     assert subnets and subnets <= set(synth.of_type("AWS::EC2::Subnet"))
-    assert props["ReservedConcurrentExecutions"] == 24
+    assert props["ReservedConcurrentExecutions"] == 13
     assert props["Timeout"] <= 60
     # and its /tmp holds the largest dataset it agrees to download whole (code that reads every column)
     from iterate.sandbox.remote import MAX_DATASET_BYTES
@@ -1059,8 +1059,8 @@ def test_api_and_profile_functions_reserve_concurrency(synth: Synth) -> None:
         name: synth.resources[synth.function_id(name)]["Properties"].get("ReservedConcurrentExecutions")
         for name in _function_names()
     }
-    # Then the API keeps 20, the profile function one per run the deployment allows at once, the sandbox 24
-    assert {k: v for k, v in reserved.items() if v is not None} == {"api": 20, "profile": 50, "sandbox": 24}
+    # Then the API keeps 20, the profile function one per run the deployment allows at once, the sandbox 13
+    assert {k: v for k, v in reserved.items() if v is not None} == {"api": 20, "profile": 50, "sandbox": 13}
 
 
 def test_a_monthly_budget_notifies_the_alarm_topic(synth: Synth) -> None:

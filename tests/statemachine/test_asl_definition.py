@@ -87,10 +87,14 @@ def test_every_task_retries_with_full_jitter_and_is_caught(asl: dict[str, Any]) 
             assert task.get("Catch"), f"{name} has no Catch"
 
 
+# Batches of template proofs only save sandbox invocations: when they fail, every issue is investigated one by one.
+BATCH_STATES = {"PlanProofs", "ProveTemplates", "ListUnsettled"}
+
+
 def test_top_level_failures_go_through_record_failure_to_fail(asl: dict[str, Any]) -> None:
     for name, state in asl["States"].items():
         for catch in state.get("Catch", []):
-            assert catch["Next"] == "RecordFailure", name
+            assert catch["Next"] == ("InvestigateEach" if name in BATCH_STATES else "RecordFailure"), name
     assert asl["States"]["RecordFailure"]["Next"] == "RunFailed"
     assert asl["States"]["RunFailed"]["Type"] == "Fail"
 
@@ -121,6 +125,33 @@ def test_map_fans_out_with_bounds_and_passes_run_and_issue(asl: dict[str, Any]) 
     # Every child's result is gathered into the Map's output: each one is an empty object
     assert loop["InvestigationDone"]["Result"] == {} and loop["InvestigationDone"]["End"]
     assert fan_out["ResultPath"] is None
+
+
+def test_template_proofs_go_in_batches_before_the_map_and_never_fail_the_run(asl: dict[str, Any]) -> None:
+    states = asl["States"]
+    # Given the analysis, the batches are planned, and proved only when there are any
+    assert states["AnalyzeDataset"]["Next"] == "PlanProofs" and states["PlanProofs"]["Next"] == "HasBatches"
+    assert states["HasBatches"]["Choices"][0]["Next"] == "ProveTemplates"
+    assert states["HasBatches"]["Default"] == "InvestigateEach"
+    fan_out = states["ProveTemplates"]
+    # The batches come from S3, one child per batch, one sandbox invocation per child
+    assert fan_out["ItemReader"]["Parameters"] == {"Bucket.$": "$.run.bucket", "Key.$": "$.proofs.batchesKey"}
+    assert fan_out["ItemSelector"] == {
+        "run.$": "$.run",
+        "batch.$": "$$.Map.Item.Index",
+        "issueIds.$": "$$.Map.Item.Value",
+    }
+    inner = fan_out["ItemProcessor"]["States"]
+    assert inner["RunBatchInSandbox"]["Resource"] == "${SandboxFunctionArn}"
+    # A sandbox failure is recorded (nothing settled), any other failure only ends the batch
+    assert inner["RunBatchInSandbox"]["Catch"][0]["Next"] == "RecordBatch"
+    assert (
+        inner["PrepareBatch"]["Catch"][0]["Next"] == inner["RecordBatch"]["Catch"][0]["Next"] == "BatchDone"
+    )
+    assert inner["BatchDone"]["Result"] == {} and fan_out["ResultPath"] is None
+    # And what no batch finished is what InvestigateEach reads: ListUnsettled replaces the analysis's items
+    assert fan_out["Next"] == "ListUnsettled" and states["ListUnsettled"]["ResultPath"] == "$.analysis"
+    assert states["ListUnsettled"]["Next"] == "InvestigateEach"
 
 
 def test_a_large_upload_fans_out_over_its_chunk_manifest_and_merges(asl: dict[str, Any]) -> None:

@@ -62,6 +62,7 @@ def test_a_large_sandbox_result_reaches_the_report_through_s3_and_every_state_st
     # Given the sandbox function's deployed caps, and two investigations whose code returns 150 KB and 600 KB
     monkeypatch.setenv("ITERATE_SANDBOX_MAX_OUTPUT_BYTES", str(SANDBOX_MAX_OUTPUT_BYTES))
     monkeypatch.setenv("ITERATE_SANDBOX_INLINE_RESULT_BYTES", str(SANDBOX_INLINE_RESULT_BYTES))
+    monkeypatch.setenv("ITERATE_INVESTIGATION_BATCH", "0")  # each proof its own invocation (RunInSandbox)
     chosen = _code_for_two_issues(monkeypatch)
     version = _upload(machine)
     # When the upload runs through the real state machine with the real sandbox handler
@@ -98,8 +99,12 @@ def test_a_large_sandbox_result_reaches_the_report_through_s3_and_every_state_st
     assert huge.success is False and huge.stopped == "output_size"
 
 
-def test_the_harness_fails_a_run_whose_state_passes_the_limit(machine: dict[str, Any]) -> None:
+def test_the_harness_fails_a_run_whose_state_passes_the_limit(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Given a sandbox that returns a 600 KB result inline (what the function did before results went to S3)
+    monkeypatch.setenv("ITERATE_INVESTIGATION_BATCH", "0")
+
     def inline_600kb(event: dict[str, Any], context: Any) -> Any:
         output = {"affected_rows": 1, "examples": ["z" * 1000] * 600}
         return CodeInvestigation(code=event["code"], success=True, output=output).model_dump(mode="json")
@@ -108,3 +113,28 @@ def test_the_harness_fails_a_run_whose_state_passes_the_limit(machine: dict[str,
     # When a run executes (moto's interpreter lets States.ALL catch States.DataLimitExceeded; AWS does not)
     with pytest.raises(StateOverLimitError, match="RunInSandbox"), route_lambdas({"sandbox": inline_600kb}):
         run_execution(machine["sfn"], machine["arn"], object_created_event(BUCKET, UPLOAD_KEY, version))
+
+
+def test_a_batch_result_over_the_inline_cap_travels_as_its_key_and_settles_its_proofs(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the smallest inline cap, so that a batch's verdicts together pass it
+    monkeypatch.setenv("ITERATE_SANDBOX_INLINE_RESULT_BYTES", "1024")
+    version = _upload(machine)
+    # When the upload runs through the real state machine with the real sandbox handler
+    with route_lambdas({"sandbox": load_handler("sandbox").lambda_handler}) as calls:
+        done = run_execution(
+            machine["sfn"], machine["arn"], object_created_event(BUCKET, UPLOAD_KEY, version)
+        )
+    assert done["status"] == "SUCCEEDED", done
+    assert not calls.failures, calls.failures
+    # Then RecordBatch got the batch's key (under this run's prefix, the batch's own name), not the verdicts
+    prefix = json.loads(done["output"])["run"]["prefix"]
+    recorded = [e for name, e in calls if name == "investigate" and e.get("action") == "record-batch"]
+    assert recorded and all("resultKey" in e["sandboxResult"] for e in recorded)
+    assert recorded[0]["sandboxResult"]["resultKey"] == prefix + "investigations/batch-0.result.json"
+    # And the proofs it held were settled from that object: none of them ran again alone
+    batched = {item["code"] for name, e in calls if name == "sandbox" for item in e.get("items") or []}
+    alone = {e["code"] for name, e in calls if name == "sandbox" and "items" not in e}
+    assert len(batched) >= 3 and not batched & alone
+    assert max(size for _, size in calls.state_sizes) < STATE_LIMIT_BYTES

@@ -21,6 +21,7 @@ from awsenv import (
     run_execution,
 )
 
+from iterate.contracts import CodeInvestigation
 from iterate.storage.dynamo import DynamoRunRepository
 
 if str(REPO) not in sys.path:
@@ -118,11 +119,17 @@ def test_upload_runs_to_success_and_matches_the_local_command(
     assert run["status"] == "SUCCEEDED" and run["trigger"] == "s3" and run["mode"] == "offline"
     assert run["progress"]["percent"] == 100 and run["issueCount"] >= 3
     assert set(run["timingsMs"]) >= {"profile", "understand", "analyze", "report"}
-    assert run["investigationsDone"] == run["investigationsTotal"] == output["analysis"]["count"]
+    assert run["investigationsDone"] == run["investigationsTotal"]
     items = json.loads(
         machine["s3"].get_object(Bucket=BUCKET, Key=output["analysis"]["itemsKey"])["Body"].read()
     )
     assert len(items) == output["analysis"]["count"] and output["analysis"]["itemsKey"].startswith(prefix)
+    # And the template proofs went to the sandbox in batches: what InvestigateEach read is what they left,
+    # and the run took fewer sandbox invocations than it made proofs
+    sandbox_events = [event for name, event in calls if name == "sandbox"]
+    proofs = sum(len(event.get("items") or [event]) for event in sandbox_events)
+    assert output["proofs"]["batches"] >= 1 and output["analysis"]["count"] < run["investigationsTotal"]
+    assert len(sandbox_events) < proofs, (len(sandbox_events), proofs)
     assert len(DynamoRunRepository(machine["table"], "alice").list_issues(run_id)) == run["issueCount"]
     # And every artifact is in S3 under artifacts/<owner>/<dataset>/<run>/
     assert prefix == f"artifacts/alice/orders/{run_id}/"
@@ -199,10 +206,12 @@ def test_sandbox_crash_on_one_investigation_leaves_the_run_succeeded(machine: di
     doomed: list[str] = []
 
     def crashing_sandbox(event: dict[str, Any], context: Any) -> Any:
-        # The first investigation's code (and any retry of the same code) kills the sandbox function.
+        # The first investigation's code (and any retry of the same code) kills the sandbox function, a
+        # batch's invocation (every proof of it then runs alone) or its own.
+        codes = [item["code"] for item in event.get("items") or [event]]
         if not doomed:
-            doomed.append(event["code"])
-        if event["code"] in doomed:
+            doomed.append(codes[0])
+        if doomed[0] in codes:
             raise MemoryError("Runtime exited with error: signal: killed")
         return real_sandbox(event, context)
 
@@ -317,3 +326,53 @@ def test_an_upload_over_the_size_limit_fails_naming_the_limit_before_it_is_downl
     assert downloads == []
     upload = machine["s3"].get_object(Bucket=BUCKET, Key="uploads/alice/big/big.csv")
     assert upload["VersionId"] == version and upload["Body"].read() == body
+
+
+def test_a_batch_keeps_each_proofs_own_verdict_and_leaves_what_it_did_not_settle_to_the_map(
+    machine: dict[str, Any],
+) -> None:
+    real_sandbox = _sandbox_handler()
+    batches: list[list[str]] = []
+    alone: list[str] = []
+
+    def sandbox(event: dict[str, Any], context: Any) -> Any:
+        if "items" not in event:
+            alone.append(event["code"])
+            return real_sandbox(event, context)
+        # A batch answer where the first proof succeeded in the shared process, the second was not settled
+        # (no time left for it alone) and the third timed out in a run of its own
+        answer = real_sandbox(event, context)
+        codes = [item["code"] for item in event["items"]]
+        batches.append(codes)
+        if len(codes) >= 3:
+            answer["items"][1] = None
+            answer["items"][2] = CodeInvestigation(
+                code=codes[2], success=False, error="timed out", stopped="timeout"
+            ).model_dump(mode="json")
+        return answer
+
+    # Given an upload, and a sandbox function answering batches as above
+    version = _upload(machine, orders_csv())
+    # When the run executes
+    with route_lambdas({"sandbox": sandbox}) as calls:
+        done = run_execution(
+            machine["sfn"], machine["arn"], object_created_event(BUCKET, UPLOAD_KEY, version)
+        )
+    assert done["status"] == "SUCCEEDED", done
+    assert not calls.failures, calls.failures
+    (first_batch,) = [b for b in batches if len(b) >= 3][:1]
+    # Then the unsettled proof ran alone through InvestigateEach; the settled ones did not run again
+    assert first_batch[1] in alone
+    assert first_batch[0] not in alone
+    # And each proof's verdict is its own in the report: the timeout recorded as its first attempt
+    prefix = json.loads(done["output"])["run"]["prefix"]
+    analysis = json.loads(_artifact(machine, prefix, "analysis.json"))
+    by_code: dict[str, list[dict[str, Any]]] = {}
+    for issue in analysis["issues"]:
+        if issue.get("investigation"):
+            kept = json.loads(_artifact(machine, prefix, f"investigations/{issue['id']}.attempts.json"))
+            for attempt in kept["attempts"]:
+                by_code.setdefault(attempt["code"], []).append(attempt)
+    assert by_code[first_batch[0]][0]["success"] and by_code[first_batch[0]][0]["batch_size"] >= 3
+    assert by_code[first_batch[2]][0]["stopped"] == "timeout" and by_code[first_batch[2]][0]["attempts"] == 1
+    assert by_code[first_batch[1]][0]["success"] and by_code[first_batch[1]][0]["batch_size"] is None

@@ -9,6 +9,8 @@ import contextlib
 import hashlib
 import re
 import time
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import Field
@@ -24,6 +26,7 @@ from iterate.storage.admission import (
     QuotaExceededError,
     QuotaLimits,
     SlotLeases,
+    waiting_owners,
 )
 from iterate.storage.dynamo import RunTransitionError
 
@@ -132,11 +135,13 @@ def enqueue(
         )
     except RunTransitionError:
         # A retried delivery of this request: queued already (the FIFO queue drops the repeated message).
+        added = False
         existing = repo.require_run(run.runId)
         if existing["status"] != "QUEUED":
             return Enqueued(outcome="duplicate", runId=run.runId, owner=run.owner)
         queue_key = str(existing.get("queueKey") or queue_key)
     else:
+        added = True
         try:
             DailyUsage(deps.dynamo_table(), run.owner, clock=deps.clock).charge_run(size, quota_limits(deps))
         except QuotaExceededError as exc:
@@ -155,7 +160,6 @@ def enqueue(
                 progress={"step": "queued", "percent": 0, "message": "refused: daily quota reached"},
             )
             return Enqueued(outcome="rejected", runId=run.runId, owner=run.owner, reason=str(exc))
-        queue.add(run.runId, int(queued_at * 1000))
     message = AdmissionMessage(
         request=StartRunRequest(
             trigger=run.trigger,
@@ -168,6 +172,8 @@ def enqueue(
         queueKey=queue_key,
         queuedAt=queued_at,
     )
+    if added:
+        queue.add(run.runId, int(queued_at * 1000), request=message.model_dump_json())
     deps.sqs_client().send_message(
         QueueUrl=deps.config.need("admission_queue_url"),
         MessageBody=message.model_dump_json(),
@@ -183,19 +189,83 @@ def _retry_after(record: dict[str, Any], base_s: int) -> int:
     return min(MAX_RETRY_S, base_s * (1 + receives // 20))
 
 
-def admit_one(deps: AwsDeps, message: AdmissionMessage) -> Literal["started", "dropped", "wait"]:
-    """Start the run's execution if a global and an owner slot can be leased to it; `wait` if not."""
+@dataclass
+class FairShare:
+    """Who runs and who waits, read once per SQS batch: a freed slot goes to the waiting owner with the fewest
+    runs in progress, not to whichever message SQS hands over first. `free`: global slots not held."""
+
+    free: int
+    running: Counter[str] = field(default_factory=Counter)
+    waiting: dict[str, int] = field(default_factory=dict)
+    owner_limit: int = 1
+    since: dict[str, int] = field(default_factory=dict)  # epoch ms each owner's waiting began
+
+    @classmethod
+    def read(cls, deps: AwsDeps) -> FairShare:
+        slots = leases(deps)
+        held = slots.leases()
+        owners = waiting_owners(deps.dynamo_table())
+        return cls(
+            free=deps.config.global_concurrent_runs - len(held),
+            running=Counter(str(lease["owner"]) for lease in held),
+            waiting={owner: count for owner, (count, _) in owners.items()},
+            owner_limit=deps.config.max_concurrent_runs,
+            since={owner: began for owner, (_, began) in owners.items()},
+        )
+
+    def ahead_of(self, owner: str) -> int:
+        """Waiting owners that deserve a free slot before `owner`: fewer runs in progress, and room for one."""
+        mine = self.running[owner]
+        return sum(
+            1
+            for other in self.waiting
+            if other != owner and self.running[other] < min(mine, self.owner_limit)
+        )
+
+    def turn(self, owner: str) -> bool:
+        """Whether `owner` may take a free slot now: more slots are free than owners ahead of it (those are
+        kept for them: their messages come back within the retry delay). With none free, the lease decides."""
+        return self.free <= 0 or self.free > self.ahead_of(owner)
+
+    def started(self, owner: str) -> None:
+        self.free -= 1
+        self.running[owner] += 1
+        if owner in self.waiting:
+            self.waiting[owner] -= 1
+            if self.waiting[owner] <= 0:
+                del self.waiting[owner]
+
+    def order(self, owner: str) -> int:
+        return self.running[owner]
+
+
+def _no_longer_waiting(deps: AwsDeps, message: AdmissionMessage, record: dict[str, Any] | None) -> bool:
+    """Cancelled (or its dataset deleted) while it waited, or started already (by fair share, before its
+    message came): nothing to start, and out of its owner's queue."""
+    if record is not None and record["status"] == "QUEUED" and not record.get("admittedAt"):
+        return False
+    OwnerQueue(deps.dynamo_table(), message.request.owner).remove(message.queueKey)
+    status = (record or {}).get("status")
+    logger.info("queued run no longer waiting", run_id=message.request.runId, status=status)
+    return True
+
+
+def admit_one(
+    deps: AwsDeps, message: AdmissionMessage, share: FairShare | None = None
+) -> Literal["started", "dropped", "wait"]:
+    """Start the run's execution if a global and an owner slot can be leased to it and it is its owner's turn
+    (`share`: fair share across owners); `wait` if not."""
     request = message.request
     run_id = str(request.runId)
     repo = repository(deps, request.owner)
     queue = OwnerQueue(deps.dynamo_table(), request.owner)
     record = repo.get_run(run_id)
-    if record is None or record["status"] != "QUEUED":
-        # Cancelled (or its dataset deleted) while it waited: nothing to start.
-        queue.remove(message.queueKey)
-        logger.info("queued run no longer waiting", run_id=run_id, status=(record or {}).get("status"))
+    if _no_longer_waiting(deps, message, record):
         return "dropped"
     c = deps.config
+    if share is not None and not share.turn(request.owner):
+        metrics.add_metric(name="AdmissionFairShareWaits", unit="Count", value=1)
+        return "wait"
     slots = leases(deps)
     if not slots.acquire(
         request.owner,
@@ -218,6 +288,8 @@ def admit_one(deps: AwsDeps, message: AdmissionMessage) -> Literal["started", "d
             raise
         arn = f"{c.need('state_machine_arn').replace(':stateMachine:', ':execution:')}:{run_id}"
     queue.remove(message.queueKey)
+    if share is not None:
+        share.started(request.owner)
     waited = max(0.0, deps.clock() - message.queuedAt)
     repo.set_run_fields(run_id, executionArn=arn, admittedAt=now_iso(deps), waitedS=round(waited, 3))
     metrics.add_metric(name="RunsAdmitted", unit="Count", value=1)
@@ -225,20 +297,70 @@ def admit_one(deps: AwsDeps, message: AdmissionMessage) -> Literal["started", "d
     return "started"
 
 
+# Runs one call of fill_free_slots starts at most (the rest: the next batch or release).
+MAX_FILLED = 10
+
+
+def fill_free_slots(deps: AwsDeps, share: FairShare) -> list[str]:
+    """While slots are free, start the longest-waiting run of the waiting owner with the fewest runs in
+    progress (among owners tied at that count, the one waiting longest): a freed slot goes to the owner with the
+    least, not to whichever message SQS delivers next. The run's message, when it comes, finds it started and is
+    dropped. Returns the runs started."""
+    started: list[str] = []
+    while share.free > 0 and len(started) < MAX_FILLED:
+        room = [o for o in share.waiting if share.running[o] < share.owner_limit]
+        if not room:
+            break
+        # The fewest runs in progress first; among owners tied there, the one waiting longest.
+        owner = min(room, key=lambda o: (share.running[o], share.since.get(o, 0), o))
+        head = OwnerQueue(deps.dynamo_table(), owner).head()
+        if head is None or not head.get("request"):
+            share.waiting.pop(owner, None)  # nothing it can start here: its messages will
+            continue
+        message = AdmissionMessage.model_validate_json(str(head["request"]))
+        try:
+            outcome = admit_one(deps, message)
+        except Exception:
+            logger.exception("fair-share start failed; its message retries it", run_id=message.request.runId)
+            break
+        if outcome == "started":
+            share.started(owner)
+            started.append(str(message.request.runId))
+            metrics.add_metric(name="RunsAdmittedByFairShare", unit="Count", value=1)
+        elif outcome == "dropped":
+            share.waiting[owner] = share.waiting.get(owner, 1) - 1
+            if share.waiting[owner] <= 0:
+                share.waiting.pop(owner, None)
+        else:
+            break  # no slot after all (another admitter took it)
+    return started
+
+
 def admit_batch(deps: AwsDeps, records: list[dict[str, Any]]) -> dict[str, Any]:
     """The admitter on one SQS batch: the messages it could not start yet are reported failed (SQS gives them
     back later) and so is every later message of the same owner (FIFO order); a run that cannot start
-    because the deployment is full stops the batch there."""
+    because the deployment is full stops the batch there. Owners with fewer runs in progress go first, and a
+    freed slot is kept for a waiting owner with fewer runs than the message's (FairShare)."""
     failed: list[str] = []
     blocked: set[str] = set()
     full = False
-    for record in records:
-        message = AdmissionMessage.model_validate_json(record["body"])
+    share = FairShare.read(deps)
+    fill_free_slots(deps, share)
+    messages = [AdmissionMessage.model_validate_json(record["body"]) for record in records]
+    # Stable: one owner's messages keep their FIFO order.
+    turns = sorted(range(len(records)), key=lambda k: share.order(messages[k].request.owner))
+    for k in turns:
+        record, message = records[k], messages[k]
         owner = message.request.owner
         outcome = "wait"
-        if not full and owner not in blocked:
+        if full or owner in blocked:
+            # Its run may have been started by fair share already: then its message goes.
+            run_record = repository(deps, owner).get_run(str(message.request.runId))
+            if _no_longer_waiting(deps, message, run_record):
+                outcome = "dropped"
+        else:
             try:
-                outcome = admit_one(deps, message)
+                outcome = admit_one(deps, message, share)
             except Exception:
                 logger.exception("admission failed; the message is retried", run_id=message.request.runId)
                 outcome = "wait"
@@ -307,7 +429,9 @@ def execution_ended(deps: AwsDeps, detail: dict[str, Any]) -> bool:
                     reason=f"the execution ended {status} before the run recorded its end",
                     completedAt=now_iso(deps),
                 )
-    logger.info("execution ended", run_id=run_id, status=status, released=released)
+    # A slot was freed (here, or by Report or RecordFailure before this event): the fairest waiting run takes it.
+    filled = fill_free_slots(deps, FairShare.read(deps))
+    logger.info("execution ended", run_id=run_id, status=status, released=released, started=len(filled))
     return released
 
 

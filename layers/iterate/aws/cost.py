@@ -39,6 +39,10 @@ TRANSITIONS: dict[str, int] = {
     "analyze": 2,  # AnalyzeDataset, InvestigateEach
     "generate": 2,  # GenerateCode, HasCode
     "record": 2,  # RecordAttempt, TryAgain (RunInSandbox is booked with the sandbox's own time)
+    "plan": 2,  # PlanProofs, HasBatches
+    "batch": 2,  # PrepareBatch, HasBatch
+    "record_batch": 2,  # RecordBatch, BatchDone (RunBatchInSandbox is booked with the sandbox's own time)
+    "unsettled": 2,  # ListUnsettled, ProveTemplates
     "report": 2,  # ReportRun, RunSucceeded
     "failure": 2,  # RecordFailure, RunFailed
     "engine": 3,  # EngineStep's last round, EngineDone, MergeOrEngine

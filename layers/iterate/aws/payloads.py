@@ -326,6 +326,82 @@ class RecordAttemptOutput(Contract):
     attempts: int
 
 
+# --- template proofs in batches, before the Map (ProveTemplates) ---------------------------------
+
+
+class ProofsOutput(Contract):
+    """PlanProofs: `batches` of template proofs in S3 (`batchesKey`, a JSON array of {issueIds}) for the
+    ProveTemplates Map; ListUnsettled: the issues the Map still has to investigate one by one (`itemsKey`, a
+    JSON array of issue ids, what InvestigateEach reads)."""
+
+    batches: int = Field(ge=0)
+    batchesKey: str | None = None
+    count: int = Field(ge=0)
+    itemsKey: str
+
+
+class PlanProofsInput(Contract):
+    action: Literal["plan"]
+    run: RunState
+    analysis: AnalyzeOutput
+
+
+class SandboxBatchItem(Contract):
+    code: str
+    columns: list[str] | None = None
+
+
+class SandboxBatchRequest(Contract):
+    """The sandbox function's batch event: the proofs' code and columns, one presigned GET of the run's
+    data.parquet (the union of their columns), each proof's timeout, and a presigned PUT for a result over the
+    sandbox's inline cap."""
+
+    items: list[SandboxBatchItem]
+    dataset: SandboxDataset
+    timeout_s: float
+    result_url: str
+    result_key: str
+
+
+class PrepareBatchInput(Contract):
+    action: Literal["batch"]
+    run: RunState
+    batch: int = Field(ge=0, description="the batch's index in the batches file")
+    issueIds: list[str]
+
+
+class PrepareBatchOutput(Contract):
+    count: int = Field(ge=0, description="proofs in the request; 0: nothing to run (the batch is done)")
+    issueIds: list[str] = Field(description="the issues of the request's items, in their order")
+    sandboxRequest: SandboxBatchRequest | None = None
+
+
+class SandboxBatchVerdicts(Contract):
+    """What the sandbox function returns for a batch, inline: one verdict per item, None where not settled."""
+
+    items: list[CodeInvestigation | None]
+
+
+class RecordBatchInput(Contract):
+    action: Literal["record-batch"]
+    run: RunState
+    batch: int = Field(ge=0)
+    issueIds: list[str] = Field(description="PrepareBatch's: one per verdict, in order")
+    sandboxResult: SandboxBatchVerdicts | SandboxResultRef | SandboxFailure
+
+
+class RecordBatchOutput(Contract):
+    settled: int = Field(ge=0, description="issues whose first attempt the batch recorded")
+    unsettled: int = Field(ge=0, description="issues left to InvestigateEach")
+
+
+class ListUnsettledInput(Contract):
+    action: Literal["unsettled"]
+    run: RunState
+    analysis: AnalyzeOutput
+    proofs: ProofsOutput
+
+
 class ReportOutput(Contract):
     runId: str
     status: Literal["SUCCEEDED"]

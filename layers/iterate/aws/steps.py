@@ -1,4 +1,7 @@
-"""The state machine's steps as services: parse nothing, call the engine, keep DynamoDB and S3 in step."""
+"""The state machine's steps as services: parse nothing, call the engine, keep DynamoDB and S3 in step.
+
+What every step shares (running_step, the repository, progress, cost) and the steps up to AnalyzeDataset; the
+investigation loop is iterate.aws.investigation, how a run ends iterate.aws.completion."""
 
 from __future__ import annotations
 
@@ -11,52 +14,34 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import unquote_plus
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from iterate.aws import cost as cost_model
-from iterate.aws.admission import release_run
 from iterate.aws.deps import AwsDeps
 from iterate.aws.observability import logger, metrics, tracer
 from iterate.aws.payloads import (
-    COMPLETION_DETAIL_TYPE,
-    EVENT_SOURCE,
-    MAX_SANDBOX_CODE_BYTES,
-    REGRESSION_DETAIL_TYPE,
     AnalyzeOutput,
     ChunkInput,
     ChunkOutput,
     EngineLoop,
-    FailureInput,
-    FailureOutput,
-    GenerateCodeInput,
-    GenerateCodeOutput,
     MergeChunksInput,
     ProfileInput,
     ProfileOutput,
-    RecordAttemptInput,
-    RecordAttemptOutput,
-    ReportOutput,
     RunState,
     S3ObjectRef,
-    SandboxDataset,
     SandboxFailure,
-    SandboxRequest,
-    SandboxResultRef,
-    StateError,
     StepInput,
     StepOutput,
-    failure_metric,
 )
 from iterate.aws.secrets import settings_with_secret
 from iterate.aws.sources import source_client
-from iterate.aws.triggers import DatasetNotFoundError, is_s3_event, run_for_trigger, start_run
-from iterate.contracts import Acceptance, AnalysisResult, CodeInvestigation, InfraCost, ReusedScript
-from iterate.investigate import GenerationFailed, code_source
+from iterate.aws.triggers import is_s3_event, run_for_trigger, start_run
+from iterate.contracts import AnalysisResult, CodeInvestigation, InfraCost
 from iterate.settings import Settings
-from iterate.storage.dynamo import TERMINAL, DynamoRunRepository, RunTransitionError
+from iterate.storage.dynamo import DynamoRunRepository, RunTransitionError
 from iterate.storage.s3 import S3ArtifactStore
 
 # Share of the progress bar each step owns (percent from, to).
@@ -471,133 +456,6 @@ def analyze(payload: StepInput, deps: AwsDeps) -> AnalyzeOutput:
     return AnalyzeOutput(count=len(issue_ids), itemsKey=payload.run.prefix + INVESTIGATION_ITEMS)
 
 
-# --- the investigation loop -----------------------------------------------------------------------
-
-
-def _attempts_key(issue_id: str) -> str:
-    return f"investigations/{issue_id}.attempts.json"
-
-
-def result_key(issue_id: str, attempt: int) -> str:
-    """Where the sandbox PUTs an attempt's result too large to return inline (relative to the run prefix).
-
-    The sandbox's S3 endpoint lets a presigned PUT through for `artifacts/*/investigations/*.result.json` only.
-    """
-    return f"investigations/{issue_id}.attempt-{attempt}.result.json"
-
-
-# An offloaded result is read back whole: anything past this is not a result the sandbox's caps allow.
-MAX_OFFLOADED_RESULT_BYTES = 16 * 1024 * 1024
-
-
-def _load_attempts(store: S3ArtifactStore, issue_id: str) -> dict[str, Any]:
-    if not store.exists(_attempts_key(issue_id)):
-        return {"attempts": [], "pending": None}
-    data: dict[str, Any] = json.loads(store.get_bytes(_attempts_key(issue_id)))
-    return data
-
-
-def _save_attempts(store: S3ArtifactStore, issue_id: str, state: dict[str, Any]) -> None:
-    store.put_bytes(_attempts_key(issue_id), json.dumps(state).encode(), content_type="application/json")
-
-
-def _finish_investigation(
-    deps: AwsDeps, run: RunState, ctx: Any, issue_id: str, final: CodeInvestigation
-) -> None:
-    from iterate import pipeline
-
-    pipeline.record_investigation_step(ctx, issue_id, final)
-    metrics.add_metric(
-        name="InvestigationSucceeded" if final.success else "InvestigationFailed", unit="Count", value=1
-    )
-    repo = repository(deps, run.owner)
-    done, total = repo.count_investigation(run.runId)
-    _progress_callback(repo, run.runId, "investigate")(
-        "investigate", done, max(total, done), f"{done}/{total} investigated"
-    )
-
-
-@tracer.capture_method(capture_response=False)
-def generate_code(payload: GenerateCodeInput, deps: AwsDeps) -> GenerateCodeOutput:
-    """The next attempt's code for one issue, with a presigned GET of this run's data for the sandbox."""
-    from iterate import pipeline
-
-    run = payload.run
-    logger.append_keys(issue_id=payload.issueId)
-    with running_step(deps, run, "investigate", llm=True, task="generate") as ctx:
-        store: S3ArtifactStore = ctx.store
-        state = _load_attempts(store, payload.issueId)
-        attempts = [CodeInvestigation.model_validate(a) for a in state["attempts"]]
-        code = None
-        reused = None
-        spent = sum(1 for a in attempts if a.reused is None)  # a stored script's rerun uses no attempt
-        offered = (
-            pipeline.stored_code_step(ctx, payload.issueId, attempts) if not state.get("finished") else None
-        )
-        if offered is not None:
-            code, reused = offered
-        elif spent < ctx.settings.investigation_max_attempts:
-            try:
-                code = pipeline.generate_code_step(ctx, payload.issueId, attempts)
-                if code is not None and len(code.encode()) > MAX_SANDBOX_CODE_BYTES:
-                    # The code travels in the state to the sandbox: it must leave room under 256 KiB.
-                    raise GenerationFailed(
-                        f"it wrote {len(code.encode())} bytes of code, over the {MAX_SANDBOX_CODE_BYTES}-byte limit"
-                    )
-            except GenerationFailed as exc:
-                # The generator itself failed: the investigation fails with its reason, never the run.
-                failed = CodeInvestigation(
-                    code="",
-                    success=False,
-                    error=f"the code generator failed: {exc}",
-                    stopped="error",
-                    attempts=max(len(attempts), 1),
-                )
-                attempts.append(failed)
-                state["attempts"] = [a.model_dump(mode="json") for a in attempts]
-                code = None
-        if code is None:
-            if attempts and not state.get("finished"):
-                # The generator gave up: the last failed attempt is what the report shows, with its reason.
-                _finish_investigation(deps, run, ctx, payload.issueId, attempts[-1])
-                state["finished"] = True
-                _save_attempts(store, payload.issueId, state)
-            elif not attempts:
-                repo = repository(deps, run.owner)
-                done, total = repo.count_investigation(run.runId)
-                _progress_callback(repo, run.runId, "investigate")(
-                    "investigate", done, max(total, done), "no code"
-                )
-            return GenerateCodeOutput(stop=True, attempt=0)
-        attempt = len(attempts) + 1
-        # Who wrote it (the engine's template, Claude, or Claude in an earlier run) decides how far its
-        # numbers are trusted.
-        source = "llm" if reused is not None else code_source(ctx.agents.investigation)
-        state["pending"] = {"attempt": attempt, "code": code, "source": source}
-        if reused is not None:
-            state["pending"]["reused"] = reused.model_dump(mode="json")
-        _save_attempts(store, payload.issueId, state)
-        columns = pipeline.code_columns_step(ctx, payload.issueId, source, code)
-        url = store.presigned_get("data.parquet", expires_s=deps.config.presign_expiry_s)
-        out_key = store.prefix + result_key(payload.issueId, attempt)
-        out_url = deps.s3_client().generate_presigned_url(
-            "put_object",
-            Params={"Bucket": store.bucket, "Key": out_key},
-            ExpiresIn=deps.config.presign_expiry_s,
-        )
-    return GenerateCodeOutput(
-        stop=False,
-        attempt=attempt,
-        sandboxRequest=SandboxRequest(
-            code=code,
-            dataset=SandboxDataset(presigned_url=url, columns=columns),
-            timeout_s=deps.settings.sandbox_timeout_s,
-            result_url=out_url,
-            result_key=out_key,
-        ),
-    )
-
-
 def _failure_text(failure: SandboxFailure) -> str:
     """`Error: message` from a Catch's Cause (Lambda puts a JSON document with errorMessage there)."""
     message = failure.Cause or ""
@@ -608,330 +466,3 @@ def _failure_text(failure: SandboxFailure) -> str:
     except (json.JSONDecodeError, TypeError):
         pass
     return f"{failure.Error}: {message}"[:2000] if message else failure.Error
-
-
-def _offloaded_result(
-    deps: AwsDeps, run: RunState, issue_id: str, attempt: int, ref: SandboxResultRef
-) -> CodeInvestigation:
-    """The result the sandbox PUT to S3, read from the key this attempt was given (never one the ref names)."""
-    expected = run.prefix + result_key(issue_id, attempt)
-
-    def failed(reason: str) -> CodeInvestigation:
-        return CodeInvestigation(code="", success=False, error=reason, stopped="crash", attempts=attempt)
-
-    if ref.resultKey != expected:
-        return failed(f"the sandbox stored its result under {ref.resultKey!r}, not this attempt's key")
-    try:
-        response = deps.s3_client().get_object(Bucket=run.bucket, Key=expected)
-    except Exception as exc:  # missing or unreadable: the attempt failed, the run goes on
-        return failed(f"the sandbox's stored result could not be read: {type(exc).__name__}")
-    size = int(response.get("ContentLength") or 0)
-    if size > MAX_OFFLOADED_RESULT_BYTES:
-        response["Body"].close()
-        return failed(f"the sandbox's stored result is {size} bytes, over {MAX_OFFLOADED_RESULT_BYTES}")
-    try:
-        return CodeInvestigation.model_validate_json(response["Body"].read())
-    except ValidationError:
-        return failed("the sandbox's stored result is not a CodeInvestigation")
-
-
-@tracer.capture_method(capture_response=False)
-def record_attempt(payload: RecordAttemptInput, deps: AwsDeps) -> RecordAttemptOutput:
-    """Keep one sandbox outcome; finish the investigation on success or when the attempts are spent."""
-    from iterate import pipeline
-
-    run = payload.run
-    logger.append_keys(issue_id=payload.issueId)
-    with running_step(deps, run, "investigate", task="record") as ctx:
-        store: S3ArtifactStore = ctx.store
-        state = _load_attempts(store, payload.issueId)
-        attempts = [CodeInvestigation.model_validate(a) for a in state["attempts"]]
-        if len(attempts) >= payload.attempt:  # a retried RecordAttempt: already kept
-            kept = attempts[payload.attempt - 1]
-            finished = bool(state.get("finished"))
-            return RecordAttemptOutput(finished=finished, success=kept.success, attempts=len(attempts))
-        pending = state.get("pending") or {}
-        code = str(pending.get("code", "")) if pending.get("attempt") == payload.attempt else ""
-        result = payload.sandboxResult
-        offloaded = isinstance(result, SandboxResultRef)
-        if isinstance(result, SandboxResultRef):
-            result = _offloaded_result(deps, run, payload.issueId, payload.attempt, result)
-        if isinstance(result, CodeInvestigation):
-            book_sandbox(deps, run, result, offloaded=offloaded)
-        if isinstance(result, SandboxFailure):
-            outcome = CodeInvestigation(
-                code=code,
-                success=False,
-                error=_failure_text(result),
-                stopped="crash",
-                attempts=payload.attempt,
-            )
-        else:
-            # The sandbox does not know who wrote the code; GenerateCode did (an old pending: untrusted).
-            source = pending.get("source") if pending.get("attempt") == payload.attempt else None
-            outcome = result.model_copy(
-                update={
-                    "attempts": payload.attempt,
-                    "code": result.code or code,
-                    "source": "template" if source == "template" else "llm",
-                }
-            )
-        if pending.get("attempt") == payload.attempt and pending.get("reused"):
-            # A stored script: judged as fresh LLM code is; if it no longer proves the issue, the agent
-            # starts from it at the next GenerateCode.
-            reused = ReusedScript.model_validate(pending["reused"])
-            outcome = pipeline.judge_reused_step(
-                ctx, payload.issueId, outcome, reused, attempt=payload.attempt
-            )
-        attempts.append(outcome)
-        spent = sum(1 for a in attempts if a.reused is None)
-        finished = outcome.success or spent >= ctx.settings.investigation_max_attempts
-        state = {
-            "attempts": [a.model_dump(mode="json") for a in attempts],
-            "pending": None,
-            "finished": finished,
-        }
-        _save_attempts(store, payload.issueId, state)
-        if finished:
-            _finish_investigation(deps, run, ctx, payload.issueId, outcome)
-    return RecordAttemptOutput(finished=finished, success=outcome.success, attempts=len(attempts))
-
-
-# --- ReportRun / RecordFailure --------------------------------------------------------------------
-
-
-def regression_detail(result: AnalysisResult, run: RunState) -> dict[str, Any] | None:
-    """The IssueRegressed event of a re-analysis whose issues are new or affect more rows than in the previous
-    run (None on a first run or when nothing got worse). Ids, types, severities and counts only: no data value.
-    An accepted issue counts only when it grew since it was accepted."""
-    if result.comparison is None:
-        return None
-    worse = [
-        i
-        for i in result.issues
-        if i.change in ("new", "regressed") and (i.accepted is None or i.accepted.grown)
-    ]
-    if not worse:
-        return None
-    return {
-        "runId": run.runId,
-        "owner": run.owner,
-        "datasetId": run.datasetId,
-        "trigger": run.trigger,
-        "new": sum(1 for i in worse if i.change == "new"),
-        "regressed": sum(1 for i in worse if i.change == "regressed"),
-        "issues": [
-            {
-                "issueId": i.id,
-                "type": i.type,
-                "change": i.change,
-                "severity": i.severity,
-                "affectedRows": i.evidence.affectedRows if i.evidence else i.affectedRows,
-                "affectedCells": i.evidence.affectedCells if i.evidence else None,
-            }
-            for i in worse[:MAX_EVENT_ISSUES]
-        ],
-        "issuesOmitted": max(0, len(worse) - MAX_EVENT_ISSUES),
-    }
-
-
-# EventBridge takes 256 KB per entry: a run with more worsened issues lists the first ones and counts the rest.
-MAX_EVENT_ISSUES = 100
-
-
-def publish_completion(deps: AwsDeps, detail: dict[str, Any]) -> None:
-    publish_event(deps, COMPLETION_DETAIL_TYPE, detail)
-
-
-def publish_event(deps: AwsDeps, detail_type: str, detail: dict[str, Any]) -> None:
-    response = deps.events_client().put_events(
-        Entries=[
-            {
-                "Source": EVENT_SOURCE,
-                "DetailType": detail_type,
-                "Detail": json.dumps(detail, default=str),
-                "EventBusName": deps.config.event_bus,
-            }
-        ]
-    )
-    if response.get("FailedEntryCount"):
-        raise CompletionEventError(f"completion event refused: {response.get('Entries')}")
-
-
-def _record_investigations(ctx: Any, record: dict[str, Any]) -> None:
-    """steps/investigate.json from the Map's totals, so the report counts investigation tokens and fallbacks.
-
-    Locally one investigate step writes it; on AWS each GenerateCode Lambda only added its usage to the run item.
-    """
-    from iterate.contracts import TokenUsage
-    from iterate.pipeline import STEPS, StepRecord
-
-    usage = (record.get("stepUsage") or {}).get("investigate") or {}
-    degraded = list((record.get("stepDegraded") or {}).get("investigate") or [])
-    if not usage and not degraded and not record.get("investigationsTotal"):
-        return
-    tokens = TokenUsage.model_validate({k: usage.get(k, 0) for k in TokenUsage.model_fields})
-    step = StepRecord(
-        step="investigate",
-        durationMs=float((record.get("timingsMs") or {}).get("investigate", 0.0)),
-        # The report Lambda has no LLM of its own: only the Map's own calls and fallbacks say how it went.
-        mode="degraded" if degraded else ("llm" if tokens.calls else None),
-        degradedReasons=degraded,
-        usage={"investigation": tokens} if tokens.calls else {},
-        detail={
-            "investigated": record.get("investigationsTotal", 0),
-            "finished": record.get("investigationsDone", 0),
-        },
-    )
-    ctx.store.put_bytes(
-        STEPS.format(step="investigate"),
-        step.model_dump_json(indent=2).encode(),
-        content_type="application/json",
-    )
-
-
-@tracer.capture_method(capture_response=False)
-def report(payload: StepInput, deps: AwsDeps) -> ReportOutput:
-    """Merge everything into analysis.json and report.html, store the issues, mark the run SUCCEEDED."""
-    from iterate import pipeline
-
-    run = payload.run
-    repo = repository(deps, run.owner)
-    with running_step(deps, run, "report") as ctx:
-        _record_investigations(ctx, repo.require_run(run.runId))
-        ctx.accepted = [Acceptance.model_validate(a) for a in repo.list_acceptances(run.datasetId)]
-        result = pipeline.report_step(ctx, started_at=run.startedAt)
-    # The rest of this invocation (issues, status, events) is booked too, without counting it twice.
-    tail_started, tail = time.perf_counter(), cost_model.StepMeter.start(transitions=0)
-    record = repo.require_run(run.runId)
-    mode = result.mode
-    counts = {k: int(v) for k, v in (result.severityCounts or {}).items()}
-    issues = [issue.model_dump(mode="json") for issue in result.issues]
-    repo.put_issues(run.runId, issues)
-    if record["status"] == "SUCCEEDED":
-        # A retry after the status was already written (e.g. EventBridge refused the event): do not redo it.
-        logger.info("run already marked succeeded; re-announcing")
-    else:
-        repo.transition(
-            run.runId,
-            from_status="RUNNING",
-            to_status="SUCCEEDED",
-            mode=mode,
-            severityCounts=counts,
-            issueCount=len(issues),
-            completedAt=result.completedAt,
-            reportKey=f"{run.prefix}report.html",
-            analysisKey=f"{run.prefix}analysis.json",
-            progress={"step": "report", "percent": 100, "message": "done"},
-            **({"comparison": result.comparison.model_dump(mode="json")} if result.comparison else {}),
-        )
-    release_run(deps, run.runId)  # the next waiting run may start
-    regression = regression_detail(result, run)
-    if regression is not None:
-        publish_event(deps, REGRESSION_DETAIL_TYPE, regression)
-    publish_completion(
-        deps,
-        {
-            "runId": run.runId,
-            "owner": run.owner,
-            "datasetId": run.datasetId,
-            "trigger": run.trigger,
-            "status": "SUCCEEDED",
-            "outcome": "degraded" if mode == "degraded" else "succeeded",
-            "mode": mode,
-            "issueCount": len(issues),
-            "severityCounts": counts,
-        },
-    )
-    metrics.add_metric(name="RunsSucceeded", unit="Count", value=1)
-    tail_ms = (time.perf_counter() - tail_started) * 1000
-    book_infra(repo, run.runId, "report", tail.finish(tail_ms, deps.config.function_memory_mb, invocations=0))
-    return ReportOutput(
-        runId=run.runId, status="SUCCEEDED", mode=mode, issueCount=len(issues), severityCounts=counts
-    )
-
-
-# A distributed Map fails with this error, whose cause names no item: which Map it was is read off the state.
-MAP_FAILED = "States.ExceedToleratedFailureThreshold"
-
-
-def _reason(error: StateError, state: dict[str, Any] | None = None) -> str:
-    if error.Error == MAP_FAILED and state is not None:
-        if state.get("analysis"):
-            what = "more than half of the investigations failed (InvestigateEach)"
-        elif state.get("chunked"):
-            what = (
-                "a chunk of the file could not be parsed: its chunk function failed after its retries"
-                " (ProfileChunks; start the run again, or raise the chunk function's memory if it ran out)"
-            )
-        else:
-            what = "more of a Map's items failed than it tolerates"
-        return f"{MAP_FAILED}: {what}; the Map run in the Step Functions console lists the failed items"
-    return _failure_text(SandboxFailure(Error=error.Error, Cause=error.Cause))
-
-
-def _count_failure(error: str) -> None:
-    """RunsFailed, and the user's or the system's share of it (only the system's alarms)."""
-    metrics.add_metric(name="RunsFailed", unit="Count", value=1)
-    metrics.add_metric(name=failure_metric(error), unit="Count", value=1)
-
-
-@tracer.capture_method(capture_response=False)
-def record_failure(payload: FailureInput, deps: AwsDeps, *, execution_id: str) -> FailureOutput:
-    """Mark the run FAILED with the caught error's class and message, and announce it. Uploads are untouched."""
-    started = time.perf_counter()
-    meter = cost_model.StepMeter.start(cost_model.TRANSITIONS["failure"])
-    state = dict(payload.state)
-    error = StateError.model_validate(state.pop("error", None) or {"Error": "Unknown", "Cause": None})
-    reason = _reason(error, state)
-    try:
-        run = RunState.model_validate(state["run"]) if state.get("run") else run_for_trigger(deps, state)[0]
-    except (ValidationError, ValueError, DatasetNotFoundError) as exc:
-        # The input itself could not be attributed to an owner: nothing to mark, but say why in the logs.
-        logger.error("failure without an attributable run", error=error.Error, reason=reason, detail=str(exc))
-        _count_failure(error.Error)
-        return FailureOutput(runId=None, status="FAILED", error=error.Error, reason=reason)
-    logger.append_keys(run_id=run.runId, dataset_id=run.datasetId, owner=run.owner)
-    repo = repository(deps, run.owner)
-    existing = repo.get_run(run.runId)
-    fields = {"error": error.Error, "reason": reason, "completedAt": _now_iso(deps)}
-    status: Literal["FAILED", "CANCELLED", "SUCCEEDED"] = "FAILED"
-    if existing is None:
-        repo.create_run(
-            {
-                "runId": run.runId,
-                "datasetId": run.datasetId,
-                "status": "FAILED",
-                "trigger": run.trigger,
-                "source": run.source.model_dump(mode="json"),
-                "startedAt": run.startedAt,
-                "executionId": execution_id,
-                **fields,
-            }
-        )
-    elif existing["status"] in TERMINAL:
-        # Cancelled (or already ended): keep what the user or an earlier attempt decided.
-        status = existing["status"]
-    else:
-        repo.transition(run.runId, from_status=existing["status"], to_status="FAILED", **fields)
-    release_run(deps, run.runId)  # the next waiting run may start
-    logger.error("run failed", error=error.Error, reason=reason)
-    _count_failure(error.Error)
-    publish_completion(
-        deps,
-        {
-            "runId": run.runId,
-            "owner": run.owner,
-            "datasetId": run.datasetId,
-            "trigger": run.trigger,
-            "status": status,
-            "outcome": "failed",
-            "mode": (existing or {}).get("mode"),
-            "error": error.Error,
-            "reason": reason,
-            "severityCounts": {},
-        },
-    )
-    elapsed_ms = (time.perf_counter() - started) * 1000
-    book_infra(repo, run.runId, "failure", meter.finish(elapsed_ms, deps.config.function_memory_mb))
-    return FailureOutput(runId=run.runId, status=status, error=error.Error, reason=reason)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from pydantic import Field, model_validator
 
@@ -77,6 +77,44 @@ class SandboxEvent(Contract):
         if bool(self.result_url) != bool(self.result_key):
             raise ValueError("give result_url and result_key together")
         return self
+
+
+# A batch event carries its items' code in the state (256 KiB): the caller packs them well under that.
+MAX_BATCH_ITEMS = 50
+
+
+class SandboxBatchItem(Contract):
+    """One template proof of a batch: its code and the only columns it reads (None: every column)."""
+
+    code: str = Field(max_length=MAX_CODE_CHARS)
+    columns: list[str] | None = Field(default=None, max_length=MAX_EVENT_COLUMNS)
+
+
+class SandboxBatchEvent(Contract):
+    """The sandbox function's batch event: several template proofs of one run against its dataset (whose
+    `columns` are the union of the items'), one download and one process for all of them; `timeout_s` is each
+    proof's, as a single event's. `result_url`/`result_key`: where a batch result over the inline cap goes."""
+
+    items: list[SandboxBatchItem] = Field(min_length=1, max_length=MAX_BATCH_ITEMS)
+    dataset: SandboxDataset
+    timeout_s: float | None = Field(default=None, gt=0, le=600)
+    result_url: str | None = Field(default=None, description="presigned PUT for a result over the inline cap")
+    result_key: str | None = Field(default=None, max_length=1024, description="the key result_url writes")
+
+    @model_validator(mode="after")
+    def _result_url_has_its_key(self) -> SandboxBatchEvent:
+        if bool(self.result_url) != bool(self.result_key):
+            raise ValueError("give result_url and result_key together")
+        return self
+
+
+class SandboxBatchResult(Contract):
+    """One verdict per item, in order; None where the item was not settled here (the caller runs it alone).
+
+    A verdict with `batch_size` > 1 is a success inside the shared process; any other is the item's own run,
+    alone, with the event's whole timeout (a static refusal included)."""
+
+    items: list[CodeInvestigation | None]
 
 
 def _copy_capped(source: BinaryIO, target: Path, limit: int) -> int:
@@ -258,6 +296,100 @@ def run_event(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+# Seconds kept back from an invocation's remaining time for delivering the result and cleaning up.
+BATCH_RESERVE_S = 5.0
+
+
+def run_batch_event(
+    event: SandboxBatchEvent,
+    *,
+    limits: SandboxLimits,
+    remaining_s: Callable[[], float],
+    fetch: Callable[[str, Path], int] = fetch_url,
+    s3_client: Callable[[], Any] | None = None,
+    scratch: str | None = None,
+) -> SandboxBatchResult:
+    """The sandbox function's batch: one download of the items' columns, the items in one sandbox process
+    (LocalSandbox.run_batch: each code's items in a process of their own, the OS layers and limits around the
+    whole), then each item that did not succeed there run alone, in a fresh process with its own timeout, while
+    `remaining_s()` leaves room for the event's whole timeout. An item not settled so (no time left, the dataset
+    not fetched, an alone run cut short by the time left) is None: the caller runs it in an invocation of its own.
+    A timeout or a crash of one item therefore costs the others nothing but time.
+    """
+    sandbox = LocalSandbox(replace(limits, prefork=False))
+    timeout = float(event.timeout_s if event.timeout_s is not None else limits.timeout_s)
+    verdicts: list[CodeInvestigation | None] = [sandbox.refuse(item.code) for item in event.items]
+    todo = [i for i, found in enumerate(verdicts) if found is None]
+    if not todo:
+        return SandboxBatchResult(items=verdicts)
+    wanted = [tuple(event.items[i].columns or ()) or None for i in todo]
+    union = (
+        None if any(w is None for w in wanted) else tuple(dict.fromkeys(c for w in wanted for c in w or ()))
+    )
+    workdir = Path(tempfile.mkdtemp(prefix="iterate-dataset-", dir=scratch))
+    try:
+        target = workdir / "data.parquet"
+        dataset = event.dataset.model_copy(update={"columns": list(union) if union else None})
+        try:
+            if not dataset.presigned_url and s3_client is None:
+                raise DatasetFetchError("no S3 client configured for a bucket/key dataset")
+            if union is None or fetch_some_columns(dataset, target, union, s3_client) is None:
+                if dataset.presigned_url:
+                    fetch(dataset.presigned_url, target)
+                else:
+                    assert s3_client is not None
+                    fetch_object(s3_client(), dataset, target)
+        except DatasetFetchError:
+            return SandboxBatchResult(items=verdicts)  # each item alone meets it and reports it
+        data = DatasetRef(path=str(target), columns=union)
+        if len(todo) > 1:
+            codes = [event.items[i].code for i in todo]
+            runs = sandbox.run_batch(codes, data, columns=wanted, timeout_s=timeout)
+            for i, run in zip(todo, runs, strict=True):
+                if run.success:
+                    verdicts[i] = run
+        for i, columns in zip(todo, wanted, strict=True):
+            if verdicts[i] is not None:
+                continue
+            budget = remaining_s() - BATCH_RESERVE_S
+            if budget < 1.0:
+                break
+            alone = sandbox.run(
+                event.items[i].code, replace(data, columns=columns), timeout_s=min(timeout, budget)
+            )
+            # A stop for time that the whole timeout might not have met is no verdict: it runs again alone.
+            cut_short = alone.stopped == "timeout" and budget < timeout
+            verdicts[i] = None if cut_short else alone.model_copy(update={"batch_size": None})
+        return SandboxBatchResult(items=verdicts)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def deliver_batch_result(
+    result: SandboxBatchResult,
+    event: SandboxBatchEvent,
+    *,
+    inline_limit: int,
+    put: Callable[[str, bytes], None] = put_url,
+) -> dict[str, Any]:
+    """What the sandbox function returns for a batch: the result while its JSON fits `inline_limit`, else
+    `{resultKey, resultBytes, success, stopped}` after PUTting it whole to `result_url` (as `deliver_result`).
+    A result that cannot be stored settles nothing: every item is None, and runs again alone."""
+    body = result.model_dump_json().encode()
+    if len(body) <= inline_limit or not event.result_url or not event.result_key:
+        return result.model_dump(mode="json")
+    try:
+        put(event.result_url, body)
+    except ResultStoreError:
+        return SandboxBatchResult(items=[None] * len(result.items)).model_dump(mode="json")
+    return {
+        "resultKey": event.result_key,
+        "resultBytes": len(body),
+        "success": all(item is not None and item.success for item in result.items),
+        "stopped": None,
+    }
+
+
 class SandboxEnvironmentDirty(Exception):
     """Something an earlier invocation left (a process, a file in scratch) could not be removed: this
     execution environment runs no more code, since a leftover would see the next tenant's data."""
@@ -356,12 +488,52 @@ def run_in_clean_environment(
     Raises SandboxEnvironmentDirty when the environment cannot be made clean: the caller ends it.
     One invocation at a time per process, as Lambda runs them (tests may call it from several threads).
     """
+    return _cleanly(
+        lambda: run_event(event, limits=limits, fetch=fetch, s3_client=s3_client, scratch=str(scratch)),
+        scratch=scratch,
+        uid=uid,
+        deadline_s=deadline_s,
+    )
+
+
+def run_batch_in_clean_environment(
+    event: SandboxBatchEvent,
+    *,
+    limits: SandboxLimits,
+    scratch: Path,
+    remaining_s: Callable[[], float],
+    uid: int | None = None,
+    fetch: Callable[[str, Path], int] = fetch_url,
+    s3_client: Callable[[], Any] | None = None,
+    deadline_s: float = 5.0,
+) -> SandboxBatchResult:
+    """`run_batch_event` inside the same clean-environment wrapper as a single event (`run_in_clean_environment`):
+    nothing of an earlier invocation before it, nothing of this one after it."""
+    return _cleanly(
+        lambda: run_batch_event(
+            event,
+            limits=limits,
+            remaining_s=remaining_s,
+            fetch=fetch,
+            s3_client=s3_client,
+            scratch=str(scratch),
+        ),
+        scratch=scratch,
+        uid=uid,
+        deadline_s=deadline_s,
+    )
+
+
+_T = TypeVar("_T")
+
+
+def _cleanly(work: Callable[[], _T], *, scratch: Path, uid: int | None, deadline_s: float) -> _T:
     with _ONE_INVOCATION:
         left = clean_environment(scratch, uid=uid, deadline_s=deadline_s)
         if left:
             raise SandboxEnvironmentDirty("leftovers of an earlier invocation: " + "; ".join(left[:5]))
         try:
-            return run_event(event, limits=limits, fetch=fetch, s3_client=s3_client, scratch=str(scratch))
+            return work()
         finally:
             clean_environment(scratch, uid=uid, deadline_s=deadline_s)  # the next one refuses leftovers
 

@@ -18,6 +18,8 @@ GLOBAL_SLOTS_SK = "SLOTS"
 OWNER_SLOTS_SK = "LIMIT#runs"
 LEASE_PREFIX = "LEASE#"
 QUEUE_PREFIX = "QUEUE#"
+# One counter per owner with runs waiting (in the global partition): who is waiting, for fair share.
+WAITING_PREFIX = "WAITING#"
 USAGE_PREFIX = "USAGE#"
 TOKEN_BUCKET_SK = "BUCKET#llm-tokens"
 # Daily usage items outlive their day by a week (a support question about yesterday can still read them).
@@ -174,19 +176,76 @@ class OwnerQueue:
 
     def __init__(self, table: Any, owner: str) -> None:
         self._table = table
+        self._owner = owner
         self._pk = owner_pk(owner)
 
     @staticmethod
     def sort_key(queued_ms: int, run_id: str) -> str:
         return f"{QUEUE_PREFIX}{queued_ms:015d}#{run_id}"
 
-    def add(self, run_id: str, queued_ms: int) -> str:
+    def add(self, run_id: str, queued_ms: int, request: str | None = None) -> str:
+        """Queue the run, and count it in the owner's waiting counter (once, even when added again).
+        `request`: the admission message's body, so that admission can start the run without its message."""
         sk = self.sort_key(queued_ms, run_id)
-        self._table.put_item(Item={"PK": self._pk, "SK": sk, "entity": "queued", "runId": run_id})
+        item = {"PK": self._pk, "SK": sk, "entity": "queued", "runId": run_id}
+        if request is not None:
+            item["request"] = request
+        try:
+            self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(PK)")
+        except Exception as exc:
+            if not _failed(exc, "ConditionalCheckFailedException"):
+                raise
+            return sk
+        self._count(1, since_ms=queued_ms)
         return sk
 
     def remove(self, sk: str) -> None:
-        self._table.delete_item(Key={"PK": self._pk, "SK": sk})
+        """Out of the queue; the waiting counter goes down only when the entry was there (a repeated remove
+        counts once), and goes when it reaches 0."""
+        old = self._table.delete_item(Key={"PK": self._pk, "SK": sk}, ReturnValues="ALL_OLD").get(
+            "Attributes"
+        )
+        if old and self._count(-1) <= 0:
+            try:
+                self._table.delete_item(
+                    Key=self._waiting_key(),
+                    ConditionExpression="waiting <= :zero",
+                    ExpressionAttributeValues={":zero": 0},
+                )
+            except Exception as exc:  # a run queued meanwhile: the counter stays
+                if not _failed(exc, "ConditionalCheckFailedException"):
+                    raise
+
+    def _waiting_key(self) -> dict[str, str]:
+        return {"PK": GLOBAL_PK, "SK": f"{WAITING_PREFIX}{self._owner}"}
+
+    def _count(self, step: int, since_ms: int | None = None) -> int:
+        """Add `step` to the owner's waiting counter; `since`: when its waiting began (the first run queued
+        while none was waiting), which orders owners tied for a freed slot."""
+        expression = "ADD waiting :n SET #o = :o, entity = :e"
+        values: dict[str, Any] = {":n": step, ":o": self._owner, ":e": "waiting"}
+        if since_ms is not None:
+            expression += ", since = if_not_exists(since, :s)"
+            values[":s"] = since_ms
+        answer = self._table.update_item(
+            Key=self._waiting_key(),
+            UpdateExpression=expression,
+            ExpressionAttributeNames={"#o": "owner"},
+            ExpressionAttributeValues=values,
+            ReturnValues="UPDATED_NEW",
+        )
+        return int(answer["Attributes"]["waiting"])
+
+    def head(self) -> dict[str, Any] | None:
+        """The run waiting longest (its entry), or None."""
+        page = self._table.query(
+            KeyConditionExpression="PK = :pk AND begins_with(SK, :p)",
+            ExpressionAttributeValues={":pk": self._pk, ":p": QUEUE_PREFIX},
+            Limit=1,
+            ConsistentRead=True,
+        )
+        items = page.get("Items") or []
+        return dict(items[0]) if items else None
 
     def place(self, sk: str) -> int:
         """1 for the next run to start; counts only runs still waiting."""
@@ -206,6 +265,24 @@ class OwnerQueue:
             ConsistentRead=True,
         )
         return int(page.get("Count", 0))
+
+
+def waiting_owners(table: Any) -> dict[str, tuple[int, int]]:
+    """Every owner with runs waiting for a slot: (how many, epoch ms its waiting began); one item per owner."""
+    found: dict[str, tuple[int, int]] = {}
+    kwargs: dict[str, Any] = {
+        "KeyConditionExpression": "PK = :pk AND begins_with(SK, :p)",
+        "ExpressionAttributeValues": {":pk": GLOBAL_PK, ":p": WAITING_PREFIX},
+        "ConsistentRead": True,
+    }
+    while True:
+        page = table.query(**kwargs)
+        for item in page.get("Items", []):
+            if int(item.get("waiting") or 0) > 0:
+                found[str(item["owner"])] = (int(item["waiting"]), int(item.get("since") or 0))
+        if "LastEvaluatedKey" not in page:
+            return found
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 @dataclass(frozen=True)
