@@ -136,3 +136,21 @@ def test_the_template_recounts_the_listed_rows_and_refuses_rows_that_hold(tmp_pa
         stats = dict(issue.evidence.stats, rows=[*listed, 1, 2, 3])
         padded = issue.model_copy(update={"evidence": issue.evidence.model_copy(update={"stats": stats})})
         assert run(template_code(padded), df.copy())["rows_holding"] == len(listed)
+
+
+def test_a_column_whose_solved_value_falls_off_its_grid_is_cleared(tmp_path: Path) -> None:
+    # Given a quantity mistyped (7 for 3): cost = qty x price, tax and total still agree with the cost
+    header, rows = _sales()
+    # (a row whose cost is no multiple of 7 cents, so the price solved from it cannot be written in cents, and
+    # large enough that the solved price is still among the column's prices: only its cents clear it)
+    row = next(
+        i for i, r in enumerate(rows) if r[1] == "3" and round(float(r[3]) * 100) % 7 and float(r[3]) / 7 > 11
+    )
+    rows[row][1] = "7"
+    table, facts = _facts(tmp_path, header, rows)
+    found = {f.columns[0]: f for f in detect_arithmetic(facts, table.n_rows)}
+    # Then the quantity is the one suspect: the price solved from the cost (cost / 7) is no price in cents
+    assert row in set(found["qty"].rows.tolist())
+    at = list(found["qty"].rows).index(row)
+    assert found["qty"].features["suspects"][at] == 0.0
+    assert "price" not in found or row not in set(found["price"].rows.tolist())

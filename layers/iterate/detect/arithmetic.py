@@ -14,9 +14,11 @@ in a random order (chance). One relation per set of columns (the best held).
 
 **Judged** on every row. A row that breaks a relation holds a wrong value among its columns; a column that
 takes part in another relation that holds on the row is cleared, as one wrong value breaks every relation it
-enters. The evidence on each column still suspect is how rarely the relation breaks, shared among the suspects;
-the decision (iterate.detect.model) weighs it with how well the relation holds, how many suspects share it and
-how far the row is off. The `arithmetic` rule of the rows template recounts each listed row from the same
+enters, and so is one whose value solved from the others would lie outside what it holds where the relation
+holds, or off the grid it is written on (a price solved to 45.0225 in a column of cents) where the others'
+rounding leaves the solved value sure to finer than that grid. The evidence on each column still suspect is how
+rarely the relation breaks, shared among the suspects; the decision (iterate.detect.model) weighs it with how
+well the relation holds, how many suspects share it and how far the row is off. The `arithmetic` rule of the rows template recounts each listed row from the same
 numbers and tolerances.
 """
 
@@ -323,12 +325,20 @@ def detect_arithmetic(facts: list[ColumnFacts], n_rows: int) -> list[Finding]:
         suspect = {j: ~cleared[j][rows] for j in r.columns}
         # A column whose value, solved from the others, would lie outside what it holds where the relation
         # holds (a negative count, a price ten times the dearest) is not the wrong one either.
+        # Nor is one whose solved value falls off the grid the column is written on (a price of 199.2433 in
+        # a column of cents), where the others' rounding leaves the solved value sure to finer than that grid.
         held = checkable & ~broken
+        spread = _solved_spread(r, values, half, rows)
         for j, repaired in _repairs(r, values, rows).items():
             known = values[j][held]
             known = known[np.isfinite(known)]
             if known.size:
                 inside = (repaired >= known.min()) & (repaired <= known.max())
+                step = 2.0 * float(np.median(half[j][held])) if held.any() else np.nan
+                if np.isfinite(step) and step > 0:
+                    with np.errstate(invalid="ignore"):
+                        off_grid = np.abs(repaired - np.round(repaired / step) * step) > spread[j]
+                    inside &= ~(off_grid & (spread[j] < step / 2))
                 narrowed = suspect[j] & inside
                 others = np.sum([suspect[i] for i in r.columns if i != j], axis=0)
                 # Kept where no other column would be left suspect.
@@ -376,6 +386,33 @@ def _repairs(r: Relation, values: dict[int, np.ndarray], rows: np.ndarray) -> di
             out = {r.target: k * a / b, r.left: c * b / k, r.right: k * a / c}
         else:
             out = {r.target: k * a, r.left: c / k}
+    return out
+
+
+def _solved_spread(
+    r: Relation, values: dict[int, np.ndarray], half: dict[int, np.ndarray], rows: np.ndarray
+) -> dict[int, np.ndarray]:
+    """Per column of the relation, on the given rows: how far its value solved from the others may be from the
+    truth through their rounding (the relation's tolerance without the column's own rounding, over how fast the
+    target moves with the column)."""
+    c, a = values[r.target][rows], values[r.left][rows]
+    b = values[r.right][rows] if r.right >= 0 else np.zeros_like(a)
+    halves = {j: half[j][rows] if j >= 0 else np.zeros_like(a) for j in (r.target, r.left, r.right)}
+    k = r.k
+    with np.errstate(all="ignore"):
+        if r.form in ("+", "-"):
+            rate = {r.target: np.ones_like(a), r.left: np.ones_like(a), r.right: np.ones_like(a)}
+        elif r.form == "*":
+            rate = {r.target: np.ones_like(a), r.left: np.abs(k * b), r.right: np.abs(k * a)}
+        elif r.form == "/":
+            rate = {r.target: np.ones_like(a), r.left: np.abs(k / b), r.right: np.abs(k * a / (b * b))}
+        else:
+            rate = {r.target: np.ones_like(a), r.left: np.full(a.size, abs(k))}
+        out = {}
+        for j, g in rate.items():
+            others = {i: (np.zeros_like(a) if i == j else h) for i, h in halves.items()}
+            tol = _tolerance(r, c, a, b, others[r.target], others[r.left], others[r.right])
+            out[j] = np.where(g > 0, tol / g, np.inf)
     return out
 
 
