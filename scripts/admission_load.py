@@ -5,7 +5,6 @@ them from one owner (the others ~20 each), through the real admission function, 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -27,8 +26,7 @@ def main() -> int:
     parser.add_argument("--run-max", type=float, default=10.0)
     args = parser.parse_args()
 
-    import boto3
-    from awsenv import MOTO_CONFIG, REGION, base_env, create_resources, reset_caches
+    from awsenv import MOTO_CONFIG, base_env, create_resources, reset_caches
     from moto import mock_aws
 
     class Env:
@@ -46,19 +44,11 @@ def main() -> int:
         ITERATE_ADMISSION_RETRY_S="1",
         POWERTOOLS_LOG_LEVEL="CRITICAL",  # RecordFailure logs each unreadable file's run at ERROR
     )
-    from load_driver import run_load
+    from load_driver import create_pass_machine, run_load
 
     with mock_aws(config={**MOTO_CONFIG, "stepfunctions": {"execute_state_machine": False}}):
         create_resources()
-        role = boto3.client("iam", region_name=REGION).create_role(
-            RoleName="sfn", AssumeRolePolicyDocument="{}"
-        )["Role"]["Arn"]
-        machine = boto3.client("stepfunctions", region_name=REGION).create_state_machine(
-            name="iterate-analysis",
-            definition=json.dumps({"StartAt": "Run", "States": {"Run": {"Type": "Pass", "End": True}}}),
-            roleArn=role,
-        )["stateMachineArn"]
-        os.environ["ITERATE_STATE_MACHINE_ARN"] = machine
+        os.environ["ITERATE_STATE_MACHINE_ARN"] = create_pass_machine()
         reset_caches()
         result = run_load(
             owners=args.owners,

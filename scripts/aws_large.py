@@ -30,17 +30,6 @@ sys.path.insert(0, str(REPO / "tests" / "handlers"))
 sys.path.insert(0, str(REPO / "scripts"))
 sys.path.insert(0, str(REPO))
 
-FUNCTIONS = (
-    "profile",
-    "chunk",
-    "understand",
-    "analyze",
-    "investigate",
-    "sandbox",
-    "report",
-    "record_failure",
-)
-
 
 def _memory_mb() -> dict[str, int]:
     from infra.constructs.functions import FUNCTION_SPECS
@@ -55,6 +44,7 @@ def run(source: Path, *, chunk_bytes: int, concurrency: int, sample_rows: int | 
     from awsenv import (
         _RUNNING,
         BUCKET,
+        FUNCTIONS,
         MOTO_CONFIG,
         REGION,
         base_env,

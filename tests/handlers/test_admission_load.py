@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from awsenv import MOTO_CONFIG, REGION, base_env, create_resources, reset_caches
-from load_driver import run_load
+from awsenv import MOTO_CONFIG, base_env, create_resources, reset_caches
+from load_driver import create_pass_machine, run_load
 from moto import mock_aws
 
 pytestmark = [pytest.mark.handler, pytest.mark.filterwarnings("ignore:No application metrics")]
@@ -18,7 +17,6 @@ pytestmark = [pytest.mark.handler, pytest.mark.filterwarnings("ignore:No applica
 def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     """Given the bucket, the table, the admission queue and a state machine, limits of 3 runs per owner and
     8 in all, a daily quota of 12 runs per owner, and waiting messages back after a second."""
-    import boto3
 
     base_env(
         monkeypatch,
@@ -29,15 +27,7 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     )
     with mock_aws(config={**MOTO_CONFIG, "stepfunctions": {"execute_state_machine": False}}):
         resources = create_resources()
-        role = boto3.client("iam", region_name=REGION).create_role(
-            RoleName="sfn", AssumeRolePolicyDocument="{}"
-        )["Role"]["Arn"]
-        machine = boto3.client("stepfunctions", region_name=REGION).create_state_machine(
-            name="iterate-analysis",
-            definition=json.dumps({"StartAt": "Run", "States": {"Run": {"Type": "Pass", "End": True}}}),
-            roleArn=role,
-        )["stateMachineArn"]
-        monkeypatch.setenv("ITERATE_STATE_MACHINE_ARN", machine)
+        monkeypatch.setenv("ITERATE_STATE_MACHINE_ARN", create_pass_machine())
         reset_caches()
         yield resources
         reset_caches()

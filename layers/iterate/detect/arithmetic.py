@@ -46,7 +46,6 @@ MIN_ROWS = 50  # rows filling a relation's columns, in the sample, before it is 
 MIN_HOLDS = 0.5  # a relation holds on at least this share of the rows that fill its columns
 CHANCE = 20.0  # ... and this many times as often as with its target in a random order
 SCREEN_SLACK = 0.005  # relative slack of the screen (the measure uses the rounding of each value)
-FORMS = ("+", "-", "*", "/", "k")
 
 
 @dataclass(frozen=True)
@@ -127,7 +126,9 @@ def _predict(r: Relation, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return r.k * a
 
 
-def _tolerance(r: Relation, c: np.ndarray, a: np.ndarray, b: np.ndarray, rc, ra, rb) -> np.ndarray:
+def _tolerance(
+    r: Relation, c: np.ndarray, a: np.ndarray, b: np.ndarray, rc: np.ndarray, ra: np.ndarray, rb: np.ndarray
+) -> np.ndarray:
     """What rounding the values as written allows the relation (first-order), with a hair for float error. An
     exact relation takes numbers written as integers as exact (counts are not rounded)."""
     with np.errstate(all="ignore"):
@@ -144,7 +145,9 @@ def _tolerance(r: Relation, c: np.ndarray, a: np.ndarray, b: np.ndarray, rc, ra,
         return tol * 1.001 + 1e-9 * np.maximum(1.0, np.abs(c))
 
 
-def breaks(r: Relation, values: dict[int, np.ndarray], half: dict[int, np.ndarray], rows: np.ndarray | slice):
+def breaks(
+    r: Relation, values: dict[int, np.ndarray], half: dict[int, np.ndarray], rows: np.ndarray | slice
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(checkable, broken, how far off in tolerances) on the given rows."""
     c, a = values[r.target][rows], values[r.left][rows]
     rc, ra = half[r.target][rows], half[r.left][rows]
@@ -208,7 +211,18 @@ def _column_medians(d: np.ndarray, ok: np.ndarray) -> np.ndarray:
         return np.where(n > 0, (lo + hi) / 2, np.nan)
 
 
-def _keep(out, t, form, o, hit, ok, centre, symmetric: bool) -> None:
+def _keep(
+    out: list[tuple[int, str, int, int, float]],
+    t: int,
+    form: str,
+    o: np.ndarray,
+    hit: np.ndarray,
+    ok: np.ndarray,
+    centre: np.ndarray | float,
+    symmetric: bool,
+) -> None:
+    """Add the (left, right) pairs whose screen holds on half the rows that fill them (each pair once where the
+    form is symmetric), with the form's constant where it has one."""
     n_ok, n_hit = ok.sum(axis=0), hit.sum(axis=0)
     good = (n_ok >= SCREEN // 3) & (n_hit * 2 >= n_ok)
     if symmetric:
@@ -220,7 +234,9 @@ def _keep(out, t, form, o, hit, ok, centre, symmetric: bool) -> None:
         out.append((t, form, int(o[i]), int(o[j]), k))
 
 
-def find_relations(facts: list[ColumnFacts], n_rows: int) -> tuple[list[Relation], dict, dict]:
+def find_relations(
+    facts: list[ColumnFacts], n_rows: int
+) -> tuple[list[Relation], dict[int, np.ndarray], dict[int, np.ndarray]]:
     """The relations that hold, with every searched column's per-row numbers and rounding."""
     candidates = [
         f
@@ -304,6 +320,7 @@ def _measure(
 
 
 def detect_arithmetic(facts: list[ColumnFacts], n_rows: int) -> list[Finding]:
+    """One finding per column that some broken relation leaves suspect, its rows' evidence the strongest."""
     relations, values, half = find_relations(facts, n_rows)
     if not relations:
         return []
@@ -323,26 +340,11 @@ def detect_arithmetic(facts: list[ColumnFacts], n_rows: int) -> list[Finding]:
         if not rows.size:
             continue
         suspect = {j: ~cleared[j][rows] for j in r.columns}
-        # A column whose value, solved from the others, would lie outside what it holds where the relation
-        # holds (a negative count, a price ten times the dearest) is not the wrong one either.
-        # Nor is one whose solved value falls off the grid the column is written on (a price of 199.2433 in
-        # a column of cents), where the others' rounding leaves the solved value sure to finer than that grid.
-        held = checkable & ~broken
-        spread = _solved_spread(r, values, half, rows)
-        for j, repaired in _repairs(r, values, rows).items():
-            known = values[j][held]
-            known = known[np.isfinite(known)]
-            if known.size:
-                inside = (repaired >= known.min()) & (repaired <= known.max())
-                step = 2.0 * float(np.median(half[j][held])) if held.any() else np.nan
-                if np.isfinite(step) and step > 0:
-                    with np.errstate(invalid="ignore"):
-                        off_grid = np.abs(repaired - np.round(repaired / step) * step) > spread[j]
-                    inside &= ~(off_grid & (spread[j] < step / 2))
-                narrowed = suspect[j] & inside
-                others = np.sum([suspect[i] for i in r.columns if i != j], axis=0)
-                # Kept where no other column would be left suspect.
-                suspect[j] = np.where(others > 0, narrowed, suspect[j])
+        possible = _possible_culprits(r, values, half, rows, checkable & ~broken)
+        for j in r.columns:
+            others = np.sum([suspect[i] for i in r.columns if i != j], axis=0)
+            # Kept where no other column would be left suspect.
+            suspect[j] = np.where(others > 0, suspect[j] & possible[j], suspect[j])
         n_suspects = np.sum([suspect[j] for j in r.columns], axis=0)
         # Every column cleared (two wrong values in the row): none can be told apart, all stay.
         for j in r.columns:
@@ -367,6 +369,35 @@ def detect_arithmetic(facts: list[ColumnFacts], n_rows: int) -> list[Finding]:
         out.append(
             _finding(by_index[j], entered[j], by_index, rows[first], llr[first], share[first], off[first])
         )
+    return out
+
+
+def _possible_culprits(
+    r: Relation,
+    values: dict[int, np.ndarray],
+    half: dict[int, np.ndarray],
+    rows: np.ndarray,
+    held: np.ndarray,
+) -> dict[int, np.ndarray]:
+    """Per column of the relation, on its broken rows: whether the column can be the wrong one. Not where its
+    value solved from the others would lie outside what it holds where the relation holds (a negative count, a
+    price ten times the dearest), nor where that value falls off the grid the column is written on (a price of
+    199.2433 in a column of cents) while the others' rounding leaves it sure to finer than the grid."""
+    spread = _solved_spread(r, values, half, rows)
+    out: dict[int, np.ndarray] = {}
+    for j, repaired in _repairs(r, values, rows).items():
+        known = values[j][held]
+        known = known[np.isfinite(known)]
+        if not known.size:
+            out[j] = np.ones(rows.size, dtype=bool)
+            continue
+        inside = (repaired >= known.min()) & (repaired <= known.max())
+        step = 2.0 * float(np.median(half[j][held]))
+        if np.isfinite(step) and step > 0:
+            with np.errstate(invalid="ignore"):
+                off_grid = np.abs(repaired - np.round(repaired / step) * step) > spread[j]
+            inside &= ~(off_grid & (spread[j] < step / 2))
+        out[j] = inside
     return out
 
 
