@@ -44,9 +44,11 @@ class DuckSource:
         import duckdb
 
         self.path = Path(path)
-        # Seconds per statement run, by name (the load is "load"): the step's record keeps them.
+        # Seconds per statement run, by name (the load is "load"), wall and CPU (the process's: DuckDB's
+        # threads and any other): the step's record keeps them.
         self.timings: dict[str, float] = {}
-        started = time.perf_counter()
+        self.cpu: dict[str, float] = {}
+        started, cpu = time.perf_counter(), time.process_time()
         self.con: duckdb.DuckDBPyConnection = duckdb.connect(":memory:")
         self.con.execute(f"SET memory_limit = '{int(memory_mb)}MB'")
         self.con.execute(f"SET threads = {int(threads or os.cpu_count() or 2)}")
@@ -63,15 +65,17 @@ class DuckSource:
         self.con.execute(f"CREATE TABLE {DATA_TABLE} AS SELECT {texts} FROM {SOURCE_RELATION}")
         self.con.execute(f"CREATE VIEW {RELATION} AS SELECT rowid AS {ROW}, * FROM {DATA_TABLE}")
         self.timings["load"] = round(time.perf_counter() - started, 2)
+        self.cpu["load"] = round(time.process_time() - cpu, 2)
 
     def _timed(self, statement: Statement | str, run: Any) -> Any:
         import time
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         sql = statement.sql("duckdb") if isinstance(statement, Statement) else statement
         out = run(sql)
         name = statement.name if isinstance(statement, Statement) else "sql"
         self.timings[name] = round(self.timings.get(name, 0.0) + time.perf_counter() - started, 2)
+        self.cpu[name] = round(self.cpu.get(name, 0.0) + time.process_time() - cpu, 2)
         return out
 
     def rows(self, statement: Statement | str) -> list[tuple[Any, ...]]:

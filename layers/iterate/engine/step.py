@@ -177,6 +177,7 @@ class EngineResult:
     sample: pa.Table
     timings_ms: dict[str, float]
     statements_s: dict[str, float] = field(default_factory=dict)
+    statements_cpu_s: dict[str, float] = field(default_factory=dict)
 
 
 def run_engine(path: Path, settings: Settings, *, name: str) -> EngineResult:
@@ -240,6 +241,7 @@ def _run(
             timings=timings,
         )
         result.statements_s = dict(source.timings)
+        result.statements_cpu_s = dict(source.cpu)
     return result
 
 
