@@ -236,7 +236,7 @@ def _run(
         result = decide_and_count(
             summaries,
             source_info(path, digest.value),
-            lambda projected: count_and_flag(source, projected),
+            lambda projected: count_and_flag(source, projected, summaries.counts_by_value()),
             name=name,
             timings=timings,
         )
