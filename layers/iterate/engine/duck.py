@@ -53,11 +53,7 @@ class DuckSource:
         started, cpu = time.perf_counter(), time.process_time()
         self.con: duckdb.DuckDBPyConnection = duckdb.connect(":memory:")
         self.con.execute(f"SET memory_limit = '{int(memory_mb)}MB'")
-        n_threads = int(threads or os.cpu_count() or 2)
-        # The load leaves one core to the rest of the process (the file's sha256 runs beside it): inserting in
-        # file order from several threads costs DuckDB half as much CPU again as from one (10M rows x 20
-        # columns on 2 cores: 17-19 s of CPU against 12 s) for at most 15% less wall time on an idle machine.
-        self.con.execute(f"SET threads = {max(n_threads - 1, 1)}")
+        self.con.execute(f"SET threads = {int(threads or os.cpu_count() or 2)}")
         self.con.execute("SET preserve_insertion_order = true")
         if directory is not None:
             self.con.execute(f"SET temp_directory = {literal(str(Path(directory) / 'spill'))}")
@@ -70,7 +66,6 @@ class DuckSource:
         texts = ", ".join(f"COALESCE({quoted(c)}, '') AS {quoted(c)}" for c in self.columns)
         self.con.execute(f"CREATE TABLE {DATA_TABLE} AS SELECT {texts} FROM {SOURCE_RELATION}")
         self.con.execute(f"CREATE VIEW {RELATION} AS SELECT rowid AS {ROW}, * FROM {DATA_TABLE}")
-        self.con.execute(f"SET threads = {n_threads}")
         self.timings["load"] = round(time.perf_counter() - started, 2)
         self.cpu["load"] = round(time.process_time() - cpu, 2)
 
