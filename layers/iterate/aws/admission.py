@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from iterate.aws.deps import AwsDeps
+from iterate.aws.engine_tables import cleanup_run_tables
 from iterate.aws.observability import logger, metrics
 from iterate.aws.payloads import ObjectCreatedEvent, S3ObjectRef, StartRunRequest
 from iterate.aws.triggers import is_s3_event, now_iso, repository, run_for_trigger
@@ -429,6 +430,9 @@ def execution_ended(deps: AwsDeps, detail: dict[str, Any]) -> bool:
                     reason=f"the execution ended {status} before the run recorded its end",
                     completedAt=now_iso(deps),
                 )
+    if owner and status in ("TIMED_OUT", "ABORTED"):
+        # RecordFailure never ran: a run on the engine path may have left Glue tables (a no-op for any other).
+        cleanup_run_tables(deps.glue_client(), deps.config.engine_database, owner=owner, run_id=run_id)
     # A slot was freed (here, or by Report or RecordFailure before this event): the fairest waiting run takes it.
     filled = fill_free_slots(deps, FairShare.read(deps))
     logger.info("execution ended", run_id=run_id, status=status, released=released, started=len(filled))
