@@ -307,3 +307,46 @@ def test_a_statement_that_fails_on_athena_leaves_no_tables(
     assert done["status"] == "FAILED" and athena.queries
     glue = boto3.client("glue", region_name=REGION)
     assert glue.get_tables(DatabaseName=ENGINE_DATABASE)["TableList"] == []
+
+
+def test_on_athena_a_models_proof_counts_over_every_row_only_where_it_is_the_issues_predicate(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    sys.path.insert(0, str(REPO / "tests" / "engine"))
+    from proof_agents import BAD, HYPOTHESIS, ROWS, model_agents, write_orders
+
+    # Given 6,000 rows on the engine path (a 1,000-row sample), and a model that writes the proofs of the
+    # placeholder quantity and of a hypothesis of its own
+    _engine_env(monkeypatch)
+    src = tmp_path / "orders.csv"
+    expensive = write_orders(src)
+    for name in ("analyze", "investigate"):
+        load_handler(name)._deps().agents_factory = model_agents
+    # When the state machine runs it (statements on Athena, proofs in the sandbox function on the sample)
+    done, calls, athena = _run(machine, src.read_bytes(), "proofs")
+    assert done["status"] == "SUCCEEDED", calls.failures
+    assert athena.queries
+    prefix = json.loads(done["output"])["run"]["prefix"]
+    analysis = json.loads(
+        machine["s3"].get_object(Bucket=BUCKET, Key=prefix + "analysis.json")["Body"].read()
+    )
+    issues = {i["id"]: i for i in analysis["issues"]}
+    # Then the model's proof of the placeholder ran on the sample and its claim there is the predicate's: the
+    # count shown is Athena's over all 6,000 rows
+    quantity = next(
+        i for i in issues.values() if i["source"] == "detector" and i["affectedColumns"] == ["quantity"]
+    )
+    assert quantity["investigation"]["source"] == "llm" and quantity["status"] == "confirmed"
+    stats = quantity["evidence"]["stats"]
+    assert quantity["affectedRows"] == quantity["evidence"]["affectedRows"] == len(BAD)
+    assert stats["proof_population_rows"] == len(BAD) > stats["proof_sample_rows"] > 0
+    assert f"over all {ROWS:,} rows: {len(BAD)}" in stats["proof_recount"]
+    # And the hypothesis, which no predicate counts, shows the sample's count as the sample's, with its size
+    hypothesis = issues[HYPOTHESIS]
+    sample = int(stats["sample_rows"])
+    claimed = hypothesis["investigation"]["output"]["affected_rows"]
+    assert hypothesis["status"] == "unverified" and hypothesis["evidence"]["sampleRows"] == sample < ROWS
+    assert hypothesis["evidence"]["affectedRows"] == claimed < expensive
+    assert f"Counted on a sample of {sample:,} of the {ROWS:,} rows" in hypothesis["description"]
+    html = machine["s3"].get_object(Bucket=BUCKET, Key=prefix + "report.html")["Body"].read().decode()
+    assert f"of a {sample:,}-row sample" in html and f"not over all {ROWS:,} rows" in html
