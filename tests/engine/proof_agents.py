@@ -22,7 +22,10 @@ CODE = {
     # the detector's placeholder quantity: the same rows as its predicate on the sample
     "quantity": "bad = df[df['quantity'] == '-999']\nEXTRA = 0\n" + _RESULT,
     # a model's own claim: prices above 45, which no predicate of the engine counts
-    HYPOTHESIS: "bad = df[pd.to_numeric(df['price'], errors='coerce') > 45]\nEXTRA = 0\n" + _RESULT,
+    HYPOTHESIS: "bad = df[pd.to_numeric(df['price'], errors='coerce') > 45]\nEXTRA = 0\n"
+    + _RESULT
+    + "\nresult['examples'] = [{'row': int(i), 'column': 'price', 'value': str(v)} for i, v in"
+    " bad['price'].head(5).items()]",
 }
 
 

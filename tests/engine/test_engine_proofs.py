@@ -4,6 +4,7 @@ model's own) the report says the count is the sample's and how large the sample 
 
 from __future__ import annotations
 
+import csv
 import os
 from pathlib import Path
 
@@ -56,6 +57,11 @@ def test_a_models_proof_counts_over_every_row_where_it_is_the_predicate_else_say
         f"Counted on a sample of {sample:,} of the 6,000 rows: {claimed:,} rows there"
         in hypothesis.description
     )
+    # And its examples (places in the sample where its code ran) name the file's rows that hold them
+    with src.open() as fh:
+        prices = [r["price"] for r in csv.DictReader(fh)]
+    assert len(ev.examples) == 5
+    assert all(prices[e.row] == e.value and int(e.value) > 45 for e in ev.examples)
     # And the report says so where it shows the count
     html = (tmp_path / "out" / "report.html").read_text()
     assert f"of a {sample:,}-row sample" in html

@@ -348,5 +348,10 @@ def test_on_athena_a_models_proof_counts_over_every_row_only_where_it_is_the_iss
     assert hypothesis["status"] == "unverified" and hypothesis["evidence"]["sampleRows"] == sample < ROWS
     assert hypothesis["evidence"]["affectedRows"] == claimed < expensive
     assert f"Counted on a sample of {sample:,} of the {ROWS:,} rows" in hypothesis["description"]
+    prices = [r["price"] for r in csv.DictReader(io.StringIO(src.read_text()))]
+    examples = hypothesis["evidence"]["examples"]
+    assert examples and all(
+        prices[e["row"]] == e["value"] for e in examples
+    )  # the file's rows, not the sample's
     html = machine["s3"].get_object(Bucket=BUCKET, Key=prefix + "report.html")["Body"].read().decode()
     assert f"of a {sample:,}-row sample" in html and f"not over all {ROWS:,} rows" in html

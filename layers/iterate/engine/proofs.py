@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from iterate.contracts import Issue
+from iterate.contracts import EvidenceExample, Issue
 
 if TYPE_CHECKING:
     from iterate.engine.step import EngineCounts
@@ -90,9 +90,32 @@ def _population(issue: Issue, counts: EngineCounts) -> Issue:
     return issue.model_copy(update={"affectedRows": rows, "evidence": evidence, "description": description})
 
 
-def _sample_only(issue: Issue, counts: EngineCounts) -> Issue:
+def read_sample_rows(store: Any) -> list[int] | None:
+    """Each sample row's data row in the file, as the engine path's profile step wrote it (None: not written)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from iterate.engine.pipeline import SAMPLE_ROWS
+
+    if not store.exists(SAMPLE_ROWS):
+        return None
+    return [
+        int(r) for r in pq.read_table(pa.BufferReader(store.get_bytes(SAMPLE_ROWS))).column("row").to_pylist()
+    ]
+
+
+def _file_examples(examples: list[EvidenceExample], rows: list[int] | None) -> list[EvidenceExample]:
+    """A proof's examples (places in the sample it ran on) renamed to the file's data rows; an example whose
+    place is not in the sample is left out rather than shown under a wrong row."""
+    if rows is None:
+        return []
+    return [e.model_copy(update={"row": rows[e.row]}) for e in examples if 0 <= e.row < len(rows)]
+
+
+def _sample_only(issue: Issue, counts: EngineCounts, sample_rows: list[int] | None) -> Issue:
     """An issue no predicate counts (a model's hypothesis, near duplicates): its counts are the sample's, and its
-    evidence and description say so, with the sample's size; its share is of the sample."""
+    evidence and description say so, with the sample's size; its share is of the sample. A hypothesis's examples
+    came from its proof's output, which names places in the sample: they are renamed to the file's rows."""
     assert issue.evidence is not None
     sample, total = counts.sampleRows, counts.rowCount
     rows = issue.evidence.affectedRows
@@ -101,9 +124,14 @@ def _sample_only(issue: Issue, counts: EngineCounts) -> Issue:
         **issue.evidence.stats,
         "count_scope": f"the sample's: {rows:,} of its {sample:,} rows; not counted over all {total:,} rows",
     }
-    evidence = issue.evidence.model_copy(
-        update={"sampleRows": sample, "affectedShare": round(min(share, 1.0), 6), "stats": stats}
-    )
+    update: dict[str, Any] = {
+        "sampleRows": sample,
+        "affectedShare": round(min(share, 1.0), 6),
+        "stats": stats,
+    }
+    if issue.source == "llm":  # detector issues' examples were renamed when the profile step wrote them
+        update["examples"] = _file_examples(issue.evidence.examples, sample_rows)
+    evidence = issue.evidence.model_copy(update=update)
     description = issue.description + (
         f" Counted on a sample of {sample:,} of the {total:,} rows: {rows:,} rows there ({share:.1%});"
         " not counted over all rows."
@@ -111,7 +139,9 @@ def _sample_only(issue: Issue, counts: EngineCounts) -> Issue:
     return issue.model_copy(update={"evidence": evidence, "description": description})
 
 
-def apply_counts(issues: list[Issue], counts: EngineCounts) -> list[Issue]:
+def apply_counts(
+    issues: list[Issue], counts: EngineCounts, *, sample_rows: list[int] | None = None
+) -> list[Issue]:
     """The issues as the report shows them on the engine path. A detector issue the engine counted takes its
     population counts (over every row) in place of the sample's, kept beside them; its proof's claim on the
     sample is the predicate's or not, and its stats say which (`proof_recount`). Any other issue with counts (a
@@ -125,7 +155,7 @@ def apply_counts(issues: list[Issue], counts: EngineCounts) -> list[Issue]:
         elif issue.source == "detector" and issue.id in counts.rows:
             out.append(_population(issue, counts))
         elif counts.sampleRows < counts.rowCount:
-            out.append(_sample_only(issue, counts))
+            out.append(_sample_only(issue, counts, sample_rows))
         else:  # the sample was the whole input: its counts are every row's
             out.append(issue)
     return out

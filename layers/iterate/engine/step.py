@@ -182,6 +182,8 @@ class EngineResult:
     sample: pa.Table
     timings_ms: dict[str, float]
     statements_s: dict[str, float] = field(default_factory=dict)
+    # The file's 0-based data row of each sample row: what a proof's row (a place in the sample) names.
+    sample_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def run_engine(path: Path, settings: Settings, *, name: str) -> EngineResult:
@@ -310,6 +312,7 @@ def decide_and_count(
         flags=counted.flags if counted.flags is not None else empty,
         sample=summaries.sample,
         timings_ms=timings,
+        sample_rows=summaries.sample_rows,
     )
 
 
