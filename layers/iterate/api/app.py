@@ -270,7 +270,7 @@ def _register_core(
 
     @app.post(
         "/datasets/<dataset_id>/runs",
-        summary="Re-analyse the dataset's latest upload",
+        summary="Re-analyse the dataset's latest upload (or import: the file in the owner's bucket, as it is now)",
         responses=responses(202, Run, 400, 404, 409, 429),
     )
     def start_run(
