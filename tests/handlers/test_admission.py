@@ -291,6 +291,44 @@ def test_an_execution_aborted_by_hand_after_its_slots_were_freed_still_ends_its_
     assert ended["status"] == "FAILED" and ended["error"] == "ExecutionAborted"
 
 
+def test_an_execution_aborted_or_timed_out_on_the_engine_path_leaves_none_of_its_tables(
+    aws: dict[str, Any], machine: str
+) -> None:
+    import boto3
+
+    from iterate.aws.engine_tables import glue_names, marks
+
+    # Given two runs RUNNING on the engine path, each with its Glue tables registered
+    glue = boto3.client("glue", region_name=REGION)
+    glue.create_database(DatabaseInput={"Name": "iterate_engine"})
+    repo = DynamoRunRepository(aws["table"], "alice")
+    runs = []
+    for n, status in enumerate(("ABORTED", "TIMED_OUT")):
+        queued = _admission(_event(f"uploads/alice/orders/{n}.csv", f"v{n}", f"e-{n}"))
+        runs.append((queued["runId"], status))
+        for name in list(glue_names(queued["runId"]).values())[:2]:
+            glue.create_table(
+                DatabaseName="iterate_engine",
+                TableInput={"Name": name, "Parameters": marks("alice", queued["runId"])},
+            )
+    assert sorted(admit_queued()) == sorted(r for r, _ in runs)
+    for run_id, _ in runs:
+        repo.transition(run_id, from_status="QUEUED", to_status="RUNNING")
+    for run_id, status in runs:
+        # When its execution ends without RecordFailure (stopped by hand, or past the run's timeout)
+        _admission(
+            {
+                "source": "aws.states",
+                "detail-type": "Step Functions Execution Status Change",
+                "detail": {"name": run_id, "status": status, "input": json.dumps({"owner": "alice"})},
+            }
+        )
+        # Then its tables are gone, and the other run's are still there until its own end
+        left = {t["Name"] for t in glue.get_tables(DatabaseName="iterate_engine")["TableList"]}
+        assert not any(name.startswith(glue_names(run_id)["stem"] + "_") for name in left)
+    assert glue.get_tables(DatabaseName="iterate_engine")["TableList"] == []
+
+
 def test_a_freed_slot_goes_to_the_waiting_owner_with_the_fewest_runs_not_the_first_message(
     aws: dict[str, Any], machine: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from iterate.aws.deps import AwsDeps
+from iterate.aws.engine_tables import cleanup_run_tables
 from iterate.aws.observability import logger, metrics
 from iterate.aws.payloads import ObjectCreatedEvent, S3ObjectRef, StartRunRequest
 from iterate.aws.triggers import is_s3_event, now_iso, repository, run_for_trigger
@@ -67,8 +68,9 @@ def message_group(owner: str) -> str:
     return owner if _GROUP_ID.match(owner) else hashlib.sha256(owner.encode()).hexdigest()
 
 
-def _object_size(deps: AwsDeps, source: S3ObjectRef, owner: str) -> int:
-    """The source's size for the bytes quota (0 when it cannot be read: ProfileDataset then says why)."""
+def _object_head(deps: AwsDeps, source: S3ObjectRef, owner: str) -> tuple[int, str | None]:
+    """The source's size for the bytes quota and its version, read as every step reads it (through the owner's
+    role for a file in their bucket); (0, None) when it cannot be read: ProfileDataset then says why."""
     from botocore.exceptions import ClientError
 
     from iterate.aws.sources import SourceAccessError, source_client
@@ -76,9 +78,11 @@ def _object_size(deps: AwsDeps, source: S3ObjectRef, owner: str) -> int:
     extra = {"VersionId": source.versionId} if source.versionId else {}
     try:
         s3 = source_client(deps, source, owner)
-        return int(s3.head_object(Bucket=source.bucket, Key=source.key, **extra)["ContentLength"])
+        head = s3.head_object(Bucket=source.bucket, Key=source.key, **extra)
     except (ClientError, SourceAccessError):
-        return 0
+        return 0, None
+    version = head.get("VersionId")
+    return int(head["ContentLength"]), version if version and version != "null" else None
 
 
 def enqueue(
@@ -110,9 +114,13 @@ def enqueue(
             return Enqueued(outcome="duplicate", runId=earlier, owner=run.owner)
         size = event.detail.object.size
         if size is None:
-            size = _object_size(deps, run.source, run.owner)
+            size, _ = _object_head(deps, run.source, run.owner)
     else:
-        size = _object_size(deps, run.source, run.owner)
+        size, version = _object_head(deps, run.source, run.owner)
+        if version and run.source.versionId is None:
+            # A dataset imported from the owner's bucket names the object, not a version (a schedule re-reads
+            # what is there now): the run reads the version there when it was queued, in every step.
+            run = run.model_copy(update={"source": run.source.model_copy(update={"versionId": version})})
     queued_at = deps.clock()
     queue = OwnerQueue(deps.dynamo_table(), run.owner)
     queue_key = queue.sort_key(int(queued_at * 1000), run.runId)
@@ -429,6 +437,9 @@ def execution_ended(deps: AwsDeps, detail: dict[str, Any]) -> bool:
                     reason=f"the execution ended {status} before the run recorded its end",
                     completedAt=now_iso(deps),
                 )
+    if owner and status in ("TIMED_OUT", "ABORTED"):
+        # RecordFailure never ran: a run on the engine path may have left Glue tables (a no-op for any other).
+        cleanup_run_tables(deps.glue_client(), deps.config.engine_database, owner=owner, run_id=run_id)
     # A slot was freed (here, or by Report or RecordFailure before this event): the fairest waiting run takes it.
     filled = fill_free_slots(deps, FairShare.read(deps))
     logger.info("execution ended", run_id=run_id, status=status, released=released, started=len(filled))

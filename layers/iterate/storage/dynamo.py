@@ -456,7 +456,8 @@ class DynamoRunRepository:
         return self._query_prefix("DATASET#")
 
     def record_upload(self, dataset_id: str, upload: dict[str, Any]) -> None:
-        """Remember the dataset's latest upload (what schedules re-analyse); creates the dataset if new."""
+        """Remember the dataset's latest upload, or import (a file in the owner's bucket named with the role
+        that reads it, no version): what schedules and POST …/runs re-analyse. Creates the dataset if new."""
         self._table.update_item(
             Key={"PK": self._pk, "SK": f"DATASET#{dataset_id}"},
             UpdateExpression=(
