@@ -224,9 +224,9 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
         if placeholder.any() and share < cal.missing_convention_share:
             # A placeholder in the rows another column's groups explain ('N/A' for the district of every
             # Senate candidate) is that kind of record's convention: told with the group, not flagged.
-            found = _placeholder_finding(f, placeholder, kept_out)
-            if found is not None:
-                out.append(found)
+            told = _placeholder_finding(f, placeholder, kept_out)
+            if told is not None:
+                out.append(told)
         if share >= cal.missing_convention_share:
             out.append(_convention_finding(f, n_rows, share))
             continue
@@ -521,7 +521,9 @@ def _placeholder_finding(f: ColumnFacts, placeholder: np.ndarray, explained: np.
     tokens = as_written(f, shown_ids)
     # Some of the placeholders' rows are explained: the proof re-checks the listed rows, not every cell
     # holding the tokens.
-    listed = {"rule": "missing", "rows": at.tolist(), "missing_markers": tokens} if at.size < every.size else {}
+    listed = (
+        {"rule": "missing", "rows": at.tolist(), "missing_markers": tokens} if at.size < every.size else {}
+    )
     shown = ", ".join(repr(t) for t in tokens[:5])
     written = repr(f.null_marker) if f.null_marker else "a blank"
     name = f.name
