@@ -10,11 +10,13 @@ RecordFailure step for an unreadable file (DatasetReadError, the user's); and th
 event (the release a no-op by then). What is not: the pipeline's steps between start and end: a run's body
 is a wait of a few seconds (the whole pipeline per run under moto is seconds of CPU, 1,000 of them too slow
 on 2 cores). moto's transactions restore only the items they name when cancelled, not a copy of the whole
-table (`transactions_without_table_copies`), and its Query reads the partition's items alone, not the whole
-table sorted (`queries_by_partition`). The uploads are handed over by a thread of their own, each at its
-planned second, while the main thread works the queue (one handler call at a time, as the harness runs a
-function: the two threads take turns between calls). Invariants are checked as it goes: no owner ever holds more slots than its limit, the
-deployment never more than the global one.
+table (`transactions_without_table_copies`), its Query reads the partition's items alone, not the whole
+table sorted (`queries_by_partition`), and its SQS queue counts its messages only when a count is read, not
+at every message sent or received (`sqs_without_queue_scans`). The uploads are handed over by a thread of their
+own, each at its planned second, while the main thread works the queue (one handler call at a time, as the
+harness runs a function: the two threads take turns between calls, and an upload that is due goes first, as
+do the ones due behind it when the uploads fall behind their plan). Invariants are checked as it goes: no owner
+ever holds more slots than its limit, the deployment never more than the global one.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from awsenv import (
     load_handler,
     object_created_event,
     queries_by_partition,
+    sqs_without_queue_scans,
     transactions_without_table_copies,
 )
 
@@ -165,6 +168,7 @@ def run_load(**kwargs: Any) -> LoadResult:
     with (
         transactions_without_table_copies(),
         queries_by_partition(),
+        sqs_without_queue_scans(),
         mock.patch.object(BaseClient, "_make_api_call", counting),
     ):
         result = _run_load(**kwargs)
@@ -269,7 +273,6 @@ def _run_load(
                 event["detail"]["object"]["size"] = 1000 + k
                 upload_due.set()
                 with turn:
-                    upload_due.clear()
                     outcome = intake(event)
                     if rng.random() < duplicate_share:
                         result.duplicates_sent += 1
@@ -286,9 +289,13 @@ def _run_load(
                         result.user_errors += 1
                     result.last_upload_s = time.monotonic() - started_at
                     nxt += 1
+                    # Uploads already due keep their priority: the queue's work waits until they are handed over.
+                    if nxt == len(plan) or plan[nxt][0] > time.monotonic() - started_at:
+                        upload_due.clear()
         except BaseException as exc:  # the main thread raises it
             intake_errors.append(exc)
             nxt = len(plan)
+            upload_due.clear()
 
     # Every execution admission starts, by a message of its own or by fair share when a slot frees: the run
     # begins then, as its execution would.
@@ -376,12 +383,13 @@ def _run_load(
             turn.release()
         # What the event source mapping does: receive a batch, hand it over, delete what was not reported.
         for _ in range(20):
+            my_turn()
             messages = sqs.receive_message(
                 QueueUrl=ADMISSION_QUEUE_URL, MaxNumberOfMessages=10, AttributeNames=["All"]
             ).get("Messages", [])
             if not messages:
+                turn.release()
                 break
-            my_turn()
             result.admission_invocations += 1
             with _admission():
                 answer = _quiet(

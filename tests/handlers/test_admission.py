@@ -452,3 +452,43 @@ def test_the_load_drivers_partition_queries_answer_as_moto_does(aws: dict[str, A
     with queries_by_partition():
         assert ask() == plain
     assert plain[1] == [{"PK": "B", "SK": "QUEUE#1", "n": 1}, {"PK": "B", "SK": "QUEUE#3", "n": 3}]
+
+
+def test_the_load_drivers_sqs_without_queue_scans_answers_as_moto_does(aws: dict[str, Any]) -> None:
+    import boto3
+    from awsenv import sqs_without_queue_scans
+
+    sqs = boto3.client("sqs", region_name=REGION)
+    # Given the admission queue with messages sent, one received (in flight) and one deleted
+    for n in range(4):
+        sqs.send_message(
+            QueueUrl=ADMISSION_QUEUE_URL,
+            MessageBody=f"m{n}",
+            MessageGroupId=f"g{n}",
+            MessageDeduplicationId=f"d{n}",
+        )
+    received = sqs.receive_message(QueueUrl=ADMISSION_QUEUE_URL, MaxNumberOfMessages=2)["Messages"]
+    sqs.delete_message(QueueUrl=ADMISSION_QUEUE_URL, ReceiptHandle=received[0]["ReceiptHandle"])
+
+    def ask() -> tuple[dict[str, str], dict[str, str]]:
+        every = sqs.get_queue_attributes(QueueUrl=ADMISSION_QUEUE_URL, AttributeNames=["All"])["Attributes"]
+        counts = sqs.get_queue_attributes(
+            QueueUrl=ADMISSION_QUEUE_URL,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return every, counts
+
+    # When the queue's attributes are read from moto and through the driver's patch / Then they agree
+    plain = ask()
+    with sqs_without_queue_scans():
+        assert ask() == plain
+        # And a message sent again within the deduplication window is still dropped, a new one counted
+        for dedup in ("d1", "d9"):
+            sqs.send_message(
+                QueueUrl=ADMISSION_QUEUE_URL,
+                MessageBody="x",
+                MessageGroupId="g9",
+                MessageDeduplicationId=dedup,
+            )
+        assert ask()[1] == {"ApproximateNumberOfMessages": "3", "ApproximateNumberOfMessagesNotVisible": "1"}
+    assert plain[1] == {"ApproximateNumberOfMessages": "2", "ApproximateNumberOfMessagesNotVisible": "1"}
