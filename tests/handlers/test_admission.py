@@ -221,6 +221,40 @@ def test_an_upload_is_queued_once_started_by_admission_and_released_when_it_ends
     assert ended["status"] == "FAILED" and ended["error"] == "States.Timeout"
 
 
+def test_an_uploads_intake_writes_all_of_its_records_or_none(aws: dict[str, Any], machine: str) -> None:
+    import boto3
+
+    from iterate.storage.admission import GLOBAL_PK, WAITING_PREFIX, waiting_owners
+
+    table = aws["table"]
+    waiting_key = {"PK": GLOBAL_PK, "SK": f"{WAITING_PREFIX}alice"}
+    # Given alice's waiting counter broken (not a number), so the last write of her next intake fails
+    table.put_item(Item={**waiting_key, "waiting": "many", "owner": "alice"})
+    event = _event("uploads/alice/orders/a.csv", "v1", "e-1")
+    # When her upload's event arrives / Then it fails, and nothing of it is left: no claim, no run, no
+    # charge against her quota, no queue entry, no message
+    with pytest.raises(Exception, match=r"(?i)validation|type"):
+        _admission(event)
+    items = table.scan()["Items"]
+    assert [(i["PK"], i["SK"]) for i in items if i["PK"] != "GLOBAL#admission"] == []
+    sqs = boto3.client("sqs", region_name=REGION)
+    assert (
+        sqs.get_queue_attributes(
+            QueueUrl=ADMISSION_QUEUE_URL, AttributeNames=["ApproximateNumberOfMessages"]
+        )["Attributes"]["ApproximateNumberOfMessages"]
+        == "0"
+    )
+    # When the event is delivered again once the counter is mended / Then the run is queued, charged once
+    table.delete_item(Key=waiting_key)
+    queued = _admission(event)
+    assert queued["outcome"] == "queued"
+    assert DailyUsage(table, "alice").today()["runs"] == 1 and waiting_owners(table)["alice"][0] == 1
+    # And a retried delivery of the same event (its claim is this event's) queues nothing more
+    assert _admission(event) == {**queued, "outcome": "queued"}
+    assert DailyUsage(table, "alice").today()["runs"] == 1 and OwnerQueue(table, "alice").waiting() == 1
+    assert admit_queued() == [queued["runId"]]
+
+
 def test_a_run_cancelled_while_it_waited_is_dropped_by_admission(aws: dict[str, Any], machine: str) -> None:
     import boto3
 

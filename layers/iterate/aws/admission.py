@@ -27,6 +27,7 @@ from iterate.storage.admission import (
     QuotaExceededError,
     QuotaLimits,
     SlotLeases,
+    transact,
     waiting_owners,
 )
 from iterate.storage.dynamo import RunTransitionError
@@ -93,25 +94,27 @@ def enqueue(
     event_id: str | None = None,
 ) -> Enqueued:
     """Record the run `trigger` asks for as QUEUED, charge it to the owner's daily quotas and put it on the
-    admission queue. An upload event already seen is a duplicate (nothing queued). Over a quota, the run is
-    recorded FAILED with QuotaExceededError as its error (`record`: uploads, schedules, fixes; the user's,
-    counted as RunsRejected: no execution failed, so RunsFailed's arithmetic is untouched), or refused with nothing recorded (`raise`: the API answers 429)."""
+    admission queue. The upload's claim, the run, the charge, its entry in the owner's queue and the owner's
+    waiting counter are one transaction: all are written or none (a retried delivery never finds half of them).
+    An upload event already seen is a duplicate (nothing queued). Over a quota, the run is recorded FAILED with
+    QuotaExceededError as its error (`record`: uploads, schedules, fixes; the user's, counted as RunsRejected: no
+    execution failed, so RunsFailed's arithmetic is untouched), or refused with nothing recorded (`raise`: the
+    API answers 429)."""
     run, _ = run_for_trigger(deps, trigger)
     repo = repository(deps, run.owner)
     logger.append_keys(run_id=run.runId, dataset_id=run.datasetId, owner=run.owner)
+    claim: list[dict[str, Any]] = []
     if is_s3_event(trigger):
         event = ObjectCreatedEvent.model_validate(trigger)
-        earlier = repo.claim_object(
-            run.source.bucket,
-            run.source.key,
-            run.source.versionId,
-            run.runId,
-            execution_id=f"event:{event_id or event.id}",
+        claim.append(
+            repo.claim_object_write(
+                run.source.bucket,
+                run.source.key,
+                run.source.versionId,
+                run.runId,
+                execution_id=f"event:{event_id or event.id}",
+            )
         )
-        if earlier is not None:
-            logger.info("duplicate upload event: run already queued", duplicate_of=earlier)
-            metrics.add_metric(name="DuplicateUploads", unit="Count", value=1)
-            return Enqueued(outcome="duplicate", runId=earlier, owner=run.owner)
         size = event.detail.object.size
         if size is None:
             size, _ = _object_head(deps, run.source, run.owner)
@@ -121,53 +124,24 @@ def enqueue(
             # A dataset imported from the owner's bucket names the object, not a version (a schedule re-reads
             # what is there now): the run reads the version there when it was queued, in every step.
             run = run.model_copy(update={"source": run.source.model_copy(update={"versionId": version})})
+    table = deps.dynamo_table()
     queued_at = deps.clock()
-    queue = OwnerQueue(deps.dynamo_table(), run.owner)
+    queue = OwnerQueue(table, run.owner)
     queue_key = queue.sort_key(int(queued_at * 1000), run.runId)
-    try:
-        repo.create_run(
-            {
-                "runId": run.runId,
-                "datasetId": run.datasetId,
-                "status": "QUEUED",
-                "trigger": run.trigger,
-                "startedAt": run.startedAt,
-                "queuedAt": run.startedAt,
-                "queueKey": queue_key,
-                "sizeBytes": size,
-                "instructions": run.instructions,
-                "source": run.source.model_dump(mode="json"),
-                "artifactsPrefix": run.prefix,
-                "progress": {"step": "queued", "percent": 0, "message": QUEUED_MESSAGE},
-            }
-        )
-    except RunTransitionError:
-        # A retried delivery of this request: queued already (the FIFO queue drops the repeated message).
-        added = False
-        existing = repo.require_run(run.runId)
-        if existing["status"] != "QUEUED":
-            return Enqueued(outcome="duplicate", runId=run.runId, owner=run.owner)
-        queue_key = str(existing.get("queueKey") or queue_key)
-    else:
-        added = True
-        try:
-            DailyUsage(deps.dynamo_table(), run.owner, clock=deps.clock).charge_run(size, quota_limits(deps))
-        except QuotaExceededError as exc:
-            metrics.add_metric(name="RunsRejected", unit="Count", value=1)
-            logger.info("run refused: daily quota", quota=exc.quota, limit=exc.limit, used=exc.used)
-            if on_quota == "raise":
-                repo.delete_run(run.runId)
-                raise
-            repo.transition(
-                run.runId,
-                from_status="QUEUED",
-                to_status="FAILED",
-                error=type(exc).__name__,
-                reason=str(exc),
-                completedAt=now_iso(deps),
-                progress={"step": "queued", "percent": 0, "message": "refused: daily quota reached"},
-            )
-            return Enqueued(outcome="rejected", runId=run.runId, owner=run.owner, reason=str(exc))
+    record = {
+        "runId": run.runId,
+        "datasetId": run.datasetId,
+        "status": "QUEUED",
+        "trigger": run.trigger,
+        "startedAt": run.startedAt,
+        "queuedAt": run.startedAt,
+        "queueKey": queue_key,
+        "sizeBytes": size,
+        "instructions": run.instructions,
+        "source": run.source.model_dump(mode="json"),
+        "artifactsPrefix": run.prefix,
+        "progress": {"step": "queued", "percent": 0, "message": QUEUED_MESSAGE},
+    }
     message = AdmissionMessage(
         request=StartRunRequest(
             trigger=run.trigger,
@@ -180,8 +154,37 @@ def enqueue(
         queueKey=queue_key,
         queuedAt=queued_at,
     )
-    if added:
-        queue.add(run.runId, int(queued_at * 1000), request=message.model_dump_json())
+    usage, limits = DailyUsage(table, run.owner, clock=deps.clock), quota_limits(deps)
+    if size > limits.bytes:
+        return _refuse(deps, usage.refusal(size, limits), record, claim, owner=run.owner, on_quota=on_quota)
+    writes = [
+        *claim,
+        repo.create_run_write(record),
+        usage.charge_run_write(size, limits),
+        *queue.add_writes(run.runId, int(queued_at * 1000), request=message.model_dump_json()),
+    ]
+    failed = transact(table, writes)
+    claimed_by_another, run_exists, over_quota = (
+        bool(claim) and 0 in failed,
+        len(claim) in failed,
+        len(claim) + 1 in failed,
+    )
+    if claimed_by_another:
+        earlier = repo.object_claimant(run.source.bucket, run.source.key, run.source.versionId) or run.runId
+        logger.info("duplicate upload event: run already queued", duplicate_of=earlier)
+        metrics.add_metric(name="DuplicateUploads", unit="Count", value=1)
+        return Enqueued(outcome="duplicate", runId=earlier, owner=run.owner)
+    if run_exists:
+        # A retried delivery of this request: recorded already, with its charge and queue entry (the FIFO
+        # queue drops the repeated message).
+        existing = repo.require_run(run.runId)
+        if existing["status"] != "QUEUED":
+            return Enqueued(outcome="duplicate", runId=run.runId, owner=run.owner)
+        message = message.model_copy(update={"queueKey": str(existing.get("queueKey") or queue_key)})
+    elif over_quota:
+        return _refuse(deps, usage.refusal(size, limits), record, claim, owner=run.owner, on_quota=on_quota)
+    elif failed:
+        raise RunTransitionError(f"run {run.runId} not queued: writes {sorted(failed)} refused")
     deps.sqs_client().send_message(
         QueueUrl=deps.config.need("admission_queue_url"),
         MessageBody=message.model_dump_json(),
@@ -190,6 +193,37 @@ def enqueue(
     )
     metrics.add_metric(name="RunsQueued", unit="Count", value=1)
     return Enqueued(outcome="queued", runId=run.runId, owner=run.owner)
+
+
+def _refuse(
+    deps: AwsDeps,
+    exc: QuotaExceededError,
+    record: dict[str, Any],
+    claim: list[dict[str, Any]],
+    *,
+    owner: str,
+    on_quota: Literal["record", "raise"],
+) -> Enqueued:
+    """A run over a daily quota: recorded FAILED (with the upload's claim, so that another delivery of the
+    event is a duplicate), or refused with nothing recorded."""
+    metrics.add_metric(name="RunsRejected", unit="Count", value=1)
+    logger.info("run refused: daily quota", quota=exc.quota, limit=exc.limit, used=exc.used)
+    if on_quota == "raise":
+        raise exc
+    run_id = str(record["runId"])
+    refused = {
+        **{k: v for k, v in record.items() if k != "queueKey"},
+        "status": "FAILED",
+        "error": type(exc).__name__,
+        "reason": str(exc),
+        "completedAt": now_iso(deps),
+        "progress": {"step": "queued", "percent": 0, "message": "refused: daily quota reached"},
+    }
+    if transact(deps.dynamo_table(), [*claim, repository(deps, owner).create_run_write(refused)]):
+        return Enqueued(
+            outcome="duplicate", runId=run_id, owner=owner
+        )  # another delivery recorded it meanwhile
+    return Enqueued(outcome="rejected", runId=run_id, owner=owner, reason=str(exc))
 
 
 def _retry_after(record: dict[str, Any], base_s: int) -> int:
