@@ -62,6 +62,27 @@ def test_run_slots_hold_both_limits_and_come_back_on_release(aws: dict[str, Any]
     assert (slots.held(), slots.held("alice")) == (3, 2)
 
 
+def test_a_refused_slot_says_which_limit_refused_it_and_one_read_tells_who_holds_and_who_waits(
+    aws: dict[str, Any],
+) -> None:
+    from iterate.storage.admission import admission_state, waiting_owners
+
+    slots = SlotLeases(aws["table"])
+    take = lambda owner, run: slots.take(owner, run, owner_limit=2, global_limit=3, ttl_s=600)  # noqa: E731
+    # Given alice holding her two slots and bob one, the last of three
+    assert [take("alice", "a1"), take("alice", "a2"), take("bob", "b1")] == ["held"] * 3
+    # When alice asks again after a release elsewhere / Then her own limit refuses her, not the deployment's
+    assert slots.release("b1") and take("alice", "a3") == "owner_full"
+    # When bob asks twice / Then the second is refused by the deployment's limit (every later run waits too)
+    assert take("bob", "b2") == "held" and take("carol", "c1") == "full"
+    # And one read of the admission partition tells who holds the slots and who waits, as the two reads did
+    OwnerQueue(aws["table"], "carol").add("c1", 5)
+    state = admission_state(aws["table"])
+    assert sorted(state.holders) == sorted(str(lease["owner"]) for lease in slots.leases())
+    assert sorted(state.holders) == ["alice", "alice", "bob"]
+    assert state.waiting == waiting_owners(aws["table"]) == {"carol": (1, 5)}
+
+
 def test_a_lease_whose_every_release_was_lost_expires(aws: dict[str, Any]) -> None:
     clock = Clock()
     slots = SlotLeases(aws["table"], clock=clock)

@@ -27,8 +27,8 @@ from iterate.storage.admission import (
     QuotaExceededError,
     QuotaLimits,
     SlotLeases,
+    admission_state,
     transact,
-    waiting_owners,
 )
 from iterate.storage.dynamo import RunTransitionError
 
@@ -244,15 +244,13 @@ class FairShare:
 
     @classmethod
     def read(cls, deps: AwsDeps) -> FairShare:
-        slots = leases(deps)
-        held = slots.leases()
-        owners = waiting_owners(deps.dynamo_table())
+        state = admission_state(deps.dynamo_table())
         return cls(
-            free=deps.config.global_concurrent_runs - len(held),
-            running=Counter(str(lease["owner"]) for lease in held),
-            waiting={owner: count for owner, (count, _) in owners.items()},
+            free=deps.config.global_concurrent_runs - len(state.holders),
+            running=Counter(state.holders),
+            waiting={owner: count for owner, (count, _) in state.waiting.items()},
             owner_limit=deps.config.max_concurrent_runs,
-            since={owner: began for owner, (_, began) in owners.items()},
+            since={owner: began for owner, (_, began) in state.waiting.items()},
         )
 
     def ahead_of(self, owner: str) -> int:
@@ -292,31 +290,36 @@ def _no_longer_waiting(deps: AwsDeps, message: AdmissionMessage, record: dict[st
     return True
 
 
+def _waiting_record(deps: AwsDeps, request: StartRunRequest) -> dict[str, Any] | None:
+    """What `_no_longer_waiting` reads of a run: its status and whether it was admitted."""
+    return repository(deps, request.owner).run_fields(str(request.runId), "status", "admittedAt")
+
+
 def admit_one(
     deps: AwsDeps, message: AdmissionMessage, share: FairShare | None = None
-) -> Literal["started", "dropped", "wait"]:
+) -> Literal["started", "dropped", "wait", "full"]:
     """Start the run's execution if a global and an owner slot can be leased to it and it is its owner's turn
-    (`share`: fair share across owners); `wait` if not."""
+    (`share`: fair share across owners); `wait` if not, `full` when the deployment's limit refused it."""
     request = message.request
     run_id = str(request.runId)
     repo = repository(deps, request.owner)
     queue = OwnerQueue(deps.dynamo_table(), request.owner)
-    record = repo.get_run(run_id)
-    if _no_longer_waiting(deps, message, record):
+    if _no_longer_waiting(deps, message, _waiting_record(deps, request)):
         return "dropped"
     c = deps.config
     if share is not None and not share.turn(request.owner):
         metrics.add_metric(name="AdmissionFairShareWaits", unit="Count", value=1)
         return "wait"
     slots = leases(deps)
-    if not slots.acquire(
+    taken = slots.take(
         request.owner,
         run_id,
         owner_limit=c.max_concurrent_runs,
         global_limit=c.global_concurrent_runs,
         ttl_s=c.run_lease_s,
-    ):
-        return "wait"
+    )
+    if taken != "held":
+        return "wait" if taken == "owner_full" else "full"
     try:
         execution = deps.sfn_client().start_execution(
             stateMachineArn=c.need("state_machine_arn"), name=run_id, input=request.model_dump_json()
@@ -397,8 +400,7 @@ def admit_batch(deps: AwsDeps, records: list[dict[str, Any]]) -> dict[str, Any]:
         outcome = "wait"
         if full or owner in blocked:
             # Its run may have been started by fair share already: then its message goes.
-            run_record = repository(deps, owner).get_run(str(message.request.runId))
-            if _no_longer_waiting(deps, message, run_record):
+            if _no_longer_waiting(deps, message, _waiting_record(deps, message.request)):
                 outcome = "dropped"
         else:
             try:
@@ -406,8 +408,8 @@ def admit_batch(deps: AwsDeps, records: list[dict[str, Any]]) -> dict[str, Any]:
             except Exception:
                 logger.exception("admission failed; the message is retried", run_id=message.request.runId)
                 outcome = "wait"
-            if outcome == "wait" and leases(deps).held() >= deps.config.global_concurrent_runs:
-                full = True
+            if outcome == "full":
+                full, outcome = True, "wait"
         if outcome == "wait":
             blocked.add(owner)
             failed.append(record["messageId"])
@@ -432,9 +434,9 @@ def _delay(deps: AwsDeps, record: dict[str, Any]) -> None:
         logger.warning("could not shorten a waiting message's visibility", message_id=record.get("messageId"))
 
 
-def release_run(deps: AwsDeps, run_id: str) -> bool:
-    """The run ended (or was cancelled): its slots go to the next waiting run."""
-    released = leases(deps).release(run_id)
+def release_run(deps: AwsDeps, run_id: str, lease: dict[str, Any] | None = None) -> bool:
+    """The run ended (or was cancelled): its slots go to the next waiting run (`lease`: its lease, just read)."""
+    released = leases(deps).release(run_id, lease)
     if released:
         metrics.add_metric(name="RunSlotsReleased", unit="Count", value=1)
     return released
@@ -455,7 +457,7 @@ def execution_ended(deps: AwsDeps, detail: dict[str, Any]) -> bool:
     FAILED so that it never looks alive."""
     run_id = str(detail.get("name") or "")
     lease = leases(deps).lease(run_id)
-    released = release_run(deps, run_id)
+    released = release_run(deps, run_id, lease) if lease else False
     status = str(detail.get("status") or "")
     owner = str(lease["owner"]) if lease else _owner_of_input(detail.get("input"))
     if owner and status in ENDED_ERRORS:

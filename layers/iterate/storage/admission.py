@@ -8,7 +8,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from iterate.storage.dynamo import owner_pk
 
@@ -81,6 +81,17 @@ class SlotLeases:
     def acquire(self, owner: str, run_id: str, *, owner_limit: int, global_limit: int, ttl_s: int) -> bool:
         """Take a global and an owner slot for `run_id`: True when held (also when it already was), False when
         either limit is reached even after expired leases were swept."""
+        return (
+            self.take(owner, run_id, owner_limit=owner_limit, global_limit=global_limit, ttl_s=ttl_s)
+            == "held"
+        )
+
+    def take(
+        self, owner: str, run_id: str, *, owner_limit: int, global_limit: int, ttl_s: int
+    ) -> Literal["held", "owner_full", "full"]:
+        """`acquire`, saying which limit refused: `full` when the deployment's (every later run waits too),
+        `owner_full` when only the owner's."""
+        refused: Literal["owner_full", "full"] = "owner_full"
         for attempt in range(2):
             try:
                 self._client.transact_write_items(
@@ -103,24 +114,28 @@ class SlotLeases:
                         },
                     ]
                 )
-                return True
+                return "held"
             except Exception as exc:
                 if not _cancelled(exc):
                     raise
+                reasons = getattr(exc, "response", {}).get("CancellationReasons") or []
+                global_refused = bool(reasons) and str(reasons[0].get("Code")) == "ConditionalCheckFailed"
+                refused = "full" if global_refused else "owner_full"
             if self.lease(run_id) is not None:
-                return True  # a retried admission: the slot is already this run's
+                return "held"  # a retried admission: the slot is already this run's
             if attempt == 0 and self.sweep():
                 continue
-        return False
+        return refused
 
     def lease(self, run_id: str) -> dict[str, Any] | None:
         return self._table.get_item(
             Key={"PK": GLOBAL_PK, "SK": f"{LEASE_PREFIX}{run_id}"}, ConsistentRead=True
         ).get("Item")
 
-    def release(self, run_id: str) -> bool:
-        """Give `run_id`'s slots back; False when it held none (never admitted, or released already)."""
-        lease = self.lease(run_id)
+    def release(self, run_id: str, lease: dict[str, Any] | None = None) -> bool:
+        """Give `run_id`'s slots back; False when it held none (never admitted, or released already).
+        `lease`: its lease item, when the caller has just read it."""
+        lease = lease or self.lease(run_id)
         if lease is None:
             return False
         minus = {":m": -1}
@@ -307,6 +322,39 @@ class OwnerQueue:
             ConsistentRead=True,
         )
         return int(page.get("Count", 0))
+
+
+@dataclass(frozen=True)
+class AdmissionState:
+    """Who holds the run slots and who waits for one, from one read of the admission partition."""
+
+    holders: list[str]  # the owner of each slot held (a lease each)
+    waiting: dict[str, tuple[int, int]]  # as `waiting_owners`
+
+
+def admission_state(table: Any) -> AdmissionState:
+    """The leases' owners and the waiting owners in one Query of the admission partition (its other items, the
+    counters and the LLM token bucket, are a few more), each item's owner and counts alone."""
+    holders: list[str] = []
+    waiting: dict[str, tuple[int, int]] = {}
+    kwargs: dict[str, Any] = {
+        "KeyConditionExpression": "PK = :pk",
+        "ExpressionAttributeValues": {":pk": GLOBAL_PK},
+        "ProjectionExpression": "SK, #o, waiting, since",
+        "ExpressionAttributeNames": {"#o": "owner"},
+        "ConsistentRead": True,
+    }
+    while True:
+        page = table.query(**kwargs)
+        for item in page.get("Items", []):
+            sk = str(item["SK"])
+            if sk.startswith(LEASE_PREFIX):
+                holders.append(str(item["owner"]))
+            elif sk.startswith(WAITING_PREFIX) and int(item.get("waiting") or 0) > 0:
+                waiting[str(item["owner"])] = (int(item["waiting"]), int(item.get("since") or 0))
+        if "LastEvaluatedKey" not in page:
+            return AdmissionState(holders=holders, waiting=waiting)
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def waiting_owners(table: Any) -> dict[str, tuple[int, int]]:

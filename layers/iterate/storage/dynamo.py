@@ -214,6 +214,18 @@ class DynamoRunRepository:
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         return _strip(self._table.get_item(Key={"PK": self._pk, "SK": f"RUN#{run_id}"}).get("Item"))
 
+    def run_fields(self, run_id: str, *names: str) -> dict[str, Any] | None:
+        """A few attributes of a run, read alone and strongly consistent (a run item carries its whole
+        progress and cost: most readers need its status); None when there is no such run."""
+        projected = ("PK", *names)
+        item = self._table.get_item(
+            Key={"PK": self._pk, "SK": f"RUN#{run_id}"},
+            ProjectionExpression=", ".join(f"#n{i}" for i in range(len(projected))),
+            ExpressionAttributeNames={f"#n{i}": name for i, name in enumerate(projected)},
+            ConsistentRead=True,
+        ).get("Item")
+        return _strip(item) if item else None
+
     # --- runs ------------------------------------------------------------------------------------
     def require_run(self, run_id: str) -> dict[str, Any]:
         run = self.get_run(run_id)
