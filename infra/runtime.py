@@ -39,8 +39,9 @@ TABLE_ACCESS: dict[str, frozenset[str]] = {
     "followup": frozenset({"GetItem", "PutItem", "UpdateItem", "Query"}),
     # The fix route: the run and its follow-ups (Query), the fix job it records and reads back.
     "fix": frozenset({"GetItem", "PutItem", "UpdateItem", "Query"}),
-    # The fix worker: the job, the run and its follow-ups (Query), the version and the run started on it.
-    "fix_worker": frozenset({"GetItem", "PutItem", "UpdateItem", "Query"}),
+    # The fix worker: the job, the run and its follow-ups (Query), the version and the run started on it (queued
+    # by admission's intake in-process: one transaction).
+    "fix_worker": frozenset({"GetItem", "PutItem", "UpdateItem", "Query", "TransactWriteItems"}),
     # Schedules, idempotency keys and runs refused before they started are deleted; DELETE /datasets/{id}
     # removes a dataset's items in batches (BatchWriteItem) after finding them (Query, Query:GSI1).
     # A cancel, and DELETE /datasets/{id}, give run slots back (TransactWriteItems).
@@ -57,3 +58,13 @@ TABLE_ACCESS: dict[str, frozenset[str]] = {
         }
     ),
 }
+# IAM has no TransactWriteItems action: each write inside a transaction is authorized as itself. The run slots'
+# transactions put, update and delete; where a function's transactions write less, it is listed here: the fix
+# worker's one transaction is a run's intake (the run, its quota charge, its queue entry, its waiting owner).
+TRANSACTION_WRITES: dict[str, frozenset[str]] = {"fix_worker": frozenset({"PutItem", "UpdateItem"})}
+DEFAULT_TRANSACTION_WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem"})
+
+
+def transaction_writes(function: str) -> frozenset[str]:
+    """The item actions IAM must allow `function` for the writes of its transactions."""
+    return TRANSACTION_WRITES.get(function, DEFAULT_TRANSACTION_WRITES)

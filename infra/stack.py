@@ -221,6 +221,11 @@ class IterateStack(Stack):
         # the statements on Athena with the state machine's rights (iterate.aws.large).
         self.engine.grant_tables(fns["profile"].role)
         fns["profile"].add_environment("ITERATE_ENGINE_DATABASE", self.engine.database_name)
+        # A run that ends before EngineStep's last round has its tables removed by RecordFailure, or by the
+        # execution-status rule (admission) when the execution was aborted or timed out.
+        for name in ("record_failure", "admission"):
+            self.engine.grant_cleanup(fns[name].role)
+            fns[name].add_environment("ITERATE_ENGINE_DATABASE", self.engine.database_name)
         self.engine.grant_queries(state_machine.role)
         self.admission = AdmissionConstruct(
             self, "Admission", function=fns["admission"], state_machine=state_machine

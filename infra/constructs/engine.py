@@ -89,6 +89,22 @@ class EngineConstruct(Construct):
             "Each run's tables are named by its run id at run time, in this deployment's engine database only.",
         )
 
+    def grant_cleanup(self, role: iam.IRole) -> None:
+        """RecordFailure and the execution-status rule (admission) remove the tables of a run that ended before
+        EngineStep's last round: they list the run's tables by name and delete those marked with its owner."""
+        catalog, database, tables = self._arns()
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["glue:GetTables", "glue:DeleteTable", "glue:BatchDeleteTable"],
+                resources=[catalog, database, tables],
+            )
+        )
+        acknowledge_wildcard(
+            role,
+            tables,
+            "A failed run's tables are named by its run id at run time, in this deployment's engine database only.",
+        )
+
     def grant_queries(self, role: iam.IRole) -> None:
         """The state machine runs statements in the workgroup (startQueryExecution.sync), which reads the run's
         tables through Glue and S3 and writes the results: Athena acts with the caller's rights."""

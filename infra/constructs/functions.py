@@ -18,12 +18,16 @@ from infra.constructs.layers import ARCHITECTURE, RUNTIME, LayersConstruct
 from infra.constructs.network import SandboxNetworkConstruct
 from infra.constructs.storage import ARTIFACTS, CHUNKS, LIBRARY, UPLOADS, VERSIONS, StorageConstruct
 from infra.nag import acknowledge, acknowledge_wildcard
-from infra.runtime import SANDBOX_INLINE_RESULT_BYTES, SANDBOX_MAX_OUTPUT_BYTES, TABLE_ACCESS
+from infra.runtime import (
+    SANDBOX_INLINE_RESULT_BYTES,
+    SANDBOX_MAX_OUTPUT_BYTES,
+    TABLE_ACCESS,
+    transaction_writes,
+)
 from iterate.api.fix_routes import FIX_WORKER_TIMEOUT_S
 from iterate.storage.dynamo import GSI1
 
 HANDLER = "handler.lambda_handler"
-TRANSACTION_ACTIONS = {"TransactWriteItems": ("PutItem", "UpdateItem", "DeleteItem")}
 CODE_EXCLUDES = ["__pycache__", "*.pyc", "tests", ".pytest_cache"]
 # API Gateway gives up on an integration after 29 s; a function behind it should stop first.
 API_TIMEOUT_S = 28
@@ -467,14 +471,13 @@ class FunctionsConstruct(Construct):
                     conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in spec.s3_delete]}},
                 )
             )
-        # IAM has no TransactWriteItems action: each write inside a transaction is authorized as itself (the
-        # run slots' transactions put, update and delete items).
+        # IAM has no TransactWriteItems action: each write inside a transaction is authorized as itself.
         item_actions = sorted(
             {
                 iam_action
                 for a in spec.table_access
                 if not a.startswith("Query")
-                for iam_action in TRANSACTION_ACTIONS.get(a, (a,))
+                for iam_action in (transaction_writes(spec.name) if a == "TransactWriteItems" else (a,))
             }
         )
         if item_actions:

@@ -619,9 +619,11 @@ def report_step(ctx: RunContext, *, started_at: str, started_clock: float | None
         investigation = get_model(ctx.store, key, CodeInvestigation) if ctx.store.exists(key) else None
         issues.append(confirm(issue, investigation) if investigation is not None else issue)
     if profiled.get("engine"):  # the engine path: proofs ran on its sample, population counts are its own
-        from iterate.engine.step import EngineCounts, apply_counts
+        from iterate.engine.proofs import apply_counts, read_sample_rows
+        from iterate.engine.step import EngineCounts
 
-        issues = apply_counts(issues, EngineCounts.model_validate(profiled["engine"]))
+        counts = EngineCounts.model_validate(profiled["engine"])
+        issues = apply_counts(issues, counts, sample_rows=read_sample_rows(ctx.store))
     issues = apply_accepted(sort_issues(issues), ctx.accepted, ctx.store)
     save_scripts(issues, ctx.store)
     if ctx.library is not None and ctx.dataset_id:

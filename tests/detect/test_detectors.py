@@ -70,6 +70,44 @@ def test_placeholders_are_flagged_and_a_half_empty_column_is_its_own_convention(
     assert len(other) == 1 and not other[0].flag and other[0].stats.get("convention")
 
 
+def test_a_placeholder_another_column_explains_is_that_kind_of_records_convention_not_a_flag():
+    # Given candidates for three offices where every statewide race writes its district as "N/A" (there is
+    # none), House races write a number, one House candidate's district is "N/A", and blanks are the file's null
+    rng = random.Random(7)
+    office = [rng.choice(["House", "House", "House", "Senate", "Governor"]) for _ in range(400)]
+    district = [str(rng.randrange(1, 20)) if o == "House" else "N/A" for o in office]
+    lone = next(i for i, o in enumerate(office) if o == "House")
+    district[lone] = "N/A"
+    votes = [str(rng.randrange(100, 9000)) if i % 40 else "" for i in range(400)]
+    table = make_table({"office": office, "district": district, "votes": votes})
+    findings = detect(table).findings
+    # Then the statewide rows' "N/A" is told as not applying to those offices, with no flags ...
+    grouped = [f for f in findings if f.key == "missing-grouped:district"]
+    assert len(grouped) == 1 and not grouped[0].flag
+    assert "office" in grouped[0].stats["explained_by"]
+    # ... and only the House candidate's "N/A" is a placeholder, listed by row for its proof
+    disguised = [f for f in findings if f.type == "disguised_missing" and f.columns == ["district"]]
+    assert len(disguised) == 1 and disguised[0].rows.tolist() == [lone]
+    assert disguised[0].stats["rule"] == "missing" and disguised[0].stats["rows"] == [lone]
+
+
+def test_a_placeholder_the_column_writes_for_most_of_its_gaps_is_flagged_where_a_group_crowds_too():
+    # Given beers whose bitterness is "N/A" in 60 rows at random and in every beer of one brewery that
+    # publishes none (a group of 20 rows), and blanks elsewhere in the file
+    rng = random.Random(8)
+    brewery = [f"b{rng.randrange(30)}" if i >= 20 else "quiet" for i in range(400)]
+    ibu = [str(rng.randrange(5, 120)) for _ in range(400)]
+    for i in list(range(20)) + rng.sample(range(20, 400), 60):
+        ibu[i] = "N/A"
+    abv = [f"0.0{rng.randrange(40, 90)}" if i % 50 else "" for i in range(400)]
+    table = make_table({"brewery": brewery, "ibu": ibu, "abv": abv})
+    findings = detect(table).findings
+    assert any(f.key == "missing-grouped:ibu" and f.n_cells == 20 for f in findings)  # the brewery's gaps
+    # Then "N/A" is the column's way to write a gap, and every one of them is a placeholder to rewrite
+    disguised = [f for f in findings if f.type == "disguised_missing" and f.columns == ["ibu"]]
+    assert len(disguised) == 1 and disguised[0].n_cells == 80 and "rule" not in disguised[0].stats
+
+
 def test_a_gap_in_a_column_that_is_otherwise_filled_is_flagged():
     # Given 300 orders whose city is filled except in one row
     rows = entity_rows()

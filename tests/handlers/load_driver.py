@@ -10,20 +10,27 @@ RecordFailure step for an unreadable file (DatasetReadError, the user's); and th
 event (the release a no-op by then). What is not: the pipeline's steps between start and end: a run's body
 is a wait of a few seconds (the whole pipeline per run under moto is seconds of CPU, 1,000 of them too slow
 on 2 cores). moto's transactions restore only the items they name when cancelled, not a copy of the whole
-table (`transactions_without_table_copies`), and its Query reads the partition's items alone, not the whole
-table sorted (`queries_by_partition`). The uploads are handed over by a thread of their own, each at its
-planned second, while the main thread works the queue (one handler call at a time, as the harness runs a
-function: the two threads take turns between calls). Invariants are checked as it goes: no owner ever holds more slots than its limit, the
-deployment never more than the global one.
+table (`transactions_without_table_copies`), its Query reads the partition's items alone, not the whole
+table sorted (`queries_by_partition`), and its SQS queue counts its messages only when a count is read, not
+at every message sent or received (`sqs_without_queue_scans`).
+
+Two Lambda instances at once: the uploads are handed over by a thread of their own, each at its planned
+second, while the main thread works the queue (the batches, the runs' starts and ends), as the upload rule's
+invocations and the event source mapping's run side by side on AWS. Their handler calls overlap; their AWS
+calls take turns, each applied whole (moto applies a request in Python steps another thread could interleave,
+where DynamoDB and SQS apply each atomically), an upload's first. So admission's writes race as they would on
+AWS, request by request, and the checks below are of that. Invariants are checked as it goes: no owner ever
+holds more slots than its limit, the deployment never more than the global one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import heapq
-import io
 import json
+import os
 import random
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -40,6 +47,7 @@ from awsenv import (
     load_handler,
     object_created_event,
     queries_by_partition,
+    sqs_without_queue_scans,
     transactions_without_table_copies,
 )
 
@@ -69,7 +77,10 @@ class LoadResult:
     left_queue_entries: int = 0
     left_slots_counted: int = 0  # the global counter: it must come back to 0 with the leases
     seconds: float = 0.0
-    last_upload_s: float = 0.0  # when the last upload's event was handed over (the window is the plan's)
+    last_upload_s: float = 0.0  # when the last upload's event was handed to the admission function
+    last_planned_s: float = 0.0  # when the plan had it (the window is the plan's)
+    last_queued_s: float = 0.0  # when the function had queued it (its call returned)
+    late: list[float] = field(default_factory=list)  # each upload: its handler call began this late, s
     intake_seconds: float = 0.0  # the admission handler's time on upload events, in all
     # AWS calls the admission function made ("dynamodb:PutItem", …; a transaction's items as
     # "dynamodb:TransactWriteItems/items"), for the cost of admission per run (docs/cost-model.md)
@@ -80,8 +91,7 @@ class LoadResult:
         return max(self.waits, default=0.0)
 
     def percentile(self, share: float) -> float:
-        ordered = sorted(self.waits)
-        return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
+        return _share(self.waits, share)
 
     def table(self) -> str:
         rows = [
@@ -89,7 +99,14 @@ class LoadResult:
                 "uploads (owners)",
                 f"{self.uploads} ({self.owners}), {self.duplicates_sent} events delivered twice",
             ),
-            ("last upload handed over at s", f"{self.last_upload_s:.1f}"),
+            (
+                "last upload handed over at s (planned at; queued by)",
+                f"{self.last_upload_s:.2f} ({self.last_planned_s:.2f}; {self.last_queued_s:.2f})",
+            ),
+            (
+                "uploads handed over late by max / p95 s",
+                f"{max(self.late, default=0.0):.2f} / {_share(self.late, 0.95):.2f}",
+            ),
             (
                 "intake handler s in all / per event",
                 f"{self.intake_seconds:.1f} / {self.intake_seconds / max(1, self.intake_invocations):.3f}",
@@ -124,6 +141,11 @@ class LoadResult:
         return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
 
 
+def _share(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else 0.0
+
+
 def create_pass_machine() -> str:
     """A state machine whose runs do nothing (admission's StartExecution needs one; the driver plays the runs
     itself): its ARN."""
@@ -139,55 +161,108 @@ def create_pass_machine() -> str:
     )["stateMachineArn"]
 
 
-def _quiet(fn: Any, *args: Any) -> Any:
-    """Call a handler with its EMF metrics lines swallowed (Powertools prints them to stdout)."""
-    with contextlib.redirect_stdout(io.StringIO()):
-        return fn(*args)
+class _Calls:
+    """AWS calls one at a time, each whole (moto applies a request in Python that another thread could
+    interleave; DynamoDB and SQS apply each request atomically), the uploads' calls first: while one waits,
+    no other call begins."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.upload_waiting = threading.Event()
+
+    @contextlib.contextmanager
+    def upload(self) -> Any:
+        """The uploads' thread hands an upload over: its calls go before the queue's."""
+        _THREAD.upload = True
+        self.upload_waiting.set()
+        try:
+            yield
+        finally:
+            self.upload_waiting.clear()
+            _THREAD.upload = False
+
+    @contextlib.contextmanager
+    def turn(self) -> Any:
+        if not getattr(_THREAD, "upload", False):
+            while self.upload_waiting.is_set():
+                time.sleep(0.0005)
+        with self.lock:
+            yield
+
+
+_THREAD = threading.local()  # which thread runs the admission handler (its calls are counted), the uploads'
 
 
 def run_load(**kwargs: Any) -> LoadResult:
     """`_run_load` with moto's transactions copying only the items they name (`transactions_without_table_copies`),
-    counting the AWS calls the admission function makes."""
+    its Query reading one partition, its queue not scanned at each message, one AWS call at a time (`_Calls`),
+    counting the AWS calls the admission function makes. Powertools' EMF lines (printed to stdout by every
+    handler call) are swallowed, and its one metric set per process is added to and flushed by one thread at
+    a time (a Lambda instance runs one invocation at a time; here two threads share the process)."""
     from botocore.client import BaseClient
+
+    from iterate.aws.observability import metrics
 
     counted: dict[str, int] = {}
     real = BaseClient._make_api_call
+    calls = _Calls()
 
     def counting(self: Any, operation: str, params: dict[str, Any]) -> Any:
-        if _RUNNING_ADMISSION[0]:
-            name = f"{self.meta.service_model.service_name}:{operation}"
-            counted[name] = counted.get(name, 0) + 1
-            if operation == "TransactWriteItems":
-                items = f"{name}/items"
-                counted[items] = counted.get(items, 0) + len(params.get("TransactItems", []))
-        return real(self, operation, params)
+        with calls.turn():
+            if getattr(_THREAD, "admission", False):
+                name = f"{self.meta.service_model.service_name}:{operation}"
+                counted[name] = counted.get(name, 0) + 1
+                if operation == "TransactWriteItems":
+                    items = f"{name}/items"
+                    counted[items] = counted.get(items, 0) + len(params.get("TransactItems", []))
+            return real(self, operation, params)
+
+    provider = metrics.provider
+    metrics_lock = threading.RLock()
+
+    def one_at_a_time(method: Any) -> Any:
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with metrics_lock:
+                return method(*args, **kwargs)
+
+        return locked
 
     with (
         transactions_without_table_copies(),
         queries_by_partition(),
+        sqs_without_queue_scans(),
         mock.patch.object(BaseClient, "_make_api_call", counting),
+        mock.patch.object(provider, "add_metric", one_at_a_time(provider.add_metric)),
+        mock.patch.object(provider, "flush_metrics", one_at_a_time(provider.flush_metrics)),
+        open(os.devnull, "w") as sink,
+        contextlib.redirect_stdout(sink),
     ):
-        result = _run_load(**kwargs)
+        # The GIL passes between the two threads every 0.5 ms instead of 5 ms: an upload due while the queue's
+        # thread computes gets its turn about as soon as a Lambda instance of its own would.
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(0.0005)
+        try:
+            result = _run_load(calls=calls, **kwargs)
+        finally:
+            sys.setswitchinterval(switch)
     result.admission_calls = dict(sorted(counted.items()))
     return result
-
-
-_RUNNING_ADMISSION = [False]
 
 
 @contextlib.contextmanager
 def _admission() -> Any:
     """This thread is running the admission function's handler (its AWS calls are counted)."""
-    _RUNNING_ADMISSION[0] = True
+    _THREAD.admission = True
     try:
         with as_function("admission"):
             yield
     finally:
-        _RUNNING_ADMISSION[0] = False
+        _THREAD.admission = False
 
 
 def _run_load(
     *,
+    calls: _Calls,
     owners: int,
     uploads: int,
     window_s: float,
@@ -230,31 +305,26 @@ def _run_load(
     plan.sort()
     result = LoadResult(uploads=uploads, owners=owners, duplicates_sent=0)
     ends: list[tuple[float, str, str, bool]] = []  # (end at, owner, run id, broken)
-    broken: set[str] = set()
+    broken: set[str] = set()  # the uploads' keys whose files are unreadable
     running: dict[str, set[str]] = {}
     started_at = time.monotonic()
     nxt = 0
     outstanding = 0  # queued runs not yet ended
 
-    turn = threading.Lock()  # one handler call at a time; the counters below change under it too
-    # An upload due goes first: the main thread lets the lock go to the uploads' thread while this is set.
-    upload_due = threading.Event()
+    # The uploads' thread and the main thread run their handler calls at once, as separate Lambda instances
+    # would; their AWS calls take turns (`calls`), an upload's first. The counters below change under this.
+    counters = threading.Lock()
+    upload_rng = random.Random(seed + 1)  # the uploads' own draws (duplicates, unreadable files)
     intake_errors: list[BaseException] = []
 
     def intake(event: dict[str, Any]) -> dict[str, Any]:
         result.intake_invocations += 1
         began = time.monotonic()
         try:
-            with _admission():
-                return dict(_quiet(handler, event, FakeContext("iterate-admission")))
+            with calls.upload(), _admission():
+                return dict(handler(event, FakeContext("iterate-admission")))
         finally:
             result.intake_seconds += time.monotonic() - began
-
-    def my_turn() -> None:
-        """The main thread's turn at the lock, once no upload is due."""
-        while upload_due.is_set():
-            time.sleep(0.001)
-        turn.acquire()
 
     def emit_all() -> None:
         """Each upload at its planned second: its event (sometimes twice, as EventBridge may deliver it) to
@@ -267,28 +337,29 @@ def _run_load(
                 key = f"uploads/{owner}/d{k % 3}/file{k}.csv"
                 event = object_created_event(BUCKET, key, f"v{k}", event_id=f"e-{owner}-{k}")
                 event["detail"]["object"]["size"] = 1000 + k
-                upload_due.set()
-                with turn:
-                    upload_due.clear()
-                    outcome = intake(event)
-                    if rng.random() < duplicate_share:
-                        result.duplicates_sent += 1
-                        again = dict(event, id=f"e-{owner}-{k}-again")
-                        assert intake(again)["outcome"] == "duplicate", (
-                            "a duplicate event queued a second run"
-                        )
+                if upload_rng.random() < broken_share:
+                    broken.add(key)  # before its run can start
+                twice = upload_rng.random() < duplicate_share
+                handed = time.monotonic() - started_at
+                result.late.append(handed - due)
+                outcome = intake(event)
+                if twice:
+                    result.duplicates_sent += 1
+                    again = dict(event, id=f"e-{owner}-{k}-again")
+                    assert intake(again)["outcome"] == "duplicate", "a duplicate event queued a second run"
+                with counters:
                     if outcome["outcome"] == "queued":
                         outstanding += 1
-                        if rng.random() < broken_share:
-                            broken.add(outcome["runId"])
                     elif outcome["outcome"] == "rejected":
                         result.quota_rejected += 1
                         result.user_errors += 1
-                    result.last_upload_s = time.monotonic() - started_at
+                    result.last_upload_s, result.last_planned_s = handed, due
+                    result.last_queued_s = time.monotonic() - started_at
                     nxt += 1
         except BaseException as exc:  # the main thread raises it
             intake_errors.append(exc)
-            nxt = len(plan)
+            with counters:
+                nxt = len(plan)
 
     # Every execution admission starts, by a message of its own or by fair share when a slot frees: the run
     # begins then, as its execution would.
@@ -332,7 +403,7 @@ def _run_load(
             start_run(repo, run, f"exec-{run_id}")
             repo.set_run_fields(run_id, stateJson=json.dumps({"run": run.model_dump(mode="json")}))
             running.setdefault(owner, set()).add(run_id)
-            heapq.heappush(ends, (now + rng.uniform(*run_s), owner, run_id, run_id in broken))
+            heapq.heappush(ends, (now + rng.uniform(*run_s), owner, run_id, request.source.key in broken))
 
     emitter = threading.Thread(target=emit_all, name="uploads", daemon=True)
     emitter.start()
@@ -343,12 +414,10 @@ def _run_load(
         # Runs due to end: the end Report (or RecordFailure) makes, then the execution-status event.
         while ends and ends[0][0] <= now:
             _, owner, run_id, is_broken = heapq.heappop(ends)
-            my_turn()
             repo = repository(deps, owner)
             if is_broken:
                 state = json.loads(repo.require_run(run_id)["stateJson"])
-                out = _quiet(
-                    record_failure,
+                out = record_failure(
                     {
                         "state": {**state, "error": {"Error": "DatasetReadError", "Cause": "not a table"}},
                         "executionId": f"exec-{run_id}",
@@ -362,8 +431,7 @@ def _run_load(
             running[owner].discard(run_id)
             result.release_invocations += 1
             with _admission():
-                _quiet(
-                    handler,
+                handler(
                     {
                         "source": "aws.states",
                         "detail-type": "Step Functions Execution Status Change",
@@ -371,9 +439,9 @@ def _run_load(
                     },
                     FakeContext("iterate-admission"),
                 )
-            outstanding -= 1
+            with counters:
+                outstanding -= 1
             began(now)  # the slot it freed may have gone to a waiting run (fair share)
-            turn.release()
         # What the event source mapping does: receive a batch, hand it over, delete what was not reported.
         for _ in range(20):
             messages = sqs.receive_message(
@@ -381,18 +449,14 @@ def _run_load(
             ).get("Messages", [])
             if not messages:
                 break
-            my_turn()
             result.admission_invocations += 1
             with _admission():
-                answer = _quiet(
-                    handler, {"Records": admission_records(messages)}, FakeContext("iterate-admission")
-                )
+                answer = handler({"Records": admission_records(messages)}, FakeContext("iterate-admission"))
             failed = {f["itemIdentifier"] for f in answer["batchItemFailures"]}
             for m in messages:
                 if m["MessageId"] not in failed:
                     sqs.delete_message(QueueUrl=ADMISSION_QUEUE_URL, ReceiptHandle=m["ReceiptHandle"])
             began(now)
-            turn.release()
             if len(failed) == len(messages):
                 break
         # Limits, as the counters and the runs in flight say.
@@ -402,9 +466,8 @@ def _run_load(
         result.peak_owner = max(result.peak_owner, in_flight)
         if held_global > global_limit or in_flight > owner_limit:
             result.over_limit.append(f"at {now:.1f}s: {held_global} global, {in_flight} one owner")
-        my_turn()
-        drained = nxt == len(plan) and outstanding == 0
-        turn.release()
+        with counters:
+            drained = nxt == len(plan) and outstanding == 0
         if drained:
             # Messages of runs fair share started before their message came are dropped when they come back.
             counts = sqs.get_queue_attributes(QueueUrl=ADMISSION_QUEUE_URL, AttributeNames=["All"])[
@@ -421,6 +484,7 @@ def _run_load(
             raise TimeoutError(f"{outstanding} runs still outstanding after {timeout_s} s")
         time.sleep(0.1)
     result.seconds = time.monotonic() - started_at
+    emitter.join()
     # Every run ended SUCCEEDED or with a user error; the queue, the leases and the owners' queues are empty.
     for owner in names:
         for run in repository(deps, owner).list_runs():

@@ -62,6 +62,27 @@ def test_run_slots_hold_both_limits_and_come_back_on_release(aws: dict[str, Any]
     assert (slots.held(), slots.held("alice")) == (3, 2)
 
 
+def test_a_refused_slot_says_which_limit_refused_it_and_one_read_tells_who_holds_and_who_waits(
+    aws: dict[str, Any],
+) -> None:
+    from iterate.storage.admission import admission_state, waiting_owners
+
+    slots = SlotLeases(aws["table"])
+    take = lambda owner, run: slots.take(owner, run, owner_limit=2, global_limit=3, ttl_s=600)  # noqa: E731
+    # Given alice holding her two slots and bob one, the last of three
+    assert [take("alice", "a1"), take("alice", "a2"), take("bob", "b1")] == ["held"] * 3
+    # When alice asks again after a release elsewhere / Then her own limit refuses her, not the deployment's
+    assert slots.release("b1") and take("alice", "a3") == "owner_full"
+    # When bob asks twice / Then the second is refused by the deployment's limit (every later run waits too)
+    assert take("bob", "b2") == "held" and take("carol", "c1") == "full"
+    # And one read of the admission partition tells who holds the slots and who waits, as the two reads did
+    OwnerQueue(aws["table"], "carol").add("c1", 5)
+    state = admission_state(aws["table"])
+    assert sorted(state.holders) == sorted(str(lease["owner"]) for lease in slots.leases())
+    assert sorted(state.holders) == ["alice", "alice", "bob"]
+    assert state.waiting == waiting_owners(aws["table"]) == {"carol": (1, 5)}
+
+
 def test_a_lease_whose_every_release_was_lost_expires(aws: dict[str, Any]) -> None:
     clock = Clock()
     slots = SlotLeases(aws["table"], clock=clock)
@@ -221,6 +242,40 @@ def test_an_upload_is_queued_once_started_by_admission_and_released_when_it_ends
     assert ended["status"] == "FAILED" and ended["error"] == "States.Timeout"
 
 
+def test_an_uploads_intake_writes_all_of_its_records_or_none(aws: dict[str, Any], machine: str) -> None:
+    import boto3
+
+    from iterate.storage.admission import GLOBAL_PK, WAITING_PREFIX, waiting_owners
+
+    table = aws["table"]
+    waiting_key = {"PK": GLOBAL_PK, "SK": f"{WAITING_PREFIX}alice"}
+    # Given alice's waiting counter broken (not a number), so the last write of her next intake fails
+    table.put_item(Item={**waiting_key, "waiting": "many", "owner": "alice"})
+    event = _event("uploads/alice/orders/a.csv", "v1", "e-1")
+    # When her upload's event arrives / Then it fails, and nothing of it is left: no claim, no run, no
+    # charge against her quota, no queue entry, no message
+    with pytest.raises(Exception, match=r"(?i)validation|type"):
+        _admission(event)
+    items = table.scan()["Items"]
+    assert [(i["PK"], i["SK"]) for i in items if i["PK"] != "GLOBAL#admission"] == []
+    sqs = boto3.client("sqs", region_name=REGION)
+    assert (
+        sqs.get_queue_attributes(
+            QueueUrl=ADMISSION_QUEUE_URL, AttributeNames=["ApproximateNumberOfMessages"]
+        )["Attributes"]["ApproximateNumberOfMessages"]
+        == "0"
+    )
+    # When the event is delivered again once the counter is mended / Then the run is queued, charged once
+    table.delete_item(Key=waiting_key)
+    queued = _admission(event)
+    assert queued["outcome"] == "queued"
+    assert DailyUsage(table, "alice").today()["runs"] == 1 and waiting_owners(table)["alice"][0] == 1
+    # And a retried delivery of the same event (its claim is this event's) queues nothing more
+    assert _admission(event) == {**queued, "outcome": "queued"}
+    assert DailyUsage(table, "alice").today()["runs"] == 1 and OwnerQueue(table, "alice").waiting() == 1
+    assert admit_queued() == [queued["runId"]]
+
+
 def test_a_run_cancelled_while_it_waited_is_dropped_by_admission(aws: dict[str, Any], machine: str) -> None:
     import boto3
 
@@ -289,6 +344,44 @@ def test_an_execution_aborted_by_hand_after_its_slots_were_freed_still_ends_its_
     assert answer == {"released": False}
     ended = repo.require_run(queued["runId"])
     assert ended["status"] == "FAILED" and ended["error"] == "ExecutionAborted"
+
+
+def test_an_execution_aborted_or_timed_out_on_the_engine_path_leaves_none_of_its_tables(
+    aws: dict[str, Any], machine: str
+) -> None:
+    import boto3
+
+    from iterate.aws.engine_tables import glue_names, marks
+
+    # Given two runs RUNNING on the engine path, each with its Glue tables registered
+    glue = boto3.client("glue", region_name=REGION)
+    glue.create_database(DatabaseInput={"Name": "iterate_engine"})
+    repo = DynamoRunRepository(aws["table"], "alice")
+    runs = []
+    for n, status in enumerate(("ABORTED", "TIMED_OUT")):
+        queued = _admission(_event(f"uploads/alice/orders/{n}.csv", f"v{n}", f"e-{n}"))
+        runs.append((queued["runId"], status))
+        for name in list(glue_names(queued["runId"]).values())[:2]:
+            glue.create_table(
+                DatabaseName="iterate_engine",
+                TableInput={"Name": name, "Parameters": marks("alice", queued["runId"])},
+            )
+    assert sorted(admit_queued()) == sorted(r for r, _ in runs)
+    for run_id, _ in runs:
+        repo.transition(run_id, from_status="QUEUED", to_status="RUNNING")
+    for run_id, status in runs:
+        # When its execution ends without RecordFailure (stopped by hand, or past the run's timeout)
+        _admission(
+            {
+                "source": "aws.states",
+                "detail-type": "Step Functions Execution Status Change",
+                "detail": {"name": run_id, "status": status, "input": json.dumps({"owner": "alice"})},
+            }
+        )
+        # Then its tables are gone, and the other run's are still there until its own end
+        left = {t["Name"] for t in glue.get_tables(DatabaseName="iterate_engine")["TableList"]}
+        assert not any(name.startswith(glue_names(run_id)["stem"] + "_") for name in left)
+    assert glue.get_tables(DatabaseName="iterate_engine")["TableList"] == []
 
 
 def test_a_freed_slot_goes_to_the_waiting_owner_with_the_fewest_runs_not_the_first_message(
@@ -414,3 +507,43 @@ def test_the_load_drivers_partition_queries_answer_as_moto_does(aws: dict[str, A
     with queries_by_partition():
         assert ask() == plain
     assert plain[1] == [{"PK": "B", "SK": "QUEUE#1", "n": 1}, {"PK": "B", "SK": "QUEUE#3", "n": 3}]
+
+
+def test_the_load_drivers_sqs_without_queue_scans_answers_as_moto_does(aws: dict[str, Any]) -> None:
+    import boto3
+    from awsenv import sqs_without_queue_scans
+
+    sqs = boto3.client("sqs", region_name=REGION)
+    # Given the admission queue with messages sent, one received (in flight) and one deleted
+    for n in range(4):
+        sqs.send_message(
+            QueueUrl=ADMISSION_QUEUE_URL,
+            MessageBody=f"m{n}",
+            MessageGroupId=f"g{n}",
+            MessageDeduplicationId=f"d{n}",
+        )
+    received = sqs.receive_message(QueueUrl=ADMISSION_QUEUE_URL, MaxNumberOfMessages=2)["Messages"]
+    sqs.delete_message(QueueUrl=ADMISSION_QUEUE_URL, ReceiptHandle=received[0]["ReceiptHandle"])
+
+    def ask() -> tuple[dict[str, str], dict[str, str]]:
+        every = sqs.get_queue_attributes(QueueUrl=ADMISSION_QUEUE_URL, AttributeNames=["All"])["Attributes"]
+        counts = sqs.get_queue_attributes(
+            QueueUrl=ADMISSION_QUEUE_URL,
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+        )["Attributes"]
+        return every, counts
+
+    # When the queue's attributes are read from moto and through the driver's patch / Then they agree
+    plain = ask()
+    with sqs_without_queue_scans():
+        assert ask() == plain
+        # And a message sent again within the deduplication window is still dropped, a new one counted
+        for dedup in ("d1", "d9"):
+            sqs.send_message(
+                QueueUrl=ADMISSION_QUEUE_URL,
+                MessageBody="x",
+                MessageGroupId="g9",
+                MessageDeduplicationId=dedup,
+            )
+        assert ask()[1] == {"ApproximateNumberOfMessages": "3", "ApproximateNumberOfMessagesNotVisible": "1"}
+    assert plain[1] == {"ApproximateNumberOfMessages": "2", "ApproximateNumberOfMessagesNotVisible": "1"}

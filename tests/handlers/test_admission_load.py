@@ -87,3 +87,23 @@ def test_uploads_over_the_daily_quota_are_recorded_as_the_users_failure(
     refused = [r for r in DynamoRunRepository(world["table"], "o00").list_runs() if r["status"] == "FAILED"]
     assert len(refused) == 2 and {r["error"] for r in refused} == {"QuotaExceededError"}
     assert "daily quota of runs reached: 4 of 4 used today" in refused[0]["reason"]
+
+
+def test_the_driver_reports_an_owner_over_its_limit(world: dict[str, Any]) -> None:
+    # Given admission allowing each owner 3 runs at once, and a driver told the limit is 2 (the check must be
+    # able to fail: the uploads and the queue's work run at once, their calls interleaved)
+    result = run_load(
+        owners=2,
+        uploads=12,
+        window_s=0.5,
+        owner_limit=2,
+        global_limit=8,
+        run_s=(0.5, 1.0),
+        light_owner_uploads=6,
+        broken_share=0.0,
+        duplicate_share=0.0,
+        timeout_s=120,
+    )
+    # Then the runs over it are reported, with when
+    assert result.over_limit and result.peak_owner == 3
+    assert "one owner" in result.over_limit[0]

@@ -63,3 +63,18 @@ def test_only_the_state_machine_queries_and_only_the_profile_function_registers_
     # And the profile function knows the database by its environment
     env = synth.resources[synth.function_id("profile")]["Properties"]["Environment"]["Variables"]
     assert "ITERATE_ENGINE_DATABASE" in env
+
+
+def test_the_functions_that_end_a_run_early_may_remove_its_tables_and_create_none(synth: Synth) -> None:
+    # Given RecordFailure and the admission function (the execution-status rule: aborted, timed out)
+    for name in ("record_failure", "admission"):
+        role = synth.role_of(synth.function_id(name))
+        glue = {a for s in _statements_with(synth, role, "glue:") for a in actions_of(s)}
+        # Then they may list and delete tables in the engine database, never create one
+        assert {"glue:GetTables", "glue:BatchDeleteTable"} <= glue, name
+        assert "glue:CreateTable" not in glue
+        resources = json.dumps([s["Resource"] for s in _statements_with(synth, role, "glue:")])
+        assert "_engine/*" in resources and ":database/" in resources
+        # And they know the database by their environment
+        env = synth.resources[synth.function_id(name)]["Properties"]["Environment"]["Variables"]
+        assert "ITERATE_ENGINE_DATABASE" in env

@@ -829,7 +829,7 @@ def test_the_profile_functions_memory_stays_within_lambdas_range() -> None:
 
 
 def test_each_function_holds_exactly_the_table_actions_its_code_makes(synth: Synth) -> None:
-    from infra.runtime import TABLE_ACCESS
+    from infra.runtime import TABLE_ACCESS, transaction_writes
 
     (table_id,) = synth.of_type("AWS::DynamoDB::Table")
     table_arn = {"Fn::GetAtt": [table_id, "Arn"]}
@@ -848,10 +848,11 @@ def test_each_function_holds_exactly_the_table_actions_its_code_makes(synth: Syn
                     granted.add(action.removeprefix("dynamodb:") + suffix)
         # Then each role holds what infra/runtime.py lists (checked against real calls in tests/statemachine)
         # and nothing reads the whole table; IAM has no TransactWriteItems action: a transaction's writes are
-        # granted as what they are (the run slots' transactions put, update and delete)
+        # granted as what they are (the run slots' transactions put, update and delete; the fix worker's, a
+        # run's intake, put and update)
         expected = {a for a in TABLE_ACCESS[name] if a != "TransactWriteItems"}
         if "TransactWriteItems" in TABLE_ACCESS[name]:
-            expected |= {"PutItem", "UpdateItem", "DeleteItem"}
+            expected |= transaction_writes(name)
         assert granted == expected, name
         assert "Scan" not in granted and not {"BatchGetItem", "TransactWriteItems", "PartiQLSelect"} & granted
         # and deletes are only the API's (schedules, idempotency keys, a dataset's items), admission's (a queue

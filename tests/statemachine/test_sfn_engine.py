@@ -234,3 +234,124 @@ def test_a_run_on_the_engine_path_can_be_fixed_its_input_known_by_s3s_checksum(
     assert any(name == "chunk" for name, _ in calls)  # the run did take the engine path
     assert status == 200 and fixed["status"] == "SUCCEEDED", fixed
     assert fixed["version"]["issuesApplied"]
+
+
+def _register(glue: Any, name: str, owner: str, run_id: str) -> None:
+    from iterate.aws.engine_tables import marks
+
+    glue.create_table(
+        DatabaseName=ENGINE_DATABASE,
+        TableInput={
+            "Name": name,
+            "Parameters": {"classification": "parquet", **marks(owner, run_id)},
+            "StorageDescriptor": {"Columns": [{"Name": "c0", "Type": "string"}], "Location": "s3://x/y/"},
+        },
+    )
+
+
+def test_a_run_that_fails_between_engine_rounds_leaves_no_tables_and_touches_no_other_runs(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch, bench_csv: Path
+) -> None:
+    from iterate.aws.engine_tables import glue_names
+
+    # Given the tables of another run of the same owner, and one named like this run's but marked as bob's
+    glue = boto3.client("glue", region_name=REGION)
+    others = [glue_names("r-other")["parts"], glue_names("r-other")["offsets"], "rfailing_x_bob"]
+    _register(glue, others[0], "alice", "r-other")
+    _register(glue, others[1], "alice", "r-other")
+    _register(glue, others[2], "bob", "r-failing")
+    # And an upload on the engine path whose profile function dies at its third round, once its tables exist
+    _engine_env(monkeypatch)
+    key = "uploads/alice/failing/orders.csv"
+    version = machine["s3"].put_object(Bucket=BUCKET, Key=key, Body=bench_csv.read_bytes())["VersionId"]
+    real = load_handler("profile").lambda_handler
+    rounds: list[set[str]] = []
+
+    def dies_at_the_third_round(event: dict[str, Any], context: Any) -> Any:
+        if event.get("action") == "engine":
+            rounds.append({t["Name"] for t in glue.get_tables(DatabaseName=ENGINE_DATABASE)["TableList"]})
+            if len(rounds) == 3:
+                raise RuntimeError("injected: the function died between the engine's rounds")
+        return real(event, context)
+
+    request = {
+        "trigger": "api",
+        "owner": "alice",
+        "datasetId": "failing",
+        "runId": "r-failing",
+        "source": {"bucket": BUCKET, "key": key, "versionId": version},
+    }
+    # When the state machine runs it
+    with athena_sync(), route_lambdas({"profile": dies_at_the_third_round}):
+        done = run_execution(machine["sfn"], machine["arn"], request, timeout_s=120)
+    # Then the run FAILED with the injected error, after its tables were registered
+    assert done["status"] == "FAILED"
+    own = glue_names("r-failing")
+    assert {own["parts"], own["offsets"]} <= rounds[2]
+    assert len(rounds[2] - set(others)) > 2  # the parts, the offsets and a table a statement joined
+    record = DynamoRunRepository(machine["table"], "alice").get_run("r-failing")
+    assert record is not None and record["status"] == "FAILED" and record["error"] == "RuntimeError"
+    # And none of its tables remain, while the other run's and bob's are untouched
+    left = {t["Name"] for t in glue.get_tables(DatabaseName=ENGINE_DATABASE)["TableList"]}
+    assert left == set(others)
+
+
+def test_a_statement_that_fails_on_athena_leaves_no_tables(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch, bench_csv: Path
+) -> None:
+    # Given a workgroup whose scan limit stops a statement after the run's tables were registered
+    _engine_env(monkeypatch)
+    # When the run fails at that statement (RunEngineQuery's Catch)
+    done, _, athena = _run(machine, bench_csv.read_bytes(), "cutoff-tables", cutoff_bytes=50_000)
+    # Then RecordFailure removed the run's tables
+    assert done["status"] == "FAILED" and athena.queries
+    glue = boto3.client("glue", region_name=REGION)
+    assert glue.get_tables(DatabaseName=ENGINE_DATABASE)["TableList"] == []
+
+
+def test_on_athena_a_models_proof_counts_over_every_row_only_where_it_is_the_issues_predicate(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    sys.path.insert(0, str(REPO / "tests" / "engine"))
+    from proof_agents import BAD, HYPOTHESIS, ROWS, model_agents, write_orders
+
+    # Given 6,000 rows on the engine path (a 1,000-row sample), and a model that writes the proofs of the
+    # placeholder quantity and of a hypothesis of its own
+    _engine_env(monkeypatch)
+    src = tmp_path / "orders.csv"
+    expensive = write_orders(src)
+    for name in ("analyze", "investigate"):
+        load_handler(name)._deps().agents_factory = model_agents
+    # When the state machine runs it (statements on Athena, proofs in the sandbox function on the sample)
+    done, calls, athena = _run(machine, src.read_bytes(), "proofs")
+    assert done["status"] == "SUCCEEDED", calls.failures
+    assert athena.queries
+    prefix = json.loads(done["output"])["run"]["prefix"]
+    analysis = json.loads(
+        machine["s3"].get_object(Bucket=BUCKET, Key=prefix + "analysis.json")["Body"].read()
+    )
+    issues = {i["id"]: i for i in analysis["issues"]}
+    # Then the model's proof of the placeholder ran on the sample and its claim there is the predicate's: the
+    # count shown is Athena's over all 6,000 rows
+    quantity = next(
+        i for i in issues.values() if i["source"] == "detector" and i["affectedColumns"] == ["quantity"]
+    )
+    assert quantity["investigation"]["source"] == "llm" and quantity["status"] == "confirmed"
+    stats = quantity["evidence"]["stats"]
+    assert quantity["affectedRows"] == quantity["evidence"]["affectedRows"] == len(BAD)
+    assert stats["proof_population_rows"] == len(BAD) > stats["proof_sample_rows"] > 0
+    assert f"over all {ROWS:,} rows: {len(BAD)}" in stats["proof_recount"]
+    # And the hypothesis, which no predicate counts, shows the sample's count as the sample's, with its size
+    hypothesis = issues[HYPOTHESIS]
+    sample = int(stats["sample_rows"])
+    claimed = hypothesis["investigation"]["output"]["affected_rows"]
+    assert hypothesis["status"] == "unverified" and hypothesis["evidence"]["sampleRows"] == sample < ROWS
+    assert hypothesis["evidence"]["affectedRows"] == claimed < expensive
+    assert f"Counted on a sample of {sample:,} of the {ROWS:,} rows" in hypothesis["description"]
+    prices = [r["price"] for r in csv.DictReader(io.StringIO(src.read_text()))]
+    examples = hypothesis["evidence"]["examples"]
+    assert examples and all(
+        prices[e["row"]] == e["value"] for e in examples
+    )  # the file's rows, not the sample's
+    html = machine["s3"].get_object(Bucket=BUCKET, Key=prefix + "report.html")["Body"].read().decode()
+    assert f"of a {sample:,}-row sample" in html and f"not over all {ROWS:,} rows" in html

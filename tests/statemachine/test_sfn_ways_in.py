@@ -15,6 +15,7 @@ from awsenv import (
     as_function,
     load_handler,
     orders_csv,
+    reset_caches,
     route_lambdas,
 )
 from test_sfn_runs import assert_table_actions_granted
@@ -151,3 +152,83 @@ def test_api_run_then_scheduled_run_of_the_same_dataset(
     )
     earlier = previous_issues(build_deps(), later)
     assert earlier is not None and len(earlier) == scheduled["issueCount"]
+
+
+def test_a_scheduled_run_of_an_imported_dataset_reads_the_import_through_the_owners_role(
+    machine: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import boto3
+
+    from iterate.api.app import schedule_name
+
+    # Given a dataset whose only file sits in the owner's own (versioned) bucket, imported through their role
+    iam = boto3.client("iam", region_name=REGION)
+    scheduler_role = iam.create_role(RoleName="scheduler-role", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    boto3.client("scheduler", region_name=REGION).create_schedule_group(Name="iterate")
+    monkeypatch.setenv("ITERATE_STATE_MACHINE_ARN", machine["arn"])
+    monkeypatch.setenv("ITERATE_SCHEDULER_ROLE_ARN", scheduler_role)
+    monkeypatch.setenv("ITERATE_SCHEDULE_GROUP", "iterate")
+    s3 = machine["s3"]
+    s3.create_bucket(Bucket="customer-data")
+    s3.put_bucket_versioning(Bucket="customer-data", VersioningConfiguration={"Status": "Enabled"})
+    first_body = orders_csv()
+    first = s3.put_object(Bucket="customer-data", Key="exports/orders.csv", Body=first_body)["VersionId"]
+    role = "arn:aws:iam::123456789012:role/iterate-reader"
+    arn = machine["arn"].replace(":stateMachine:", ":execution:")
+    with route_lambdas() as calls:
+        _, created = _api("POST", "/datasets", {"name": "Theirs", "fileName": "orders.csv"})
+        dataset_id = created["dataset"]["datasetId"]
+        status, imported = _api(
+            "POST",
+            f"/datasets/{dataset_id}/imports",
+            {"uri": "s3://customer-data/exports/orders.csv", "roleArn": role},
+        )
+        assert status == 202, imported
+        assert admit_queued() == [imported["runId"]]
+        assert _wait_for_end(machine["sfn"], f"{arn}:{imported['runId']}")["status"] == "SUCCEEDED"
+        # And the owner's export is rewritten in place afterwards, with more rows
+        lines = first_body.rstrip(b"\n").split(b"\n")
+        second_body = first_body + b"\n".join(lines[1:21]) + b"\n"
+        second = s3.put_object(Bucket="customer-data", Key="exports/orders.csv", Body=second_body)[
+            "VersionId"
+        ]
+        # When the dataset's schedule fires (the scheduler invokes admission with the target's input)
+        assert _api("PUT", f"/datasets/{dataset_id}/schedule", {"expression": "rate(7 days)"})[0] == 200
+        schedule = boto3.client("scheduler", region_name=REGION).get_schedule(
+            Name=schedule_name("alice", dataset_id), GroupName="iterate"
+        )
+        reset_caches()  # each function assumes the role afresh (a new container's credentials)
+        calls.aws_calls.clear()
+        with as_function("admission"):
+            fired = load_handler("admission").lambda_handler(
+                json.loads(schedule["Target"]["Input"]), FakeContext("iterate-admission")
+            )
+        assert fired["outcome"] == "queued", fired
+        assert admit_queued() == [fired["runId"]]
+        scheduled = _wait_for_end(machine["sfn"], f"{arn}:{fired['runId']}")
+    # Then the scheduled run analysed the import's current version, read through the owner's role
+    assert scheduled["status"] == "SUCCEEDED", calls.failures
+    repo = DynamoRunRepository(machine["table"], "alice")
+    record = repo.require_run(fired["runId"])
+    assert record["trigger"] == "schedule"
+    assert record["source"] == {
+        "bucket": "customer-data",
+        "key": "exports/orders.csv",
+        "versionId": second,
+        "roleArn": role,
+    }
+    assert repo.require_run(imported["runId"])["source"]["versionId"] == first != second
+    assumed = {f for f, service, op, _ in calls.aws_calls if (service, op) == ("sts", "AssumeRole")}
+    assert {"admission", "profile"} <= assumed
+    status, run = _api("GET", f"/runs/{fired['runId']}")
+    assert status == 200 and run["status"] == "SUCCEEDED" and run["trigger"] == "schedule"
+    analysis_key = json.loads(scheduled["output"])["run"]["prefix"] + "analysis.json"
+    analysis = json.loads(s3.get_object(Bucket=BUCKET, Key=analysis_key)["Body"].read())
+    assert analysis["run"]["rowCount"] == len(lines) - 1 + 20
+    # And the owner's bucket holds only their file; the dataset's source is still the import
+    assert [o["Key"] for o in s3.list_objects_v2(Bucket="customer-data")["Contents"]] == [
+        "exports/orders.csv"
+    ]
+    dataset = repo.get_dataset(dataset_id)
+    assert dataset is not None and dataset["latestUpload"]["roleArn"] == role
+    assert "versionId" not in dataset["latestUpload"]

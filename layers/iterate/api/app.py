@@ -270,7 +270,7 @@ def _register_core(
 
     @app.post(
         "/datasets/<dataset_id>/runs",
-        summary="Re-analyse the dataset's latest upload",
+        summary="Re-analyse the dataset's latest upload (or import: the file in the owner's bucket, as it is now)",
         responses=responses(202, Run, 400, 404, 409, 429),
     )
     def start_run(
@@ -470,7 +470,8 @@ def _register_core(
         except ScheduleTooFrequentError as exc:
             raise UnprocessableError(str(exc), field="body.expression") from exc
         name = schedule_name(owner, dataset_id)
-        # No source: each scheduled run analyses the dataset's latest upload at the time it fires.
+        # No source: each scheduled run analyses the dataset's latest upload or import at the time it fires (an
+        # import through the owner's role, its version then current: iterate.aws.admission.enqueue).
         request = StartRunRequest(
             trigger="schedule", owner=owner, datasetId=dataset_id, instructions=body.instructions
         )

@@ -38,7 +38,10 @@ class Dataset(Contract):
     createdAt: str | None = None
     updatedAt: str | None = None
     uploadKey: str | None = None
-    latestUpload: dict[str, Any] | None = None
+    latestUpload: dict[str, Any] | None = Field(
+        default=None,
+        description="what a re-analysis reads: the latest upload (its version), or the latest import (the file in the owner's bucket and the role that reads it, no version: read as it is when a run is queued)",
+    )
     schedule: dict[str, Any] | None = None
 
 

@@ -119,10 +119,16 @@ def register_uploads(
                 f"the file is {size:,} bytes, more than the {allowed:,} a run takes", field="uri"
             )
         version = head.get("VersionId")
+        imported = source
         if version and version != "null":  # the run reads this exact version, as for an upload
             source = source.model_copy(update={"versionId": version})
         run_id = f"r{uuid.uuid4().hex[:24]}"
-        return start_run_on(deps, repo(), owner, dataset_id, run_id, source, None), 202
+        r = repo()
+        queued = start_run_on(deps, r, owner, dataset_id, run_id, source, None)
+        # The import is the dataset's source from now on (until a newer upload or import): its schedule and
+        # POST …/runs re-analyse the object at this URI, read through the same role, as it is when they run.
+        r.record_upload(dataset_id, imported.model_dump(mode="json", exclude_none=True))
+        return queued, 202
 
     @app.post(
         "/datasets/<dataset_id>/uploads",

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from iterate.aws.deps import AwsDeps
+from iterate.aws.engine_tables import cleanup_run_tables
 from iterate.aws.observability import logger, metrics
 from iterate.aws.payloads import ObjectCreatedEvent, S3ObjectRef, StartRunRequest
 from iterate.aws.triggers import is_s3_event, now_iso, repository, run_for_trigger
@@ -26,7 +27,8 @@ from iterate.storage.admission import (
     QuotaExceededError,
     QuotaLimits,
     SlotLeases,
-    waiting_owners,
+    admission_state,
+    transact,
 )
 from iterate.storage.dynamo import RunTransitionError
 
@@ -67,8 +69,9 @@ def message_group(owner: str) -> str:
     return owner if _GROUP_ID.match(owner) else hashlib.sha256(owner.encode()).hexdigest()
 
 
-def _object_size(deps: AwsDeps, source: S3ObjectRef, owner: str) -> int:
-    """The source's size for the bytes quota (0 when it cannot be read: ProfileDataset then says why)."""
+def _object_head(deps: AwsDeps, source: S3ObjectRef, owner: str) -> tuple[int, str | None]:
+    """The source's size for the bytes quota and its version, read as every step reads it (through the owner's
+    role for a file in their bucket); (0, None) when it cannot be read: ProfileDataset then says why."""
     from botocore.exceptions import ClientError
 
     from iterate.aws.sources import SourceAccessError, source_client
@@ -76,9 +79,11 @@ def _object_size(deps: AwsDeps, source: S3ObjectRef, owner: str) -> int:
     extra = {"VersionId": source.versionId} if source.versionId else {}
     try:
         s3 = source_client(deps, source, owner)
-        return int(s3.head_object(Bucket=source.bucket, Key=source.key, **extra)["ContentLength"])
+        head = s3.head_object(Bucket=source.bucket, Key=source.key, **extra)
     except (ClientError, SourceAccessError):
-        return 0
+        return 0, None
+    version = head.get("VersionId")
+    return int(head["ContentLength"]), version if version and version != "null" else None
 
 
 def enqueue(
@@ -89,77 +94,54 @@ def enqueue(
     event_id: str | None = None,
 ) -> Enqueued:
     """Record the run `trigger` asks for as QUEUED, charge it to the owner's daily quotas and put it on the
-    admission queue. An upload event already seen is a duplicate (nothing queued). Over a quota, the run is
-    recorded FAILED with QuotaExceededError as its error (`record`: uploads, schedules, fixes; the user's,
-    counted as RunsRejected: no execution failed, so RunsFailed's arithmetic is untouched), or refused with nothing recorded (`raise`: the API answers 429)."""
+    admission queue. The upload's claim, the run, the charge, its entry in the owner's queue and the owner's
+    waiting counter are one transaction: all are written or none (a retried delivery never finds half of them).
+    An upload event already seen is a duplicate (nothing queued). Over a quota, the run is recorded FAILED with
+    QuotaExceededError as its error (`record`: uploads, schedules, fixes; the user's, counted as RunsRejected: no
+    execution failed, so RunsFailed's arithmetic is untouched), or refused with nothing recorded (`raise`: the
+    API answers 429)."""
     run, _ = run_for_trigger(deps, trigger)
     repo = repository(deps, run.owner)
     logger.append_keys(run_id=run.runId, dataset_id=run.datasetId, owner=run.owner)
+    claim: list[dict[str, Any]] = []
     if is_s3_event(trigger):
         event = ObjectCreatedEvent.model_validate(trigger)
-        earlier = repo.claim_object(
-            run.source.bucket,
-            run.source.key,
-            run.source.versionId,
-            run.runId,
-            execution_id=f"event:{event_id or event.id}",
+        claim.append(
+            repo.claim_object_write(
+                run.source.bucket,
+                run.source.key,
+                run.source.versionId,
+                run.runId,
+                execution_id=f"event:{event_id or event.id}",
+            )
         )
-        if earlier is not None:
-            logger.info("duplicate upload event: run already queued", duplicate_of=earlier)
-            metrics.add_metric(name="DuplicateUploads", unit="Count", value=1)
-            return Enqueued(outcome="duplicate", runId=earlier, owner=run.owner)
         size = event.detail.object.size
         if size is None:
-            size = _object_size(deps, run.source, run.owner)
+            size, _ = _object_head(deps, run.source, run.owner)
     else:
-        size = _object_size(deps, run.source, run.owner)
+        size, version = _object_head(deps, run.source, run.owner)
+        if version and run.source.versionId is None:
+            # A dataset imported from the owner's bucket names the object, not a version (a schedule re-reads
+            # what is there now): the run reads the version there when it was queued, in every step.
+            run = run.model_copy(update={"source": run.source.model_copy(update={"versionId": version})})
+    table = deps.dynamo_table()
     queued_at = deps.clock()
-    queue = OwnerQueue(deps.dynamo_table(), run.owner)
+    queue = OwnerQueue(table, run.owner)
     queue_key = queue.sort_key(int(queued_at * 1000), run.runId)
-    try:
-        repo.create_run(
-            {
-                "runId": run.runId,
-                "datasetId": run.datasetId,
-                "status": "QUEUED",
-                "trigger": run.trigger,
-                "startedAt": run.startedAt,
-                "queuedAt": run.startedAt,
-                "queueKey": queue_key,
-                "sizeBytes": size,
-                "instructions": run.instructions,
-                "source": run.source.model_dump(mode="json"),
-                "artifactsPrefix": run.prefix,
-                "progress": {"step": "queued", "percent": 0, "message": QUEUED_MESSAGE},
-            }
-        )
-    except RunTransitionError:
-        # A retried delivery of this request: queued already (the FIFO queue drops the repeated message).
-        added = False
-        existing = repo.require_run(run.runId)
-        if existing["status"] != "QUEUED":
-            return Enqueued(outcome="duplicate", runId=run.runId, owner=run.owner)
-        queue_key = str(existing.get("queueKey") or queue_key)
-    else:
-        added = True
-        try:
-            DailyUsage(deps.dynamo_table(), run.owner, clock=deps.clock).charge_run(size, quota_limits(deps))
-        except QuotaExceededError as exc:
-            metrics.add_metric(name="RunsRejected", unit="Count", value=1)
-            logger.info("run refused: daily quota", quota=exc.quota, limit=exc.limit, used=exc.used)
-            if on_quota == "raise":
-                repo.delete_run(run.runId)
-                raise
-            repo.transition(
-                run.runId,
-                from_status="QUEUED",
-                to_status="FAILED",
-                error=type(exc).__name__,
-                reason=str(exc),
-                completedAt=now_iso(deps),
-                progress={"step": "queued", "percent": 0, "message": "refused: daily quota reached"},
-            )
-            return Enqueued(outcome="rejected", runId=run.runId, owner=run.owner, reason=str(exc))
+    record = {
+        "runId": run.runId,
+        "datasetId": run.datasetId,
+        "status": "QUEUED",
+        "trigger": run.trigger,
+        "startedAt": run.startedAt,
+        "queuedAt": run.startedAt,
+        "queueKey": queue_key,
+        "sizeBytes": size,
+        "instructions": run.instructions,
+        "source": run.source.model_dump(mode="json"),
+        "artifactsPrefix": run.prefix,
+        "progress": {"step": "queued", "percent": 0, "message": QUEUED_MESSAGE},
+    }
     message = AdmissionMessage(
         request=StartRunRequest(
             trigger=run.trigger,
@@ -172,8 +154,37 @@ def enqueue(
         queueKey=queue_key,
         queuedAt=queued_at,
     )
-    if added:
-        queue.add(run.runId, int(queued_at * 1000), request=message.model_dump_json())
+    usage, limits = DailyUsage(table, run.owner, clock=deps.clock), quota_limits(deps)
+    if size > limits.bytes:
+        return _refuse(deps, usage.refusal(size, limits), record, claim, owner=run.owner, on_quota=on_quota)
+    writes = [
+        *claim,
+        repo.create_run_write(record),
+        usage.charge_run_write(size, limits),
+        *queue.add_writes(run.runId, int(queued_at * 1000), request=message.model_dump_json()),
+    ]
+    failed = transact(table, writes)
+    claimed_by_another, run_exists, over_quota = (
+        bool(claim) and 0 in failed,
+        len(claim) in failed,
+        len(claim) + 1 in failed,
+    )
+    if claimed_by_another:
+        earlier = repo.object_claimant(run.source.bucket, run.source.key, run.source.versionId) or run.runId
+        logger.info("duplicate upload event: run already queued", duplicate_of=earlier)
+        metrics.add_metric(name="DuplicateUploads", unit="Count", value=1)
+        return Enqueued(outcome="duplicate", runId=earlier, owner=run.owner)
+    if run_exists:
+        # A retried delivery of this request: recorded already, with its charge and queue entry (the FIFO
+        # queue drops the repeated message).
+        existing = repo.require_run(run.runId)
+        if existing["status"] != "QUEUED":
+            return Enqueued(outcome="duplicate", runId=run.runId, owner=run.owner)
+        message = message.model_copy(update={"queueKey": str(existing.get("queueKey") or queue_key)})
+    elif over_quota:
+        return _refuse(deps, usage.refusal(size, limits), record, claim, owner=run.owner, on_quota=on_quota)
+    elif failed:
+        raise RunTransitionError(f"run {run.runId} not queued: writes {sorted(failed)} refused")
     deps.sqs_client().send_message(
         QueueUrl=deps.config.need("admission_queue_url"),
         MessageBody=message.model_dump_json(),
@@ -182,6 +193,37 @@ def enqueue(
     )
     metrics.add_metric(name="RunsQueued", unit="Count", value=1)
     return Enqueued(outcome="queued", runId=run.runId, owner=run.owner)
+
+
+def _refuse(
+    deps: AwsDeps,
+    exc: QuotaExceededError,
+    record: dict[str, Any],
+    claim: list[dict[str, Any]],
+    *,
+    owner: str,
+    on_quota: Literal["record", "raise"],
+) -> Enqueued:
+    """A run over a daily quota: recorded FAILED (with the upload's claim, so that another delivery of the
+    event is a duplicate), or refused with nothing recorded."""
+    metrics.add_metric(name="RunsRejected", unit="Count", value=1)
+    logger.info("run refused: daily quota", quota=exc.quota, limit=exc.limit, used=exc.used)
+    if on_quota == "raise":
+        raise exc
+    run_id = str(record["runId"])
+    refused = {
+        **{k: v for k, v in record.items() if k != "queueKey"},
+        "status": "FAILED",
+        "error": type(exc).__name__,
+        "reason": str(exc),
+        "completedAt": now_iso(deps),
+        "progress": {"step": "queued", "percent": 0, "message": "refused: daily quota reached"},
+    }
+    if transact(deps.dynamo_table(), [*claim, repository(deps, owner).create_run_write(refused)]):
+        return Enqueued(
+            outcome="duplicate", runId=run_id, owner=owner
+        )  # another delivery recorded it meanwhile
+    return Enqueued(outcome="rejected", runId=run_id, owner=owner, reason=str(exc))
 
 
 def _retry_after(record: dict[str, Any], base_s: int) -> int:
@@ -202,15 +244,13 @@ class FairShare:
 
     @classmethod
     def read(cls, deps: AwsDeps) -> FairShare:
-        slots = leases(deps)
-        held = slots.leases()
-        owners = waiting_owners(deps.dynamo_table())
+        state = admission_state(deps.dynamo_table())
         return cls(
-            free=deps.config.global_concurrent_runs - len(held),
-            running=Counter(str(lease["owner"]) for lease in held),
-            waiting={owner: count for owner, (count, _) in owners.items()},
+            free=deps.config.global_concurrent_runs - len(state.holders),
+            running=Counter(state.holders),
+            waiting={owner: count for owner, (count, _) in state.waiting.items()},
             owner_limit=deps.config.max_concurrent_runs,
-            since={owner: began for owner, (_, began) in owners.items()},
+            since={owner: began for owner, (_, began) in state.waiting.items()},
         )
 
     def ahead_of(self, owner: str) -> int:
@@ -250,31 +290,36 @@ def _no_longer_waiting(deps: AwsDeps, message: AdmissionMessage, record: dict[st
     return True
 
 
+def _waiting_record(deps: AwsDeps, request: StartRunRequest) -> dict[str, Any] | None:
+    """What `_no_longer_waiting` reads of a run: its status and whether it was admitted."""
+    return repository(deps, request.owner).run_fields(str(request.runId), "status", "admittedAt")
+
+
 def admit_one(
     deps: AwsDeps, message: AdmissionMessage, share: FairShare | None = None
-) -> Literal["started", "dropped", "wait"]:
+) -> Literal["started", "dropped", "wait", "full"]:
     """Start the run's execution if a global and an owner slot can be leased to it and it is its owner's turn
-    (`share`: fair share across owners); `wait` if not."""
+    (`share`: fair share across owners); `wait` if not, `full` when the deployment's limit refused it."""
     request = message.request
     run_id = str(request.runId)
     repo = repository(deps, request.owner)
     queue = OwnerQueue(deps.dynamo_table(), request.owner)
-    record = repo.get_run(run_id)
-    if _no_longer_waiting(deps, message, record):
+    if _no_longer_waiting(deps, message, _waiting_record(deps, request)):
         return "dropped"
     c = deps.config
     if share is not None and not share.turn(request.owner):
         metrics.add_metric(name="AdmissionFairShareWaits", unit="Count", value=1)
         return "wait"
     slots = leases(deps)
-    if not slots.acquire(
+    taken = slots.take(
         request.owner,
         run_id,
         owner_limit=c.max_concurrent_runs,
         global_limit=c.global_concurrent_runs,
         ttl_s=c.run_lease_s,
-    ):
-        return "wait"
+    )
+    if taken != "held":
+        return "wait" if taken == "owner_full" else "full"
     try:
         execution = deps.sfn_client().start_execution(
             stateMachineArn=c.need("state_machine_arn"), name=run_id, input=request.model_dump_json()
@@ -355,8 +400,7 @@ def admit_batch(deps: AwsDeps, records: list[dict[str, Any]]) -> dict[str, Any]:
         outcome = "wait"
         if full or owner in blocked:
             # Its run may have been started by fair share already: then its message goes.
-            run_record = repository(deps, owner).get_run(str(message.request.runId))
-            if _no_longer_waiting(deps, message, run_record):
+            if _no_longer_waiting(deps, message, _waiting_record(deps, message.request)):
                 outcome = "dropped"
         else:
             try:
@@ -364,8 +408,8 @@ def admit_batch(deps: AwsDeps, records: list[dict[str, Any]]) -> dict[str, Any]:
             except Exception:
                 logger.exception("admission failed; the message is retried", run_id=message.request.runId)
                 outcome = "wait"
-            if outcome == "wait" and leases(deps).held() >= deps.config.global_concurrent_runs:
-                full = True
+            if outcome == "full":
+                full, outcome = True, "wait"
         if outcome == "wait":
             blocked.add(owner)
             failed.append(record["messageId"])
@@ -390,9 +434,9 @@ def _delay(deps: AwsDeps, record: dict[str, Any]) -> None:
         logger.warning("could not shorten a waiting message's visibility", message_id=record.get("messageId"))
 
 
-def release_run(deps: AwsDeps, run_id: str) -> bool:
-    """The run ended (or was cancelled): its slots go to the next waiting run."""
-    released = leases(deps).release(run_id)
+def release_run(deps: AwsDeps, run_id: str, lease: dict[str, Any] | None = None) -> bool:
+    """The run ended (or was cancelled): its slots go to the next waiting run (`lease`: its lease, just read)."""
+    released = leases(deps).release(run_id, lease)
     if released:
         metrics.add_metric(name="RunSlotsReleased", unit="Count", value=1)
     return released
@@ -413,7 +457,7 @@ def execution_ended(deps: AwsDeps, detail: dict[str, Any]) -> bool:
     FAILED so that it never looks alive."""
     run_id = str(detail.get("name") or "")
     lease = leases(deps).lease(run_id)
-    released = release_run(deps, run_id)
+    released = release_run(deps, run_id, lease) if lease else False
     status = str(detail.get("status") or "")
     owner = str(lease["owner"]) if lease else _owner_of_input(detail.get("input"))
     if owner and status in ENDED_ERRORS:
@@ -429,6 +473,9 @@ def execution_ended(deps: AwsDeps, detail: dict[str, Any]) -> bool:
                     reason=f"the execution ended {status} before the run recorded its end",
                     completedAt=now_iso(deps),
                 )
+    if owner and status in ("TIMED_OUT", "ABORTED"):
+        # RecordFailure never ran: a run on the engine path may have left Glue tables (a no-op for any other).
+        cleanup_run_tables(deps.glue_client(), deps.config.engine_database, owner=owner, run_id=run_id)
     # A slot was freed (here, or by Report or RecordFailure before this event): the fairest waiting run takes it.
     filled = fill_free_slots(deps, FairShare.read(deps))
     logger.info("execution ended", run_id=run_id, status=status, released=released, started=len(filled))

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from iterate.aws import cost as cost_model
 from iterate.aws.admission import release_run
 from iterate.aws.deps import AwsDeps
+from iterate.aws.engine_tables import cleanup_run_tables
 from iterate.aws.observability import logger, metrics, tracer
 from iterate.aws.payloads import (
     COMPLETION_DETAIL_TYPE,
@@ -254,6 +255,9 @@ def record_failure(payload: FailureInput, deps: AwsDeps, *, execution_id: str) -
         status = existing["status"]
     else:
         repo.transition(run.runId, from_status=existing["status"], to_status="FAILED", **fields)
+    if state.get("engine") is not None:
+        # The engine path ended before EngineStep's last round, which drops the run's Glue tables: drop them here.
+        cleanup_run_tables(deps.glue_client(), deps.config.engine_database, owner=run.owner, run_id=run.runId)
     release_run(deps, run.runId)  # the next waiting run may start
     logger.error("run failed", error=error.Error, reason=reason)
     _count_failure(error.Error)

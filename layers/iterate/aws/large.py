@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from iterate.aws import cost as cost_model
+from iterate.aws import engine_tables
 from iterate.aws.payloads import (
     PARTIAL_TAG_KEY,
     PARTIAL_TAG_VALUE,
@@ -90,8 +91,7 @@ def allowed_bytes(file_name: str, settings: Settings) -> int:
 
 def glue_names(run: RunState) -> dict[str, str]:
     """The run's Glue tables (lower case: Glue keeps names so), in the deployment's engine database."""
-    stem = "r" + re.sub(r"[^a-z0-9]", "", run.runId.lower())[:32]
-    return {"parts": f"{stem}_parts", "offsets": f"{stem}_offsets", "stem": stem}
+    return engine_tables.glue_names(run.runId)
 
 
 def write_part(s3: Any, run: RunState, index: int, columns: list[pa.Array], rows: int) -> str:
@@ -126,18 +126,20 @@ _GLUE_TYPES = {pa.string(): "string", pa.int64(): "bigint", pa.int32(): "int", p
 
 
 class Catalog:
-    """The run's tables in the Glue Data Catalog, each over Parquet under its own S3 prefix."""
+    """The run's tables in the Glue Data Catalog, each over Parquet under its own S3 prefix, each marked with
+    its owner and run (`engine_tables.marks`) so that a run ending early removes its own tables only."""
 
-    def __init__(self, glue: Any, database: str, bucket: str) -> None:
+    def __init__(self, glue: Any, database: str, run: RunState) -> None:
         self.glue = glue
         self.database = database
-        self.bucket = bucket
+        self.bucket = run.bucket
+        self.marks = engine_tables.marks(run.owner, run.runId)
 
     def register(self, name: str, prefix: str, schema: Iterable[tuple[str, str]]) -> None:
         table = {
             "Name": name,
             "TableType": "EXTERNAL_TABLE",
-            "Parameters": {"classification": "parquet", "EXTERNAL": "TRUE"},
+            "Parameters": {"classification": "parquet", "EXTERNAL": "TRUE", **self.marks},
             "StorageDescriptor": {
                 "Columns": [{"Name": n, "Type": t} for n, t in schema],
                 "Location": f"s3://{self.bucket}/{prefix}",
@@ -413,7 +415,7 @@ def engine_step(payload: EngineStepInput, deps: Any) -> EngineLoop:
 
     run, chunked, loop = payload.run, payload.chunked, payload.engine
     store = steps.artifact_store(deps, run)
-    catalog = Catalog(deps.glue_client(), deps.config.engine_database, run.bucket)
+    catalog = Catalog(deps.glue_client(), deps.config.engine_database, run)
     s3 = deps.s3_client()
     settings = deps.settings
     started = time.perf_counter()

@@ -420,12 +420,16 @@ def summary_text(
         ),
     )
     handles = short_ids(i.id for i in result.issues)
+    sampled = False
     for issue in ranked[:10]:
         share = f"{issue.evidence.affectedShare:.1%}" if issue.evidence else ""
         # a header name with a newline or an escape sequence must not break the line nor act
         cols = visible(", ".join(issue.affectedColumns[:3]) + ("…" if len(issue.affectedColumns) > 3 else ""))
         n_rows = issue.evidence.affectedRows if issue.evidence else issue.affectedRows
         rows = f"{n_rows:,} row{'' if n_rows == 1 else 's'}" if n_rows is not None else ""
+        if issue.evidence is not None and issue.evidence.sampleRows is not None:
+            rows = f"{n_rows:,} of {issue.evidence.sampleRows:,}"  # a sample's count, its share of the sample
+            sampled = True
         kind = visible(issue.type)
         # the column names last: on a narrow terminal they are what gets cut, never the proof status
         status = visible(proof(issue))
@@ -439,6 +443,10 @@ def summary_text(
         lines.append(line.rstrip()[:width])
     if len(result.issues) > 10:
         lines.append(f"  … and {len(result.issues) - 10} more in the report")
+    if sampled:
+        lines.append(
+            "'N of S': counted on a sample of S rows only (the report says why), not over all rows"[:width]
+        )
     if result.issues:
         lines.append("first column: the issue's handle (iterate followup, fix, accept take it)"[:width])
     if result.comparison is not None:

@@ -73,6 +73,12 @@ class Evidence(Contract):
     affectedShare: float = Field(ge=0.0, le=1.0, description="affected rows / all rows")
     examples: list[EvidenceExample] = Field(default_factory=list)
     stats: dict[str, Any] = Field(default_factory=dict)
+    sampleRows: int | None = Field(
+        default=None,
+        ge=1,
+        description="set when the counts are a sample's, not every row's: the rows of the sample they were counted "
+        "on (the engine path, for what no predicate counts over every row); affectedShare is then of the sample",
+    )
 
 
 class Issue(Contract):

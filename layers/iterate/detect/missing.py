@@ -222,7 +222,11 @@ def detect_missing(facts: list[ColumnFacts], n_rows: int, cal: Calibration = DEF
         exclude[f.index] = kept_out
         placeholder = f.is_missing & ~marker & (f.counts > 0)
         if placeholder.any() and share < cal.missing_convention_share:
-            out.append(_placeholder_finding(f, placeholder))
+            # A placeholder in the rows another column's groups explain ('N/A' for the district of every
+            # Senate candidate) is that kind of record's convention: told with the group, not flagged.
+            told = _placeholder_finding(f, placeholder, kept_out)
+            if told is not None:
+                out.append(told)
         if share >= cal.missing_convention_share:
             out.append(_convention_finding(f, n_rows, share))
             continue
@@ -499,11 +503,27 @@ def _explained_finding(f: ColumnFacts, rows: np.ndarray, explainers: list[str], 
     )
 
 
-def _placeholder_finding(f: ColumnFacts, placeholder: np.ndarray) -> Finding:
-    """Placeholders (`N/A`, `?`) where the rest of the dataset writes a missing value its own way (blank)."""
-    ids = np.flatnonzero(placeholder)
-    rows, cols = cells(f.column.rows_of(ids), f.index)
-    tokens = as_written(f, placeholder)
+def _placeholder_finding(f: ColumnFacts, placeholder: np.ndarray, explained: np.ndarray) -> Finding | None:
+    """Placeholders (`N/A`, `?`) where the rest of the dataset writes a missing value its own way (blank).
+
+    `explained` (a row mask) holds the gaps a pattern of the record or another column's groups account for.
+    Where it holds most of the placeholders' rows, the token is the way those records say "does not apply"
+    ('N/A' for the district of every statewide race): only the others are listed, and None is returned when
+    there are none. Where it holds fewer, the token is the column's way of writing a gap, and every one is."""
+    every = f.column.rows_of(np.flatnonzero(placeholder))
+    told = explained[every]
+    at = every[~told] if 2 * int(told.sum()) > every.size else every
+    if not at.size:
+        return None
+    rows, cols = cells(at, f.index)
+    shown_ids = np.zeros(placeholder.size, dtype=bool)
+    shown_ids[f.column.codes[at]] = True
+    tokens = as_written(f, shown_ids)
+    # Some of the placeholders' rows are explained: the proof re-checks the listed rows, not every cell
+    # holding the tokens.
+    listed = (
+        {"rule": "missing", "rows": at.tolist(), "missing_markers": tokens} if at.size < every.size else {}
+    )
     shown = ", ".join(repr(t) for t in tokens[:5])
     written = repr(f.null_marker) if f.null_marker else "a blank"
     name = f.name
@@ -526,7 +546,7 @@ def _placeholder_finding(f: ColumnFacts, placeholder: np.ndarray) -> Finding:
         "and type detection treat them as missing.",
         category="quick_fixes",
         detector="placeholders",
-        stats={"column": name, "markers": tokens},
+        stats={"column": name, "markers": tokens} | listed,
         expected=[f.null_marker] * rows.size,
         key=f"disguised:{name}",
     )

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
@@ -25,6 +26,9 @@ from iterate.storage import put_model, put_models
 
 if TYPE_CHECKING:
     from iterate.engine.step import EngineResult
+
+# Beside data.parquet (the sample the proofs read): each sample row's 0-based data row in the file.
+SAMPLE_ROWS = "sample_rows.parquet"
 
 
 def engine_profile_step(
@@ -56,6 +60,9 @@ def write_engine_result(
         data_path = Path(tmp) / DATA
         pq.write_table(result.sample, data_path)
         _put_file(ctx.store, DATA, data_path)
+        rows_path = Path(tmp) / SAMPLE_ROWS
+        pq.write_table(pa.table({"row": pa.array(result.sample_rows, pa.int64())}), rows_path)
+        _put_file(ctx.store, SAMPLE_ROWS, rows_path)
         flags_path = Path(tmp) / FLAGS
         n_flags = write_flags_csv(result.flags, flags_path, columns=[c.name for c in result.profile.columns])
         _put_file(ctx.store, FLAGS, flags_path)

@@ -36,6 +36,8 @@ class Projection:
     keys: list[str]
     scores: list[float]
     flag: bool
+    # The sample rows (0-based places in the sample) the predicate holds for: what it counts where the proofs ran.
+    sample_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 @dataclass
@@ -119,9 +121,21 @@ def projections(findings: list[Finding], table: Table) -> list[Projection]:
                     keys=[texts[i] for i in order.tolist()],
                     scores=[float(score_sum[chosen[i]] / flagged[chosen[i]]) for i in order.tolist()],
                     flag=f.flag,
+                    sample_rows=np.flatnonzero(np.isin(ids, chosen)),
                 )
             )
     return out
+
+
+def sample_counts(projected: list[Projection]) -> tuple[dict[str, int], dict[str, int]]:
+    """Per issue, the rows and cells its predicate counts on the sample (the rows the proofs ran on): a
+    proof's claim on the sample that matches these is the predicate's, which the engine counts over every row."""
+    rows: dict[str, set[int]] = {}
+    cells: dict[str, int] = {}
+    for p in projected:
+        rows.setdefault(p.issue_id, set()).update(p.sample_rows.tolist() if p.keys else [])
+        cells[p.issue_id] = cells.get(p.issue_id, 0) + (int(p.sample_rows.size) if p.keys else 0)
+    return {k: len(v) for k, v in rows.items()}, cells
 
 
 def count_and_flag(

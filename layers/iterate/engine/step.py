@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+from pydantic import Field
 
 from iterate.contracts import Contract, DatasetProfile, Issue
 from iterate.contracts.profile import ColumnProfile, DuplicateStats, LengthStats, MissingPattern, NumericStats
@@ -36,6 +37,10 @@ class EngineCounts(Contract):
     rows: dict[str, int]
     cells: dict[str, int]
     sampleCounted: list[str]
+    # What each issue's predicate counts on the sample (the rows the proofs ran on): a proof whose claim there is
+    # the predicate's has the engine's count over every row as its own.
+    predicateSampleRows: dict[str, int] = Field(default_factory=dict)
+    predicateSampleCells: dict[str, int] = Field(default_factory=dict)
 
 
 @dataclass
@@ -178,6 +183,8 @@ class EngineResult:
     timings_ms: dict[str, float]
     statements_s: dict[str, float] = field(default_factory=dict)
     statements_cpu_s: dict[str, float] = field(default_factory=dict)
+    # The file's 0-based data row of each sample row: what a proof's row (a place in the sample) names.
+    sample_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def run_engine(path: Path, settings: Settings, *, name: str) -> EngineResult:
@@ -263,7 +270,7 @@ def decide_and_count(
     `count`."""
     from iterate.detect import detect
     from iterate.detect.context import dataset_null_marker
-    from iterate.engine.project import projections
+    from iterate.engine.project import projections, sample_counts
     from iterate.issues import issues_from_findings
     from iterate.profile import profile_table
 
@@ -291,6 +298,7 @@ def decide_and_count(
         else:
             rows.setdefault(issue.id, 0)
             cells.setdefault(issue.id, 0)
+    predicate_rows, predicate_cells = sample_counts(projected)
     counts = EngineCounts(
         rowCount=summaries.n_rows,
         sampleRows=len(summaries.sample_rows),
@@ -298,6 +306,8 @@ def decide_and_count(
         rows=rows,
         cells=cells,
         sampleCounted=sample_counted,
+        predicateSampleRows=predicate_rows,
+        predicateSampleCells=predicate_cells,
     )
     empty = pa.table({"row": pa.array([], pa.int64()), "column": pa.array([], pa.string()),
                       "issue_id": pa.array([], pa.string()), "score": pa.array([], pa.float64())})  # fmt: skip
@@ -309,44 +319,9 @@ def decide_and_count(
         flags=counted.flags if counted.flags is not None else empty,
         sample=summaries.sample,
         timings_ms=timings,
+        sample_rows=summaries.sample_rows,
     )
 
 
 def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 1)
-
-
-def apply_counts(issues: list[Issue], counts: EngineCounts) -> list[Issue]:
-    """The issues with the engine's population counts (over every row) in place of the sample's, the
-    sample's own kept beside them in the evidence's stats. The severity stays the sample's: a random sample's
-    share of affected rows estimates the population's."""
-    out = []
-    n = max(counts.rowCount, 1)
-    for issue in issues:
-        if issue.evidence is None or issue.id not in counts.rows or issue.source != "detector":
-            out.append(issue)
-            continue
-        rows, cells = counts.rows[issue.id], counts.cells.get(issue.id, 0)
-        stats = {
-            **issue.evidence.stats,
-            "sample_affected_rows": issue.evidence.affectedRows,
-            "sample_rows": counts.sampleRows,
-            "population_count": f"engine predicate over all {counts.rowCount:,} rows",
-        }
-        evidence = issue.evidence.model_copy(
-            update={
-                "affectedRows": rows,
-                "affectedCells": cells,
-                "affectedShare": round(rows / n, 6),
-                "stats": stats,
-            }
-        )
-        description = issue.description
-        if counts.sampleRows < counts.rowCount:  # the detector's sentence counted the sample's rows
-            description += (
-                f" Over all {counts.rowCount:,} rows: {rows:,} rows ({rows / n:.1%}); the figures before are the"
-                f" sample's ({counts.sampleRows:,} rows)."
-            )
-        update = {"affectedRows": rows, "evidence": evidence, "description": description}
-        out.append(issue.model_copy(update=update))
-    return out

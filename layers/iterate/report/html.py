@@ -293,7 +293,13 @@ class _Renderer(DataViews):
             for t in [issue.id, issue.type, singular_counts(issue.description), *issue.affectedColumns[:12]]
         ).lower()
         nums = []
-        if ev is not None:
+        if ev is not None and ev.sampleRows is not None:  # the sample's counts: never shown as every row's
+            sampled = fmt_share(ev.affectedRows, ev.sampleRows)
+            nums.append(
+                f"{self.count(ev.affectedRows, 'row')} of a {fmt_num(ev.sampleRows)}-row sample ({sampled})"
+            )
+            nums.append(self.count(ev.affectedCells, "cell"))
+        elif ev is not None:
             nums.append(f"{self.count(ev.affectedRows, 'row')} ({self.share(ev.affectedRows)})")
             nums.append(self.count(ev.affectedCells, "cell"))
         elif issue.affectedRows is not None:
@@ -355,11 +361,18 @@ class _Renderer(DataViews):
     def evidence(self, issue: Issue) -> str:
         ev = issue.evidence
         assert ev is not None
-        out = [
-            "<h4>Evidence</h4>",
-            f"<p>{plural(ev.affectedCells, 'cell')} in {plural(ev.affectedRows, 'row')} "
-            f"({self.share(ev.affectedRows)} of {plural(self.p.rowCount, 'row')}).</p>",
-        ]
+        if ev.sampleRows is not None:
+            counted = (
+                f"<p>{plural(ev.affectedCells, 'cell')} in {plural(ev.affectedRows, 'row')} of a sample of "
+                f"{plural(ev.sampleRows, 'row')} ({fmt_share(ev.affectedRows, ev.sampleRows)} of the sample), "
+                f"counted on the sample only, not over all {plural(self.p.rowCount, 'row')}.</p>"
+            )
+        else:
+            counted = (
+                f"<p>{plural(ev.affectedCells, 'cell')} in {plural(ev.affectedRows, 'row')} "
+                f"({self.share(ev.affectedRows)} of {plural(self.p.rowCount, 'row')}).</p>"
+            )
+        out = ["<h4>Evidence</h4>", counted]
         examples = ev.examples[: self.examples]
         if examples:
             out.append(self.examples_table(issue, examples))

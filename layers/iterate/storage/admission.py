@@ -4,10 +4,11 @@ slot or the last of a quota cannot both win."""
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from iterate.storage.dynamo import owner_pk
 
@@ -35,6 +36,26 @@ def _cancelled(exc: Exception) -> bool:
     return _failed(exc, "TransactionCanceledException", "ConditionalCheckFailedException")
 
 
+def transact(table: Any, writes: list[dict[str, Any]], *, attempts: int = 4) -> set[int]:
+    """Write `writes` in one TransactWriteItems, all or nothing: the positions of those whose condition failed
+    (empty: all written). A transaction cancelled by a conflict with another one on the same item (a busy
+    owner's waiting counter) is tried again, after a short jittered pause."""
+    for attempt in range(attempts):
+        try:
+            table.meta.client.transact_write_items(TransactItems=writes)
+            return set()
+        except Exception as exc:
+            reasons = getattr(exc, "response", {}).get("CancellationReasons") or []
+            codes = [str(reason.get("Code") or "None") for reason in reasons]
+            failed = {k for k, code in enumerate(codes) if code == "ConditionalCheckFailed"}
+            if failed:
+                return failed
+            if "TransactionConflict" not in codes or attempt == attempts - 1:
+                raise
+        time.sleep(random.uniform(0, 0.05 * 2**attempt))
+    raise AssertionError("unreachable")
+
+
 class SlotLeases:
     """A run slot is a lease item plus one on each counter (global, the owner's), taken and given back in
     one transaction: the counters always equal the leases held. A lease ends when its run ends (Report,
@@ -60,6 +81,17 @@ class SlotLeases:
     def acquire(self, owner: str, run_id: str, *, owner_limit: int, global_limit: int, ttl_s: int) -> bool:
         """Take a global and an owner slot for `run_id`: True when held (also when it already was), False when
         either limit is reached even after expired leases were swept."""
+        return (
+            self.take(owner, run_id, owner_limit=owner_limit, global_limit=global_limit, ttl_s=ttl_s)
+            == "held"
+        )
+
+    def take(
+        self, owner: str, run_id: str, *, owner_limit: int, global_limit: int, ttl_s: int
+    ) -> Literal["held", "owner_full", "full"]:
+        """`acquire`, saying which limit refused: `full` when the deployment's (every later run waits too),
+        `owner_full` when only the owner's."""
+        refused: Literal["owner_full", "full"] = "owner_full"
         for attempt in range(2):
             try:
                 self._client.transact_write_items(
@@ -82,24 +114,28 @@ class SlotLeases:
                         },
                     ]
                 )
-                return True
+                return "held"
             except Exception as exc:
                 if not _cancelled(exc):
                     raise
+                reasons = getattr(exc, "response", {}).get("CancellationReasons") or []
+                global_refused = bool(reasons) and str(reasons[0].get("Code")) == "ConditionalCheckFailed"
+                refused = "full" if global_refused else "owner_full"
             if self.lease(run_id) is not None:
-                return True  # a retried admission: the slot is already this run's
+                return "held"  # a retried admission: the slot is already this run's
             if attempt == 0 and self.sweep():
                 continue
-        return False
+        return refused
 
     def lease(self, run_id: str) -> dict[str, Any] | None:
         return self._table.get_item(
             Key={"PK": GLOBAL_PK, "SK": f"{LEASE_PREFIX}{run_id}"}, ConsistentRead=True
         ).get("Item")
 
-    def release(self, run_id: str) -> bool:
-        """Give `run_id`'s slots back; False when it held none (never admitted, or released already)."""
-        lease = self.lease(run_id)
+    def release(self, run_id: str, lease: dict[str, Any] | None = None) -> bool:
+        """Give `run_id`'s slots back; False when it held none (never admitted, or released already).
+        `lease`: its lease item, when the caller has just read it."""
+        lease = lease or self.lease(run_id)
         if lease is None:
             return False
         minus = {":m": -1}
@@ -183,6 +219,24 @@ class OwnerQueue:
     def sort_key(queued_ms: int, run_id: str) -> str:
         return f"{QUEUE_PREFIX}{queued_ms:015d}#{run_id}"
 
+    def add_writes(self, run_id: str, queued_ms: int, request: str | None = None) -> list[dict[str, Any]]:
+        """`add` as two writes of a TransactWriteItems: the entry (it fails its condition when queued already)
+        and the owner's waiting counter."""
+        item = {"PK": self._pk, "SK": self.sort_key(queued_ms, run_id), "entity": "queued", "runId": run_id}
+        if request is not None:
+            item["request"] = request
+        name = self._table.name
+        return [
+            {"Put": {"TableName": name, "Item": item, "ConditionExpression": "attribute_not_exists(PK)"}},
+            {
+                "Update": {
+                    "TableName": name,
+                    "Key": self._waiting_key(),
+                    **self._count_expression(1, queued_ms),
+                }
+            },
+        ]
+
     def add(self, run_id: str, queued_ms: int, request: str | None = None) -> str:
         """Queue the run, and count it in the owner's waiting counter (once, even when added again).
         `request`: the admission message's body, so that admission can start the run without its message."""
@@ -222,19 +276,22 @@ class OwnerQueue:
     def _count(self, step: int, since_ms: int | None = None) -> int:
         """Add `step` to the owner's waiting counter; `since`: when its waiting began (the first run queued
         while none was waiting), which orders owners tied for a freed slot."""
+        answer = self._table.update_item(
+            Key=self._waiting_key(), **self._count_expression(step, since_ms), ReturnValues="UPDATED_NEW"
+        )
+        return int(answer["Attributes"]["waiting"])
+
+    def _count_expression(self, step: int, since_ms: int | None) -> dict[str, Any]:
         expression = "ADD waiting :n SET #o = :o, entity = :e"
         values: dict[str, Any] = {":n": step, ":o": self._owner, ":e": "waiting"}
         if since_ms is not None:
             expression += ", since = if_not_exists(since, :s)"
             values[":s"] = since_ms
-        answer = self._table.update_item(
-            Key=self._waiting_key(),
-            UpdateExpression=expression,
-            ExpressionAttributeNames={"#o": "owner"},
-            ExpressionAttributeValues=values,
-            ReturnValues="UPDATED_NEW",
-        )
-        return int(answer["Attributes"]["waiting"])
+        return {
+            "UpdateExpression": expression,
+            "ExpressionAttributeNames": {"#o": "owner"},
+            "ExpressionAttributeValues": values,
+        }
 
     def head(self) -> dict[str, Any] | None:
         """The run waiting longest (its entry), or None."""
@@ -265,6 +322,39 @@ class OwnerQueue:
             ConsistentRead=True,
         )
         return int(page.get("Count", 0))
+
+
+@dataclass(frozen=True)
+class AdmissionState:
+    """Who holds the run slots and who waits for one, from one read of the admission partition."""
+
+    holders: list[str]  # the owner of each slot held (a lease each)
+    waiting: dict[str, tuple[int, int]]  # as `waiting_owners`
+
+
+def admission_state(table: Any) -> AdmissionState:
+    """The leases' owners and the waiting owners in one Query of the admission partition (its other items, the
+    counters and the LLM token bucket, are a few more), each item's owner and counts alone."""
+    holders: list[str] = []
+    waiting: dict[str, tuple[int, int]] = {}
+    kwargs: dict[str, Any] = {
+        "KeyConditionExpression": "PK = :pk",
+        "ExpressionAttributeValues": {":pk": GLOBAL_PK},
+        "ProjectionExpression": "SK, #o, waiting, since",
+        "ExpressionAttributeNames": {"#o": "owner"},
+        "ConsistentRead": True,
+    }
+    while True:
+        page = table.query(**kwargs)
+        for item in page.get("Items", []):
+            sk = str(item["SK"])
+            if sk.startswith(LEASE_PREFIX):
+                holders.append(str(item["owner"]))
+            elif sk.startswith(WAITING_PREFIX) and int(item.get("waiting") or 0) > 0:
+                waiting[str(item["owner"])] = (int(item["waiting"]), int(item.get("since") or 0))
+        if "LastEvaluatedKey" not in page:
+            return AdmissionState(holders=holders, waiting=waiting)
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def waiting_owners(table: Any) -> dict[str, tuple[int, int]]:
@@ -337,39 +427,50 @@ class DailyUsage:
     def charge_run(self, size: int, limits: QuotaLimits) -> None:
         """Count one run of `size` bytes, unless a quota would be passed (QuotaExceededError naming it)."""
         if size > limits.bytes:
-            raise QuotaExceededError(
-                "bytes", limits.bytes, self.today()["bytes"], self.resets_at(), asked=size
-            )
+            raise self.refusal(size, limits)
         try:
-            self._table.update_item(
-                Key=self._key(),
-                UpdateExpression="ADD runs :one, #b :size SET entity = :e, expiresAt = :ttl",
-                ConditionExpression=(
-                    "(attribute_not_exists(runs) OR runs < :runs) AND (attribute_not_exists(#b) OR #b <= :room)"
-                    " AND (attribute_not_exists(tokens) OR tokens < :tokens)"
-                ),
-                ExpressionAttributeNames={"#b": "bytes"},
-                ExpressionAttributeValues={
-                    ":one": 1,
-                    ":size": size,
-                    ":runs": limits.runs,
-                    ":room": limits.bytes - size,
-                    ":tokens": limits.tokens,
-                    ":e": "usage",
-                    ":ttl": int(self._clock()) + USAGE_TTL_S,
-                },
-            )
+            self._table.update_item(Key=self._key(), **self._charge(size, limits))
             return
         except Exception as exc:
             if not _cancelled(exc):
                 raise
+        raise self.refusal(size, limits)
+
+    def charge_run_write(self, size: int, limits: QuotaLimits) -> dict[str, Any]:
+        """`charge_run` as one write of a TransactWriteItems (it fails its condition when a quota would be
+        passed: `refusal` says which). A run larger than the bytes quota has no such write: refuse it first."""
+        return {"Update": {"TableName": self._table.name, "Key": self._key(), **self._charge(size, limits)}}
+
+    def refusal(self, size: int, limits: QuotaLimits) -> QuotaExceededError:
+        """The quota a run of `size` bytes passes, as today's use says (after its charge was refused)."""
         used = self.today()
         reset = self.resets_at()
+        if size > limits.bytes:
+            return QuotaExceededError("bytes", limits.bytes, used["bytes"], reset, asked=size)
         if used["runs"] >= limits.runs:
-            raise QuotaExceededError("runs", limits.runs, used["runs"], reset)
+            return QuotaExceededError("runs", limits.runs, used["runs"], reset)
         if used["tokens"] >= limits.tokens:
-            raise QuotaExceededError("tokens", limits.tokens, used["tokens"], reset)
-        raise QuotaExceededError("bytes", limits.bytes, used["bytes"], reset, asked=size)
+            return QuotaExceededError("tokens", limits.tokens, used["tokens"], reset)
+        return QuotaExceededError("bytes", limits.bytes, used["bytes"], reset, asked=size)
+
+    def _charge(self, size: int, limits: QuotaLimits) -> dict[str, Any]:
+        return {
+            "UpdateExpression": "ADD runs :one, #b :size SET entity = :e, expiresAt = :ttl",
+            "ConditionExpression": (
+                "(attribute_not_exists(runs) OR runs < :runs) AND (attribute_not_exists(#b) OR #b <= :room)"
+                " AND (attribute_not_exists(tokens) OR tokens < :tokens)"
+            ),
+            "ExpressionAttributeNames": {"#b": "bytes"},
+            "ExpressionAttributeValues": {
+                ":one": 1,
+                ":size": size,
+                ":runs": limits.runs,
+                ":room": limits.bytes - size,
+                ":tokens": limits.tokens,
+                ":e": "usage",
+                ":ttl": int(self._clock()) + USAGE_TTL_S,
+            },
+        }
 
     def refund_run(self, size: int) -> None:
         """A counted run that never started after all (it was refused by something else): not charged."""

@@ -115,6 +115,24 @@ class DynamoRunRepository:
 
     # --- the RunRepository port -------------------------------------------------------------------
     def create_run(self, run: dict[str, Any]) -> None:
+        try:
+            self._table.put_item(Item=self._run_item(run), ConditionExpression="attribute_not_exists(PK)")
+        except Exception as exc:
+            if self._conditional_failed(exc):
+                raise RunTransitionError(f"run {run['runId']} already exists") from exc
+            raise
+
+    def create_run_write(self, run: dict[str, Any]) -> dict[str, Any]:
+        """`create_run` as one write of a TransactWriteItems (it fails its condition when the run exists)."""
+        return {
+            "Put": {
+                "TableName": self._table.name,
+                "Item": self._run_item(run),
+                "ConditionExpression": "attribute_not_exists(PK)",
+            }
+        }
+
+    def _run_item(self, run: dict[str, Any]) -> dict[str, Any]:
         run_id = run["runId"]
         started = run.get("startedAt") or self._now_iso()
         item = {
@@ -134,12 +152,7 @@ class DynamoRunRepository:
         item.setdefault("stepInfra", {step: {} for step in INFRA_STEPS})
         item.setdefault("stepUsage", {step: {} for step in ("understand", "analyze", "investigate")})
         item.setdefault("stepDegraded", {})
-        try:
-            self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(PK)")
-        except Exception as exc:
-            if self._conditional_failed(exc):
-                raise RunTransitionError(f"run {run_id} already exists") from exc
-            raise
+        return item
 
     def update_progress(self, run_id: str, *, step: str, percent: int, message: str = "") -> None:
         progress = {"step": step, "percent": max(0, min(100, int(percent))), "message": message}
@@ -200,6 +213,18 @@ class DynamoRunRepository:
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         return _strip(self._table.get_item(Key={"PK": self._pk, "SK": f"RUN#{run_id}"}).get("Item"))
+
+    def run_fields(self, run_id: str, *names: str) -> dict[str, Any] | None:
+        """A few attributes of a run, read alone and strongly consistent (a run item carries its whole
+        progress and cost: most readers need its status); None when there is no such run."""
+        projected = ("PK", *names)
+        item = self._table.get_item(
+            Key={"PK": self._pk, "SK": f"RUN#{run_id}"},
+            ProjectionExpression=", ".join(f"#n{i}" for i in range(len(projected))),
+            ExpressionAttributeNames={f"#n{i}": name for i, name in enumerate(projected)},
+            ConsistentRead=True,
+        ).get("Item")
+        return _strip(item) if item else None
 
     # --- runs ------------------------------------------------------------------------------------
     def require_run(self, run_id: str) -> dict[str, Any]:
@@ -420,26 +445,42 @@ class DynamoRunRepository:
         Returns None when this execution holds the claim (first delivery, or a retry of the same execution),
         else the run id of the execution that claimed it first: the event is a duplicate.
         """
-        sk = object_claim_key(bucket, key, version_id)
+        write = self.claim_object_write(bucket, key, version_id, run_id, execution_id=execution_id)["Put"]
         try:
-            self._table.put_item(
-                Item={
+            self._table.put_item(**{k: v for k, v in write.items() if k != "TableName"})
+        except Exception as exc:
+            if not self._conditional_failed(exc):
+                raise
+            return self.object_claimant(bucket, key, version_id) or run_id
+        return None
+
+    def claim_object_write(
+        self, bucket: str, key: str, version_id: str | None, run_id: str, *, execution_id: str
+    ) -> dict[str, Any]:
+        """`claim_object` as one write of a TransactWriteItems (it fails its condition when another execution
+        holds the claim: `object_claimant` names its run)."""
+        return {
+            "Put": {
+                "TableName": self._table.name,
+                "Item": {
                     "PK": self._pk,
-                    "SK": sk,
+                    "SK": object_claim_key(bucket, key, version_id),
                     "entity": "object_claim",
                     "runId": run_id,
                     "executionId": execution_id,
                     "expiresAt": int(self._clock()) + CLAIM_TTL_S,
                 },
-                ConditionExpression="attribute_not_exists(PK) OR executionId = :e",
-                ExpressionAttributeValues={":e": execution_id},
-            )
-        except Exception as exc:
-            if not self._conditional_failed(exc):
-                raise
-            existing = self._table.get_item(Key={"PK": self._pk, "SK": sk}, ConsistentRead=True).get("Item")
-            return str(existing["runId"]) if existing else run_id
-        return None
+                "ConditionExpression": "attribute_not_exists(PK) OR executionId = :e",
+                "ExpressionAttributeValues": {":e": execution_id},
+            }
+        }
+
+    def object_claimant(self, bucket: str, key: str, version_id: str | None) -> str | None:
+        """The run that claimed this object version, if any."""
+        existing = self._table.get_item(
+            Key={"PK": self._pk, "SK": object_claim_key(bucket, key, version_id)}, ConsistentRead=True
+        ).get("Item")
+        return str(existing["runId"]) if existing else None
 
     # --- datasets ---------------------------------------------------------------------------------
     def put_dataset(self, dataset: dict[str, Any]) -> None:
@@ -456,7 +497,8 @@ class DynamoRunRepository:
         return self._query_prefix("DATASET#")
 
     def record_upload(self, dataset_id: str, upload: dict[str, Any]) -> None:
-        """Remember the dataset's latest upload (what schedules re-analyse); creates the dataset if new."""
+        """Remember the dataset's latest upload, or import (a file in the owner's bucket named with the role
+        that reads it, no version): what schedules and POST …/runs re-analyse. Creates the dataset if new."""
         self._table.update_item(
             Key={"PK": self._pk, "SK": f"DATASET#{dataset_id}"},
             UpdateExpression=(
