@@ -91,12 +91,30 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=50_000_000)
     parser.add_argument("--dir", type=Path, default=REPO / "out" / "bench-large")
+    parser.add_argument(
+        "--base",
+        type=Path,
+        default=None,
+        help="another checkout (a `git worktree add` of the code to compare with): its engine runs too, in the "
+        "same run, between SUMMARIZE and this checkout's",
+    )
     args = parser.parse_args(argv)
     path = ensure_file(args.rows, args.dir)
     size = path.stat().st_size
     out = args.dir / f"run_{args.rows}"
     summarize = _child(_WRAP, sys.executable, "-c", _SUMMARIZE, str(path), timeout=7200)
     os.environ.update(ITERATE_ENGINE="always", ITERATE_MAX_FILE_BYTES=str(max(size + 1, 5_000_000_000)))
+    base = None
+    if args.base is not None:
+        # The other checkout's engine first on sys.path (PYTHONPATH holds this one's: see bench._child).
+        entry = f"import sys; sys.path.insert(0, {str(args.base.resolve() / 'layers')!r}); from iterate.cli import entry; entry()"
+        base_out = args.dir / f"run_{args.rows}_base"
+        base = _child(
+            _WRAP, sys.executable, "-c", entry, "analyze", str(path), "--out", str(base_out), timeout=7200
+        )
+        if base["rc"] != 0:
+            print(base["stderr"], file=sys.stderr)
+            return 1
     iterate = str(Path(sys.executable).with_name("iterate"))
     run = _child(_WRAP, iterate, "analyze", str(path), "--out", str(out), timeout=7200)
     if run["rc"] != 0:
@@ -107,19 +125,34 @@ def main(argv: list[str] | None = None) -> int:
     ratio = run["wall_s"] / summarize["wall_s"]
     peak = max(run["tree_pss_mb"] or 0, run["peak_mb"])
     print(f"\nbench-large: {args.rows:,} rows x 20 columns, {size / 1e9:.2f} GB ({path})")
-    print(f"{'':<34}{'wall s':>9}{'peak MB':>10}")
+    print(f"{'':<34}{'wall s':>9}{'CPU s':>9}{'peak MB':>10}{'ratio':>8}")
     print(
-        f"{'DuckDB SUMMARIZE (whole file)':<34}{summarize['wall_s']:>9.1f}{summarize['tree_pss_mb'] or 0:>10.0f}"
+        f"{'DuckDB SUMMARIZE (whole file)':<34}{summarize['wall_s']:>9.1f}{summarize['cpu_s']:>9.1f}"
+        f"{summarize['tree_pss_mb'] or 0:>10.0f}"
     )
-    print(f"{'iterate analyze (engine path)':<34}{run['wall_s']:>9.1f}{peak:>10.0f}")
+    if base is not None:
+        base_peak = max(base["tree_pss_mb"] or 0, base["peak_mb"])
+        print(
+            f"{'iterate analyze, ' + args.base.name:<34}{base['wall_s']:>9.1f}{base['cpu_s']:>9.1f}{base_peak:>10.0f}"
+            f"{base['wall_s'] / summarize['wall_s']:>7.2f}x"
+        )
+    print(
+        f"{'iterate analyze (engine path)':<34}{run['wall_s']:>9.1f}{run['cpu_s']:>9.1f}{peak:>10.0f}{ratio:>7.2f}x"
+    )
     print(
         f"ratio to SUMMARIZE: {ratio:.2f}x (target <= {TARGET_RATIO:.0f}x: {'met' if ratio <= TARGET_RATIO else 'NOT met'})"
     )
     print(f"peak over all processes: {peak:,.0f} MB (target <= {TARGET_PEAK_MB:,.0f}: "
           f"{'met' if peak <= TARGET_PEAK_MB else 'NOT met'})")  # fmt: skip
     print(f"proofs: {ok} of {tried} succeeded")
-    steps = ("engine_summaries", "engine_detect", "engine_flags", "investigate", "report")
+    steps = ("engine_summaries", "engine_detect", "engine_flags", "engine_rest_wait", "investigate", "report")
     print("run steps (s): " + ", ".join(f"{k} {timings[k] / 1000:.1f}" for k in steps if k in timings))
+    record = json.loads((out / "steps" / "profile.json").read_text())["detail"]
+    cpu = record.get("engineStatementsCpuS", {})
+    print(
+        "engine statements (wall/CPU s): "
+        + ", ".join(f"{k} {v:.1f}/{cpu.get(k, 0.0):.1f}" for k, v in record["engineStatementsS"].items())
+    )
     return 0
 
 

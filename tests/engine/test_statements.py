@@ -133,6 +133,8 @@ STATEMENTS = [
     sql.flags_by_keys(["city", "zip"], "keys", "zip", "fd-zip"),
     sql.sample(10, n_rows=20),
     sql.row_count(),
+    sql.column_distinct(HEADER),
+    sql.column_stats(HEADER, numeric=["amount"], distinct=False, skip=["city"]),
 ]
 
 
@@ -162,3 +164,15 @@ def test_row_groups_give_duplicates_and_missing_patterns_in_one_scan(source: Duc
     rendered = sql.row_groups(HEADER, dialect="trino").sql("trino")
     assert "XXHASH64(" in rendered
     sqlglot.parse_one(rendered, read="trino")
+
+
+def test_column_stats_leave_out_the_counted_columns(source: DuckSource) -> None:
+    distinct = source.one(sql.column_distinct(HEADER))
+    full = source.one(sql.column_stats(HEADER, numeric=["amount"]))
+    assert distinct == {"n_rows": 7, **{k: v for k, v in full.items() if k.endswith("_distinct")}}
+    rest = source.one(sql.column_stats(HEADER, numeric=["amount"], distinct=False, skip=["city"]))
+    c = HEADER.index("city")
+    assert not any(k.startswith(f"c{c}_") or k.endswith("_distinct") for k in rest)
+    assert {
+        k: v for k, v in full.items() if not k.startswith(f"c{c}_") and not k.endswith("_distinct")
+    } == rest

@@ -92,5 +92,6 @@ def write_engine_result(
         expectedBlanks={},
         engine=result.counts.model_dump(),
         engineStatementsS=result.statements_s,
+        engineStatementsCpuS=result.statements_cpu_s,
     )
     return summary

@@ -57,6 +57,13 @@ class Summaries:
         """The sample as a Table the detectors read (rows in file order)."""
         return Table.from_arrow(self.sample, name=name, source=source, names=self.columns)
 
+    def counts_by_value(self) -> dict[str, dict[str, int]]:
+        """The exact value counts, by column name: value -> rows holding it."""
+        return {
+            self.columns[i]: dict(zip(values, counts.tolist(), strict=True))
+            for i, (values, counts) in self.value_counts.items()
+        }
+
     def column_stat(self, index: int, key: str) -> Any:
         return self.stats.get(f"c{index}_{key}")
 
@@ -107,9 +114,17 @@ def summarize(source: Source, *, sample_rows: int, missing: tuple[str, ...] = ("
         picked = np.sort(np.random.default_rng(SEED).choice(total, size=sample_rows, replace=False))
         drawn = _fetch(source, picked)
     numeric = _numeric_columns(drawn, columns)
-    stats = source.one(sql.column_stats(columns, numeric=numeric, missing=missing))
+    # Which columns have every value counted (a distinct estimate of at most VALUE_COUNT_LIMIT), then the
+    # statistics of the others only: a counted column's profile is built from its values (`value_counts`).
+    stats = dict(source.one(sql.column_distinct(columns)))
     n_rows = int(stats["n_rows"])
     counted = [i for i in range(len(columns)) if int(stats[f"c{i}_distinct"] or 0) <= VALUE_COUNT_LIMIT]
+    if len(counted) < len(columns):
+        names = [columns[i] for i in counted]
+        rest = source.one(
+            sql.column_stats(columns, numeric=numeric, missing=missing, distinct=False, skip=names)
+        )
+        stats.update({k: v for k, v in rest.items() if k != "n_rows"})
     value_counts: dict[int, tuple[list[str], np.ndarray]] = {}
     firsts: set[int] = set()
     if counted:
