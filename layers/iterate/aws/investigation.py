@@ -142,10 +142,8 @@ def generate_code(payload: GenerateCodeInput, deps: AwsDeps) -> GenerateCodeOutp
         columns = pipeline.code_columns_step(ctx, payload.issueId, source, code)
         url = store.presigned_get("data.parquet", expires_s=deps.config.presign_expiry_s)
         out_key = store.prefix + result_key(payload.issueId, attempt)
-        out_url = deps.s3_client().generate_presigned_url(
-            "put_object",
-            Params={"Bucket": store.bucket, "Key": out_key},
-            ExpiresIn=deps.config.presign_expiry_s,
+        out_url = store.presigned_put(
+            result_key(payload.issueId, attempt), expires_s=deps.config.presign_expiry_s
         )
     return GenerateCodeOutput(
         stop=False,

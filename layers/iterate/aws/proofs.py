@@ -139,11 +139,7 @@ def prepare_batch(payload: PrepareBatchInput, deps: AwsDeps) -> PrepareBatchOutp
             union = list(dict.fromkeys(c for item in items for c in item.columns or ()))
         url = store.presigned_get("data.parquet", expires_s=deps.config.presign_expiry_s)
         out_key = store.prefix + batch_result_key(payload.batch)
-        out_url = deps.s3_client().generate_presigned_url(
-            "put_object",
-            Params={"Bucket": store.bucket, "Key": out_key},
-            ExpiresIn=deps.config.presign_expiry_s,
-        )
+        out_url = store.presigned_put(batch_result_key(payload.batch), expires_s=deps.config.presign_expiry_s)
     return PrepareBatchOutput(
         count=len(items),
         issueIds=ids,

@@ -66,6 +66,13 @@ class S3ArtifactStore:
         )
         return url
 
+    def presigned_put(self, key: str, *, expires_s: int = 900) -> str:
+        """A time-limited PUT URL for exactly one artifact (how the sandbox writes its result without S3 rights)."""
+        url: str = self._s3.generate_presigned_url(
+            "put_object", Params={"Bucket": self.bucket, "Key": self._key(key)}, ExpiresIn=expires_s
+        )
+        return url
+
     def list_keys(self, sub_prefix: str = "") -> list[str]:
         """Keys (relative to the store's prefix) under `sub_prefix`."""
         keys: list[str] = []
